@@ -1,0 +1,190 @@
+"""The `galley` command line (DESIGN.md §6): a thin shell over `core.operator.Galley`.
+
+Exit codes: 0 for every outcome but `failed` (1); 2 for usage and config errors.
+`--json` prints exactly one JSON document on stdout; human output uses tables.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from core.errors import (
+    ConfigError,
+    DatabaseNotReady,
+    GalleyError,
+    SlotError,
+    UnknownRecipe,
+    UnknownRun,
+)
+from core.operator import Galley
+from core.policies import DraftOutcome
+from core.settings import Settings
+from core.states import RunState
+from core.store import Store
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+USAGE_ERRORS = (ConfigError, UnknownRecipe, UnknownRun, SlotError, DatabaseNotReady)
+
+app = typer.Typer(
+    name="galley",
+    help="Galley drafts posts with Claude on a schedule, and never twice.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+# Piped output is read by scripts and people's terminals alike: never cut a run id.
+out = Console(width=None if sys.stdout.isatty() else 200, soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
+Actor = Annotated[str, typer.Option("--as", help="Who is acting (recorded in history).")]
+
+
+@contextmanager
+def explained_errors() -> Iterator[None]:
+    """Galley's own errors become one clear message and an exit code, not a traceback."""
+    try:
+        yield
+    except USAGE_ERRORS as exc:
+        err.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+        raise typer.Exit(EXIT_USAGE) from None
+    except GalleyError as exc:
+        err.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+        raise typer.Exit(EXIT_FAILED) from None
+
+
+def open_galley() -> Galley:
+    return Galley.from_settings(Settings())
+
+
+def print_json(document: Any) -> None:
+    sys.stdout.write(json.dumps(document, default=str) + "\n")
+
+
+def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
+    grid = Table(title=title, title_justify="left")
+    for column in columns:
+        grid.add_column(column)
+    for row in rows:
+        grid.add_row(*["" if v is None else str(v) for v in row])
+    return grid
+
+
+@app.command()
+def draft(
+    recipe: Annotated[str, typer.Argument(help="Recipe name.")],
+    slot: Annotated[
+        str | None,
+        typer.Option(help="ISO date-time; without an offset, wall time in the recipe's zone."),
+    ] = None,
+    as_json: JsonFlag = False,
+    actor: Actor = "cli",
+) -> None:
+    """Draft one slot now (default: the most recent due slot), without Slack."""
+    with explained_errors():
+        result = open_galley().draft(recipe, slot, actor=actor)
+    if as_json:
+        print_json(result.to_json())
+    else:
+        reason = f" ({result.reason}: {result.detail})" if result.detail else ""
+        out.print(f"{result.outcome}{reason}  run={result.run}  key={result.key}", highlight=False)
+    if result.outcome == DraftOutcome.FAILED:
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command()
+def status(as_json: JsonFlag = False) -> None:
+    """Each recipe's version, pause flag, review queue and next slot; uncertain runs."""
+    with explained_errors():
+        report = open_galley().status()
+    if as_json:
+        print_json(report.to_json())
+        return
+    rows = [
+        [
+            r.name,
+            f"v{r.version}",
+            "paused" if r.paused else "",
+            f"{r.pending}/{r.pending_limit}",
+            r.next_slot,
+        ]
+        for r in report.recipes
+    ]
+    out.print(table("recipes", ["recipe", "version", "paused", "pending", "next slot"], rows))
+    if report.uncertain:
+        out.print("uncertain runs: " + ", ".join(report.uncertain), highlight=False)
+
+
+@app.command()
+def runs(
+    state: Annotated[RunState | None, typer.Option(help="Only runs in this state.")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many, newest first.")] = 50,
+    as_json: JsonFlag = False,
+) -> None:
+    """Recent runs, newest slot first."""
+    with explained_errors():
+        found = open_galley().runs(state, limit)
+    if as_json:
+        print_json({"runs": [vars(r) for r in found]})
+        return
+    rows = [[r.id, r.state, r.reason, r.draft_key, r.attempts] for r in found]
+    out.print(table("runs", ["run", "state", "reason", "draft key", "attempts"], rows))
+
+
+@app.command()
+def bump(
+    recipe: Annotated[str, typer.Argument(help="Recipe name.")],
+    reason: Annotated[str | None, typer.Option(help="Why, for the history.")] = None,
+    actor: Actor = "cli",
+) -> None:
+    """Raise a recipe's version: the only way to a second draft for a drafted slot."""
+    with explained_errors():
+        version = open_galley().bump(recipe, actor=actor, reason=reason)
+    out.print(f"{recipe} is now v{version}", highlight=False)
+
+
+@app.command()
+def pause(
+    target: Annotated[str, typer.Argument(help="Recipe name, or `all`.")],
+    reason: Annotated[str | None, typer.Option(help="Why, shown in status.")] = None,
+    actor: Actor = "cli",
+) -> None:
+    """Stop drafting for a recipe (or all) until resumed."""
+    with explained_errors():
+        names = open_galley().pause(target, actor=actor, reason=reason)
+    out.print("paused: " + ", ".join(names), highlight=False)
+
+
+@app.command()
+def resume(
+    target: Annotated[str, typer.Argument(help="Recipe name, or `all`.")],
+    actor: Actor = "cli",
+) -> None:
+    """Let a paused recipe (or all) draft again."""
+    with explained_errors():
+        names = open_galley().resume(target, actor=actor)
+    out.print("resumed: " + ", ".join(names), highlight=False)
+
+
+@db_app.command("upgrade")
+def db_upgrade() -> None:
+    """Create or migrate the database schema to the newest version."""
+    with explained_errors():
+        store = Store(Settings().galley_database_url)
+        store.upgrade()
+    out.print(f"database at revision {store.current_revision()}", highlight=False)
+
+
+def main() -> None:
+    app()

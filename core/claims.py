@@ -1,0 +1,316 @@
+"""Claim before you spend (DESIGN.md §4.1): who may pay for a slot's model call.
+
+The draft key is claimed with `INSERT … ON CONFLICT DO NOTHING` in one short
+transaction; the loser never calls the model. A claim carries `claimed_by` and
+`lease_until`; the holder renews it while it works, and an expired claim is taken over
+(by the next request for the slot) or returned to the pool (by the sweeper).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import Session, col, select
+
+from core.config import Recipe
+from core.gate import gate_reason
+from core.history import move_run, record_event
+from core.identity import draft_key
+from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
+from core.policies import AttemptOutcome, DraftOutcome, SkipReason
+from core.ports import Clock
+from core.schedule import Slot
+from core.states import RUN_TRANSITIONS, DraftState, RunState
+from core.store import Store, insert_ignore
+
+
+@dataclass(frozen=True)
+class DraftResult:
+    """What one request to draft a slot came to (the `galley draft` JSON shape)."""
+
+    outcome: DraftOutcome
+    run: str
+    key: str | None
+    reason: str | None = None
+    detail: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "run": self.run,
+            "key": self.key,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The right to pay for one draft key's model call, held until `lease_until`."""
+
+    run_id: str
+    draft_key: str
+    version: int
+    worker: str
+    took_over: bool
+
+
+def ensure_recipe_row(session: Session, name: str, now: datetime) -> RecipeRow:
+    insert_ignore(session, RecipeRow, name=name, version=1, paused=False, updated_at=now)
+    return session.exec(select(RecipeRow).where(col(RecipeRow.name) == name)).one()
+
+
+def lock_recipe_row(session: Session, name: str, now: datetime) -> RecipeRow:
+    """The recipe row, locked for this transaction (SQLite: BEGIN IMMEDIATE already is)."""
+    ensure_recipe_row(session, name, now)
+    return session.exec(
+        select(RecipeRow).where(col(RecipeRow.name) == name).with_for_update()
+    ).one()
+
+
+def open_run(
+    session: Session, recipe: Recipe, slot: Slot, *, manual: bool, now: datetime
+) -> RunRow:
+    run_id = slot.run_id(recipe.name)
+    inserted = insert_ignore(
+        session,
+        RunRow,
+        id=run_id,
+        recipe=recipe.name,
+        slot_wall=run_id.partition("@")[2],
+        slot_at=slot.fire_at,
+        state=RunState.PENDING,
+        version=1,
+        manual=manual,
+        created_at=now,
+        updated_at=now,
+    )
+    run = session.exec(select(RunRow).where(col(RunRow.id) == run_id)).one()
+    if inserted:
+        record_event(
+            session,
+            subject="run",
+            subject_id=run_id,
+            run_id=run_id,
+            to_state=RunState.PENDING,
+            actor="manual" if manual else "scheduler",
+            at=now,
+            reason=f"slot {run.slot_wall} fires at {slot.fire_at.isoformat()}",
+        )
+    return run
+
+
+def claim_slot(
+    store: Store,
+    recipe: Recipe,
+    slot: Slot,
+    *,
+    worker: str,
+    actor: str,
+    manual: bool,
+    clock: Clock,
+) -> Claim | DraftResult:
+    """One transaction: open the run, answer from an existing draft, pass the gate, claim."""
+    with store.transaction() as session:
+        now = clock.now()
+        recipe_row = lock_recipe_row(session, recipe.name, now)
+        run = open_run(session, recipe, slot, manual=manual, now=now)
+        key = draft_key(recipe.platform, run.id, recipe_row.version)
+        existing = session.exec(select(DraftRow).where(col(DraftRow.key) == key)).one_or_none()
+        if existing is not None:
+            return _answer_existing(session, existing, run, worker, recipe.claim_lease, now)
+        refusal = gate_reason(session, recipe, recipe_row, now)
+        if refusal is not None:
+            _record_skip(session, run, recipe_row, refusal, actor=actor, now=now)
+            return DraftResult(DraftOutcome.SKIPPED, run.id, key, refusal[0], refusal[1])
+        recipe_row.backpressure_since = None
+        session.add(recipe_row)
+        if not insert_ignore(
+            session,
+            DraftRow,
+            key=key,
+            run_id=run.id,
+            recipe=recipe.name,
+            platform=recipe.platform,
+            version=recipe_row.version,
+            state=DraftState.CLAIMED,
+            claimed_by=worker,
+            lease_until=now + recipe.claim_lease,
+            created_at=now,
+            updated_at=now,
+        ):
+            return DraftResult(DraftOutcome.IN_PROGRESS, run.id, key)
+        record_event(
+            session,
+            subject="draft",
+            subject_id=key,
+            run_id=run.id,
+            to_state=DraftState.CLAIMED,
+            actor=worker,
+            at=now,
+        )
+        run.version, run.draft_key = recipe_row.version, key
+        move_run(session, run, RunState.RUNNING, actor=worker, at=now, reason=f"claimed {key}")
+        return Claim(run.id, key, recipe_row.version, worker, took_over=False)
+
+
+def _answer_existing(
+    session: Session,
+    draft: DraftRow,
+    run: RunRow,
+    worker: str,
+    lease: timedelta,
+    now: datetime,
+) -> Claim | DraftResult:
+    if draft.state != DraftState.CLAIMED:
+        return DraftResult(DraftOutcome.EXISTS, run.id, draft.key)
+    taken = session.execute(
+        sa.update(DraftRow)
+        .where(
+            col(DraftRow.key) == draft.key,
+            col(DraftRow.state) == DraftState.CLAIMED,
+            col(DraftRow.lease_until) < now,
+        )
+        .values(claimed_by=worker, lease_until=now + lease, updated_at=now)
+    )
+    if taken.rowcount != 1:  # type: ignore[attr-defined]
+        return DraftResult(DraftOutcome.IN_PROGRESS, run.id, draft.key)
+    abandon_unfinished_attempts(session, draft.key, now)
+    record_event(
+        session,
+        subject="draft",
+        subject_id=draft.key,
+        run_id=run.id,
+        from_state=DraftState.CLAIMED,
+        to_state=DraftState.CLAIMED,
+        actor=worker,
+        at=now,
+        reason=f"took over an expired claim of {draft.claimed_by}",
+    )
+    if run.state != RunState.RUNNING:
+        move_run(session, run, RunState.RUNNING, actor=worker, at=now, reason="claim taken over")
+    return Claim(run.id, draft.key, draft.version, worker, took_over=True)
+
+
+def _record_skip(
+    session: Session,
+    run: RunRow,
+    recipe_row: RecipeRow,
+    refusal: tuple[SkipReason, str],
+    *,
+    actor: str,
+    now: datetime,
+) -> None:
+    reason, detail = refusal
+    if reason == SkipReason.BACKPRESSURE and recipe_row.backpressure_since is None:
+        recipe_row.backpressure_since = now
+        session.add(recipe_row)
+    if RunState.SKIPPED in RUN_TRANSITIONS[RunState(run.state)]:
+        move_run(session, run, RunState.SKIPPED, actor=actor, at=now, reason=reason, detail=detail)
+        return
+    record_event(  # the run holds an older version's draft: note the refusal only
+        session,
+        subject="run",
+        subject_id=run.id,
+        run_id=run.id,
+        from_state=run.state,
+        to_state=RunState.SKIPPED,
+        actor=actor,
+        at=now,
+        reason=detail,
+    )
+
+
+def abandon_unfinished_attempts(session: Session, key: str, now: datetime) -> None:
+    session.execute(
+        sa.update(AttemptRow)
+        .where(col(AttemptRow.draft_key) == key, col(AttemptRow.finished_at).is_(None))
+        .values(outcome=AttemptOutcome.ABANDONED, finished_at=now)
+    )
+
+
+def renew_lease(store: Store, claim: Claim, lease: timedelta, clock: Clock) -> bool:
+    """Extend our claim; False when it is no longer ours (taken over or swept)."""
+    with store.transaction() as session:
+        now = clock.now()
+        renewed = session.execute(
+            sa.update(DraftRow)
+            .where(
+                col(DraftRow.key) == claim.draft_key,
+                col(DraftRow.state) == DraftState.CLAIMED,
+                col(DraftRow.claimed_by) == claim.worker,
+            )
+            .values(lease_until=now + lease, updated_at=now)
+        )
+        return bool(renewed.rowcount == 1)  # type: ignore[attr-defined]
+
+
+class LeaseKeeper:
+    """Renews a claim in the background while a slow model call runs.
+
+    Renewing every third of the lease means two renewals can fail before the claim
+    expires. `lost` is set if the claim stops being ours.
+    """
+
+    def __init__(self, store: Store, claim: Claim, lease: timedelta, clock: Clock) -> None:
+        self._store, self._claim, self._lease, self._clock = store, claim, lease, clock
+        self._stop = threading.Event()
+        self.lost = threading.Event()
+        self._thread = threading.Thread(
+            target=self._renew_until_stopped, name=f"lease:{claim.draft_key}", daemon=True
+        )
+
+    def __enter__(self) -> LeaseKeeper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _renew_until_stopped(self) -> None:
+        interval = self._lease.total_seconds() / 3
+        while not self._stop.wait(interval):
+            try:
+                if not renew_lease(self._store, self._claim, self._lease, self._clock):
+                    self.lost.set()
+                    return
+            except sa.exc.SQLAlchemyError:
+                continue  # the database blinked; the next renewal may still land in time
+
+
+def sweep_expired_claims(store: Store, clock: Clock, actor: str = "sweeper") -> list[str]:
+    """Return expired claims to the pool: the draft row goes, the run is pending again."""
+    swept: list[str] = []
+    with store.transaction() as session:
+        now = clock.now()
+        expired = session.exec(
+            select(DraftRow).where(
+                col(DraftRow.state) == DraftState.CLAIMED, col(DraftRow.lease_until) < now
+            )
+        ).all()
+        for draft in expired:
+            abandon_unfinished_attempts(session, draft.key, now)
+            run = session.exec(select(RunRow).where(col(RunRow.id) == draft.run_id)).one()
+            if run.state == RunState.RUNNING and run.draft_key == draft.key:
+                move_run(
+                    session, run, RunState.PENDING, actor=actor, at=now, reason="claim expired"
+                )
+            record_event(
+                session,
+                subject="draft",
+                subject_id=draft.key,
+                run_id=draft.run_id,
+                from_state=DraftState.CLAIMED,
+                to_state="released",
+                actor=actor,
+                at=now,
+                reason=f"lease of {draft.claimed_by} expired at {draft.lease_until}",
+            )
+            session.delete(draft)
+            swept.append(draft.key)
+    return swept

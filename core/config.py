@@ -1,0 +1,270 @@
+"""The config file (DESIGN.md §5): parsed, validated and resolved before anything runs.
+
+A bad file never half-loads: `load_config` collects every problem, one line each
+naming the recipe and the field, and raises `ConfigError` with all of them.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import croniter
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
+
+from core.durations import parse_duration
+from core.errors import ConfigError
+from core.policies import DstGap, DstRepeat, Overlap
+
+Duration = Annotated[
+    timedelta, BeforeValidator(lambda v: parse_duration(v) if isinstance(v, str) else v)
+]
+NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+SLACK_ID_PATTERN = re.compile(r"^[UWS][A-Z0-9]+$")
+TEMPLATE_FIELDS = ("recipe", "platform", "slot", "version")
+M = TypeVar("M", bound=BaseModel)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SlackSection(_Strict):
+    review_channel: str = Field(min_length=1)
+    alert_channel: str | None = None
+    alert_mentions: list[str] = []
+    approvers: list[str] = []
+    admins: list[str] = []
+
+    @field_validator("alert_mentions", "approvers", "admins")
+    @classmethod
+    def _slack_ids(cls, ids: list[str]) -> list[str]:
+        bad = [i for i in ids if not SLACK_ID_PATTERN.match(i)]
+        if bad:
+            raise ValueError(f"not a Slack user (U…/W…) or user group (S…) id: {', '.join(bad)}")
+        return ids
+
+    @property
+    def alert_channel_or_review(self) -> str:
+        return self.alert_channel or self.review_channel
+
+
+class SlackTarget(_Strict):
+    to: Literal["slack"]
+    channel: str = Field(min_length=1)
+
+    @property
+    def target(self) -> str:
+        return f"slack:{self.channel}"
+
+
+class WebhookTarget(_Strict):
+    to: Literal["webhook"]
+    url: str = Field(pattern=r"^https?://")
+    status_url: str | None = Field(default=None, pattern=r"^https?://")
+
+    @property
+    def target(self) -> str:
+        return "webhook"
+
+
+PublishTarget = Annotated[SlackTarget | WebhookTarget, Field(discriminator="to")]
+
+
+class RecipeSettings(_Strict):
+    """Every key `[defaults]` may set; a recipe may override each one."""
+
+    timezone: str = "UTC"
+    model: str = "claude-sonnet-5-5"
+    max_tokens: int = Field(default=1024, ge=1)
+    pending_limit: int = Field(default=3, ge=0)
+    review_window: Duration = timedelta(hours=48)
+    approval_ttl: Duration = timedelta(hours=24)
+    misfire_grace: Duration = timedelta(hours=1)
+    model_timeout: Duration = timedelta(minutes=2)
+    call_timeout: Duration = timedelta(seconds=30)
+    claim_lease: Duration = timedelta(minutes=10)
+    overlap: Overlap = Overlap.SKIP
+    dst_gap: DstGap = DstGap.SHIFT
+    dst_repeat: DstRepeat = DstRepeat.FIRST
+    max_attempts: int = Field(default=4, ge=1)
+    daily_token_budget: int = Field(default=0, ge=0)  # 0: no budget
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, name: str) -> str:
+        try:
+            ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {name!r}") from None
+        return name
+
+
+class Recipe(RecipeSettings):
+    """One recipe with the defaults already applied: everything a run needs."""
+
+    name: str = Field(pattern=NAME_PATTERN.pattern)
+    platform: str = Field(min_length=1, pattern=r"^[^|]+$")
+    schedule: str
+    system: str = ""
+    prompt: str = Field(min_length=1)
+    publish: PublishTarget | None = None
+
+    @field_validator("schedule")
+    @classmethod
+    def _valid_cron(cls, expr: str) -> str:
+        if len(expr.split()) != 5 or not croniter.is_valid(expr):
+            raise ValueError(f"bad cron {expr!r}: want 5 fields (minute hour day month weekday)")
+        return expr
+
+    @field_validator("system", "prompt")
+    @classmethod
+    def _known_template_fields(cls, template: str) -> str:
+        render_template(template, recipe="r", platform="p", slot=datetime(2026, 1, 1), version=1)
+        return template
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return ZoneInfo(self.timezone)
+
+
+def render_template(
+    template: str, *, recipe: str, platform: str, slot: datetime, version: int
+) -> str:
+    """Fill `{recipe}`, `{platform}`, `{slot:%d %B}`, `{version}`; ValueError on others."""
+    try:
+        return template.format(recipe=recipe, platform=platform, slot=slot, version=version)
+    except (KeyError, IndexError, AttributeError) as exc:
+        raise ValueError(
+            f"bad template field {exc}: use {', '.join('{' + f + '}' for f in TEMPLATE_FIELDS)}"
+        ) from None
+    except ValueError as exc:
+        raise ValueError(f"bad template: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Config:
+    slack: SlackSection
+    recipes: dict[str, Recipe]
+    path: Path | None = None
+
+    def recipe(self, name: str) -> Recipe:
+        from core.errors import UnknownRecipe
+
+        try:
+            return self.recipes[name]
+        except KeyError:
+            known = ", ".join(sorted(self.recipes)) or "none"
+            raise UnknownRecipe(f"unknown recipe {name!r} (known: {known})") from None
+
+
+def load_config(path: Path) -> Config:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([f"{path}: cannot read config file: {exc.strerror}"]) from None
+    config = parse_config(text)
+    return Config(slack=config.slack, recipes=config.recipes, path=path)
+
+
+def parse_config(text: str) -> Config:
+    """Validate a whole TOML document; ConfigError lists every problem found."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError([f"config: not valid TOML: {exc}"]) from None
+    problems: list[str] = []
+    for key in sorted(set(raw) - {"slack", "defaults", "recipes"}):
+        problems.append(f"config: unknown key {key!r}")
+    slack = _validate(SlackSection, raw.get("slack"), "[slack]", problems)
+    defaults = raw.get("defaults", {})
+    if not isinstance(defaults, dict):
+        problems.append("[defaults]: must be a table")
+        defaults = {}
+    defaults = _valid_defaults(defaults, problems)
+    recipes = _validate_recipes(raw.get("recipes", []), defaults, problems)
+    if problems:
+        raise ConfigError(problems)
+    assert slack is not None
+    return Config(slack=slack, recipes=recipes)
+
+
+def _valid_defaults(defaults: dict[str, Any], problems: list[str]) -> dict[str, Any]:
+    """Report `[defaults]` problems once, then drop the bad keys so each recipe
+    is not blamed for them again."""
+    bad_keys = set(defaults) - set(RecipeSettings.model_fields)
+    for key in sorted(bad_keys):
+        problems.append(f"[defaults]: {key}: unknown key")
+    try:
+        RecipeSettings.model_validate({k: v for k, v in defaults.items() if k not in bad_keys})
+    except ValidationError as exc:
+        for error in exc.errors():
+            problems.append(f"[defaults]: {_field_name(error['loc'])}: {_message(error)}")
+            bad_keys.add(str(error["loc"][0]))
+    return {k: v for k, v in defaults.items() if k not in bad_keys}
+
+
+def _validate_recipes(
+    raw_recipes: Any, defaults: dict[str, Any], problems: list[str]
+) -> dict[str, Recipe]:
+    if not isinstance(raw_recipes, list):
+        problems.append("[[recipes]]: must be an array of tables")
+        return {}
+    recipes: dict[str, Recipe] = {}
+    for index, raw in enumerate(raw_recipes):
+        if not isinstance(raw, dict):
+            problems.append(f"recipe #{index + 1}: must be a table")
+            continue
+        label = (
+            f"recipe {raw['name']!r}"
+            if isinstance(raw.get("name"), str)
+            else f"recipe #{index + 1}"
+        )
+        recipe = _validate(Recipe, {**defaults, **raw}, label, problems)
+        if recipe is None:
+            continue
+        if recipe.name in recipes:
+            problems.append(f"{label}: name: duplicate recipe name")
+            continue
+        if recipe.claim_lease <= recipe.model_timeout:
+            problems.append(f"{label}: claim_lease: must be longer than model_timeout")
+        recipes[recipe.name] = recipe
+    return recipes
+
+
+def _validate(model: type[M], raw: Any, label: str, problems: list[str]) -> M | None:
+    if raw is None:
+        problems.append(f"{label}: missing")
+        return None
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        for error in exc.errors():
+            problems.append(f"{label}: {_field_name(error['loc'])}: {_message(error)}")
+        return None
+
+
+def _field_name(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc if not str(part).startswith("function-")) or "?"
+
+
+def _message(error: Any) -> str:
+    kind = error["type"]
+    if kind == "missing":
+        return "missing required field"
+    if kind == "extra_forbidden":
+        return "unknown key"
+    message = str(error["msg"])
+    return message.removeprefix("Value error, ")

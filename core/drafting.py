@@ -1,0 +1,114 @@
+"""The Anthropic adapter of the `Drafter` port, and the failure classification.
+
+The SDK's own retries are off (`max_retries=0`): every attempt goes through Galley's
+ledger, so a retry is a decision recorded in the database, never a hidden re-send.
+"""
+
+from __future__ import annotations
+
+import time
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import anthropic
+import httpx2
+
+from core.errors import ModelCallFailed
+from core.policies import AttemptOutcome
+from core.ports import DraftRequest, ModelReply
+
+CONNECT_TIMEOUT_SECONDS = 10.0
+_NEVER_SENT = (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout)
+
+
+class AnthropicDrafter:
+    """Drafts with the official client; one HTTP request per `draft` call."""
+
+    def __init__(self, api_key: str, base_url: str | None = None) -> None:
+        self._client = anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=0)
+
+    def draft(self, request: DraftRequest) -> ModelReply:
+        timeout = httpx2.Timeout(
+            request.timeout.total_seconds(),
+            connect=min(CONNECT_TIMEOUT_SECONDS, request.timeout.total_seconds()),
+        )
+        optional: dict[str, Any] = {"system": request.system} if request.system else {}
+        try:
+            message = self._client.messages.create(
+                model=request.model,
+                max_tokens=request.max_tokens,
+                messages=[{"role": "user", "content": request.prompt}],
+                timeout=timeout,
+                **optional,
+            )
+        except anthropic.AnthropicError as exc:
+            raise classify(exc) from exc
+        text = "".join(block.text for block in message.content if block.type == "text")
+        usage = message.usage
+        return ModelReply(
+            text=text,
+            model=message.model,
+            request_id=message._request_id,
+            stop_reason=message.stop_reason,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_creation_tokens=usage.cache_creation_input_tokens or 0,
+            cache_read_tokens=usage.cache_read_input_tokens or 0,
+        )
+
+
+def classify(exc: anthropic.AnthropicError) -> ModelCallFailed:
+    """Map an SDK error to the retry table of DESIGN.md §4.4."""
+    if isinstance(exc, anthropic.APIStatusError):
+        return _classify_status(exc)
+    if isinstance(exc, anthropic.APIConnectionError):
+        if isinstance(exc.__cause__, _NEVER_SENT):
+            return ModelCallFailed(AttemptOutcome.NOT_SENT, f"request never sent: {exc.__cause__}")
+        cause = type(exc.__cause__).__name__ if exc.__cause__ else type(exc).__name__
+        return ModelCallFailed(
+            AttemptOutcome.OUTCOME_UNKNOWN, f"request sent, no complete answer ({cause})"
+        )
+    return ModelCallFailed(AttemptOutcome.INVALID_REQUEST, f"client error: {exc}")
+
+
+def _classify_status(exc: anthropic.APIStatusError) -> ModelCallFailed:
+    status = exc.status_code
+    request_id = exc.response.headers.get("request-id")
+    message = f"HTTP {status}: {_error_message(exc)}"
+    if status in (401, 403):
+        outcome = AttemptOutcome.AUTH
+    elif status == 429 or status >= 500:
+        outcome = AttemptOutcome.REJECTED_RETRYABLE
+    else:
+        outcome = AttemptOutcome.INVALID_REQUEST
+    return ModelCallFailed(
+        outcome,
+        message,
+        status=status,
+        retry_after=retry_after_seconds(exc.response.headers.get("retry-after")),
+        request_id=request_id,
+    )
+
+
+def _error_message(exc: anthropic.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        error = body.get("error")
+        text = error.get("message") if isinstance(error, dict) else None
+        if isinstance(text, str):
+            return text
+    return str(exc.message)
+
+
+def retry_after_seconds(header: str | None) -> float | None:
+    """Retry-After as seconds: a number, or an HTTP date."""
+    if not header:
+        return None
+    try:
+        return max(0.0, float(header))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(header).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None

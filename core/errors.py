@@ -1,0 +1,72 @@
+"""Every error Galley raises on purpose has one root, `GalleyError`.
+
+Callers catch the specific subclass they can act on; the CLI and the Slack adapter
+catch `GalleyError` to show a clean message instead of a stack trace.
+"""
+
+from __future__ import annotations
+
+from core.policies import AttemptOutcome
+
+
+class GalleyError(Exception):
+    """Root of every error Galley raises deliberately."""
+
+
+class ConfigError(GalleyError):
+    """The config file or environment is invalid; `problems` holds one line each."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+class UnknownRecipe(GalleyError):
+    """A command named a recipe that is not in the config file."""
+
+
+class UnknownRun(GalleyError):
+    """A command named a run id that is not in the database."""
+
+
+class IllegalTransition(GalleyError):
+    """A state change the state machine does not allow."""
+
+
+class KeyPayloadConflict(GalleyError):
+    """The same idempotency key arrived with a different payload: nothing is changed."""
+
+
+class EffectInProgress(GalleyError):
+    """Another worker holds a live in-flight receipt for this effect key."""
+
+
+class LostClaim(GalleyError):
+    """Our lease on a claim expired and another worker took it over."""
+
+
+class DatabaseNotReady(GalleyError):
+    """The database schema is missing or behind; run `galley db upgrade`."""
+
+
+class ModelCallFailed(GalleyError):
+    """One model call failed; `outcome` says whether and how to retry it."""
+
+    def __init__(
+        self,
+        outcome: AttemptOutcome,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.outcome = outcome
+        self.status = status
+        self.retry_after = retry_after
+        self.request_id = request_id
+
+
+class SlotError(GalleyError):
+    """A slot a person asked for does not exist in the recipe's schedule."""

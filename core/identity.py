@@ -1,0 +1,62 @@
+"""Identities and keys (DESIGN.md §2) as pure functions: the same inputs, the same key.
+
+Every key is built from the *scheduled* slot, never from `now()`, so a catch-up run, a
+retry and a second replica compute the same key. Keys stay readable in a SQL shell.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from typing import Any
+
+WALL_FORMAT = "%Y-%m-%dT%H:%M"
+SECOND_PASS_SUFFIX = "~2"
+
+
+def run_id(recipe: str, slot_wall: datetime, occurrence: int = 1) -> str:
+    """`weekly-update@2026-10-20T09:00`: recipe and nominal local wall time, no offset.
+
+    The second pass of a repeated fall-back hour exists only under `dst_repeat = both`,
+    and only then gets the `~2` suffix; otherwise the repeated hour is one run.
+    """
+    if slot_wall.tzinfo is not None:
+        raise ValueError("slot_wall must be naive local wall time")
+    suffix = SECOND_PASS_SUFFIX if occurrence == 2 else ""
+    return f"{recipe}@{slot_wall.strftime(WALL_FORMAT)}{suffix}"
+
+
+def attempt_id(run: str, number: int) -> str:
+    return f"{run}#{number}"
+
+
+def draft_key(platform: str, run: str, version: int) -> str:
+    return f"{platform}|{run}|v{version}"
+
+
+def review_effect_key(draft: str) -> str:
+    return f"{draft}|review"
+
+
+def publish_effect_key(draft: str, target: str) -> str:
+    return f"{draft}|publish:{target}"
+
+
+def parse_run_id(run: str) -> tuple[str, datetime, int]:
+    """The inverse of `run_id`: (recipe, wall time, occurrence)."""
+    recipe, _, wall = run.partition("@")
+    occurrence = 2 if wall.endswith(SECOND_PASS_SUFFIX) else 1
+    wall = wall.removesuffix(SECOND_PASS_SUFFIX)
+    return recipe, datetime.strptime(wall, WALL_FORMAT), occurrence
+
+
+def payload_hash(payload: Any) -> str:
+    """SHA-256 of the canonical JSON form: key order and whitespace do not matter."""
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def text_hash(text: str) -> str:
+    """Short hash of one revision of a draft's text: what an approval binds to."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]

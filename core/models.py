@@ -1,0 +1,170 @@
+"""The tables. Every key of DESIGN.md §2 is a primary key or a unique constraint here.
+
+Times are stored as aware UTC on both SQLite and PostgreSQL. States are stored as their
+enum value in a plain VARCHAR column, so they read the same in a SQL shell.
+Schema changes go through an Alembic migration in `core/migrations/versions`.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+from sqlmodel import Field, SQLModel
+
+from core.states import DraftState, EffectState, RunState
+
+
+class UTCDateTime(sa.TypeDecorator[datetime]):
+    """Aware UTC datetimes in, aware UTC datetimes out, on every backend."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a UTC column")
+        converted = value.astimezone(UTC)
+        return converted.replace(tzinfo=None) if dialect.name == "sqlite" else converted
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _state_type(enum: type[StrEnum]) -> sa.Enum:
+    return sa.Enum(
+        enum,
+        native_enum=False,
+        create_constraint=False,
+        length=32,
+        values_callable=lambda members: [m.value for m in members],
+    )
+
+
+def _utc(nullable: bool = True, **kwargs: Any) -> Any:
+    return Field(sa_type=UTCDateTime, nullable=nullable, **kwargs)
+
+
+class RecipeRow(SQLModel, table=True):
+    __tablename__ = "recipes"
+
+    name: str = Field(primary_key=True, max_length=64)
+    version: int = 1
+    paused: bool = False
+    paused_reason: str | None = None
+    changed_by: str | None = None
+    backpressure_since: datetime | None = _utc()
+    updated_at: datetime = _utc(nullable=False)
+
+
+class RunRow(SQLModel, table=True):
+    __tablename__ = "runs"
+    __table_args__ = (sa.Index("ix_runs_recipe_state", "recipe", "state"),)
+
+    id: str = Field(primary_key=True, max_length=200)
+    recipe: str = Field(foreign_key="recipes.name", max_length=64)
+    slot_wall: str = Field(max_length=32)  # nominal local wall time, as in the run id
+    slot_at: datetime = _utc(nullable=False)  # the instant the slot fires
+    state: RunState = Field(sa_type=_state_type(RunState))
+    reason: str | None = None
+    version: int = 1
+    draft_key: str | None = Field(default=None, max_length=300)
+    manual: bool = False
+    created_at: datetime = _utc(nullable=False)
+    updated_at: datetime = _utc(nullable=False)
+
+
+class DraftRow(SQLModel, table=True):
+    __tablename__ = "drafts"
+    __table_args__ = (sa.Index("ix_drafts_recipe_state", "recipe", "state"),)
+
+    key: str = Field(primary_key=True, max_length=300)
+    run_id: str = Field(foreign_key="runs.id", index=True, max_length=200)
+    recipe: str = Field(max_length=64)
+    platform: str = Field(max_length=64)
+    version: int
+    state: DraftState = Field(sa_type=_state_type(DraftState))
+    claimed_by: str | None = Field(default=None, max_length=200)
+    lease_until: datetime | None = _utc()
+    text: str | None = Field(default=None, sa_type=sa.Text)
+    revision: int = 0
+    text_hash: str | None = Field(default=None, max_length=64)
+    model: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    ready_at: datetime | None = _utc()
+    decided_by: str | None = None
+    decided_at: datetime | None = _utc()
+    decision_reason: str | None = None
+    created_at: datetime = _utc(nullable=False)
+    updated_at: datetime = _utc(nullable=False)
+
+
+class AttemptRow(SQLModel, table=True):
+    """One model call: the cost ledger. Written before the call, finished after it."""
+
+    __tablename__ = "attempts"
+    __table_args__ = (sa.UniqueConstraint("run_id", "number", name="uq_attempts_run_number"),)
+
+    id: str = Field(primary_key=True, max_length=210)
+    run_id: str = Field(foreign_key="runs.id", index=True, max_length=200)
+    recipe: str = Field(max_length=64, index=True)
+    draft_key: str = Field(max_length=300)
+    number: int
+    worker: str = Field(max_length=200)
+    model: str
+    started_at: datetime = _utc(nullable=False)
+    finished_at: datetime | None = _utc()
+    outcome: str | None = Field(default=None, max_length=32)  # "ok" or a CallFailure
+    http_status: int | None = None
+    error: str | None = None
+    request_id: str | None = None
+    stop_reason: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_tokens: int = 0
+    cache_read_tokens: int = 0
+    latency_ms: int | None = None
+
+
+class EffectRow(SQLModel, table=True):
+    """The receipt of one external effect, keyed by its effect key."""
+
+    __tablename__ = "effects"
+
+    key: str = Field(primary_key=True, max_length=400)
+    draft_key: str = Field(max_length=300, index=True)
+    step: str = Field(max_length=32)
+    payload_hash: str = Field(max_length=64)
+    state: EffectState = Field(sa_type=_state_type(EffectState))
+    external_id: str | None = None
+    result: str | None = Field(default=None, sa_type=sa.Text)  # JSON
+    detail: str | None = None
+    claimed_by: str | None = Field(default=None, max_length=200)
+    lease_until: datetime | None = _utc()
+    tries: int = 1
+    created_at: datetime = _utc(nullable=False)
+    updated_at: datetime = _utc(nullable=False)
+
+
+class EventRow(SQLModel, table=True):
+    """One line of history: who or what changed which state, when and why."""
+
+    __tablename__ = "events"
+
+    id: int | None = Field(default=None, primary_key=True)
+    at: datetime = _utc(nullable=False)
+    subject: str = Field(max_length=16)  # run | draft | effect | recipe
+    subject_id: str = Field(max_length=400)
+    run_id: str | None = Field(default=None, index=True, max_length=200)
+    from_state: str | None = Field(default=None, max_length=32)
+    to_state: str = Field(max_length=32)
+    actor: str = Field(max_length=200)
+    reason: str | None = None

@@ -1,0 +1,283 @@
+"""Drafting one slot: claim, call the model under the claim, store the draft once.
+
+The model is called only by the holder of a live claim, outside any transaction, and
+every call is an attempt row written before the call and finished after it, so the
+ledger shows what was paid for even when the process dies mid-call.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlmodel import Session, col, select
+
+from core.claims import Claim, DraftResult, LeaseKeeper, claim_slot
+from core.config import Recipe, render_template
+from core.errors import LostClaim, ModelCallFailed
+from core.failpoints import failpoint
+from core.history import move_draft, move_run
+from core.identity import attempt_id, text_hash
+from core.models import AttemptRow, DraftRow, RunRow
+from core.policies import AttemptOutcome, DraftOutcome, FailReason
+from core.ports import Clock, Drafter, DraftRequest, ModelReply, SystemClock
+from core.schedule import Slot
+from core.states import DraftState, RunState
+from core.store import Store
+
+
+def worker_name() -> str:
+    """Who holds a claim: readable in a SQL shell, unique per process start."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Capped exponential backoff with jitter; Retry-After wins when the API sends it."""
+
+    base_seconds: float = 1.0
+    cap_seconds: float = 30.0
+    retry_after_cap_seconds: float = 60.0
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, self.retry_after_cap_seconds)
+        exponential = min(self.cap_seconds, self.base_seconds * 2 ** (attempt - 1))
+        return float(exponential * random.uniform(0.5, 1.0))
+
+
+class DraftingService:
+    """Turns (recipe, slot) into at most one stored draft and one paid model answer."""
+
+    def __init__(
+        self,
+        store: Store,
+        drafter: Drafter,
+        *,
+        clock: Clock | None = None,
+        worker: str | None = None,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self.store = store
+        self.drafter = drafter
+        self.clock = clock or SystemClock()
+        self.worker = worker or worker_name()
+        self.backoff = backoff or Backoff()
+
+    def draft_slot(
+        self, recipe: Recipe, slot: Slot, *, manual: bool = False, actor: str | None = None
+    ) -> DraftResult:
+        claimed = claim_slot(
+            self.store,
+            recipe,
+            slot,
+            worker=self.worker,
+            actor=actor or self.worker,
+            manual=manual,
+            clock=self.clock,
+        )
+        if isinstance(claimed, DraftResult):
+            return claimed
+        failpoint("after_claim_commit")
+        try:
+            return self._write_draft(recipe, slot, claimed)
+        except LostClaim as lost:
+            return DraftResult(
+                DraftOutcome.IN_PROGRESS, claimed.run_id, claimed.draft_key, str(lost)
+            )
+
+    def _write_draft(self, recipe: Recipe, slot: Slot, claim: Claim) -> DraftResult:
+        request = build_request(recipe, slot, claim.version)
+        deadline = time.monotonic() + recipe.claim_lease.total_seconds()
+        with LeaseKeeper(self.store, claim, recipe.claim_lease, self.clock) as keeper:
+            while True:
+                number = self._begin_attempt(recipe, claim)
+                if number is None:
+                    return self._fail(claim, FailReason.ATTEMPTS_EXHAUSTED, _exhausted(recipe))
+                started = time.monotonic()
+                try:
+                    reply = self.drafter.draft(request)
+                except ModelCallFailed as failure:
+                    self._finish_attempt(claim, number, started, failure=failure)
+                    if not failure.outcome.retryable:
+                        return self._fail(claim, _fail_reason(failure.outcome), str(failure))
+                    delay = self.backoff.delay(number, failure.retry_after)
+                    if time.monotonic() + delay > deadline:
+                        detail = f"no draft within claim_lease; last error: {failure}"
+                        return self._fail(claim, FailReason.DEADLINE_EXCEEDED, detail)
+                    if keeper.lost.wait(delay):
+                        raise LostClaim(f"claim on {claim.draft_key} was taken over") from None
+                    continue
+                failpoint("after_model_reply")
+                return self._store_draft(claim, number, started, reply)
+
+    def _begin_attempt(self, recipe: Recipe, claim: Claim) -> int | None:
+        """Write the attempt row before the call; None when the attempt cap is reached."""
+        with self.store.transaction() as session:
+            _own_claim(session, claim)
+            used = session.exec(
+                select(sa.func.count())
+                .select_from(AttemptRow)
+                .where(col(AttemptRow.draft_key) == claim.draft_key)
+            ).one()
+            if used >= recipe.max_attempts:
+                return None
+            last = session.exec(
+                select(sa.func.max(AttemptRow.number)).where(col(AttemptRow.run_id) == claim.run_id)
+            ).one()
+            number = (last or 0) + 1
+            session.add(
+                AttemptRow(
+                    id=attempt_id(claim.run_id, number),
+                    run_id=claim.run_id,
+                    recipe=recipe.name,
+                    draft_key=claim.draft_key,
+                    number=number,
+                    worker=self.worker,
+                    model=recipe.model,
+                    started_at=self.clock.now(),
+                )
+            )
+            return number
+
+    def _finish_attempt(
+        self,
+        claim: Claim,
+        number: int,
+        started: float,
+        *,
+        failure: ModelCallFailed | None = None,
+        reply: ModelReply | None = None,
+        session: Session | None = None,
+    ) -> None:
+        values: dict[str, object] = {
+            "finished_at": self.clock.now(),
+            "latency_ms": round((time.monotonic() - started) * 1000),
+        }
+        if failure is not None:
+            values |= {
+                "outcome": failure.outcome,
+                "error": str(failure)[:2000],
+                "http_status": failure.status,
+                "request_id": failure.request_id,
+            }
+        if reply is not None:
+            values |= {
+                "outcome": AttemptOutcome.OK,
+                "model": reply.model,
+                "request_id": reply.request_id,
+                "stop_reason": reply.stop_reason,
+                "input_tokens": reply.input_tokens,
+                "output_tokens": reply.output_tokens,
+                "cache_creation_tokens": reply.cache_creation_tokens,
+                "cache_read_tokens": reply.cache_read_tokens,
+            }
+        statement = (
+            sa.update(AttemptRow)
+            .where(col(AttemptRow.id) == attempt_id(claim.run_id, number))
+            .values(**values)
+        )
+        if session is not None:
+            session.execute(statement)
+            return
+        with self.store.transaction() as own_session:
+            own_session.execute(statement)
+
+    def _store_draft(
+        self, claim: Claim, number: int, started: float, reply: ModelReply
+    ) -> DraftResult:
+        if not reply.text.strip():
+            self._finish_attempt(claim, number, started, reply=reply)
+            return self._fail(claim, FailReason.EMPTY_RESPONSE, "the model answered no text")
+        with self.store.transaction() as session:
+            self._finish_attempt(claim, number, started, reply=reply, session=session)
+            draft = _own_claim(session, claim)
+            now = self.clock.now()
+            draft.text, draft.text_hash, draft.revision = reply.text, text_hash(reply.text), 1
+            draft.model, draft.ready_at = reply.model, now
+            draft.input_tokens, draft.output_tokens = reply.input_tokens, reply.output_tokens
+            draft.claimed_by, draft.lease_until = None, None
+            move_draft(session, draft, DraftState.READY, actor=self.worker, at=now)
+            _supersede_older_drafts(session, claim, self.worker, now)
+            run = _run(session, claim.run_id)
+            move_run(session, run, RunState.AWAITING_REVIEW, actor=self.worker, at=now)
+        failpoint("after_draft_commit")
+        return DraftResult(DraftOutcome.DRAFTED, claim.run_id, claim.draft_key)
+
+    def _fail(self, claim: Claim, reason: FailReason, detail: str) -> DraftResult:
+        """Give the claim back and close the run as failed, with a readable reason."""
+        with self.store.transaction() as session:
+            draft = _own_claim(session, claim)
+            session.delete(draft)
+            run = _run(session, claim.run_id)
+            move_run(
+                session,
+                run,
+                RunState.FAILED,
+                actor=self.worker,
+                at=self.clock.now(),
+                reason=reason,
+                detail=detail,
+            )
+        return DraftResult(DraftOutcome.FAILED, claim.run_id, claim.draft_key, reason, detail)
+
+
+def build_request(recipe: Recipe, slot: Slot, version: int) -> DraftRequest:
+    def render(template: str) -> str:
+        return render_template(
+            template,
+            recipe=recipe.name,
+            platform=recipe.platform,
+            slot=slot.fire_at.astimezone(recipe.zone),
+            version=version,
+        )
+
+    return DraftRequest(
+        model=recipe.model,
+        system=render(recipe.system),
+        prompt=render(recipe.prompt),
+        max_tokens=recipe.max_tokens,
+        timeout=recipe.model_timeout,
+    )
+
+
+def _own_claim(session: Session, claim: Claim) -> DraftRow:
+    """The claimed draft row, locked, if it is still ours; else LostClaim."""
+    draft = session.exec(
+        select(DraftRow).where(col(DraftRow.key) == claim.draft_key).with_for_update()
+    ).one_or_none()
+    if draft is None or draft.state != DraftState.CLAIMED or draft.claimed_by != claim.worker:
+        raise LostClaim(f"claim on {claim.draft_key} is no longer held by {claim.worker}")
+    return draft
+
+
+def _run(session: Session, run_id: str) -> RunRow:
+    return session.exec(select(RunRow).where(col(RunRow.id) == run_id).with_for_update()).one()
+
+
+def _supersede_older_drafts(session: Session, claim: Claim, actor: str, now: datetime) -> None:
+    older = session.exec(
+        select(DraftRow).where(
+            col(DraftRow.run_id) == claim.run_id,
+            col(DraftRow.key) != claim.draft_key,
+            col(DraftRow.state).in_([DraftState.READY, DraftState.APPROVED]),
+        )
+    ).all()
+    for draft in older:
+        move_draft(
+            session, draft, DraftState.SUPERSEDED, actor=actor, at=now, reason=claim.draft_key
+        )
+
+
+def _fail_reason(outcome: AttemptOutcome) -> FailReason:
+    return FailReason.AUTH if outcome == AttemptOutcome.AUTH else FailReason.INVALID_REQUEST
+
+
+def _exhausted(recipe: Recipe) -> str:
+    return f"{recipe.max_attempts} attempts made (max_attempts), no draft"

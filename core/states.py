@@ -1,0 +1,109 @@
+"""The run, draft and effect state machines (DESIGN.md §3).
+
+Only the transitions listed here are legal; `check_*` raises `IllegalTransition` for any
+other. Names are contract: they are stored in the database and shown to people.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from core.errors import IllegalTransition
+
+
+class RunState(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    AWAITING_REVIEW = "awaiting_review"
+    APPROVED = "approved"
+    PUBLISHING = "publishing"
+    SUCCEEDED = "succeeded"
+    SKIPPED = "skipped"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    UNCERTAIN = "uncertain"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class DraftState(StrEnum):
+    CLAIMED = "claimed"
+    READY = "ready"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    SUPERSEDED = "superseded"
+    PUBLISHED = "published"
+
+
+class EffectState(StrEnum):
+    IN_FLIGHT = "in_flight"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    UNCERTAIN = "uncertain"
+
+
+_R = RunState
+# A run is one slot of one recipe. Leaving a closed state back to `running` happens
+# only when a new draft key is claimed for the slot: a bumped version, or a person's
+# manual run of a slot the scheduler skipped or that failed.
+_REOPEN = {_R.RUNNING}
+RUN_TRANSITIONS: dict[RunState, set[RunState]] = {
+    _R.PENDING: {_R.RUNNING, _R.SKIPPED, _R.CANCELLED},
+    _R.RUNNING: {_R.AWAITING_REVIEW, _R.PENDING, _R.FAILED, _R.SKIPPED, _R.CANCELLED},
+    _R.AWAITING_REVIEW: {
+        _R.APPROVED,
+        _R.REJECTED,
+        _R.EXPIRED,
+        _R.CANCELLED,
+        _R.RUNNING,
+        _R.PENDING,
+    },
+    _R.APPROVED: {_R.PUBLISHING, _R.SUCCEEDED, _R.AWAITING_REVIEW, _R.CANCELLED},
+    _R.PUBLISHING: {_R.SUCCEEDED, _R.UNCERTAIN, _R.FAILED, _R.CANCELLED},
+    _R.UNCERTAIN: {_R.SUCCEEDED, _R.PUBLISHING, _R.FAILED, _R.CANCELLED},
+    _R.SKIPPED: _REOPEN | {_R.SKIPPED},
+    _R.FAILED: _REOPEN,
+    _R.SUCCEEDED: _REOPEN,
+    _R.REJECTED: _REOPEN,
+    _R.EXPIRED: _REOPEN,
+    _R.CANCELLED: _REOPEN,
+}
+
+_D = DraftState
+DRAFT_TRANSITIONS: dict[DraftState, set[DraftState]] = {
+    _D.CLAIMED: {_D.READY},
+    _D.READY: {_D.APPROVED, _D.REJECTED, _D.EXPIRED, _D.SUPERSEDED},
+    _D.APPROVED: {_D.PUBLISHED, _D.READY, _D.SUPERSEDED},
+    _D.REJECTED: set(),
+    _D.EXPIRED: set(),
+    _D.SUPERSEDED: set(),
+    _D.PUBLISHED: set(),
+}
+
+_E = EffectState
+EFFECT_TRANSITIONS: dict[EffectState, set[EffectState]] = {
+    _E.IN_FLIGHT: {_E.SUCCEEDED, _E.FAILED, _E.UNCERTAIN},
+    _E.UNCERTAIN: {_E.SUCCEEDED, _E.FAILED, _E.IN_FLIGHT},
+    _E.FAILED: {_E.IN_FLIGHT},
+    _E.SUCCEEDED: set(),
+}
+
+RUN_OPEN_STATES = frozenset(
+    {_R.PENDING, _R.RUNNING, _R.AWAITING_REVIEW, _R.APPROVED, _R.PUBLISHING, _R.UNCERTAIN}
+)
+
+
+def check_run(current: RunState, target: RunState) -> None:
+    if target not in RUN_TRANSITIONS[current]:
+        raise IllegalTransition(f"run cannot go from {current} to {target}")
+
+
+def check_draft(current: DraftState, target: DraftState) -> None:
+    if target not in DRAFT_TRANSITIONS[current]:
+        raise IllegalTransition(f"draft cannot go from {current} to {target}")
+
+
+def check_effect(current: EffectState, target: EffectState) -> None:
+    if target not in EFFECT_TRANSITIONS[current]:
+        raise IllegalTransition(f"effect cannot go from {current} to {target}")

@@ -1,0 +1,135 @@
+"""The database: engine set-up, short transactions and schema migrations.
+
+Never hold a transaction across a network call (DESIGN.md §4.2): callers open
+`store.transaction()` around reads and writes only, and call the model or Slack outside.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config as AlembicConfig
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+
+from core.errors import DatabaseNotReady
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def normalise_url(url: str) -> str:
+    """`postgresql://…` means psycopg 3 here; SQLAlchemy would pick psycopg2."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url.removeprefix(prefix)
+    return url
+
+
+def make_engine(url: str) -> Engine:
+    url = normalise_url(url)
+    if url.startswith("sqlite"):
+        engine = sa.create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+        _configure_sqlite(engine)
+        return engine
+    return sa.create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10)
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    """WAL, busy timeout, foreign keys, and BEGIN IMMEDIATE for every transaction.
+
+    A deferred transaction that reads and then writes cannot wait for the lock (SQLite
+    answers "database is locked" at once), so every transaction takes the write lock
+    up front and waits up to the busy timeout instead.
+    """
+
+    @sa.event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # let SQLAlchemy's "begin" event decide
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    @sa.event.listens_for(engine, "begin")
+    def _on_begin(connection: sa.Connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+class Store:
+    """One database. Thread-safe: every `transaction()` gets its own session."""
+
+    def __init__(self, url: str) -> None:
+        self.url = normalise_url(url)
+        self.engine = make_engine(self.url)
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @contextmanager
+    def transaction(self) -> Iterator[Session]:
+        """One short transaction: commits on success, rolls back on any error."""
+        with Session(self.engine, expire_on_commit=False) as session, session.begin():
+            yield session
+
+    def _alembic_config(self) -> AlembicConfig:
+        config = AlembicConfig()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        return config
+
+    def upgrade(self) -> None:
+        """Bring the schema to the newest migration (safe to run from several processes)."""
+        config = self._alembic_config()
+        with self.engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+
+    def current_revision(self) -> str | None:
+        with self.engine.connect() as connection:
+            return MigrationContext.configure(connection).get_current_revision()
+
+    def head_revision(self) -> str | None:
+        return ScriptDirectory.from_config(self._alembic_config()).get_current_head()
+
+    def ensure_schema(self) -> None:
+        """Upgrade an SQLite file or an empty database by itself; refuse a stale one."""
+        current = self.current_revision()
+        if current == self.head_revision():
+            return
+        if self.dialect == "sqlite" or (current is None and not self._has_tables()):
+            self.upgrade()
+            return
+        raise DatabaseNotReady(
+            f"database schema is at {current or 'nothing'}, not {self.head_revision()}: "
+            "run `galley db upgrade`"
+        )
+
+    def _has_tables(self) -> bool:
+        return bool(sa.inspect(self.engine).get_table_names())
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def insert_ignore(session: Session, table: type[Any], **values: Any) -> bool:
+    """`INSERT … ON CONFLICT DO NOTHING`; True when this call inserted the row.
+
+    The database decides who wins a key, in one statement: never check-then-insert.
+    """
+    insert: Any
+    if session.get_bind().dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    result = session.execute(insert(table).values(**values).on_conflict_do_nothing())
+    return bool(result.rowcount == 1)  # type: ignore[attr-defined]

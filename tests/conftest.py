@@ -1,0 +1,130 @@
+"""Shared fixtures: one store contract over SQLite and PostgreSQL, fake APIs, configs.
+
+PostgreSQL tests run when GALLEY_TEST_DATABASE_URL points at a server (CI sets it);
+each test gets its own database cloned from a migrated template, as procrastinate does.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from core.config import Config, parse_config
+from core.store import Store, normalise_url
+from tests.fakes.anthropic_api import FakeAnthropic
+
+PG_URL = os.environ.get("GALLEY_TEST_DATABASE_URL")
+TEMPLATE = f"galley_template_{os.getpid()}"
+
+BASE_CONFIG = """
+[slack]
+review_channel = "C0REVIEW"
+
+[defaults]
+timezone = "Europe/London"
+model = "claude-test"
+pending_limit = {pending_limit}
+claim_lease = "{claim_lease}"
+model_timeout = "{model_timeout}"
+max_attempts = {max_attempts}
+
+[[recipes]]
+name = "weekly-update"
+platform = "linkedin"
+schedule = "0 9 * * mon"
+system = "You write concise updates."
+prompt = "Write the weekly update for {{slot:%d %B %Y}}."
+"""
+
+
+def config_text(**overrides: Any) -> str:
+    values = {
+        "pending_limit": 3,
+        "claim_lease": "10m",
+        "model_timeout": "2m",
+        "max_attempts": 4,
+    } | overrides
+    return BASE_CONFIG.format(**values)
+
+
+def make_config(**overrides: Any) -> Config:
+    return parse_config(config_text(**overrides))
+
+
+def pytest_report_header() -> str:
+    if PG_URL:
+        return f"galley: PostgreSQL tests run against {sa.make_url(PG_URL).render_as_string()}"
+    return "galley: GALLEY_TEST_DATABASE_URL is not set: PostgreSQL tests are SKIPPED"
+
+
+def _admin_engine() -> sa.Engine:
+    assert PG_URL is not None
+    return sa.create_engine(normalise_url(PG_URL), isolation_level="AUTOCOMMIT")
+
+
+@pytest.fixture(scope="session")
+def pg_template() -> Iterator[str]:
+    if not PG_URL:
+        pytest.skip("PostgreSQL: GALLEY_TEST_DATABASE_URL is not set")
+    admin = _admin_engine()
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{TEMPLATE}"'))
+        conn.execute(sa.text(f'CREATE DATABASE "{TEMPLATE}"'))
+    url = sa.make_url(normalise_url(PG_URL)).set(database=TEMPLATE)
+    store = Store(url.render_as_string(hide_password=False))
+    store.upgrade()
+    store.dispose()
+    yield TEMPLATE
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{TEMPLATE}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture
+def pg_url(pg_template: str) -> Iterator[str]:
+    name = f"galley_test_{uuid.uuid4().hex[:10]}"
+    admin = _admin_engine()
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}"'))
+    assert PG_URL is not None
+    yield (
+        sa.make_url(normalise_url(PG_URL)).set(database=name).render_as_string(hide_password=False)
+    )
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'galley.db'}"
+    store = Store(url)
+    store.upgrade()
+    store.dispose()
+    return url
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest) -> str:
+    """A fresh, migrated database: every store test runs on both backends."""
+    name = "sqlite_url" if request.param == "sqlite" else "pg_url"
+    return str(request.getfixturevalue(name))
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    store = Store(db_url)
+    yield store
+    store.dispose()
+
+
+@pytest.fixture
+def fake_anthropic() -> Iterator[FakeAnthropic]:
+    with FakeAnthropic() as fake:
+        yield fake
