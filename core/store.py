@@ -131,5 +131,7 @@ def insert_ignore(session: Session, table: type[Any], **values: Any) -> bool:
         from sqlalchemy.dialects.postgresql import insert
     else:
         from sqlalchemy.dialects.sqlite import insert
-    result = session.execute(insert(table).values(**values).on_conflict_do_nothing())
-    return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+    # RETURNING, not rowcount: psycopg 3 reports -1 for this statement through SQLAlchemy.
+    key_columns = list(table.__table__.primary_key.columns)
+    statement = insert(table).values(**values).on_conflict_do_nothing().returning(*key_columns)
+    return session.execute(statement).first() is not None

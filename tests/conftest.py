@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -128,3 +129,16 @@ def store(db_url: str) -> Iterator[Store]:
 def fake_anthropic() -> Iterator[FakeAnthropic]:
     with FakeAnthropic() as fake:
         yield fake
+
+
+class FakeClock:
+    """An injected clock for lease and expiry logic: moves only when told to."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self.current = start or datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+    def now(self) -> datetime:
+        return self.current
+
+    def advance(self, delta: timedelta) -> None:
+        self.current += delta

@@ -321,38 +321,36 @@ def test_a_bad_cron_is_refused() -> None:
 
 
 CRONS = ["30 1 * * *", "30 2 * * *", "*/20 * * * *", "45 1,2 * * *", "0 9 * * mon-fri", "0 * * * 0"]
-TRANSITIONS = [
-    utc(2026, 3, 29, 1),
-    utc(2026, 10, 25, 1),
-    utc(2026, 3, 8, 7),
-    utc(2026, 11, 1, 6),
-    utc(2026, 4, 4, 15),
-    utc(2026, 10, 3, 15, 30),
-]
-specs = st.builds(
-    Spec,
-    schedule=st.sampled_from(CRONS),
-    timezone=st.sampled_from([LONDON, NEW_YORK, LORD_HOWE, "UTC"]),
-    dst_gap=st.sampled_from(list(DstGap)),
-    dst_repeat=st.sampled_from(list(DstRepeat)),
-)
-near_transitions = st.builds(
-    lambda t, minutes: t + timedelta(minutes=minutes),
-    st.sampled_from(TRANSITIONS),
-    st.integers(-6 * 60, 30 * 60),
-)
-instants = st.one_of(  # mostly near a transition, so DST-affected slots are common
-    near_transitions,
-    near_transitions,
-    st.datetimes(datetime(2026, 1, 1), datetime(2026, 12, 31), timezones=st.just(UTC)),
-)
+TRANSITIONS = {
+    LONDON: [utc(2026, 3, 29, 1), utc(2026, 10, 25, 1)],
+    NEW_YORK: [utc(2026, 3, 8, 7), utc(2026, 11, 1, 6)],
+    LORD_HOWE: [utc(2026, 4, 4, 15), utc(2026, 10, 3, 15, 30)],
+}
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[Spec, datetime]:
+    """A spec and an instant in 2026, two times in three within a day of a transition."""
+    zone = draw(st.sampled_from(sorted(TRANSITIONS)))
+    spec = Spec(
+        draw(st.sampled_from(CRONS)),
+        zone,
+        draw(st.sampled_from(list(DstGap))),
+        draw(st.sampled_from(list(DstRepeat))),
+    )
+    if draw(st.integers(0, 2)) == 0:
+        year = st.datetimes(datetime(2026, 1, 1), datetime(2026, 12, 31), timezones=st.just(UTC))
+        return spec, draw(year)
+    transition = draw(st.sampled_from(TRANSITIONS[zone]))
+    return spec, transition + timedelta(minutes=draw(st.integers(-3 * 60, 27 * 60)))
 
 
 @settings(max_examples=150, deadline=None)
-@given(spec=specs, end=instants, hours=st.integers(1, 8 * 24))
+@given(case=cases(), hours=st.integers(1, 8 * 24))
 def test_slots_between_has_unique_run_ids_inside_the_window(
-    spec: Spec, end: datetime, hours: int
+    case: tuple[Spec, datetime], hours: int
 ) -> None:
+    spec, end = case
     start = end - timedelta(hours=hours)
     slots = slots_between(spec, start, end)
     assert len({s.run_id("r") for s in slots}) == len(slots)
@@ -366,8 +364,9 @@ def test_slots_between_has_unique_run_ids_inside_the_window(
 
 
 @settings(max_examples=150, deadline=None)
-@given(spec=specs, when=instants)
-def test_latest_slot_is_the_last_slot_of_the_week_before(spec: Spec, when: datetime) -> None:
+@given(case=cases())
+def test_latest_slot_is_the_last_slot_of_the_week_before(case: tuple[Spec, datetime]) -> None:
+    spec, when = case
     week = slots_between(spec, when - timedelta(days=8), when)
     latest = latest_slot_at_or_before(spec, when)
     if week:
@@ -375,3 +374,36 @@ def test_latest_slot_is_the_last_slot_of_the_week_before(spec: Spec, when: datet
     upcoming = slots_between(spec, when, when + timedelta(days=8))
     if len(upcoming) >= 3:
         assert next_slots(spec, when, 3) == upcoming[:3]
+
+
+def brute_force(spec: Spec, start: datetime, end: datetime) -> set[Slot]:
+    """An independent oracle: walk every UTC minute in (start, end] and read the clock."""
+    found: set[Slot] = set()
+    t = start.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    while t <= end:
+        local = t.astimezone(spec.zone)
+        wall = local.replace(tzinfo=None, fold=0)
+        if croniter.match(spec.schedule, wall):
+            passes = {wall.replace(tzinfo=spec.zone, fold=f).utcoffset() for f in (0, 1)}
+            repeated = len(passes) == 2  # a real reading in two offsets: a repeat
+            if local.fold == 1 and repeated:
+                if spec.dst_repeat is DstRepeat.BOTH:
+                    found.add(Slot(wall, t, 2, DstNote.REPEATED_SECOND))
+            else:
+                found.add(Slot(wall, t, 1, DstNote.REPEATED_FIRST if repeated else None))
+        skipped = (t - timedelta(minutes=1)).astimezone(spec.zone).replace(tzinfo=None)
+        while spec.dst_gap is DstGap.SHIFT and (skipped := skipped + timedelta(minutes=1)) < wall:
+            if croniter.match(spec.schedule, skipped):  # walls the clock jumped over at t
+                found.add(Slot(skipped, t, 1, DstNote.GAP_SHIFTED))
+        t += timedelta(minutes=1)
+    return found
+
+
+@settings(max_examples=40, deadline=None)
+@given(case=cases(), hours=st.integers(1, 24))
+def test_slots_between_agrees_with_reading_the_clock_every_minute(
+    case: tuple[Spec, datetime], hours: int
+) -> None:
+    spec, end = case
+    start = end - timedelta(hours=hours)
+    assert set(slots_between(spec, start, end)) == brute_force(spec, start, end)
