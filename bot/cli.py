@@ -56,12 +56,10 @@ def explained_errors() -> Iterator[None]:
     """Galley's own errors become one clear message and an exit code, not a traceback."""
     try:
         yield
-    except USAGE_ERRORS as exc:
-        err.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
-        raise typer.Exit(EXIT_USAGE) from None
     except GalleyError as exc:
-        err.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
-        raise typer.Exit(EXIT_FAILED) from None
+        for line in str(exc).splitlines():
+            err.print(line, markup=False, highlight=False, style="red")
+        raise typer.Exit(EXIT_USAGE if isinstance(exc, USAGE_ERRORS) else EXIT_FAILED) from None
 
 
 def open_galley() -> Galley:

@@ -73,7 +73,7 @@ def lock_recipe_row(session: Session, name: str, now: datetime) -> RecipeRow:
 
 
 def open_run(
-    session: Session, recipe: Recipe, slot: Slot, *, manual: bool, now: datetime
+    session: Session, recipe: Recipe, slot: Slot, *, manual: bool, actor: str, now: datetime
 ) -> RunRow:
     run_id = slot.run_id(recipe.name)
     inserted = insert_ignore(
@@ -97,7 +97,7 @@ def open_run(
             subject_id=run_id,
             run_id=run_id,
             to_state=RunState.PENDING,
-            actor="manual" if manual else "scheduler",
+            actor=actor,
             at=now,
             reason=f"slot {run.slot_wall} fires at {slot.fire_at.isoformat()}",
         )
@@ -118,7 +118,7 @@ def claim_slot(
     with store.transaction() as session:
         now = clock.now()
         recipe_row = lock_recipe_row(session, recipe.name, now)
-        run = open_run(session, recipe, slot, manual=manual, now=now)
+        run = open_run(session, recipe, slot, manual=manual, actor=actor, now=now)
         key = draft_key(recipe.platform, run.id, recipe_row.version)
         existing = session.exec(select(DraftRow).where(col(DraftRow.key) == key)).one_or_none()
         if existing is not None:

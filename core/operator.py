@@ -90,11 +90,10 @@ class Galley:
         config = load_config(settings.galley_config)
         store = Store(settings.galley_database_url)
         store.ensure_schema()
-        drafter = None
-        if settings.anthropic_api_key is not None:
-            drafter = AnthropicDrafter(
-                settings.anthropic_api_key.get_secret_value(), settings.anthropic_base_url
-            )
+        api_key = (
+            settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else ""
+        )
+        drafter = AnthropicDrafter(api_key, settings.anthropic_base_url) if api_key else None
         return cls(config, store, drafter=drafter)
 
     @property

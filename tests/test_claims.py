@@ -1,0 +1,187 @@
+"""Claims, leases, takeover and the sweeper, on SQLite and PostgreSQL (DESIGN.md §4.1)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+from sqlmodel import col, select
+
+from core.claims import Claim, DraftResult, LeaseKeeper, claim_slot, sweep_expired_claims
+from core.config import Recipe
+from core.models import AttemptRow, DraftRow, EventRow, RunRow
+from core.operator import Galley
+from core.policies import AttemptOutcome, DraftOutcome
+from core.ports import DraftRequest, ModelReply
+from core.runs import DraftingService
+from core.schedule import Slot
+from core.states import DraftState, RunState
+from core.store import Store
+from tests.conftest import FakeClock, make_config
+
+SLOT_WALL = "2026-11-23T09:00"
+
+
+class CountingDrafter:
+    """An in-process drafter for lease logic: counts calls, can block until released."""
+
+    def __init__(self, block: threading.Event | None = None) -> None:
+        self.calls = 0
+        self.block = block
+
+    def draft(self, request: DraftRequest) -> ModelReply:
+        self.calls += 1
+        if self.block is not None:
+            self.block.wait(10)
+        return ModelReply("a draft", request.model, "req_1", "end_turn", 10, 20, 0, 0)
+
+
+def recipe_and_slot(store: Store) -> tuple[Galley, Recipe, Slot]:
+    galley = Galley(make_config(claim_lease="10m"), store)
+    recipe = galley.recipe("weekly-update")
+    return galley, recipe, galley.resolve_slot(recipe, SLOT_WALL)
+
+
+def claim(store: Store, recipe: Recipe, slot: Slot, worker: str, clock: FakeClock) -> Claim:
+    claimed = claim_slot(store, recipe, slot, worker=worker, actor=worker, manual=True, clock=clock)
+    assert isinstance(claimed, Claim), claimed
+    return claimed
+
+
+def draft_rows(store: Store) -> list[DraftRow]:
+    with store.transaction() as session:
+        return list(session.exec(select(DraftRow)).all())
+
+
+def test_the_loser_of_a_claim_never_calls_the_model(store: Store) -> None:
+    _, recipe, slot = recipe_and_slot(store)
+    clock = FakeClock()
+    claim(store, recipe, slot, "worker-a", clock)
+    drafter = CountingDrafter()
+    loser = DraftingService(store, drafter, clock=clock, worker="worker-b")
+
+    result = loser.draft_slot(recipe, slot)
+
+    assert result.outcome == DraftOutcome.IN_PROGRESS
+    assert drafter.calls == 0
+
+
+def test_an_expired_claim_is_taken_over_and_the_dead_attempt_marked_abandoned(
+    store: Store,
+) -> None:
+    _, recipe, slot = recipe_and_slot(store)
+    clock = FakeClock()
+    dead = claim(store, recipe, slot, "worker-dead", clock)
+    DraftingService(store, CountingDrafter(), clock=clock, worker="worker-dead")._begin_attempt(
+        recipe, dead
+    )
+    clock.advance(recipe.claim_lease + timedelta(seconds=1))
+    drafter = CountingDrafter()
+
+    result = DraftingService(store, drafter, clock=clock, worker="worker-b").draft_slot(
+        recipe, slot
+    )
+
+    assert result.outcome == DraftOutcome.DRAFTED
+    assert drafter.calls == 1
+    with store.transaction() as session:
+        ledger = session.exec(select(AttemptRow).order_by(col(AttemptRow.number))).all()
+        assert [(a.worker, a.outcome) for a in ledger] == [
+            ("worker-dead", AttemptOutcome.ABANDONED),
+            ("worker-b", AttemptOutcome.OK),
+        ]
+    [draft] = draft_rows(store)
+    assert draft.state == DraftState.READY
+
+
+def test_a_zombie_worker_cannot_store_after_its_claim_was_taken(store: Store) -> None:
+    _, recipe, slot = recipe_and_slot(store)
+    clock = FakeClock()
+    release = threading.Event()
+    zombie = DraftingService(store, CountingDrafter(release), clock=clock, worker="zombie")
+    results: list[DraftResult] = []
+    thread = threading.Thread(target=lambda: results.append(zombie.draft_slot(recipe, slot)))
+    thread.start()
+    _wait_for(lambda: _attempt_count(store) == 1)
+    clock.advance(recipe.claim_lease + timedelta(seconds=1))  # the zombie's lease runs out
+    winner = DraftingService(store, CountingDrafter(), clock=clock, worker="winner")
+    assert winner.draft_slot(recipe, slot).outcome == DraftOutcome.DRAFTED
+
+    release.set()
+    thread.join()
+
+    assert results[0].outcome == DraftOutcome.IN_PROGRESS  # the zombie learnt it lost
+    [draft] = draft_rows(store)
+    assert (draft.state, draft.revision) == (DraftState.READY, 1)
+
+
+def test_a_live_worker_keeps_its_claim_by_renewing_the_lease(store: Store) -> None:
+    _, recipe, slot = recipe_and_slot(store)
+    lease = timedelta(seconds=0.6)
+    real_clock = Galley(make_config(), store).clock
+    held = claim_slot(store, recipe, slot, worker="a", actor="a", manual=True, clock=real_clock)
+    assert isinstance(held, Claim)
+
+    with LeaseKeeper(store, held, lease, real_clock) as keeper:
+        time.sleep(1.5)  # two and a half leases: only renewal keeps the claim alive
+        rival = claim_slot(
+            store, recipe, slot, worker="b", actor="b", manual=True, clock=real_clock
+        )
+
+    assert not keeper.lost.is_set()
+    assert isinstance(rival, DraftResult) and rival.outcome == DraftOutcome.IN_PROGRESS
+    [draft] = draft_rows(store)
+    assert draft.claimed_by == "a"
+
+
+def test_the_sweeper_returns_expired_claims_to_the_pool(store: Store) -> None:
+    _, recipe, slot = recipe_and_slot(store)
+    clock = FakeClock()
+    claim(store, recipe, slot, "worker-dead", clock)
+    assert sweep_expired_claims(store, clock) == []  # a live claim is left alone
+
+    clock.advance(recipe.claim_lease + timedelta(seconds=1))
+    swept = sweep_expired_claims(store, clock)
+
+    assert swept == ["linkedin|weekly-update@2026-11-23T09:00|v1"]
+    assert draft_rows(store) == []
+    with store.transaction() as session:
+        run = session.exec(select(RunRow)).one()
+        assert run.state == RunState.PENDING
+    drafter = CountingDrafter()
+    again = DraftingService(store, drafter, clock=clock, worker="b").draft_slot(recipe, slot)
+    assert again.outcome == DraftOutcome.DRAFTED and drafter.calls == 1
+
+
+def test_every_run_transition_writes_an_event(store: Store) -> None:
+    _, recipe, slot = recipe_and_slot(store)
+    DraftingService(store, CountingDrafter(), clock=FakeClock(), worker="w").draft_slot(
+        recipe, slot
+    )
+
+    with store.transaction() as session:
+        events = session.exec(
+            select(EventRow).where(col(EventRow.subject) == "run").order_by(col(EventRow.id))
+        ).all()
+    assert [(e.from_state, e.to_state) for e in events] == [
+        (None, RunState.PENDING),
+        (RunState.PENDING, RunState.RUNNING),
+        (RunState.RUNNING, RunState.AWAITING_REVIEW),
+    ]
+    assert {e.actor for e in events} == {"w"}
+
+
+def _attempt_count(store: Store) -> int:
+    with store.transaction() as session:
+        return len(session.exec(select(AttemptRow)).all())
+
+
+def _wait_for(condition: object, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if callable(condition) and condition():
+            return
+        time.sleep(0.02)
+    pytest.fail("condition not reached in time")

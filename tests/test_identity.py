@@ -1,0 +1,78 @@
+"""Identities are pure functions of the scheduled slot (DESIGN.md §2)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from core.config import Recipe
+from core.identity import (
+    attempt_id,
+    draft_key,
+    parse_run_id,
+    payload_hash,
+    publish_effect_key,
+    review_effect_key,
+    run_id,
+)
+from core.policies import DstRepeat
+from core.schedule import slots_between
+from tests.conftest import make_config
+
+
+def test_keys_read_as_the_contract_shows() -> None:
+    run = run_id("weekly-update", datetime(2026, 10, 20, 9, 0))
+    assert run == "weekly-update@2026-10-20T09:00"
+    assert attempt_id(run, 2) == "weekly-update@2026-10-20T09:00#2"
+    key = draft_key("linkedin", run, 3)
+    assert key == "linkedin|weekly-update@2026-10-20T09:00|v3"
+    assert review_effect_key(key) == f"{key}|review"
+    assert publish_effect_key(key, "slack:C1") == f"{key}|publish:slack:C1"
+    assert parse_run_id(run) == ("weekly-update", datetime(2026, 10, 20, 9, 0), 1)
+
+
+def test_payload_hash_ignores_key_order_but_not_values() -> None:
+    assert payload_hash({"a": 1, "b": [1, 2]}) == payload_hash({"b": [1, 2], "a": 1})
+    assert payload_hash({"a": 1}) != payload_hash({"a": 2})
+
+
+def _daily(at: str, repeat: DstRepeat = DstRepeat.FIRST, zone: str = "Europe/London") -> Recipe:
+    base = make_config().recipes["weekly-update"]
+    minute, hour = at.split(":")[1], at.split(":")[0]
+    return base.model_copy(
+        update={
+            "schedule": f"{int(minute)} {int(hour)} * * *",
+            "timezone": zone,
+            "dst_repeat": repeat,
+        }
+    )
+
+
+def test_fall_back_maps_the_repeated_hour_to_one_run_in_london() -> None:
+    recipe = _daily("01:30")
+    window = slots_between(
+        recipe, datetime(2026, 10, 24, 12, tzinfo=UTC), datetime(2026, 10, 26, 12, tzinfo=UTC)
+    )
+    ids = [s.run_id(recipe.name) for s in window]
+    assert ids == ["weekly-update@2026-10-25T01:30", "weekly-update@2026-10-26T01:30"]
+    assert window[0].fire_at == datetime(2026, 10, 25, 0, 30, tzinfo=UTC)  # the first pass, BST
+
+
+def test_fall_back_under_both_names_the_second_pass_apart() -> None:
+    recipe = _daily("01:30", DstRepeat.BOTH)
+    window = slots_between(
+        recipe, datetime(2026, 10, 24, 12, tzinfo=UTC), datetime(2026, 10, 25, 12, tzinfo=UTC)
+    )
+    assert [s.run_id(recipe.name) for s in window] == [
+        "weekly-update@2026-10-25T01:30",
+        "weekly-update@2026-10-25T01:30~2",
+    ]
+
+
+def test_spring_forward_keeps_the_nominal_wall_time_as_the_run_id() -> None:
+    recipe = _daily("02:30", zone="America/New_York")
+    window = slots_between(
+        recipe, datetime(2026, 3, 7, 12, tzinfo=UTC), datetime(2026, 3, 8, 12, tzinfo=UTC)
+    )
+    [slot] = window
+    assert slot.run_id(recipe.name) == "weekly-update@2026-03-08T02:30"  # the scheduled time
+    assert slot.fire_at == datetime(2026, 3, 8, 7, 0, tzinfo=UTC)  # 03:00 EDT, just past the gap
