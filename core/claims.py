@@ -17,15 +17,17 @@ import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from core.config import Recipe
-from core.gate import gate_reason
+from core.gate import gate_reason, others_drafting
 from core.history import move_run, record_event
 from core.identity import draft_key
 from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
-from core.policies import AttemptOutcome, DraftOutcome, SkipReason
+from core.policies import AttemptOutcome, DraftOutcome, Overlap, SkipReason
 from core.ports import Clock
 from core.schedule import Slot
 from core.states import RUN_TRANSITIONS, DraftState, RunState
 from core.store import Store, insert_ignore
+
+QUEUED_REASON = "queued"
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,7 @@ def open_run(
     session: Session, recipe: Recipe, slot: Slot, *, manual: bool, actor: str, now: datetime
 ) -> RunRow:
     run_id = slot.run_id(recipe.name)
+    ensure_recipe_row(session, recipe.name, now)
     inserted = insert_ignore(
         session,
         RunRow,
@@ -113,8 +116,13 @@ def claim_slot(
     actor: str,
     manual: bool,
     clock: Clock,
+    overlap: Overlap | None = None,
 ) -> Claim | DraftResult:
-    """One transaction: open the run, answer from an existing draft, pass the gate, claim."""
+    """One transaction: open the run, answer from an existing draft, pass the gate, claim.
+
+    `overlap` (scheduled runs only) refuses or queues the slot while another slot of
+    the recipe is still being drafted, in this or any other process.
+    """
     with store.transaction() as session:
         now = clock.now()
         recipe_row = lock_recipe_row(session, recipe.name, now)
@@ -127,6 +135,8 @@ def claim_slot(
         if refusal is not None:
             _record_skip(session, run, recipe_row, refusal, actor=actor, now=now)
             return DraftResult(DraftOutcome.SKIPPED, run.id, key, refusal[0], refusal[1])
+        if overlap is not None and others_drafting(session, recipe.name, key, now):
+            return _overlap(session, run, key, overlap, actor=actor, now=now)
         recipe_row.backpressure_since = None
         session.add(recipe_row)
         if not insert_ignore(
@@ -154,7 +164,7 @@ def claim_slot(
             at=now,
         )
         run.version, run.draft_key = recipe_row.version, key
-        move_run(session, run, RunState.RUNNING, actor=worker, at=now, reason=f"claimed {key}")
+        move_run(session, run, RunState.RUNNING, actor=worker, at=now, detail=f"claimed {key}")
         return Claim(run.id, key, recipe_row.version, worker, took_over=False)
 
 
@@ -194,6 +204,53 @@ def _answer_existing(
     if run.state != RunState.RUNNING:
         move_run(session, run, RunState.RUNNING, actor=worker, at=now, reason="claim taken over")
     return Claim(run.id, draft.key, draft.version, worker, took_over=True)
+
+
+def _overlap(
+    session: Session, run: RunRow, key: str, policy: Overlap, *, actor: str, now: datetime
+) -> DraftResult:
+    """skip: record the slot as skipped. queue_one: hold one slot back, skip the rest."""
+    may_queue = policy == Overlap.QUEUE_ONE and run.state == RunState.PENDING
+    if may_queue and (run.reason == QUEUED_REASON or not _another_queued(session, run)):
+        if run.reason != QUEUED_REASON:
+            run.reason, run.updated_at = QUEUED_REASON, now
+            session.add(run)
+            record_event(
+                session,
+                subject="run",
+                subject_id=run.id,
+                run_id=run.id,
+                from_state=RunState.PENDING,
+                to_state=RunState.PENDING,
+                actor=actor,
+                at=now,
+                reason="queued behind the recipe's running draft (overlap = queue_one)",
+            )
+        return DraftResult(DraftOutcome.QUEUED, run.id, key, QUEUED_REASON)
+    detail = f"the previous run of {run.recipe} is still drafting (overlap = {policy})"
+    if RunState.SKIPPED in RUN_TRANSITIONS[RunState(run.state)]:
+        move_run(
+            session,
+            run,
+            RunState.SKIPPED,
+            actor=actor,
+            at=now,
+            reason=SkipReason.OVERLAP,
+            detail=detail,
+        )
+    return DraftResult(DraftOutcome.SKIPPED, run.id, key, SkipReason.OVERLAP, detail)
+
+
+def _another_queued(session: Session, run: RunRow) -> bool:
+    queued = session.exec(
+        select(RunRow.id).where(
+            col(RunRow.recipe) == run.recipe,
+            col(RunRow.id) != run.id,
+            col(RunRow.state) == RunState.PENDING,
+            col(RunRow.reason) == QUEUED_REASON,
+        )
+    ).first()
+    return queued is not None
 
 
 def _record_skip(

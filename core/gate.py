@@ -73,3 +73,18 @@ def gate_reason(
                 f"daily token budget spent: {spent} of {recipe.daily_token_budget}",
             )
     return None
+
+
+def others_drafting(session: Session, recipe: str, key: str, now: datetime) -> int:
+    """Live claims of this recipe for other draft keys: a previous run still working."""
+    query = (
+        select(sa.func.count())
+        .select_from(DraftRow)
+        .where(
+            col(DraftRow.recipe) == recipe,
+            col(DraftRow.key) != key,
+            col(DraftRow.state) == DraftState.CLAIMED,
+            col(DraftRow.lease_until) > now,
+        )
+    )
+    return int(session.exec(query).one())

@@ -54,6 +54,7 @@ class DraftOutcome(StrEnum):
     IN_PROGRESS = "in_progress"
     SKIPPED = "skipped"
     FAILED = "failed"
+    QUEUED = "queued"  # scheduler only: waits for the recipe's running draft (queue_one)
 
 
 class AttemptOutcome(StrEnum):

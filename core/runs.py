@@ -25,7 +25,7 @@ from core.failpoints import failpoint
 from core.history import move_draft, move_run
 from core.identity import attempt_id, text_hash
 from core.models import AttemptRow, DraftRow, RunRow
-from core.policies import AttemptOutcome, DraftOutcome, FailReason
+from core.policies import AttemptOutcome, DraftOutcome, FailReason, Overlap
 from core.ports import Clock, Drafter, DraftRequest, ModelReply, SystemClock
 from core.schedule import Slot
 from core.states import DraftState, RunState
@@ -71,7 +71,13 @@ class DraftingService:
         self.backoff = backoff or Backoff()
 
     def draft_slot(
-        self, recipe: Recipe, slot: Slot, *, manual: bool = False, actor: str | None = None
+        self,
+        recipe: Recipe,
+        slot: Slot,
+        *,
+        manual: bool = False,
+        actor: str | None = None,
+        overlap: Overlap | None = None,
     ) -> DraftResult:
         claimed = claim_slot(
             self.store,
@@ -81,6 +87,7 @@ class DraftingService:
             actor=actor or self.worker,
             manual=manual,
             clock=self.clock,
+            overlap=overlap,
         )
         if isinstance(claimed, DraftResult):
             return claimed

@@ -1,0 +1,176 @@
+"""APScheduler 3 hosting: one job per recipe that fires at the recipe's slots.
+
+APScheduler only says *when*; Galley decides *what*: each fire hands the nominal slot
+time to `core.scheduling.SlotDispatcher` on Galley's own drafting pool, so a slow model
+call never holds a scheduler thread and never makes APScheduler drop a fire unseen.
+The scheduler's job store is memory: Galley's state lives in Galley's database.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from apscheduler.events import EVENT_JOB_MISSED, JobExecutionEvent
+from apscheduler.executors.pool import ThreadPoolExecutor as JobThreadPool
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.base import BaseTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+
+from core.config import Recipe
+from core.operator import Galley
+from core.review import expire_overdue_drafts
+from core.schedule import next_slots
+from core.scheduling import SlotDispatcher
+
+log = logging.getLogger(__name__)
+RECIPE_JOB_PREFIX = "recipe:"
+
+
+class RecipeTrigger(BaseTrigger):  # type: ignore[misc]
+    """Fires at exactly the instants `core.schedule` gives, DST policy included."""
+
+    def __init__(self, recipe: Recipe) -> None:
+        self.recipe = recipe
+
+    def get_next_fire_time(
+        self, previous_fire_time: datetime | None, now: datetime
+    ) -> datetime | None:
+        after = previous_fire_time or now
+        upcoming = next_slots(self.recipe, after, 1)
+        return upcoming[0].fire_at if upcoming else None
+
+    def __str__(self) -> str:
+        return f"galley[{self.recipe.schedule} {self.recipe.timezone}]"
+
+
+class _JobAtRunTime:
+    """What APScheduler's `run_job` reads of a Job, with the nominal run time passed in."""
+
+    def __init__(self, job: Any, run_time: datetime) -> None:
+        self.id = job.id
+        self._jobstore_alias = job._jobstore_alias
+        self.misfire_grace_time = job.misfire_grace_time
+        self.func = job.func
+        self.args = job.args
+        self.kwargs = {**job.kwargs, "scheduled_at": run_time}
+        self._name = str(job)
+
+    def __str__(self) -> str:
+        return self._name
+
+
+class NominalTimeExecutor(JobThreadPool):  # type: ignore[misc]
+    """APScheduler 3 does not tell a job which run time it serves; this executor does."""
+
+    def _do_submit_job(self, job: Any, run_times: list[datetime]) -> None:
+        super()._do_submit_job(_JobAtRunTime(job, run_times[-1]), run_times[-1:])
+
+
+class SchedulerHost:
+    """The scheduler, the drafting pool and the housekeeping jobs of one process."""
+
+    def __init__(
+        self,
+        galley: Galley,
+        *,
+        drafting_threads: int = 4,
+        housekeeping_every: timedelta = timedelta(seconds=60),
+    ) -> None:
+        self.galley = galley
+        self.stopping = threading.Event()
+        self.dispatcher = SlotDispatcher(
+            galley.store, galley.drafting, galley.clock, stopping=self.stopping
+        )
+        self._pool = ThreadPoolExecutor(drafting_threads, thread_name_prefix="drafting")
+        self._futures: set[Future[Any]] = set()
+        self._lock = threading.Lock()
+        self._housekeeping_every = housekeeping_every
+        self.scheduler = BackgroundScheduler(
+            timezone=UTC, executors={"default": NominalTimeExecutor(max_workers=2)}
+        )
+        self.scheduler.add_listener(self._on_missed, EVENT_JOB_MISSED)
+
+    def start(self) -> None:
+        """Catch up from the database first, then let the schedule run."""
+        for recipe in self.galley.config.recipes.values():
+            self._submit(self.dispatcher.catch_up, recipe)
+            self.scheduler.add_job(
+                self._on_fire,
+                trigger=RecipeTrigger(recipe),
+                id=RECIPE_JOB_PREFIX + recipe.name,
+                name=recipe.name,
+                args=[recipe.name],
+                replace_existing=True,
+                max_instances=1,
+                coalesce=True,
+                misfire_grace_time=int(recipe.misfire_grace.total_seconds()),
+            )
+        for job_id, func in (("sweeper", self.galley.sweep), ("expiry", self._expire)):
+            self.scheduler.add_job(
+                func,
+                IntervalTrigger(seconds=self._housekeeping_every.total_seconds()),
+                id=job_id,
+                replace_existing=True,
+                max_instances=1,
+                coalesce=True,
+            )
+        self.scheduler.start()
+
+    def stop(self, deadline: timedelta) -> bool:
+        """No new runs; running model calls get until `deadline`. True if all finished."""
+        self.stopping.set()
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
+        with self._lock:
+            pending = set(self._futures)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        _, unfinished = wait(pending, timeout=deadline.total_seconds())
+        return not [f for f in unfinished if not f.cancelled()]
+
+    def next_fire_times(self) -> dict[str, datetime | None]:
+        return {
+            job.name: job.next_run_time
+            for job in self.scheduler.get_jobs()
+            if job.id.startswith(RECIPE_JOB_PREFIX)
+        }
+
+    def _on_fire(self, recipe_name: str, *, scheduled_at: datetime) -> None:
+        recipe = self.galley.config.recipes[recipe_name]
+        self._submit(self.dispatcher.fire, recipe, scheduled_at)
+
+    def _on_missed(self, event: JobExecutionEvent) -> None:
+        """APScheduler found a fire past misfire_grace: Galley records it as skipped."""
+        if not event.job_id.startswith(RECIPE_JOB_PREFIX):
+            return
+        recipe = self.galley.config.recipes[event.job_id.removeprefix(RECIPE_JOB_PREFIX)]
+        self._submit(self.dispatcher.fire, recipe, event.scheduled_run_time)
+
+    def _expire(self) -> None:
+        expire_overdue_drafts(self.galley.store, self.galley.config, self.galley.clock)
+
+    def _submit(self, func: Any, *args: Any) -> None:
+        if self.stopping.is_set():
+            return
+        try:
+            future = self._pool.submit(_logged, func, *args)
+        except RuntimeError:  # the pool was shut down between the check and the submit
+            return
+        with self._lock:
+            self._futures.add(future)
+        future.add_done_callback(self._forget)
+
+    def _forget(self, future: Future[Any]) -> None:
+        with self._lock:
+            self._futures.discard(future)
+
+
+def _logged(func: Any, *args: Any) -> Any:
+    try:
+        return func(*args)
+    except Exception:
+        log.exception("drafting job %s failed", getattr(func, "__name__", func))
+        raise

@@ -1,0 +1,140 @@
+"""What happens when a recipe's slot fires, or was missed: run, skip, queue or catch up.
+
+The scheduler is at-least-once: it fires late, twice, or not at all. The slot always
+comes from the schedule, never from the clock, and every decision not to draft a slot
+is recorded as a `skipped` run with its reason, so a person can see what did not happen.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+from sqlmodel import col, select
+
+from core.claims import DraftResult, open_run
+from core.config import Recipe
+from core.history import move_run
+from core.models import RunRow
+from core.policies import DraftOutcome, SkipReason
+from core.ports import Clock
+from core.runs import DraftingService
+from core.schedule import Slot, latest_slot_at_or_before, slots_between
+from core.states import RunState
+from core.store import Store
+
+SCHEDULER = "scheduler"
+MAX_RECORDED_MISSES = 500  # a recipe offline for long records its most recent misses only
+QUEUE_POLL_SECONDS = 1.0
+
+
+class SlotDispatcher:
+    """Turns a fire (or a start-up) into drafted, skipped or queued slots."""
+
+    def __init__(
+        self,
+        store: Store,
+        drafting: DraftingService,
+        clock: Clock,
+        *,
+        stopping: threading.Event | None = None,
+        queue_poll_seconds: float = QUEUE_POLL_SECONDS,
+    ) -> None:
+        self.store = store
+        self.drafting = drafting
+        self.clock = clock
+        self.stopping = stopping or threading.Event()
+        self.queue_poll_seconds = queue_poll_seconds
+
+    def fire(self, recipe: Recipe, fire_at: datetime) -> list[DraftResult]:
+        """The scheduler says `fire_at` has come: run the latest due slot once.
+
+        Slots before it that never got a run (the host slept, the process was down)
+        coalesce into it and are recorded as skipped.
+        """
+        due = self._unrun_slots(recipe, up_to=fire_at)
+        if not due:
+            return []
+        latest_instant = due[-1].fire_at
+        missed = [s for s in due if s.fire_at < latest_instant]
+        latest = [s for s in due if s.fire_at == latest_instant]  # a DST shift may share it
+        results = [
+            self._skip(recipe, s, SkipReason.MISFIRE, _coalesced(recipe, latest)) for s in missed
+        ]
+        return results + [self.run_slot(recipe, slot) for slot in latest]
+
+    def catch_up(self, recipe: Recipe) -> list[DraftResult]:
+        """At start-up: the latest due slot runs if it is within misfire_grace."""
+        latest = latest_slot_at_or_before(recipe, self.clock.now())
+        return [] if latest is None else self.fire(recipe, latest.fire_at)
+
+    def run_slot(self, recipe: Recipe, slot: Slot) -> DraftResult:
+        """Draft one scheduled slot under the recipe's misfire and overlap policies."""
+        lateness = self.clock.now() - slot.fire_at
+        if lateness > recipe.misfire_grace:
+            grace = _minutes(recipe.misfire_grace)
+            detail = f"found {_minutes(lateness)} late; misfire_grace is {grace}"
+            return self._skip(recipe, slot, SkipReason.MISFIRE, detail)
+        while True:
+            result = self.drafting.draft_slot(recipe, slot, actor=SCHEDULER, overlap=recipe.overlap)
+            if result.outcome != DraftOutcome.QUEUED:
+                return result
+            if self.stopping.wait(self.queue_poll_seconds):
+                return result  # shutting down: the queued run stays pending for the next start
+            if self.clock.now() - slot.fire_at > recipe.misfire_grace:
+                detail = "queued behind a run that outlasted misfire_grace"
+                return self._skip(recipe, slot, SkipReason.MISFIRE, detail)
+
+    def _unrun_slots(self, recipe: Recipe, up_to: datetime) -> list[Slot]:
+        """Due slots since the recipe's last recorded run that have no run, or a pending one."""
+        with self.store.transaction() as session:
+            last = session.exec(
+                select(sa.func.max(RunRow.slot_at)).where(
+                    col(RunRow.recipe) == recipe.name, col(RunRow.state) != RunState.PENDING
+                )
+            ).one()
+        if last is None:  # a fresh database: only the latest due slot counts
+            latest = latest_slot_at_or_before(recipe, up_to)
+            return [] if latest is None else [latest]
+        window = slots_between(recipe, last, up_to)[-MAX_RECORDED_MISSES:]
+        if not window:
+            return []
+        with self.store.transaction() as session:
+            ids = [s.run_id(recipe.name) for s in window]
+            closed = set(
+                session.exec(
+                    select(RunRow.id).where(
+                        col(RunRow.id).in_(ids), col(RunRow.state) != RunState.PENDING
+                    )
+                ).all()
+            )
+        return [s for s in window if s.run_id(recipe.name) not in closed]
+
+    def _skip(self, recipe: Recipe, slot: Slot, reason: SkipReason, detail: str) -> DraftResult:
+        with self.store.transaction() as session:
+            now = self.clock.now()
+            run = open_run(session, recipe, slot, manual=False, actor=SCHEDULER, now=now)
+            if run.state == RunState.PENDING:
+                move_run(
+                    session,
+                    run,
+                    RunState.SKIPPED,
+                    actor=SCHEDULER,
+                    at=now,
+                    reason=reason,
+                    detail=detail,
+                )
+            return DraftResult(DraftOutcome.SKIPPED, run.id, None, reason, detail)
+
+
+def _coalesced(recipe: Recipe, latest: list[Slot]) -> str:
+    return "missed; coalesced into " + ", ".join(s.run_id(recipe.name) for s in latest)
+
+
+def _minutes(delta: timedelta) -> str:
+    return f"{int(delta.total_seconds() // 60)}m"
+
+
+SlotCallback = Callable[[Recipe, datetime], None]

@@ -1,0 +1,264 @@
+"""Fires, misfires, catch-up, overlap and DST with an injected clock (issue: scheduling).
+
+Each test counts model calls and run rows; the slot always comes from the schedule.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlmodel import col, select
+
+from bot.scheduler import RecipeTrigger
+from core.claims import Claim, claim_slot
+from core.config import Recipe
+from core.models import RunRow
+from core.operator import Galley
+from core.policies import DraftOutcome, DstGap, DstRepeat, Overlap, SkipReason
+from core.schedule import slot_at_instant, slots_between
+from core.scheduling import SlotDispatcher
+from core.states import RunState
+from core.store import Store
+from tests.conftest import FakeClock, make_config
+from tests.test_claims import CountingDrafter
+
+MONDAY = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)  # 09:00 in London in winter
+WEEK = timedelta(weeks=1)
+
+
+def setup(
+    store: Store, clock: FakeClock, drafter: Any = None, **recipe_changes: Any
+) -> tuple[SlotDispatcher, Recipe, CountingDrafter]:
+    drafter = drafter or CountingDrafter()
+    galley = Galley(make_config(), store, drafter=drafter, clock=clock)
+    recipe = galley.recipe("weekly-update").model_copy(update=recipe_changes)
+    galley.config.recipes[recipe.name] = recipe
+    dispatcher = SlotDispatcher(store, galley.drafting, clock, queue_poll_seconds=0.05)
+    return dispatcher, recipe, drafter
+
+
+def runs(store: Store) -> dict[str, tuple[str, str | None]]:
+    with store.transaction() as session:
+        rows = session.exec(select(RunRow).order_by(col(RunRow.slot_at))).all()
+        return {r.id: (r.state, r.reason) for r in rows}
+
+
+def test_a_late_fire_inside_the_grace_window_drafts(store: Store) -> None:
+    clock = FakeClock(MONDAY + timedelta(minutes=59))
+    dispatcher, recipe, drafter = setup(store, clock)
+
+    [result] = dispatcher.fire(recipe, MONDAY)
+
+    assert result.outcome == DraftOutcome.DRAFTED
+    assert result.run == "weekly-update@2026-11-23T09:00"
+    assert drafter.calls == 1
+
+
+def test_a_late_fire_outside_the_grace_window_is_recorded_as_a_misfire(store: Store) -> None:
+    clock = FakeClock(MONDAY + timedelta(minutes=61))
+    dispatcher, recipe, drafter = setup(store, clock)
+
+    [result] = dispatcher.fire(recipe, MONDAY)
+
+    assert (result.outcome, result.reason) == (DraftOutcome.SKIPPED, SkipReason.MISFIRE)
+    assert drafter.calls == 0
+    assert runs(store) == {"weekly-update@2026-11-23T09:00": (RunState.SKIPPED, SkipReason.MISFIRE)}
+
+
+def test_a_host_that_sleeps_across_six_slots_runs_one_and_records_five_skips(
+    store: Store,
+) -> None:
+    before_sleep = MONDAY - 4 * WEEK  # 26 October, the first Monday on GMT
+    clock = FakeClock(before_sleep + timedelta(minutes=1))
+    dispatcher, recipe, drafter = setup(store, clock, pending_limit=10)
+    dispatcher.fire(recipe, before_sleep)  # the last slot before the sleep
+    wake = before_sleep + 6 * WEEK
+    clock.current = wake + timedelta(minutes=5)  # wakes six slots later
+
+    results = dispatcher.fire(recipe, wake)
+
+    assert [r.outcome for r in results] == [DraftOutcome.SKIPPED] * 5 + [DraftOutcome.DRAFTED]
+    assert drafter.calls == 2
+    states = list(runs(store).values())
+    assert states[0][0] == RunState.AWAITING_REVIEW
+    assert states[1:6] == [(RunState.SKIPPED, SkipReason.MISFIRE)] * 5
+    assert states[6][0] == RunState.AWAITING_REVIEW
+
+
+def test_two_fires_of_the_same_slot_make_one_run(store: Store) -> None:
+    clock = FakeClock(MONDAY + timedelta(seconds=1))
+    dispatcher, recipe, drafter = setup(store, clock)
+
+    dispatcher.fire(recipe, MONDAY)
+    second = dispatcher.fire(recipe, MONDAY)
+
+    replica = dispatcher.run_slot(recipe, slot_at_instant(recipe, MONDAY))  # another replica
+
+    assert second == []
+    assert replica.outcome == DraftOutcome.EXISTS
+    assert drafter.calls == 1
+    assert len(runs(store)) == 1
+
+
+def test_catch_up_on_a_fresh_database_runs_only_the_latest_due_slot(store: Store) -> None:
+    clock = FakeClock(MONDAY + timedelta(minutes=10))
+    dispatcher, recipe, drafter = setup(store, clock)
+
+    [result] = dispatcher.catch_up(recipe)
+    again = dispatcher.catch_up(recipe)
+
+    assert result.outcome == DraftOutcome.DRAFTED and again == []
+    assert list(runs(store)) == ["weekly-update@2026-11-23T09:00"]
+    assert drafter.calls == 1
+
+
+def _hold_claim(store: Store, recipe: Recipe, clock: FakeClock, dispatcher: SlotDispatcher) -> None:
+    slot = dispatcher._unrun_slots(recipe, MONDAY - WEEK)[0]
+    held = claim_slot(store, recipe, slot, worker="other", actor="other", manual=False, clock=clock)
+    assert isinstance(held, Claim)
+
+
+def test_overlap_skip_records_the_slot_and_calls_nothing(store: Store) -> None:
+    clock = FakeClock(MONDAY + timedelta(seconds=1))
+    dispatcher, recipe, drafter = setup(store, clock, overlap=Overlap.SKIP)
+    _hold_claim(store, recipe, clock, dispatcher)  # last week's run is still drafting
+
+    result = dispatcher.run_slot(recipe, dispatcher._unrun_slots(recipe, MONDAY)[-1])
+
+    assert (result.outcome, result.reason) == (DraftOutcome.SKIPPED, SkipReason.OVERLAP)
+    assert drafter.calls == 0
+
+
+def test_overlap_queue_one_waits_for_the_running_draft_and_skips_a_third(store: Store) -> None:
+    clock = FakeClock(MONDAY + WEEK + timedelta(seconds=1))
+    release = threading.Event()
+    slow = CountingDrafter(release)
+    dispatcher, recipe, _ = setup(
+        store,
+        clock,
+        drafter=slow,
+        overlap=Overlap.QUEUE_ONE,
+        pending_limit=9,
+        misfire_grace=timedelta(weeks=3),  # the clock stands still: no slot is late
+    )
+
+    a, b, c = slots_between(recipe, MONDAY - WEEK - timedelta(hours=1), MONDAY + WEEK)
+    results: dict[str, Any] = {}
+
+    def run(name: str, slot: Any) -> None:
+        results[name] = dispatcher.run_slot(recipe, slot)
+
+    running = threading.Thread(target=run, args=("a", a))
+    running.start()
+    _wait_until(lambda: slow.calls == 1)
+    queued = threading.Thread(target=run, args=("b", b))
+    queued.start()
+    _wait_until(lambda: runs(store).get(b.run_id(recipe.name), ("", ""))[1] == "queued")
+    run("c", c)  # a third slot while one is already queued: skipped
+    assert (results["c"].outcome, results["c"].reason) == (DraftOutcome.SKIPPED, SkipReason.OVERLAP)
+
+    release.set()
+    running.join()
+    queued.join()
+
+    assert results["a"].outcome == DraftOutcome.DRAFTED
+    assert results["b"].outcome == DraftOutcome.DRAFTED
+    assert slow.calls == 2
+
+
+def _wait_until(condition: Any, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail("condition not reached")
+        time.sleep(0.02)
+
+
+def _daily(
+    zone: str, at: str, gap: DstGap = DstGap.SHIFT, repeat: DstRepeat = DstRepeat.FIRST
+) -> Recipe:
+    hour, minute = (int(part) for part in at.split(":"))
+    base = make_config().recipes["weekly-update"]
+    return base.model_copy(
+        update={
+            "timezone": zone,
+            "schedule": f"{minute} {hour} * * *",
+            "dst_gap": gap,
+            "dst_repeat": repeat,
+        }
+    )
+
+
+def _fires(recipe: Recipe, start: datetime, end: datetime) -> list[datetime]:
+    trigger, fires, previous = RecipeTrigger(recipe), [], None
+    now = start
+    while True:
+        fire = trigger.get_next_fire_time(previous, now)
+        if fire is None or fire > end:
+            return fires
+        fires.append(fire)
+        previous = now = fire
+
+
+@pytest.mark.parametrize(
+    ("zone", "at", "gap", "day", "expected_utc"),
+    [
+        ("America/New_York", "02:30", DstGap.SHIFT, datetime(2026, 3, 8), ["07:00"]),
+        ("America/New_York", "02:30", DstGap.SKIP, datetime(2026, 3, 8), []),
+        ("Europe/London", "01:30", DstGap.SHIFT, datetime(2026, 3, 29), ["01:00"]),
+        ("Europe/London", "02:30", DstGap.SHIFT, datetime(2026, 3, 29), ["01:30"]),
+        ("Australia/Lord_Howe", "02:15", DstGap.SHIFT, datetime(2026, 10, 4), ["15:30"]),
+    ],
+)
+def test_spring_forward_fires_once_or_not_at_all_by_policy(
+    zone: str, at: str, gap: DstGap, day: datetime, expected_utc: list[str]
+) -> None:
+    recipe = _daily(zone, at, gap=gap)
+    local_day = day.replace(tzinfo=recipe.zone)
+    start = local_day.astimezone(UTC)
+    fires = _fires(recipe, start, start + timedelta(hours=24) - timedelta(minutes=1))
+    assert [f.strftime("%H:%M") for f in fires] == expected_utc
+
+
+@pytest.mark.parametrize(
+    ("zone", "at", "day", "first_utc", "second_utc"),
+    [
+        ("Europe/London", "01:30", datetime(2026, 10, 25), "00:30", "01:30"),
+        ("America/New_York", "01:30", datetime(2026, 11, 1), "05:30", "06:30"),
+        ("Australia/Lord_Howe", "01:45", datetime(2026, 4, 5), "14:45", "15:15"),
+    ],
+)
+def test_fall_back_fires_once_under_first_and_twice_under_both(
+    zone: str, at: str, day: datetime, first_utc: str, second_utc: str
+) -> None:
+    once = _daily(zone, at, repeat=DstRepeat.FIRST)
+    twice = _daily(zone, at, repeat=DstRepeat.BOTH)
+    start = day.replace(tzinfo=once.zone).astimezone(UTC)
+    end = start + timedelta(hours=24)
+    assert [f.strftime("%H:%M") for f in _fires(once, start, end)] == [first_utc]
+    assert [f.strftime("%H:%M") for f in _fires(twice, start, end)] == [first_utc, second_utc]
+
+
+def test_a_daily_0230_recipe_neither_vanishes_nor_runs_twice_across_both_changes(
+    store: Store,
+) -> None:
+    recipe_zone = "America/New_York"
+    clock = FakeClock()
+    dispatcher, recipe, drafter = setup(
+        store, clock, timezone=recipe_zone, schedule="30 2 * * *", pending_limit=1000
+    )
+    start = datetime(2026, 3, 6, tzinfo=UTC)
+    fires = _fires(recipe, start, datetime(2026, 11, 3, tzinfo=UTC))
+    for fire in fires:
+        clock.current = fire + timedelta(seconds=5)
+        dispatcher.fire(recipe, fire)
+        dispatcher.fire(recipe, fire)  # a duplicate fire changes nothing
+
+    days = (datetime(2026, 11, 3) - datetime(2026, 3, 6)).days
+    assert len(fires) == days
+    assert drafter.calls == days
+    assert len(runs(store)) == days
