@@ -137,8 +137,9 @@ def claim_slot(
             return DraftResult(DraftOutcome.SKIPPED, run.id, key, refusal[0], refusal[1])
         if overlap is not None and others_drafting(session, recipe.name, key, now):
             return _overlap(session, run, key, overlap, actor=actor, now=now)
-        recipe_row.backpressure_since = None
-        session.add(recipe_row)
+        if recipe_row.backpressure_since is not None and recipe_row.backpressure_resumed_at is None:
+            recipe_row.backpressure_resumed_at = now  # the episode ends: people are told once
+            session.add(recipe_row)
         if not insert_ignore(
             session,
             DraftRow,
@@ -263,8 +264,11 @@ def _record_skip(
     now: datetime,
 ) -> None:
     reason, detail = refusal
-    if reason == SkipReason.BACKPRESSURE and recipe_row.backpressure_since is None:
-        recipe_row.backpressure_since = now
+    episode_open = (
+        recipe_row.backpressure_since is not None and recipe_row.backpressure_resumed_at is None
+    )
+    if reason == SkipReason.BACKPRESSURE and not episode_open:
+        recipe_row.backpressure_since, recipe_row.backpressure_resumed_at = now, None
         session.add(recipe_row)
     if RunState.SKIPPED in RUN_TRANSITIONS[RunState(run.state)]:
         move_run(session, run, RunState.SKIPPED, actor=actor, at=now, reason=reason, detail=detail)

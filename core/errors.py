@@ -70,3 +70,15 @@ class ModelCallFailed(GalleyError):
 
 class SlotError(GalleyError):
     """A slot a person asked for does not exist in the recipe's schedule."""
+
+
+class EffectNotSent(GalleyError):
+    """An external call certainly did not take effect (refused before it was sent)."""
+
+
+class EffectOutcomeUnknown(GalleyError):
+    """An external call may or may not have taken effect: reconcile before retrying."""
+
+
+class LookupUnavailable(GalleyError):
+    """The destination could not say whether an effect exists."""

@@ -60,7 +60,8 @@ class RecipeRow(SQLModel, table=True):
     paused: bool = False
     paused_reason: str | None = None
     changed_by: str | None = None
-    backpressure_since: datetime | None = _utc()
+    backpressure_since: datetime | None = _utc()  # start of the latest backpressure episode
+    backpressure_resumed_at: datetime | None = _utc()  # when that episode ended
     updated_at: datetime = _utc(nullable=False)
 
 

@@ -47,3 +47,57 @@ class Drafter(Protocol):
     def draft(self, request: DraftRequest) -> ModelReply:
         """One model call, no retries; raises `ModelCallFailed` with its outcome."""
         ...
+
+
+class Directory(Protocol):
+    def group_members(self, group_id: str) -> frozenset[str]:
+        """User ids in a user group (`S…`); may be cached briefly by the adapter."""
+        ...
+
+
+@dataclass(frozen=True)
+class ReviewItem:
+    """One draft as a review message shows it, with its decision once there is one."""
+
+    draft_key: str
+    run_id: str
+    state: str
+    revision: int
+    text: str
+    recipe: str
+    platform: str
+    slot_at: datetime
+    version: int
+    model: str | None
+    input_tokens: int
+    output_tokens: int
+    decided_by: str | None
+    decided_at: datetime | None
+    decision_reason: str | None
+
+
+@dataclass(frozen=True)
+class MessageRef:
+    channel: str
+    ts: str
+
+
+class ReviewSurface(Protocol):
+    """Where people review drafts. Posting is an effect: see core/outbox.py."""
+
+    def post_review(self, item: ReviewItem) -> MessageRef:
+        """Post once; raise EffectNotSent or EffectOutcomeUnknown when it fails."""
+        ...
+
+    def find_review(self, draft_key: str) -> MessageRef | None:
+        """The earlier post for this draft, None if clearly absent; LookupUnavailable if
+        the destination cannot tell."""
+        ...
+
+    def update_review(self, ref: MessageRef, item: ReviewItem) -> None:
+        """Show the item's current state (decision, expiry, new revision)."""
+        ...
+
+    def announce(self, text: str) -> MessageRef:
+        """A notice in the review channel (backpressure paused / resumed)."""
+        ...

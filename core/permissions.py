@@ -1,0 +1,26 @@
+"""Who may do what (DESIGN.md §5 `[slack]`): approvers decide drafts, admins run Galley.
+
+Lists hold users (U…/W…) and user groups (S…). An empty approver list means anyone;
+an empty admin list means the approvers.
+"""
+
+from __future__ import annotations
+
+from core.config import SlackSection
+from core.ports import Directory
+
+
+def _listed(user: str, ids: list[str], directory: Directory) -> bool:
+    if user in ids:
+        return True
+    return any(user in directory.group_members(g) for g in ids if g.startswith("S"))
+
+
+def may_approve(slack: SlackSection, directory: Directory, user: str) -> bool:
+    return not slack.approvers or _listed(user, slack.approvers, directory)
+
+
+def may_administer(slack: SlackSection, directory: Directory, user: str) -> bool:
+    if slack.admins:
+        return _listed(user, slack.admins, directory)
+    return may_approve(slack, directory, user)
