@@ -7,9 +7,11 @@ Exit codes: 0 for every outcome but `failed` (1); 2 for usage and config errors.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Annotated, Any
 
 import typer
@@ -26,6 +28,7 @@ from core.errors import (
 )
 from core.operator import Galley
 from core.policies import DraftOutcome
+from core.schedule import describe, next_slots
 from core.settings import Settings
 from core.states import RunState
 from core.store import Store
@@ -173,6 +176,68 @@ def resume(
     with explained_errors():
         names = open_galley().resume(target, actor=actor)
     out.print("resumed: " + ", ".join(names), highlight=False)
+
+
+@app.command()
+def run(
+    shutdown_grace: Annotated[
+        int, typer.Option(min=0, help="Seconds running model calls get after SIGTERM.")
+    ] = 30,
+) -> None:
+    """Run the bot: scheduler, Slack, review outbox, sweeper, health and metrics."""
+    from bot.run import Bot  # Slack and uvicorn load only for the bot itself
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    for noisy in ("alembic", "httpx2", "apscheduler", "slack_bolt.App"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    with explained_errors():
+        bot = Bot(Settings(), shutdown_grace=timedelta(seconds=shutdown_grace))
+    raise typer.Exit(bot.serve())
+
+
+@app.command()
+def check(as_json: JsonFlag = False) -> None:
+    """Validate the config and the database; show each recipe's next five slots."""
+    with explained_errors():
+        galley = open_galley()
+        now = galley.clock.now()
+        report = {
+            name: (recipe, next_slots(recipe, now, 5))
+            for name, recipe in galley.config.recipes.items()
+        }
+    if as_json:
+        print_json(
+            {
+                "recipes": [
+                    {
+                        "name": name,
+                        "schedule": recipe.schedule,
+                        "timezone": recipe.timezone,
+                        "description": describe(recipe.schedule),
+                        "next_slots": [
+                            {
+                                "run": slot.run_id(name),
+                                "at": slot.fire_at.astimezone(recipe.zone).isoformat(),
+                                "dst": slot.dst,
+                            }
+                            for slot in slots
+                        ],
+                    }
+                    for name, (recipe, slots) in report.items()
+                ]
+            }
+        )
+        return
+    out.print(f"config ok: {len(report)} recipes; database at {galley.store.current_revision()}")
+    for name, (recipe, slots) in report.items():
+        rows = [
+            [slot.run_id(name), slot.fire_at.astimezone(recipe.zone).isoformat(), slot.dst or ""]
+            for slot in slots
+        ]
+        title = f"{name}: {describe(recipe.schedule)} ({recipe.timezone})"
+        out.print(table(title, ["run", "fires at", "DST"], rows))
 
 
 @db_app.command("upgrade")

@@ -8,6 +8,7 @@ The scheduler's job store is memory: Galley's state lives in Galley's database.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -28,6 +29,7 @@ from core.scheduling import SlotDispatcher
 
 log = logging.getLogger(__name__)
 RECIPE_JOB_PREFIX = "recipe:"
+RECIPE_EXECUTOR = "recipes"
 
 
 class RecipeTrigger(BaseTrigger):  # type: ignore[misc]
@@ -90,7 +92,11 @@ class SchedulerHost:
         self._lock = threading.Lock()
         self._housekeeping_every = housekeeping_every
         self.scheduler = BackgroundScheduler(
-            timezone=UTC, executors={"default": NominalTimeExecutor(max_workers=2)}
+            timezone=UTC,
+            executors={
+                "default": JobThreadPool(max_workers=2),  # housekeeping
+                RECIPE_EXECUTOR: NominalTimeExecutor(max_workers=2),  # fires: hand-offs only
+            },
         )
         self.scheduler.add_listener(self._on_missed, EVENT_JOB_MISSED)
 
@@ -101,6 +107,7 @@ class SchedulerHost:
             self.scheduler.add_job(
                 self._on_fire,
                 trigger=RecipeTrigger(recipe),
+                executor=RECIPE_EXECUTOR,
                 id=RECIPE_JOB_PREFIX + recipe.name,
                 name=recipe.name,
                 args=[recipe.name],
@@ -109,16 +116,24 @@ class SchedulerHost:
                 coalesce=True,
                 misfire_grace_time=int(recipe.misfire_grace.total_seconds()),
             )
-        for job_id, func in (("sweeper", self.galley.sweep), ("expiry", self._expire)):
-            self.scheduler.add_job(
-                func,
-                IntervalTrigger(seconds=self._housekeeping_every.total_seconds()),
-                id=job_id,
-                replace_existing=True,
-                max_instances=1,
-                coalesce=True,
-            )
+        self.add_interval_job("sweeper", self.galley.sweep, self._housekeeping_every)
+        self.add_interval_job("expiry", self._expire, self._housekeeping_every)
         self.scheduler.start()
+
+    def add_interval_job(self, job_id: str, func: Any, every: timedelta) -> None:
+        """A housekeeping job; runs in the scheduler's own threads, one at a time."""
+        self.scheduler.add_job(
+            func,
+            IntervalTrigger(seconds=every.total_seconds()),
+            id=job_id,
+            replace_existing=True,
+            max_instances=1,
+            coalesce=True,
+        )
+
+    def submit(self, func: Any, *args: Any, **kwargs: Any) -> None:
+        """Run work on the drafting pool (never on a Slack listener's thread)."""
+        self._submit(functools.partial(func, **kwargs), *args)
 
     def stop(self, deadline: timedelta) -> bool:
         """No new runs; running model calls get until `deadline`. True if all finished."""
@@ -138,9 +153,11 @@ class SchedulerHost:
             if job.id.startswith(RECIPE_JOB_PREFIX)
         }
 
-    def _on_fire(self, recipe_name: str, *, scheduled_at: datetime) -> None:
+    def _on_fire(self, recipe_name: str, scheduled_at: datetime | None = None) -> None:
+        """`scheduled_at` comes from NominalTimeExecutor (the default only satisfies
+        APScheduler's signature check; without it the latest due slot is used)."""
         recipe = self.galley.config.recipes[recipe_name]
-        self._submit(self.dispatcher.fire, recipe, scheduled_at)
+        self._submit(self.dispatcher.fire, recipe, scheduled_at or self.galley.clock.now())
 
     def _on_missed(self, event: JobExecutionEvent) -> None:
         """APScheduler found a fire past misfire_grace: Galley records it as skipped."""

@@ -1,0 +1,423 @@
+"""Block Kit rendering for Galley's Slack messages and modals: pure functions, plain dicts.
+
+Model output is untrusted (DESIGN.md §4.9): it is always escaped before it reaches mrkdwn,
+so a draft can never ping anyone, and every payload stays within Block Kit's limits.
+No I/O here: no Slack client, no database, no clock.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+ACTION_APPROVE = "galley_approve"
+ACTION_REJECT = "galley_reject"
+ACTION_EDIT = "galley_edit"
+ACTION_ALERT_PUBLISHED = "galley_mark_published"
+ACTION_ALERT_RETRY = "galley_retry"
+ACTION_ALERT_CANCEL = "galley_cancel"
+REJECT_MODAL = "galley_reject_modal"
+EDIT_MODAL = "galley_edit_modal"
+DRAFT_EVENT_TYPE = "galley_draft"
+REVIEW_BLOCK_ID = "galley_review"
+
+SECTION_LIMIT = 3000  # characters of text in one section block
+BLOCK_LIMIT = 50  # blocks in one message
+# Slack answers `msg_blocks_too_long` well below 50 full sections (reported near 13,000
+# characters in total), so the draft text shown in one message has its own budget.
+DRAFT_TEXT_BUDGET = 12_000
+BUTTON_VALUE_LIMIT = 2000  # characters in a button's value
+INPUT_LIMIT = 3000  # plain_text_input max_length
+MODAL_BLOCK_LIMIT = 100
+REASON_LIMIT = 500  # characters of a rejection reason kept in the message
+FALLBACK_SNIPPET = 150
+
+_ENTITY_MAX = len("&amp;")
+_USER_ID = re.compile(r"[UW][A-Z0-9]+")
+_PART_ID = re.compile(r"part_(\d+)")
+
+
+class Verdict(StrEnum):
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    SUPERSEDED = "superseded"
+
+
+@dataclass(frozen=True)
+class DraftView:
+    """Everything a review message shows about one revision of a draft."""
+
+    draft_key: str
+    revision: int
+    text: str
+    recipe: str
+    platform: str
+    slot_at: datetime
+    version: int
+    model: str | None
+    input_tokens: int
+    output_tokens: int
+
+    def __post_init__(self) -> None:
+        _require_aware(self.slot_at, "slot_at")
+
+
+@dataclass(frozen=True)
+class Decision:
+    verdict: Verdict
+    by: str | None  # Slack user id; None for expiry
+    at: datetime
+    reason: str | None = None
+
+    def __post_init__(self) -> None:
+        # Accept the plain state string from the store; reject anything that is not one.
+        object.__setattr__(self, "verdict", Verdict(self.verdict))
+        _require_aware(self.at, "at")
+
+
+def escape_mrkdwn(text: str) -> str:
+    """Make text inert in mrkdwn: `&` first, so the entities added for `<` `>` survive."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def split_for_sections(text: str, limit: int = SECTION_LIMIT) -> list[str]:
+    """Escape `text` and cut it into chunks of at most `limit` characters.
+
+    A cut goes at the last paragraph break ("\\n\\n") in the second half of the window,
+    else the last line break, else the last space, and that one separator is dropped.
+    With none of them, it is a hard cut that drops nothing and moves back before an
+    entity (`&amp;`, `&lt;`, `&gt;`) rather than split it. So the escaped text is
+    `chunk0 + sep0 + chunk1 + sep1 + …` with each sep one of "\\n\\n", "\\n", " ", "".
+    Every chunk is non-empty; empty text gives `[" "]` because Slack rejects empty text.
+    """
+    escaped = escape_mrkdwn(text)
+    if not escaped:
+        return [" "]
+    return [escaped[start:end] for start, end in _section_spans(escaped, limit)]
+
+
+def draft_metadata(draft_key: str, revision: int) -> dict[str, Any]:
+    """Message metadata that lets a post whose outcome was unknown be found again."""
+    return {
+        "event_type": DRAFT_EVENT_TYPE,
+        "event_payload": {"draft_key": draft_key, "revision": revision},
+    }
+
+
+def button_value(draft_key: str, revision: int) -> str:
+    """Compact JSON naming one revision; ValueError if Slack could not carry it."""
+    value = json.dumps(
+        {"key": draft_key, "rev": revision}, separators=(",", ":"), ensure_ascii=False
+    )
+    if len(value) >= BUTTON_VALUE_LIMIT:
+        raise ValueError(f"draft key too long for a Slack button value: {draft_key[:80]}…")
+    return value
+
+
+def parse_button_value(value: str) -> tuple[str, int]:
+    """The (draft key, revision) of `button_value`; ValueError for anything else."""
+    try:
+        decoded = json.loads(value)
+        key, rev = decoded["key"], decoded["rev"]
+    except (TypeError, KeyError, IndexError, json.JSONDecodeError):
+        key = rev = None
+    if not isinstance(key, str) or not isinstance(rev, int) or isinstance(rev, bool):
+        raise ValueError(f"not a Galley button value: {value[:80]!r}")
+    return key, rev
+
+
+def review_message(view: DraftView) -> tuple[str, list[dict[str, Any]]]:
+    """(fallback text, blocks) of a draft waiting for review, with its three buttons."""
+    value = button_value(view.draft_key, view.revision)
+    actions = {
+        "type": "actions",
+        "block_id": REVIEW_BLOCK_ID,
+        "elements": [
+            _button("Approve", ACTION_APPROVE, value, style="primary"),
+            _button("Reject", ACTION_REJECT, value, style="danger"),
+            _button("Edit", ACTION_EDIT, value),
+        ],
+    }
+    blocks = [*_draft_blocks(view, trailing=2), _details(view), actions]
+    return "Draft for review: " + _snippet(view.text), blocks
+
+
+def decided_message(view: DraftView, decision: Decision) -> tuple[str, list[dict[str, Any]]]:
+    """The review message once decided: the buttons give way to who decided and when."""
+    outcome = _context(_decision_line(decision), block_id="galley_decision")
+    blocks = [*_draft_blocks(view, trailing=2), _details(view), outcome]
+    return f"Draft {decision.verdict}: " + _snippet(view.text), blocks
+
+
+def reject_modal(draft_key: str, revision: int) -> dict[str, Any]:
+    reason = _text_input("reason", "reason", "Reason (optional)", max_length=REASON_LIMIT)
+    return _modal(
+        REJECT_MODAL, button_value(draft_key, revision), "Reject draft", "Reject", [reason]
+    )
+
+
+def reject_reason(view_state_values: dict[str, Any]) -> str | None:
+    """The reason typed into `reject_modal`, stripped; None when blank or absent."""
+    reason = _input_value(view_state_values, "reason", "reason").strip()
+    return reason or None
+
+
+def edit_modal(draft_key: str, revision: int, text: str) -> dict[str, Any]:
+    """A modal holding the raw draft in parts of at most 3,000 characters, plus an
+    empty part for additions. ValueError if the draft needs more parts than fit."""
+    parts = _edit_parts(text)
+    hint = _context(
+        "Long drafts are split across boxes; the boxes are joined exactly as they are, "
+        "with nothing added between them."
+    )
+    head = [hint] if len(parts) > 1 else []
+    if len(head) + len(parts) + 1 > MODAL_BLOCK_LIMIT:
+        raise ValueError(f"draft of {len(text):,} characters is too long to edit in Slack")
+    labels = (
+        ["Draft"]
+        if len(parts) == 1
+        else [f"Draft, part {i} of {len(parts)}" for i in range(1, len(parts) + 1)]
+    )
+    inputs = [
+        _text_input(f"part_{index}", "text", label, initial=part)
+        for index, (part, label) in enumerate(
+            zip([*parts, ""], [*labels, "Add more (optional)"], strict=True)
+        )
+    ]
+    value = button_value(draft_key, revision)
+    return _modal(EDIT_MODAL, value, "Edit draft", "Save", [*head, *inputs])
+
+
+def edited_text(view_state_values: dict[str, Any]) -> str:
+    """The parts of `edit_modal` joined in order, no separator, empty ones skipped."""
+    numbered = sorted(
+        (int(match.group(1)), block_id)
+        for block_id in view_state_values
+        if (match := _PART_ID.fullmatch(block_id))
+    )
+    return "".join(_input_value(view_state_values, block_id, "text") for _, block_id in numbered)
+
+
+def notice_blocks(text: str) -> list[dict[str, Any]]:
+    """One section for Galley's own mrkdwn (already safe), cut to fit if it must be."""
+    if len(text) > SECTION_LIMIT:
+        text = text[: _hard_cut(text, 0, SECTION_LIMIT - 1)] + "…"
+    return [_section(text or " ")]
+
+
+def help_text() -> str:
+    """The `/galley` usage as mrkdwn, already escaped."""
+    commands = [
+        ("help", "this list", False),
+        ("status", "recipes, drafts waiting for review, next slots", False),
+        ("run <recipe>", "draft the latest due slot now", True),
+        ("bump <recipe> [reason]", "new recipe version, so a drafted slot can be redone", True),
+        ("pause <recipe|all> [reason]", "stop drafting", True),
+        ("resume <recipe|all>", "start drafting again", True),
+        ("runs [state]", "recent runs, optionally only those in one state", False),
+        ("resolve <run> published|absent", "settle an uncertain run after checking", True),
+        ("retry <run>", "try a failed or uncertain run again", True),
+        ("cancel <run>", "stop a run; effects already done are listed", True),
+    ]
+    lines = ["*Galley* commands (_admin_ = admins only):"]
+    for usage, meaning, admin in commands:
+        suffix = " · _admin_" if admin else ""
+        lines.append(f"`/galley {escape_mrkdwn(usage)}` — {meaning}{suffix}")
+    return "\n".join(lines)
+
+
+def _require_aware(moment: datetime, name: str) -> None:
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError(f"{name} must be timezone-aware, got {moment.isoformat()}")
+
+
+def _section_spans(escaped: str, limit: int) -> list[tuple[int, int]]:
+    """(start, end) of each chunk of non-empty escaped text; see `split_for_sections`."""
+    if limit < _ENTITY_MAX:
+        raise ValueError(f"limit must be at least {_ENTITY_MAX}, got {limit}")
+    spans: list[tuple[int, int]] = []
+    start = 0
+    while len(escaped) - start > limit:
+        end, resume = _cut(escaped, start, limit)
+        spans.append((start, end))
+        start = resume
+    spans.append((start, len(escaped)))
+    return spans
+
+
+def _cut(escaped: str, start: int, limit: int) -> tuple[int, int]:
+    """Where the chunk starting at `start` ends, and where the next one starts."""
+    hard = start + limit
+    # Only the second half of the window: an early break would waste a block.
+    floor = start + max(1, limit // 2)
+    for separator in ("\n\n", "\n", " "):
+        # The separator must end before the text does, so the next chunk is not empty.
+        end = min(hard + len(separator), len(escaped) - 1)
+        at = escaped.rfind(separator, floor, end)
+        if at != -1:
+            return at, at + len(separator)
+    at = _hard_cut(escaped, start, limit)
+    return at, at
+
+
+def _hard_cut(escaped: str, start: int, limit: int) -> int:
+    """`start + limit`, or earlier so as not to split an entity (every `&` starts one)."""
+    hard = start + limit
+    amp = escaped.rfind("&", max(start + 1, hard - _ENTITY_MAX + 1), hard)
+    if amp != -1 and escaped.find(";", amp) + 1 > hard:
+        return amp
+    return hard
+
+
+def _unescape(escaped: str) -> str:
+    return escaped.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+def _draft_blocks(view: DraftView, trailing: int) -> list[dict[str, Any]]:
+    """The heading and the draft's sections, leaving room for `trailing` blocks."""
+    heading = _section(
+        f"*Draft for review* · {escape_mrkdwn(view.recipe)} · {escape_mrkdwn(view.platform)}"
+    )
+    escaped = escape_mrkdwn(view.text)
+    if not escaped:
+        return [heading, _section(" ")]
+    spans = _section_spans(escaped, SECTION_LIMIT)
+    room = BLOCK_LIMIT - 1 - trailing
+    shown, used = 0, 0
+    for start, end in spans:
+        fits_count = shown + 1 <= room - (shown + 1 < len(spans))
+        if not fits_count or used + end - start > DRAFT_TEXT_BUDGET:
+            break
+        shown, used = shown + 1, used + end - start
+    blocks = [heading, *(_section(escaped[start:end]) for start, end in spans[:shown])]
+    if shown < len(spans):
+        hidden = len(_unescape(escaped[spans[shown][0] :]))
+        note = f"_… draft truncated here: {hidden:,} more characters; open Edit to see it all_"
+        blocks.append(_section(note))
+    return blocks
+
+
+def _details(view: DraftView) -> dict[str, Any]:
+    model = [escape_mrkdwn(view.model)] if view.model else []
+    tokens = f"{view.input_tokens:,} in / {view.output_tokens:,} out tokens"
+    recipe, platform = escape_mrkdwn(view.recipe), escape_mrkdwn(view.platform)
+    parts = [recipe, platform, _slack_date(view.slot_at), f"v{view.version}", *model, tokens]
+    return _context(" · ".join(parts))
+
+
+def _decision_line(decision: Decision) -> str:
+    when = _slack_date(decision.at)
+    who = f" by {_mention(decision.by)}" if decision.by else ""
+    match decision.verdict:
+        case Verdict.APPROVED:
+            return f"✅ Approved{who} {when}"
+        case Verdict.REJECTED:
+            line = f"❌ Rejected{who} {when}"
+            if decision.reason:
+                line += f" — reason: {escape_mrkdwn(_clip(decision.reason, REASON_LIMIT))}"
+            return line
+        case Verdict.EXPIRED:
+            return f"⌛ Expired unreviewed (review window passed) {when}"
+        case Verdict.SUPERSEDED:
+            return f"↪️ Superseded by a newer version {when}"
+
+
+def _mention(user_id: str) -> str:
+    """`<@U…>` for a real user id; anything else is shown as inert text."""
+    if _USER_ID.fullmatch(user_id):
+        return f"<@{user_id}>"
+    return escape_mrkdwn(user_id)
+
+
+def _slack_date(moment: datetime) -> str:
+    """Shown in each reader's own zone; the fallback is the wall time where it was set."""
+    unix = int(moment.timestamp())
+    fallback = moment.isoformat(timespec="minutes")
+    return f"<!date^{unix}^{{date_short_pretty}} {{time}}|{fallback}>"
+
+
+def _snippet(text: str) -> str:
+    """Clipped raw, then escaped, so no entity is cut in half."""
+    return escape_mrkdwn(_clip(" ".join(text.split()), FALLBACK_SNIPPET))
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit].rstrip() + "…"
+
+
+def _edit_parts(text: str) -> list[str]:
+    """Raw text in pieces of at most INPUT_LIMIT characters. A cut never sits next to
+    whitespace (when it can help it), so an input that trims its value loses nothing."""
+    parts: list[str] = []
+    start = 0
+    while len(text) - start > INPUT_LIMIT:
+        hard = start + INPUT_LIMIT
+        cuts = range(hard, start + INPUT_LIMIT // 2, -1)
+        end = next((at for at in cuts if not _touches_space(text, at)), hard)
+        parts.append(text[start:end])
+        start = end
+    if start < len(text):
+        parts.append(text[start:])
+    return parts
+
+
+def _touches_space(text: str, at: int) -> bool:
+    return text[at - 1].isspace() or text[at].isspace()
+
+
+def _input_value(values: dict[str, Any], block_id: str, action_id: str) -> str:
+    value = values.get(block_id, {}).get(action_id, {}).get("value")
+    return value if isinstance(value, str) else ""
+
+
+def _text_input(
+    block_id: str, action_id: str, label: str, initial: str = "", max_length: int = INPUT_LIMIT
+) -> dict[str, Any]:
+    # Optional, so a person may empty a part; an empty edit as a whole is the caller's
+    # "nothing to save". Slack refuses an empty initial_value, so none is sent.
+    element = {"type": "plain_text_input", "action_id": action_id, "multiline": True}
+    element |= {"max_length": max_length} | ({"initial_value": initial} if initial else {})
+    return {
+        "type": "input",
+        "block_id": block_id,
+        "optional": True,
+        "label": _plain(label),
+        "element": element,
+    }
+
+
+def _modal(
+    callback_id: str, metadata: str, title: str, submit: str, blocks: list[dict[str, Any]]
+) -> dict[str, Any]:
+    return {
+        "type": "modal",
+        "callback_id": callback_id,
+        "private_metadata": metadata,
+        "title": _plain(title),
+        "submit": _plain(submit),
+        "close": _plain("Cancel"),
+        "blocks": blocks,
+    }
+
+
+def _button(text: str, action_id: str, value: str, style: str | None = None) -> dict[str, Any]:
+    button = {"type": "button", "text": _plain(text), "action_id": action_id, "value": value}
+    return button | ({"style": style} if style else {})
+
+
+def _section(mrkdwn: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": mrkdwn}}
+
+
+def _context(mrkdwn: str, block_id: str | None = None) -> dict[str, Any]:
+    block = {"type": "context", "elements": [{"type": "mrkdwn", "text": mrkdwn}]}
+    return block | ({"block_id": block_id} if block_id else {})
+
+
+def _plain(text: str) -> dict[str, Any]:
+    return {"type": "plain_text", "text": text, "emoji": True}

@@ -1,0 +1,148 @@
+"""Bolt listeners: each acknowledges first, then parses, calls one core operation and
+renders the answer. No listener waits on the model: drafting runs on its own pool.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from slack_bolt import Ack, App, Respond
+from slack_sdk import WebClient
+
+from bot.blocks import (
+    ACTION_APPROVE,
+    ACTION_EDIT,
+    ACTION_REJECT,
+    EDIT_MODAL,
+    REJECT_MODAL,
+    edit_modal,
+    edited_text,
+    parse_button_value,
+    reject_modal,
+    reject_reason,
+)
+from bot.commands import CommandContext, answer
+from core.config import Recipe
+from core.operator import Galley
+from core.outbox import ReviewOutbox
+from core.permissions import may_approve
+from core.ports import Directory
+from core.review import ReviewAnswer, Verdict, decide, edit, load_item
+from core.states import DraftState
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BotDeps:
+    galley: Galley
+    outbox: ReviewOutbox
+    directory: Directory
+    start_draft: Callable[[Recipe], None]
+
+
+def register(app: App, deps: BotDeps) -> None:
+    """Attach every Galley listener to the Bolt app."""
+    galley, slack = deps.galley, deps.galley.config.slack
+
+    def permitted(user: str) -> bool:
+        return may_approve(slack, deps.directory, user)
+
+    def settle(result: ReviewAnswer, tell: Callable[[str], object]) -> None:
+        if result.item is not None:
+            deps.outbox.show_now(result.item)  # shows the decision, or refreshes a stale message
+        if not result.accepted:
+            tell(result.message)
+
+    @app.action(ACTION_APPROVE)
+    def on_approve(ack: Ack, body: dict[str, Any], respond: Respond) -> None:
+        ack()
+        key, revision = parse_button_value(body["actions"][0]["value"])
+        user = body["user"]["id"]
+        result = decide(
+            galley.store,
+            galley.config,
+            galley.clock,
+            draft_key=key,
+            revision=revision,
+            verdict=Verdict.APPROVED,
+            user=user,
+            permitted=permitted(user),
+        )
+        settle(
+            result, lambda text: respond(text, response_type="ephemeral", replace_original=False)
+        )
+
+    @app.action(ACTION_REJECT)
+    def on_reject(ack: Ack, body: dict[str, Any], client: WebClient) -> None:
+        ack()
+        key, revision = parse_button_value(body["actions"][0]["value"])
+        client.views_open(trigger_id=body["trigger_id"], view=reject_modal(key, revision))
+
+    @app.view(REJECT_MODAL)
+    def on_reject_submitted(ack: Ack, body: dict[str, Any], client: WebClient) -> None:
+        ack()
+        view, user = body["view"], body["user"]["id"]
+        key, revision = parse_button_value(view["private_metadata"])
+        result = decide(
+            galley.store,
+            galley.config,
+            galley.clock,
+            draft_key=key,
+            revision=revision,
+            verdict=Verdict.REJECTED,
+            user=user,
+            permitted=permitted(user),
+            reason=reject_reason(view["state"]["values"]),
+        )
+        settle(result, lambda text: _ephemeral(client, slack.review_channel, user, text))
+
+    @app.action(ACTION_EDIT)
+    def on_edit(ack: Ack, body: dict[str, Any], client: WebClient, respond: Respond) -> None:
+        ack()
+        key, revision = parse_button_value(body["actions"][0]["value"])
+        item = load_item(galley.store, key)
+        if item is None or item.state != DraftState.READY:
+            respond(
+                "This draft can no longer be edited.",
+                response_type="ephemeral",
+                replace_original=False,
+            )
+            return
+        client.views_open(trigger_id=body["trigger_id"], view=edit_modal(key, revision, item.text))
+
+    @app.view(EDIT_MODAL)
+    def on_edit_submitted(ack: Ack, body: dict[str, Any], client: WebClient) -> None:
+        view, user = body["view"], body["user"]["id"]
+        text = edited_text(view["state"]["values"])
+        if not text.strip():
+            ack(
+                response_action="errors", errors={"part_0": "Empty text: reject the draft instead."}
+            )
+            return
+        ack()
+        key, revision = parse_button_value(view["private_metadata"])
+        result = edit(
+            galley.store,
+            galley.config,
+            galley.clock,
+            draft_key=key,
+            revision=revision,
+            text=text,
+            user=user,
+            permitted=permitted(user),
+        )
+        settle(result, lambda reply: _ephemeral(client, slack.review_channel, user, reply))
+
+    @app.command("/galley")
+    def on_command(ack: Ack, command: dict[str, Any], respond: Respond) -> None:
+        ack()
+        context = CommandContext(galley, deps.directory, command["user_id"], deps.start_draft)
+        respond(answer(command.get("text", ""), context), response_type="ephemeral")
+
+
+def _ephemeral(client: WebClient, channel: str, user: str, text: str) -> None:
+    client.chat_postEphemeral(channel=channel, user=user, text=text)

@@ -1,0 +1,157 @@
+"""`galley run`: the scheduler, the Slack app, the review outbox and the HTTP server
+in one process. It refuses to start half-configured, and on SIGTERM it stops new work,
+lets running model calls finish up to a deadline, and exits; what is left is taken up
+by the next start, never redone.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from datetime import timedelta
+from typing import Any
+
+import uvicorn
+from slack_bolt import App
+from slack_bolt.adapter.socket_mode import SocketModeHandler
+from slack_sdk import WebClient
+
+from bot.handlers import BotDeps, register
+from bot.scheduler import SchedulerHost
+from bot.server import web_app
+from bot.slack_surface import SlackDirectory, SlackReviewSurface
+from core.config import Recipe
+from core.effects import EffectLedger
+from core.errors import ConfigError
+from core.operator import Galley
+from core.outbox import ReviewOutbox
+from core.settings import Settings
+
+log = logging.getLogger("galley")
+DEFAULT_CALL_TIMEOUT = timedelta(seconds=30)
+
+
+def missing_settings(settings: Settings) -> list[str]:
+    """Every variable `galley run` needs and does not have, one line each."""
+    problems = []
+    if not settings.slack_bot_token:
+        problems.append("SLACK_BOT_TOKEN is not set: the bot token (xoxb-…) is required")
+    if not settings.slack_app_token and not settings.slack_signing_secret:
+        problems.append(
+            "neither SLACK_APP_TOKEN (Socket Mode) nor SLACK_SIGNING_SECRET (HTTP mode) is set"
+        )
+    if not settings.anthropic_api_key:
+        problems.append("ANTHROPIC_API_KEY is not set: it is needed to draft")
+    return problems
+
+
+def _secret(value: Any) -> str:
+    return str(value.get_secret_value()) if value else ""
+
+
+class Bot:
+    """Everything `galley run` starts, wired together; `serve()` blocks until a signal."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        housekeeping_every: timedelta = timedelta(seconds=60),
+        outbox_every: timedelta = timedelta(seconds=2),
+        shutdown_grace: timedelta = timedelta(seconds=30),
+    ) -> None:
+        problems = missing_settings(settings)
+        if problems:
+            raise ConfigError(problems)
+        self.settings = settings
+        self.shutdown_grace = shutdown_grace
+        self.galley = Galley.from_settings(settings)
+        recipes = list(self.galley.config.recipes.values())
+        call_timeout = min((r.call_timeout for r in recipes), default=DEFAULT_CALL_TIMEOUT)
+        self.client = WebClient(
+            token=_secret(settings.slack_bot_token),
+            base_url=settings.galley_slack_api_url,
+            timeout=int(call_timeout.total_seconds()),
+            retry_handlers=[],  # no blind re-sends: Galley decides what may be repeated
+        )
+        slack = self.galley.config.slack
+        self.surface = SlackReviewSurface(self.client, slack.review_channel)
+        self.directory = SlackDirectory(self.client)
+        ledger = EffectLedger(self.galley.store, self.galley.clock, self.galley.drafting.worker)
+        self.outbox = ReviewOutbox(
+            self.galley.store,
+            ledger,
+            self.surface,
+            channel=slack.review_channel,
+            call_lease=call_timeout * 4,
+        )
+        self.host = SchedulerHost(self.galley, housekeeping_every=housekeeping_every)
+        self.host.add_interval_job("outbox", self.sync_slack, outbox_every)
+        self.bolt = App(
+            client=self.client,
+            signing_secret=_secret(settings.slack_signing_secret),
+            request_verification_enabled=not settings.slack_app_token,
+            process_before_response=False,
+        )
+        register(self.bolt, BotDeps(self.galley, self.outbox, self.directory, self.start_draft))
+        self._stop = threading.Event()
+        self._server: uvicorn.Server | None = None
+        self._socket: SocketModeHandler | None = None
+
+    def start_draft(self, recipe: Recipe) -> None:
+        """A person's `/galley run`: the most recent slot, on the drafting pool."""
+        slot = self.galley.resolve_slot(recipe, None)
+        self.host.submit(self.galley.drafting.draft_slot, recipe, slot, manual=True)
+
+    def sync_slack(self) -> None:
+        """The outbox pass: post new drafts, refresh decided ones, tell of backpressure."""
+        self.outbox.post_ready_drafts()
+        self.outbox.sync_messages()
+        limits = {name: r.pending_limit for name, r in self.galley.config.recipes.items()}
+        self.outbox.announce_backpressure(limits)
+
+    def ready(self) -> tuple[bool, str]:
+        if self._stop.is_set():
+            return False, "stopping"
+        try:
+            self.galley.store.ensure_schema()
+        except Exception as exc:
+            return False, f"database: {exc}"
+        return (
+            self.host.scheduler.running,
+            "scheduler running" if self.host.scheduler.running else "starting",
+        )
+
+    def serve(self) -> int:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: self._stop.set())
+        socket_mode = bool(self.settings.slack_app_token)
+        server_config = uvicorn.Config(
+            web_app(None if socket_mode else self.bolt, self.ready),
+            host="0.0.0.0",
+            port=self.settings.galley_http_port,
+            log_level="warning",
+        )
+        self._server = uvicorn.Server(server_config)
+        http_thread = threading.Thread(target=self._server.run, name="http", daemon=True)
+        http_thread.start()
+        self.host.start()
+        if socket_mode:
+            self._socket = SocketModeHandler(self.bolt, _secret(self.settings.slack_app_token))
+            self._socket.connect()  # type: ignore[no-untyped-call]
+        log.info("galley running: %d recipes", len(self.galley.config.recipes))
+        self._stop.wait()
+        return self.shutdown(http_thread)
+
+    def shutdown(self, http_thread: threading.Thread) -> int:
+        log.info("stopping: no new runs; waiting up to %s for running calls", self.shutdown_grace)
+        finished = self.host.stop(self.shutdown_grace)
+        if self._socket is not None:
+            self._socket.close()  # type: ignore[no-untyped-call]
+        if self._server is not None:
+            self._server.should_exit = True
+        http_thread.join(timeout=5)
+        if not finished:
+            log.warning("left unfinished work for the next start (claims expire, then resume)")
+        return 0

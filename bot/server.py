@@ -1,0 +1,48 @@
+"""The HTTP side of `galley run`: health, readiness, metrics and, in HTTP mode, Slack's
+requests at `POST /slack/events` (signature-checked by Bolt before any listener runs).
+Served by uvicorn; Bolt's sync dispatch runs in a worker thread, off the event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+from slack_bolt import App
+from slack_bolt.adapter.starlette.handler import to_bolt_request, to_starlette_response
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+
+def web_app(bolt: App | None, ready: Callable[[], tuple[bool, str]]) -> Starlette:
+    """`bolt` is None in Socket Mode: then there is no /slack/events."""
+
+    async def healthz(_: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    async def readyz(_: Request) -> Response:
+        is_ready, detail = await run_in_threadpool(ready)
+        return JSONResponse(
+            {"ready": is_ready, "detail": detail}, status_code=200 if is_ready else 503
+        )
+
+    async def metrics(_: Request) -> Response:
+        return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+
+    routes = [
+        Route("/healthz", healthz),
+        Route("/readyz", readyz),
+        Route("/metrics", metrics),
+    ]
+    if bolt is not None:
+
+        async def slack_events(request: Request) -> Response:
+            body = await request.body()
+            bolt_response = await run_in_threadpool(bolt.dispatch, to_bolt_request(request, body))
+            return to_starlette_response(bolt_response)
+
+        routes.append(Route("/slack/events", slack_events, methods=["POST"]))
+    return Starlette(routes=routes)

@@ -1,0 +1,200 @@
+"""The Slack side of the review loop: posting, finding and updating review messages.
+
+Implements `core.ports.ReviewSurface` and `Directory` on the real `slack_sdk` client.
+`chat.postMessage` is never re-sent blindly: a refused call (429, an error answer,
+a refused connection) is known not to have happened; a timeout or a dropped answer
+is reported as unknown, and the outbox looks the message up before trying again.
+"""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import threading
+import time
+import urllib.error
+from typing import Any
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+
+from bot.blocks import (
+    DRAFT_EVENT_TYPE,
+    Decision,
+    DraftView,
+    Verdict,
+    decided_message,
+    draft_metadata,
+    notice_blocks,
+    review_message,
+)
+from core.errors import EffectNotSent, EffectOutcomeUnknown, LookupUnavailable
+from core.ports import MessageRef, ReviewItem
+from core.states import DraftState
+
+POSTS_PER_CHANNEL_SECONDS = 1.0  # Slack allows about one message per second per channel
+MAX_RATE_LIMIT_WAITS = 30
+HISTORY_PAGES = 5  # how far back a lookup reads: 5 pages of 200 messages
+_NOT_SENT_REASONS = (ConnectionRefusedError, socket.gaierror)
+
+
+class ChannelPacer:
+    """Spaces posts to one channel; a 429's Retry-After pushes the next slot back."""
+
+    def __init__(self, interval: float = POSTS_PER_CHANNEL_SECONDS) -> None:
+        self.interval = interval
+        self._next: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def wait_turn(self, channel: str) -> None:
+        with self._lock:
+            now = time.monotonic()
+            turn = max(now, self._next.get(channel, now))
+            self._next[channel] = turn + self.interval
+        time.sleep(max(0.0, turn - now))
+
+    def back_off(self, channel: str, seconds: float) -> None:
+        with self._lock:
+            self._next[channel] = max(self._next.get(channel, 0.0), time.monotonic() + seconds)
+
+
+def draft_view(item: ReviewItem) -> DraftView:
+    return DraftView(
+        draft_key=item.draft_key,
+        revision=item.revision,
+        text=item.text,
+        recipe=item.recipe,
+        platform=item.platform,
+        slot_at=item.slot_at,
+        version=item.version,
+        model=item.model,
+        input_tokens=item.input_tokens,
+        output_tokens=item.output_tokens,
+    )
+
+
+def render(item: ReviewItem) -> tuple[str, list[dict[str, Any]]]:
+    """The message for a draft in its current state."""
+    view = draft_view(item)
+    if item.state in (DraftState.READY, DraftState.CLAIMED):
+        return review_message(view)
+    verdict = {
+        DraftState.APPROVED: Verdict.APPROVED,
+        DraftState.PUBLISHED: Verdict.APPROVED,
+        DraftState.REJECTED: Verdict.REJECTED,
+        DraftState.EXPIRED: Verdict.EXPIRED,
+        DraftState.SUPERSEDED: Verdict.SUPERSEDED,
+    }[DraftState(item.state)]
+    at = item.decided_at or item.slot_at
+    return decided_message(view, Decision(verdict, item.decided_by, at, item.decision_reason))
+
+
+class SlackReviewSurface:
+    def __init__(self, client: WebClient, channel: str, pacer: ChannelPacer | None = None) -> None:
+        self.client = client
+        self.channel = channel
+        self.pacer = pacer or ChannelPacer()
+
+    def post_review(self, item: ReviewItem) -> MessageRef:
+        text, blocks = render(item)
+        answer = self._post(
+            text=text,
+            blocks=blocks,
+            metadata=draft_metadata(item.draft_key, item.revision),
+            unfurl_links=False,
+            unfurl_media=False,
+        )
+        return MessageRef(str(answer["channel"]), str(answer["ts"]))
+
+    def announce(self, text: str) -> MessageRef:
+        answer = self._post(text=text, blocks=notice_blocks(text))
+        return MessageRef(str(answer["channel"]), str(answer["ts"]))
+
+    def update_review(self, ref: MessageRef, item: ReviewItem) -> None:
+        text, blocks = render(item)
+        self._call(
+            self.client.chat_update,
+            channel=ref.channel,
+            ts=ref.ts,
+            text=text,
+            blocks=blocks,
+            metadata=draft_metadata(item.draft_key, item.revision),
+        )
+
+    def find_review(self, draft_key: str) -> MessageRef | None:
+        cursor: str | None = None
+        try:
+            for _ in range(HISTORY_PAGES):
+                page = self.client.conversations_history(
+                    channel=self.channel, limit=200, include_all_metadata=True, cursor=cursor
+                )
+                messages: list[dict[str, Any]] = page.get("messages") or []
+                for message in messages:
+                    if _is_review_of(message, draft_key):
+                        return MessageRef(self.channel, str(message["ts"]))
+                cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
+                if not cursor:
+                    return None
+        except (SlackApiError, urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+            raise LookupUnavailable(f"conversations.history failed: {exc}") from exc
+        raise LookupUnavailable(f"not in the newest {HISTORY_PAGES * 200} messages")
+
+    def _post(self, **fields: Any) -> dict[str, Any]:
+        return self._call(self.client.chat_postMessage, channel=self.channel, **fields)
+
+    def _call(self, method: Any, *, channel: str, **fields: Any) -> dict[str, Any]:
+        """One Web API call; only a 429 (a refusal, so nothing happened) is repeated."""
+        for _ in range(MAX_RATE_LIMIT_WAITS):
+            self.pacer.wait_turn(channel)
+            try:
+                return dict(method(channel=channel, **fields).data)
+            except SlackApiError as exc:
+                if exc.response.status_code != 429:
+                    raise _classify_answer(exc) from exc
+                retry_after = float(exc.response.headers.get("Retry-After", 1))
+                self.pacer.back_off(channel, retry_after)
+            except urllib.error.URLError as exc:
+                if isinstance(exc.reason, _NOT_SENT_REASONS):
+                    raise EffectNotSent(f"Slack unreachable: {exc.reason}") from exc
+                raise EffectOutcomeUnknown(f"no answer from Slack: {exc.reason}") from exc
+            except (TimeoutError, ConnectionError, http.client.HTTPException) as exc:
+                raise EffectOutcomeUnknown(f"no complete answer from Slack: {exc!r}") from exc
+        raise EffectNotSent(f"still rate limited after {MAX_RATE_LIMIT_WAITS} waits")
+
+
+def _classify_answer(exc: SlackApiError) -> EffectNotSent | EffectOutcomeUnknown:
+    status = exc.response.status_code
+    error = exc.response.get("error") if isinstance(exc.response.data, dict) else None
+    if status >= 500:
+        return EffectOutcomeUnknown(f"Slack answered HTTP {status} ({error})")
+    return EffectNotSent(f"Slack refused: {error or status}")
+
+
+def _is_review_of(message: dict[str, Any], draft_key: str) -> bool:
+    metadata = message.get("metadata") or {}
+    payload = metadata.get("event_payload") or {}
+    return bool(
+        metadata.get("event_type") == DRAFT_EVENT_TYPE and payload.get("draft_key") == draft_key
+    )
+
+
+class SlackDirectory:
+    """User group members from `usergroups.users.list`, cached for `ttl` seconds."""
+
+    def __init__(self, client: WebClient, ttl: float = 60.0) -> None:
+        self.client, self.ttl = client, ttl
+        self._cache: dict[str, tuple[float, frozenset[str]]] = {}
+        self._lock = threading.Lock()
+
+    def group_members(self, group_id: str) -> frozenset[str]:
+        with self._lock:
+            cached = self._cache.get(group_id)
+            if cached and time.monotonic() - cached[0] < self.ttl:
+                return cached[1]
+        try:
+            users = frozenset(self.client.usergroups_users_list(usergroup=group_id)["users"])
+        except SlackApiError:
+            users = frozenset()  # an unknown group grants nothing
+        with self._lock:
+            self._cache[group_id] = (time.monotonic(), users)
+        return users
