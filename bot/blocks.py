@@ -1,9 +1,7 @@
-"""Block Kit rendering for Galley's Slack messages and modals: pure functions, plain dicts.
+"""Block Kit for Galley's messages and modals: pure functions returning plain dicts, no I/O.
 
-Model output is untrusted (DESIGN.md §4.9): it is always escaped before it reaches mrkdwn,
-so a draft can never ping anyone, and every payload stays within Block Kit's limits.
-No I/O here: no Slack client, no database, no clock.
-"""
+Model output is untrusted (DESIGN.md §4.9): it is escaped before it reaches mrkdwn, so a
+draft never pings anyone, and every payload stays within Block Kit's limits."""
 
 from __future__ import annotations
 
@@ -178,17 +176,10 @@ def edit_modal(draft_key: str, revision: int, text: str) -> dict[str, Any]:
     head = [hint] if len(parts) > 1 else []
     if len(head) + len(parts) + 1 > MODAL_BLOCK_LIMIT:
         raise ValueError(f"draft of {len(text):,} characters is too long to edit in Slack")
-    labels = (
-        ["Draft"]
-        if len(parts) == 1
-        else [f"Draft, part {i} of {len(parts)}" for i in range(1, len(parts) + 1)]
-    )
-    inputs = [
-        _text_input(f"part_{index}", "text", label, initial=part)
-        for index, (part, label) in enumerate(
-            zip([*parts, ""], [*labels, "Add more (optional)"], strict=True)
-        )
-    ]
+    count = len(parts)
+    labels = [f"Draft, part {i + 1} of {count}" if count > 1 else "Draft" for i in range(count)]
+    inputs = [_text_input(f"part_{i}", "text", labels[i], part) for i, part in enumerate(parts)]
+    inputs.append(_text_input(f"part_{count}", "text", "Add more (optional)"))
     value = button_value(draft_key, revision)
     return _modal(EDIT_MODAL, value, "Edit draft", "Save", [*head, *inputs])
 
@@ -243,26 +234,21 @@ def _section_spans(escaped: str, limit: int) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     start = 0
     while len(escaped) - start > limit:
-        end, resume = _cut(escaped, start, limit)
-        spans.append((start, end))
-        start = resume
+        # Only the second half of the window: an early break would waste a block. The
+        # separator must end before the text does, so the next chunk is never empty.
+        floor, hard = start + max(1, limit // 2), start + limit
+        for separator in ("\n\n", "\n", " "):
+            end = escaped.rfind(separator, floor, min(hard + len(separator), len(escaped) - 1))
+            if end != -1:
+                spans.append((start, end))
+                start = end + len(separator)
+                break
+        else:
+            end = _hard_cut(escaped, start, limit)
+            spans.append((start, end))
+            start = end
     spans.append((start, len(escaped)))
     return spans
-
-
-def _cut(escaped: str, start: int, limit: int) -> tuple[int, int]:
-    """Where the chunk starting at `start` ends, and where the next one starts."""
-    hard = start + limit
-    # Only the second half of the window: an early break would waste a block.
-    floor = start + max(1, limit // 2)
-    for separator in ("\n\n", "\n", " "):
-        # The separator must end before the text does, so the next chunk is not empty.
-        end = min(hard + len(separator), len(escaped) - 1)
-        at = escaped.rfind(separator, floor, end)
-        if at != -1:
-            return at, at + len(separator)
-    at = _hard_cut(escaped, start, limit)
-    return at, at
 
 
 def _hard_cut(escaped: str, start: int, limit: int) -> int:
@@ -290,8 +276,8 @@ def _draft_blocks(view: DraftView, trailing: int) -> list[dict[str, Any]]:
     room = BLOCK_LIMIT - 1 - trailing
     shown, used = 0, 0
     for start, end in spans:
-        fits_count = shown + 1 <= room - (shown + 1 < len(spans))
-        if not fits_count or used + end - start > DRAFT_TEXT_BUDGET:
+        notice = 1 if shown + 1 < len(spans) else 0  # room for the truncation notice
+        if shown + 1 + notice > room or used + end - start > DRAFT_TEXT_BUDGET:
             break
         shown, used = shown + 1, used + end - start
     blocks = [heading, *(_section(escaped[start:end]) for start, end in spans[:shown])]
@@ -329,16 +315,13 @@ def _decision_line(decision: Decision) -> str:
 
 def _mention(user_id: str) -> str:
     """`<@U…>` for a real user id; anything else is shown as inert text."""
-    if _USER_ID.fullmatch(user_id):
-        return f"<@{user_id}>"
-    return escape_mrkdwn(user_id)
+    return f"<@{user_id}>" if _USER_ID.fullmatch(user_id) else escape_mrkdwn(user_id)
 
 
 def _slack_date(moment: datetime) -> str:
     """Shown in each reader's own zone; the fallback is the wall time where it was set."""
-    unix = int(moment.timestamp())
     fallback = moment.isoformat(timespec="minutes")
-    return f"<!date^{unix}^{{date_short_pretty}} {{time}}|{fallback}>"
+    return f"<!date^{int(moment.timestamp())}^{{date_short_pretty}} {{time}}|{fallback}>"
 
 
 def _snippet(text: str) -> str:
@@ -357,17 +340,17 @@ def _edit_parts(text: str) -> list[str]:
     start = 0
     while len(text) - start > INPUT_LIMIT:
         hard = start + INPUT_LIMIT
-        cuts = range(hard, start + INPUT_LIMIT // 2, -1)
-        end = next((at for at in cuts if not _touches_space(text, at)), hard)
+        clean = (
+            at
+            for at in range(hard, start + INPUT_LIMIT // 2, -1)
+            if not (text[at - 1].isspace() or text[at].isspace())
+        )
+        end = next(clean, hard)
         parts.append(text[start:end])
         start = end
     if start < len(text):
         parts.append(text[start:])
     return parts
-
-
-def _touches_space(text: str, at: int) -> bool:
-    return text[at - 1].isspace() or text[at].isspace()
 
 
 def _input_value(values: dict[str, Any], block_id: str, action_id: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -97,7 +98,9 @@ class Bot:
         register(self.bolt, BotDeps(self.galley, self.outbox, self.directory, self.start_draft))
         self._stop = threading.Event()
         self._server: uvicorn.Server | None = None
+        self._http_thread: threading.Thread | None = None
         self._socket: SocketModeHandler | None = None
+        self.http_host = "0.0.0.0"
 
     def start_draft(self, recipe: Recipe) -> None:
         """A person's `/galley run`: the most recent slot, on the drafting pool."""
@@ -124,34 +127,51 @@ class Bot:
         )
 
     def serve(self) -> int:
+        """Start everything, then block until SIGTERM or SIGINT; returns the exit code."""
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: self._stop.set())
+        self.start()
+        self._stop.wait()
+        return self.stop()
+
+    def start(self) -> None:
         socket_mode = bool(self.settings.slack_app_token)
         server_config = uvicorn.Config(
             web_app(None if socket_mode else self.bolt, self.ready),
-            host="0.0.0.0",
+            host=self.http_host,
             port=self.settings.galley_http_port,
             log_level="warning",
         )
         self._server = uvicorn.Server(server_config)
-        http_thread = threading.Thread(target=self._server.run, name="http", daemon=True)
-        http_thread.start()
+        self._http_thread = threading.Thread(target=self._server.run, name="http", daemon=True)
+        self._http_thread.start()
         self.host.start()
         if socket_mode:
             self._socket = SocketModeHandler(self.bolt, _secret(self.settings.slack_app_token))
             self._socket.connect()  # type: ignore[no-untyped-call]
         log.info("galley running: %d recipes", len(self.galley.config.recipes))
-        self._stop.wait()
-        return self.shutdown(http_thread)
 
-    def shutdown(self, http_thread: threading.Thread) -> int:
+    @property
+    def http_port(self) -> int:
+        """The bound port (useful with GALLEY_HTTP_PORT=0), once the server is up."""
+        deadline = time.monotonic() + 10
+        while self._server is None or not self._server.started:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the HTTP server did not start")
+            time.sleep(0.01)
+        return int(self._server.servers[0].sockets[0].getsockname()[1])
+
+    def stop(self) -> int:
+        """No new runs; running model calls get `shutdown_grace`; then everything stops."""
+        self._stop.set()
         log.info("stopping: no new runs; waiting up to %s for running calls", self.shutdown_grace)
         finished = self.host.stop(self.shutdown_grace)
         if self._socket is not None:
             self._socket.close()  # type: ignore[no-untyped-call]
         if self._server is not None:
             self._server.should_exit = True
-        http_thread.join(timeout=5)
+        if self._http_thread is not None:
+            self._http_thread.join(timeout=5)
         if not finished:
             log.warning("left unfinished work for the next start (claims expire, then resume)")
         return 0

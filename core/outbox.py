@@ -99,27 +99,27 @@ class ReviewOutbox:
 
     def sync_messages(self) -> int:
         """Make decided, expired and superseded drafts' messages say so (once each)."""
-        synced = 0
-        for item, ref in self._decided_with_messages():
-            key = f"{review_effect_key(item.draft_key)}-update:{item.state}:{item.revision}"
-            start = self._begin_update(key, item, ref)
-            if start is None:
-                continue
-            try:
-                self.surface.update_review(ref, item)
-            except (EffectNotSent, EffectOutcomeUnknown) as exc:
-                # An update is safe to repeat: a failed one is simply tried again later.
-                self.ledger.fail(key, str(exc), run_id=item.run_id)
-                continue
-            self.ledger.succeed(key, ref.ts, run_id=item.run_id)
-            synced += 1
-        return synced
+        return sum(self._update_once(item, ref) for item, ref in self._decided_with_messages())
 
     def show_now(self, item: ReviewItem) -> None:
-        """Update one message right after a click, without waiting for the next sweep."""
+        """Update one message right after a click, without waiting for the next pass.
+        Keyed by state and revision, so two clicks on one decision update it once."""
         ref = self.review_ref(item.draft_key)
         if ref is not None:
+            self._update_once(item, ref)
+
+    def _update_once(self, item: ReviewItem, ref: MessageRef) -> int:
+        key = f"{review_effect_key(item.draft_key)}-update:{item.state}:{item.revision}"
+        if self._begin_update(key, item, ref) is None:
+            return 0
+        try:
             self.surface.update_review(ref, item)
+        except (EffectNotSent, EffectOutcomeUnknown) as exc:
+            # An update is safe to repeat: a failed one is simply tried again later.
+            self.ledger.fail(key, str(exc), run_id=item.run_id)
+            return 0
+        self.ledger.succeed(key, ref.ts, run_id=item.run_id)
+        return 1
 
     def review_ref(self, draft_key: str) -> MessageRef | None:
         receipt = self.ledger.get(review_effect_key(draft_key))
