@@ -1,0 +1,484 @@
+"""A local fake of the Slack Web API, served over real HTTP (stdlib only).
+
+In-process (note the trailing slash in base_url)::
+
+    with FakeSlack() as fake:
+        fake.script("chat.postMessage", rate_limited(2), accept_then_hang(5))
+        client = WebClient(token="xoxb-test", base_url=fake.url + "/api/", retry_handlers=[])
+
+Separate process (first stdout line is the URL; serves until killed)::
+
+    python -m tests.fakes.slack_api --port 0 --state-file PATH
+
+``write_state(PATH, script={...}, usergroups={...}, rate_limit=1.0)`` configures it,
+``read_calls(PATH)`` returns the calls logged (JSON lines) to ``PATH + ".log"`` and
+``read_messages(PATH)`` the channel history kept in ``PATH + ".messages.json"``, which a
+restarted server loads again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import copy
+import itertools
+import json
+import math
+import os
+import socket
+import threading
+import time
+from collections import defaultdict, deque
+from contextlib import suppress
+from dataclasses import asdict, dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl
+
+from tests.fakes import anthropic_api
+from tests.fakes.anthropic_api import _file_lock, _read_state, _write_state, read_requests
+
+RESPONSE_URL = "response_url"  # the method name recorded for POSTs to /response/<name>
+JSON_FIELDS = ("blocks", "metadata", "view", "attachments")  # form fields carrying JSON
+BOT = {"user": "UBOT", "bot_id": "BBOT", "team": "T1"}
+Reply = tuple[int, dict[str, Any], dict[str, str]]
+
+
+@dataclass(frozen=True)
+class Action:
+    """One scripted outcome for one call of a method. Build with the functions below."""
+
+    kind: str  # "normal" | "rate_limited" | "error" | "drop" | "hang_before" | "accept_then_hang"
+    seconds: float = 0.0  # hang length, or Retry-After for rate_limited
+    error: str = ""
+    status: int = 200
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Action:
+        return cls(**data)
+
+
+def normal() -> Action:
+    """Behave normally (a placeholder to script a fault for a later call)."""
+    return Action("normal")
+
+
+def rate_limited(retry_after: int = 1) -> Action:
+    """HTTP 429, `Retry-After: N`, {"ok": false, "error": "ratelimited"}; no effect."""
+    return Action("rate_limited", seconds=retry_after, error="ratelimited", status=429)
+
+
+def error(name: str, status: int = 200) -> Action:
+    """{"ok": false, "error": name} with HTTP `status`; no effect."""
+    return Action("error", error=name, status=status)
+
+
+def drop() -> Action:
+    """Record the call, then close the socket without a response; no effect."""
+    return Action("drop")
+
+
+def hang_before(seconds: float = 30.0) -> Action:
+    """Record the call but do not perform it; send nothing for `seconds`, then close."""
+    return Action("hang_before", seconds=seconds)
+
+
+def accept_then_hang(seconds: float = 30.0) -> Action:
+    """Perform the call normally (e.g. store the message), then send nothing for `seconds`
+    and close: the effect happened but the client cannot know."""
+    return Action("accept_then_hang", seconds=seconds)
+
+
+@dataclass(frozen=True)
+class RecordedCall:
+    method: str  # the Slack method, e.g. "chat.postMessage", or "response_url"
+    path: str
+    params: dict[str, Any]  # query string + body merged; JSON-string form fields decoded
+    headers: dict[str, str]  # keys lower-cased
+    at: float = field(default_factory=time.time)
+
+
+# --- cross-process state file -------------------------------------------------------------
+
+
+def write_state(path: str | os.PathLike[str], **kwargs: Any) -> None:
+    """Replace the given keys of the state file: `script` ({method: [Action, ...]}),
+    `usergroups` ({id: [user, ...]}) and `rate_limit` (seconds per channel, or None)."""
+    p = Path(path)
+    if "script" in kwargs:
+        kwargs["script"] = {
+            m: [a.to_json() if isinstance(a, Action) else a for a in acts]
+            for m, acts in kwargs["script"].items()
+        }
+    with _file_lock(p):
+        _write_state(p, {**_read_state(p), **kwargs})
+
+
+def read_calls(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Calls logged by a server using this state file: method, path, params, headers, at."""
+    return read_requests(path)
+
+
+def read_messages(path: str | os.PathLike[str]) -> dict[str, list[dict[str, Any]]]:
+    """Stored messages by channel (oldest first) as last persisted by the server."""
+    try:
+        return dict(json.loads(Path(f"{path}.messages.json").read_text()))
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+# --- server -------------------------------------------------------------------------------
+
+
+def _truthy(value: Any) -> bool:
+    return value is True or str(value).lower() in ("1", "true")
+
+
+def _parse(query: str, raw: bytes, content_type: str) -> dict[str, Any]:
+    params: dict[str, Any] = dict(parse_qsl(query, keep_blank_values=True))
+    text = raw.decode("utf-8", "replace")
+    if "json" in content_type:
+        try:
+            body = json.loads(text) if text else {}
+        except ValueError:
+            body = {"_raw": text}
+        params.update(body if isinstance(body, dict) else {"_raw": body})
+    elif "form-urlencoded" in content_type or not content_type:
+        params.update(parse_qsl(text, keep_blank_values=True))
+    elif text:
+        params["_raw"] = text
+    for key in JSON_FIELDS:
+        if isinstance(params.get(key), str):
+            with suppress(ValueError):
+                params[key] = json.loads(params[key])
+    return params
+
+
+class _Server(anthropic_api._Server):
+    request_queue_size = 128  # socketserver's default 5 stalls bursts of connects for ~1s
+    fake: FakeSlack  # type: ignore[assignment]
+
+
+class _Handler(anthropic_api._Handler):
+    """The Anthropic fake's handler (connection tracking, quiet log, JSON writer), re-routed."""
+
+    server: _Server
+
+    def do_POST(self) -> None:  # noqa: N802
+        fake = self.server.fake
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        path, _, query = self.path.partition("?")
+        params = _parse(query, raw, self.headers.get("Content-Type", ""))
+        if path.startswith("/api/"):
+            method = path.removeprefix("/api/")
+        elif path.startswith("/response/"):
+            method = RESPONSE_URL
+        else:
+            method = ""
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        fake._record(RecordedCall(method or path, path, params, headers))
+        if not method:
+            self._send_json(404, {"ok": False, "error": "not_found"})
+            return
+        action, state = fake._next_action(method)
+        if action.kind in ("drop", "hang_before"):
+            if action.kind == "hang_before":
+                fake._wait(action.seconds)  # returns early if the server stops
+            self.close_connection = True  # close the socket; no response at all
+            return
+        if action.kind == "rate_limited":
+            retry = {"Retry-After": str(int(action.seconds))}
+            self._send_json(429, {"ok": False, "error": "ratelimited"}, 0, retry)
+            return
+        if action.kind == "error":
+            self._send_json(action.status, {"ok": False, "error": action.error})
+            return
+        code, payload, extra = fake._perform(method, params, headers, state)
+        if action.kind == "accept_then_hang":
+            fake._wait(action.seconds)
+            self.close_connection = True
+            return
+        self._send_json(code, payload, 0, extra)
+
+
+class FakeSlack:
+    """The fake server. Use as a context manager, or call start()/stop()."""
+
+    def __init__(self, *, state_file: str | os.PathLike[str] | None = None, port: int = 0):
+        self.usergroups: dict[str, list[str]] = {}  # usergroup id -> user ids
+        self.state_file = Path(state_file) if state_file is not None else None
+        self._bind_port = port
+        self._lock = threading.RLock()
+        self._queues: dict[str, deque[Action]] = defaultdict(deque)
+        self._calls: list[RecordedCall] = []
+        self._messages: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self._view_ids = itertools.count(1)
+        self._rate_limit: float | None = None
+        self._last_post: dict[str, float] = {}  # channel -> monotonic time of last accepted post
+        self._last_us = 0
+        self._stop = threading.Event()
+        self._conns: set[socket.socket] = set()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        if self.state_file is not None:
+            for channel, msgs in read_messages(self.state_file).items():
+                self._messages[channel] = msgs
+                for m in msgs:
+                    self._last_us = max(self._last_us, int(Decimal(m["ts"]) * 1_000_000))
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None, "server not started"
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def response_url(self, name: str = "x") -> str:
+        """A response_url (as Bolt's respond() posts to) served by this fake."""
+        return f"{self.url}/response/{name}"
+
+    def script(self, method: str, *actions: Action) -> None:
+        """Append actions to `method`'s FIFO queue; each call of that method consumes one."""
+        with self._lock:
+            self._queues[method].extend(actions)
+
+    def pending(self, method: str) -> int:
+        with self._lock:
+            return len(self._queues[method])
+
+    def enforce_rate_limit(self, per_channel_seconds: float | None = 1.0) -> None:
+        """429 a chat.postMessage sent sooner than this after the channel's last accepted
+        post (Retry-After = remaining seconds rounded up, at least 1). None or 0: off."""
+        with self._lock:
+            self._rate_limit = per_channel_seconds or None
+
+    def calls(self, method: str | None = None) -> list[RecordedCall]:
+        with self._lock:
+            return [c for c in self._calls if method is None or c.method == method]
+
+    def messages(self, channel: str) -> list[dict[str, Any]]:
+        """Stored messages in `channel`, oldest first (copies)."""
+        with self._lock:
+            return copy.deepcopy(self._messages.get(channel, []))
+
+    def add_message(self, channel: str, text: str = "", *, user: str = "U1", **fields: Any) -> str:
+        """Seed the history (e.g. a human's message); returns its ts."""
+        with self._lock:
+            ts = self._next_ts()
+            message = {"type": "message", "user": user, "ts": ts, "text": text, "blocks": []}
+            self._messages[channel].append({**message, **fields})
+            self._persist()
+            return ts
+
+    def start(self) -> FakeSlack:
+        self._stop.clear()
+        self._server = _Server(("127.0.0.1", self._bind_port), _Handler)
+        self._server.fake = self
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        with self._lock:
+            conns = list(self._conns)
+        for conn in conns:
+            with suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)  # wakes clients stuck in a hang
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> FakeSlack:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- used by the handler ---
+
+    def _track(self, conn: socket.socket, *, add: bool) -> None:
+        with self._lock:
+            (self._conns.add if add else self._conns.discard)(conn)
+
+    def _wait(self, seconds: float) -> bool:
+        return self._stop.wait(seconds) if seconds > 0 else self._stop.is_set()
+
+    def _record(self, call: RecordedCall) -> None:
+        with self._lock:
+            self._calls.append(call)
+        if self.state_file is not None:
+            line = json.dumps(asdict(call)) + "\n"
+            with _file_lock(self.state_file), Path(f"{self.state_file}.log").open("a") as fh:
+                fh.write(line)
+
+    def _next_action(self, method: str) -> tuple[Action, dict[str, Any]]:
+        """The in-memory queue first, then the state file's; also the file's settings."""
+        with self._lock:
+            queue = self._queues[method]
+            action = queue.popleft() if queue else None
+        state: dict[str, Any] = {}
+        if self.state_file is not None:
+            with _file_lock(self.state_file):
+                state = _read_state(self.state_file)
+                script = (state.get("script") or {}).get(method) or []
+                if action is None and script:
+                    action = Action.from_json(script[0])
+                    state["script"][method] = script[1:]
+                    _write_state(self.state_file, state)
+        return action or normal(), state
+
+    def _next_ts(self) -> str:
+        self._last_us = max(int(time.time() * 1_000_000), self._last_us + 1)
+        return f"{self._last_us // 1_000_000}.{self._last_us % 1_000_000:06d}"
+
+    def _persist(self) -> None:
+        if self.state_file is not None:
+            target = Path(f"{self.state_file}.messages.json")
+            with _file_lock(self.state_file):
+                _write_state(target, dict(self._messages))
+
+    def _perform(
+        self, method: str, params: dict[str, Any], headers: dict[str, str], state: dict[str, Any]
+    ) -> Reply:
+        if method == RESPONSE_URL:
+            return 200, {"ok": True}, {}
+        handler = _METHODS.get(method)
+        if handler is None:
+            return 200, {"ok": False, "error": "unknown_method"}, {}
+        if not headers.get("authorization", "").startswith("Bearer ") and not params.get("token"):
+            return 200, {"ok": False, "error": "not_authed"}, {}
+        try:
+            with self._lock:
+                result = handler(self, params, state)
+        except (ValueError, TypeError, KeyError, ArithmeticError):  # e.g. limit=abc, oldest=x
+            return 200, {"ok": False, "error": "invalid_arguments"}, {}
+        return result if isinstance(result, tuple) else (200, result, {})
+
+    # --- Slack methods (called with self._lock held) ---
+
+    def _auth_test(self, p: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+        ids = {"team_id": "T1", "user_id": "UBOT", "bot_id": "BBOT"}
+        return {"ok": True, "url": "https://galley-test.slack.com/", "user": "galley", **ids}
+
+    def _post_message(self, p: dict[str, Any], state: dict[str, Any]) -> dict[str, Any] | Reply:
+        channel = p.get("channel")
+        if not channel:
+            return {"ok": False, "error": "channel_not_found"}
+        if not p.get("text") and not p.get("blocks"):
+            return {"ok": False, "error": "no_text"}
+        limit, now = state.get("rate_limit", self._rate_limit), time.monotonic()
+        elapsed = now - self._last_post.get(channel, -math.inf)
+        if limit and elapsed < limit:
+            retry = str(max(1, math.ceil(limit - elapsed)))
+            return 429, {"ok": False, "error": "ratelimited"}, {"Retry-After": retry}
+        self._last_post[channel] = now
+        message = {"type": "message", **BOT, "ts": self._next_ts(), "text": p.get("text") or ""}
+        message["blocks"] = p.get("blocks") or []
+        message.update({k: p[k] for k in ("metadata", "thread_ts") if p.get(k)})
+        self._messages[channel].append(message)
+        self._persist()
+        return {"ok": True, "channel": channel, "ts": message["ts"], "message": dict(message)}
+
+    def _update(self, p: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+        found = [m for m in self._messages.get(str(p.get("channel")), []) if m["ts"] == p.get("ts")]
+        if not found:
+            return {"ok": False, "error": "message_not_found"}
+        message = found[0]
+        for key, empty in (("text", ""), ("blocks", []), ("metadata", None)):
+            if key in p:
+                message[key] = p[key] or empty
+        message["edited"] = {"user": "UBOT", "ts": self._next_ts()}
+        self._persist()
+        reply = {"channel": p["channel"], "ts": p["ts"], "text": message["text"]}
+        return {"ok": True, **reply, "message": dict(message)}
+
+    def _post_ephemeral(self, p: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+        if not p.get("channel") or not p.get("user"):
+            missing = "user" if p.get("channel") else "channel"
+            return {"ok": False, "error": f"{missing}_not_found"}
+        return {"ok": True, "message_ts": self._next_ts()}  # the call record is the record
+
+    def _history(self, p: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+        if not p.get("channel"):
+            return {"ok": False, "error": "channel_not_found"}
+        inclusive, lo = _truthy(p.get("inclusive")), Decimal(str(p.get("oldest") or 0))
+        hi = Decimal(str(p["latest"])) if p.get("latest") else Decimal("Infinity")
+        before = Decimal("Infinity")  # the cursor: the ts of the last message already returned
+        if p.get("cursor"):
+            try:
+                before = Decimal(
+                    base64.b64decode(str(p["cursor"])).decode().removeprefix("before:")
+                )
+            except (ValueError, ArithmeticError):
+                return {"ok": False, "error": "invalid_cursor"}
+        msgs = [
+            m
+            for m in reversed(self._messages.get(p["channel"], []))  # newest first
+            if (lo < (ts := Decimal(m["ts"])) < hi or (inclusive and ts in (lo, hi)))
+            and ts < before
+        ]
+        limit = int(p.get("limit") or 100)
+        page, has_more = msgs[:limit], len(msgs) > limit
+        with_metadata = _truthy(p.get("include_all_metadata"))
+        out = [{k: v for k, v in m.items() if with_metadata or k != "metadata"} for m in page]
+        cursor = base64.b64encode(f"before:{page[-1]['ts']}".encode()).decode() if has_more else ""
+        meta = {"next_cursor": cursor}
+        return {"ok": True, "messages": out, "has_more": has_more, "response_metadata": meta}
+
+    def _usergroup_users(self, p: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+        groups = {**self.usergroups, **(state.get("usergroups") or {})}
+        if p.get("usergroup") not in groups:
+            return {"ok": False, "error": "no_such_subteam"}
+        return {"ok": True, "users": list(groups[p["usergroup"]])}
+
+    def _view(self, p: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(p.get("view"), dict):
+            return {"ok": False, "error": "invalid_arguments"}
+        view_id = str(p.get("view_id") or f"V{next(self._view_ids):08d}")
+        return {"ok": True, "view": {**p["view"], "id": view_id}}
+
+    def _not_allowed(self, p: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": False, "error": "not_allowed_in_fake"}
+
+
+_METHODS: dict[str, Any] = {
+    "auth.test": FakeSlack._auth_test,
+    "chat.postMessage": FakeSlack._post_message,
+    "chat.update": FakeSlack._update,
+    "chat.postEphemeral": FakeSlack._post_ephemeral,
+    "conversations.history": FakeSlack._history,
+    "usergroups.users.list": FakeSlack._usergroup_users,
+    "views.open": FakeSlack._view,
+    "views.update": FakeSlack._view,
+    "views.push": FakeSlack._view,
+    "apps.connections.open": FakeSlack._not_allowed,
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Fake Slack Web API")
+    parser.add_argument("--port", type=int, default=0, help="0 (default) picks a free port")
+    parser.add_argument("--state-file", required=True)
+    args = parser.parse_args(argv)
+    fake = FakeSlack(state_file=args.state_file, port=args.port).start()
+    print(fake.url, flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        fake.stop()
+
+
+if __name__ == "__main__":
+    main()
