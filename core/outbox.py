@@ -16,6 +16,7 @@ from sqlmodel import Session, col, select
 
 from core.effects import EffectDecision, EffectLedger, EffectStart
 from core.errors import EffectInProgress, EffectNotSent, EffectOutcomeUnknown, LookupUnavailable
+from core.failpoints import failpoint
 from core.identity import review_effect_key
 from core.models import DraftRow, EffectRow, RecipeRow, RunRow
 from core.ports import MessageRef, ReviewItem, ReviewSurface
@@ -73,6 +74,7 @@ class ReviewOutbox:
         return self._post(key, item)
 
     def _post(self, key: str, item: ReviewItem) -> MessageRef | None:
+        failpoint("before_review_post")
         try:
             ref = self.surface.post_review(item)
         except EffectNotSent as exc:
@@ -81,6 +83,7 @@ class ReviewOutbox:
         except EffectOutcomeUnknown as exc:
             self.ledger.mark_uncertain(key, str(exc), run_id=item.run_id)
             return None
+        failpoint("after_review_post")  # posted, not yet recorded: the lookup must find it
         self.ledger.succeed(key, ref.ts, {"channel": ref.channel, "ts": ref.ts}, run_id=item.run_id)
         return ref
 

@@ -1,0 +1,67 @@
+"""Helpers for tests that run real processes: the fakes as servers, `galley` commands."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+GALLEY = Path(sys.prefix) / "bin" / "galley"
+
+
+def first_line(proc: subprocess.Popen[str], timeout: float) -> str:
+    """The first line a child prints, or "" if it prints nothing in time."""
+    assert proc.stdout is not None
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        if not selector.select(timeout):
+            return ""
+    return proc.stdout.readline().strip()
+
+
+@contextmanager
+def fake_server(module: str, state_file: Path) -> Iterator[str]:
+    """Run `python -m <module> --port 0 --state-file …` and yield its URL."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", module, "--port", "0", "--state-file", str(state_file)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = first_line(proc, timeout=30.0)
+        assert url.startswith("http://"), f"{module} did not start: {url!r}"
+        yield url
+    finally:
+        stop(proc)
+
+
+def stop(proc: subprocess.Popen[str], timeout: float = 10.0) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+def galley_env(**values: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "GALLEY_FAILPOINT"}
+    env.update(values)
+    return env
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)

@@ -1,0 +1,173 @@
+"""`galley run` as a real process, SIGKILLed and restarted (DESIGN.md §9).
+
+Counts what the fakes received and what the database holds: drafts per slot, model
+requests, review posts. Both backends.
+"""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from sqlmodel import col, select
+
+from core.failpoints import FAILPOINT_EXIT_CODE
+from core.models import DraftRow, EffectRow, RunRow
+from core.states import EffectState, RunState
+from core.store import Store
+from tests.conftest import config_text
+from tests.fakes.anthropic_api import read_requests
+from tests.fakes.slack_api import read_calls, read_messages
+from tests.processes import GALLEY, fake_server, galley_env, stop, wait_for
+
+pytestmark = pytest.mark.slow
+REVIEW = "C0REVIEW"
+
+
+@dataclass
+class Deployment:
+    """A config, a database and the two fakes, from which `galley run` processes start."""
+
+    env: dict[str, str]
+    anthropic_state: Path
+    slack_state: Path
+    store: Store
+
+    def start(self, failpoint: str | None = None) -> subprocess.Popen[str]:
+        env = dict(self.env)
+        if failpoint:
+            env["GALLEY_FAILPOINT"] = failpoint
+        return subprocess.Popen(
+            [str(GALLEY), "run", "--shutdown-grace", "5"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def drafts(self) -> list[DraftRow]:
+        with self.store.transaction() as session:
+            return list(session.exec(select(DraftRow)).all())
+
+    def runs(self) -> list[RunRow]:
+        with self.store.transaction() as session:
+            return list(session.exec(select(RunRow).order_by(col(RunRow.slot_at))).all())
+
+    def review_posts(self) -> int:
+        calls = read_calls(self.slack_state)
+        return sum(1 for c in calls if c["method"] == "chat.postMessage")
+
+    def model_requests(self) -> int:
+        return len(read_requests(self.anthropic_state))
+
+
+def deployment(tmp_path: Path, db_url: str, schedule: str) -> Iterator[Deployment]:
+    config = tmp_path / "galley.toml"
+    text = config_text(pending_limit=100, claim_lease="20s", model_timeout="5s")
+    text = text.replace('"0 9 * * mon"', f'"{schedule}"')
+    text = text.replace("[defaults]", '[defaults]\nmisfire_grace = "5m"\ncall_timeout = "2s"')
+    config.write_text(text)
+    anthropic_state, slack_state = tmp_path / "anthropic.json", tmp_path / "slack.json"
+    with (
+        fake_server("tests.fakes.anthropic_api", anthropic_state) as anthropic_url,
+        fake_server("tests.fakes.slack_api", slack_state) as slack_url,
+    ):
+        env = galley_env(
+            GALLEY_CONFIG=str(config),
+            GALLEY_DATABASE_URL=db_url,
+            ANTHROPIC_API_KEY="test-key",
+            ANTHROPIC_BASE_URL=anthropic_url,
+            SLACK_BOT_TOKEN="xoxb-test",
+            SLACK_SIGNING_SECRET="test-secret",
+            GALLEY_SLACK_API_URL=slack_url + "/api/",
+            GALLEY_HTTP_PORT="0",
+        )
+        store = Store(db_url)
+        yield Deployment(env, anthropic_state, slack_state, store)
+        store.dispose()
+
+
+@pytest.fixture
+def every_minute(tmp_path: Path, db_url: str) -> Iterator[Deployment]:
+    yield from deployment(tmp_path, db_url, "* * * * *")
+
+
+@pytest.fixture
+def weekly(tmp_path: Path, db_url: str) -> Iterator[Deployment]:
+    yield from deployment(tmp_path, db_url, "0 9 * * mon")
+
+
+def test_killed_and_restarted_bot_drafts_every_due_slot_once(every_minute: Deployment) -> None:
+    first = every_minute.start()
+    try:
+        wait_for(lambda: len(every_minute.drafts()) >= 1, 60, "the first draft")
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=10)
+    killed_at = datetime.now(UTC)
+    boundary = killed_at.replace(second=0, microsecond=0).timestamp() + 61
+    time.sleep(max(0.0, boundary - time.time()))  # a slot falls due while the bot is down
+
+    second = every_minute.start()
+    try:
+        wait_for(lambda: len(every_minute.drafts()) >= 2, 60, "a draft after the restart")
+        wait_for(lambda: every_minute.review_posts() >= 2, 30, "review posts")
+    finally:
+        second.send_signal(signal.SIGTERM)
+        assert second.wait(timeout=30) == 0
+
+    drafts = every_minute.drafts()
+    runs = every_minute.runs()
+    assert len({d.run_id for d in drafts}) == len(drafts)  # no slot drafted twice
+    assert every_minute.model_requests() == len(drafts)
+    assert every_minute.review_posts() == len(drafts)
+    drafted = {d.run_id for d in drafts}
+    for run in runs:  # every slot from the first to the last is accounted for
+        assert run.id in drafted or run.state == RunState.SKIPPED, (run.id, run.state)
+    minutes = [r.slot_at for r in runs]
+    assert all((b - a).total_seconds() == 60 for a, b in itertools.pairwise(minutes))
+
+
+def test_killed_right_after_the_review_post_finds_it_instead_of_posting_again(
+    weekly: Deployment,
+) -> None:
+    drafted = subprocess.run(
+        [str(GALLEY), "draft", "weekly-update", "--slot", "2026-11-23T09:00", "--json"],
+        env=weekly.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert '"drafted"' in drafted.stdout, drafted.stderr
+
+    crashed = weekly.start(failpoint="after_review_post")
+    assert crashed.wait(timeout=60) == FAILPOINT_EXIT_CODE
+    assert weekly.review_posts() == 1
+    [message] = read_messages(weekly.slack_state)[REVIEW]
+
+    restarted = weekly.start()
+    try:
+        wait_for(lambda: _review_receipt(weekly) == EffectState.SUCCEEDED, 60, "the receipt")
+    finally:
+        stop(restarted)
+
+    assert weekly.review_posts() == 1  # found by its metadata, not posted again
+    assert len(read_messages(weekly.slack_state)[REVIEW]) == 1
+    with weekly.store.transaction() as session:
+        receipt = session.exec(select(EffectRow).where(col(EffectRow.step) == "review")).one()
+    assert receipt.external_id == message["ts"]
+
+
+def _review_receipt(deployment: Deployment) -> str | None:
+    with deployment.store.transaction() as session:
+        receipt = session.exec(
+            select(EffectRow).where(col(EffectRow.step) == "review")
+        ).one_or_none()
+        return None if receipt is None else str(receipt.state)
