@@ -146,6 +146,15 @@ class SchedulerHost:
         _, unfinished = wait(pending, timeout=deadline.total_seconds())
         return not [f for f in unfinished if not f.cancelled()]
 
+    def wait_idle(self, timeout: float | None = None) -> None:
+        """Block until the drafting pool has nothing left (tests and benchmarks)."""
+        with self._lock:
+            pending = set(self._futures)
+        wait(pending, timeout=timeout)
+
+    def stop_now(self) -> None:
+        self.stop(timedelta(0))
+
     def next_fire_times(self) -> dict[str, datetime | None]:
         return {
             job.name: job.next_run_time
