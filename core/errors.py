@@ -73,7 +73,12 @@ class SlotError(GalleyError):
 
 
 class EffectNotSent(GalleyError):
-    """An external call certainly did not take effect (refused before it was sent)."""
+    """An external call certainly did not take effect. `permanent`: the destination
+    refused the request itself (400, 422, 403…), so repeating it cannot help."""
+
+    def __init__(self, message: str, *, permanent: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent
 
 
 class EffectOutcomeUnknown(GalleyError):

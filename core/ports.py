@@ -101,3 +101,36 @@ class ReviewSurface(Protocol):
     def announce(self, text: str) -> MessageRef:
         """A notice in the review channel (backpressure paused / resumed)."""
         ...
+
+
+@dataclass(frozen=True)
+class Publication:
+    """What leaves the building: approved text, bound to its effect key."""
+
+    effect_key: str
+    draft_key: str
+    recipe: str
+    platform: str
+    slot_at: datetime
+    text: str
+    approver: str
+    approved_at: datetime
+
+
+class Publisher(Protocol):
+    """A destination for approved drafts. Adapters: webhook (core), Slack channel (bot)."""
+
+    @property
+    def target(self) -> str:
+        """Names the destination inside effect keys: `slack:C0ANNOUNCE`, `webhook`."""
+        ...
+
+    def publish(self, publication: Publication) -> str:
+        """Act once; return the destination's id for it. Raise EffectNotSent (known not
+        to have happened; `permanent` when retrying cannot help) or EffectOutcomeUnknown."""
+        ...
+
+    def lookup(self, effect_key: str) -> str | None:
+        """The id of an earlier publication under this key, None when clearly absent;
+        raise LookupUnavailable when the destination cannot tell."""
+        ...
