@@ -134,3 +134,20 @@ class Publisher(Protocol):
         """The id of an earlier publication under this key, None when clearly absent;
         raise LookupUnavailable when the destination cannot tell."""
         ...
+
+
+@dataclass(frozen=True)
+class RunAlert:
+    """A run people must look at: what is known, and whom to ping."""
+
+    run_id: str
+    recipe: str
+    headline: str
+    facts: list[str]
+    mentions: list[str]
+
+
+class Alerter(Protocol):
+    def alert(self, alert: RunAlert) -> MessageRef:
+        """Post one alert (with Mark published / Retry / Cancel where they apply)."""
+        ...

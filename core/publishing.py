@@ -1,0 +1,275 @@
+"""Publishing an approved draft exactly once (DESIGN.md §4.3-4.6).
+
+Every publication is an effect with a receipt. The destination is asked before
+publishing and before any retry of an uncertain attempt: found → record it, done;
+clearly absent → publish once, under the same key; cannot tell → the run becomes
+`uncertain` and people are asked. An approval older than `approval_ttl` when
+publishing starts is not used: the draft goes back to review.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from sqlmodel import Session, col, select
+
+from core.config import Config, Recipe
+from core.effects import EffectDecision, EffectLedger, Receipt
+from core.errors import (
+    EffectInProgress,
+    EffectNotSent,
+    EffectOutcomeUnknown,
+    LookupUnavailable,
+)
+from core.failpoints import failpoint
+from core.history import move_draft, move_run
+from core.identity import publish_effect_key, text_hash
+from core.models import DraftRow, RunRow
+from core.ports import Clock, Publication, Publisher
+from core.states import RUN_TRANSITIONS, DraftState, RunState
+from core.store import Store
+
+PUBLISHER = "publisher"
+PUBLISH_STEP = "publish"
+PUBLISH_REJECTED = "publish_rejected"
+PUBLISHABLE = (RunState.APPROVED, RunState.PUBLISHING, RunState.UNCERTAIN)
+
+
+class PublishOutcome(StrEnum):
+    PUBLISHED = "published"  # published now, or found at the destination
+    SENT_BACK = "sent_back"  # the approval was too old: back to review
+    UNCERTAIN = "uncertain"  # cannot tell whether it happened: people are asked
+    WAITING = "waiting"  # refused for now (429, unreachable): tried again later
+    FAILED = "failed"  # the destination refused the publication itself
+    IN_PROGRESS = "in_progress"  # another worker is publishing it right now
+    NOT_READY = "not_ready"  # nothing to publish for this run
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    outcome: PublishOutcome
+    run_id: str
+    detail: str | None = None
+    external_id: str | None = None
+
+
+PublisherFor = Callable[[Recipe], Publisher]
+
+
+class PublishingService:
+    def __init__(
+        self,
+        store: Store,
+        config: Config,
+        clock: Clock,
+        ledger: EffectLedger,
+        publisher_for: PublisherFor,
+        on_uncertain: Callable[[str], None] | None = None,
+    ) -> None:
+        self.store, self.config, self.clock, self.ledger = store, config, clock, ledger
+        self.publisher_for = publisher_for
+        self.on_uncertain = on_uncertain or (lambda run_id: None)
+
+    def publishable_runs(self) -> list[str]:
+        with self.store.transaction() as session:
+            rows = session.exec(
+                select(RunRow.id, RunRow.recipe).where(col(RunRow.state).in_(PUBLISHABLE))
+            ).all()
+        return [run_id for run_id, recipe in rows if self._target(recipe) is not None]
+
+    def publish_pending(self) -> list[PublishResult]:
+        """The reconciler's pass: every approved, publishing or uncertain run, once."""
+        return [self.publish_run(run_id) for run_id in self.publishable_runs()]
+
+    def publish_run(self, run_id: str) -> PublishResult:
+        started = self._start(run_id)
+        if isinstance(started, PublishResult):
+            return started
+        recipe, publication = started
+        publisher = self.publisher_for(recipe)
+        failpoint("after_publishing_commit")
+        for _ in range(2):  # a second pass only after a lookup proved it absent
+            try:
+                start = self.ledger.begin(
+                    publication.effect_key,
+                    draft_key=publication.draft_key,
+                    step=PUBLISH_STEP,
+                    payload=_payload(publisher.target, publication),
+                    lease=recipe.call_timeout * 4,
+                    run_id=run_id,
+                )
+            except EffectInProgress as exc:
+                return PublishResult(PublishOutcome.IN_PROGRESS, run_id, str(exc))
+            if start.decision == EffectDecision.DONE:
+                return self._finish(run_id, start.receipt.external_id or "")
+            found = self._look(run_id, publisher, publication, start.decision)
+            if isinstance(found, PublishResult):
+                return found
+            if found is not None:
+                self.ledger.succeed(publication.effect_key, found, {"found": True}, run_id=run_id)
+                return self._finish(run_id, found)
+            if start.decision == EffectDecision.RECONCILE:
+                self.ledger.fail(publication.effect_key, "absent at the destination", run_id=run_id)
+                continue
+            return self._act(run_id, publisher, publication)
+        return PublishResult(PublishOutcome.WAITING, run_id, "absent; will publish next pass")
+
+    def _start(self, run_id: str) -> tuple[Recipe, Publication] | PublishResult:
+        """One transaction: check the approval is fresh, move to `publishing`."""
+        with self.store.transaction() as session:
+            now = self.clock.now()
+            run = session.exec(
+                select(RunRow).where(col(RunRow.id) == run_id).with_for_update()
+            ).one()
+            recipe = self.config.recipes.get(run.recipe)
+            if recipe is None or recipe.publish is None or run.state not in PUBLISHABLE:
+                return PublishResult(PublishOutcome.NOT_READY, run_id)
+            draft = _draft(session, run)
+            if run.state == RunState.APPROVED:
+                if draft.decided_at is None or now - draft.decided_at > recipe.approval_ttl:
+                    _send_back(session, run, draft, recipe.approval_ttl, now)
+                    return PublishResult(PublishOutcome.SENT_BACK, run_id, "approval too old")
+                move_run(session, run, RunState.PUBLISHING, actor=PUBLISHER, at=now)
+            target = self._target(run.recipe)
+            assert target is not None and draft.decided_by and draft.decided_at
+            return recipe, Publication(
+                effect_key=publish_effect_key(draft.key, target),
+                draft_key=draft.key,
+                recipe=run.recipe,
+                platform=draft.platform,
+                slot_at=run.slot_at,
+                text=draft.text or "",
+                approver=draft.decided_by,
+                approved_at=draft.decided_at,
+            )
+
+    def _look(
+        self, run_id: str, publisher: Publisher, publication: Publication, decision: EffectDecision
+    ) -> str | PublishResult | None:
+        """Look before you leap. A first attempt may go ahead when the destination
+        cannot answer (our receipt is all there is); a retry of an uncertain one may not."""
+        try:
+            return publisher.lookup(publication.effect_key)
+        except LookupUnavailable as exc:
+            if decision == EffectDecision.ACT:
+                return None
+            return self._uncertain(run_id, str(exc))
+
+    def _act(self, run_id: str, publisher: Publisher, publication: Publication) -> PublishResult:
+        key = publication.effect_key
+        failpoint("before_publish_call")
+        try:
+            external_id = publisher.publish(publication)
+        except EffectNotSent as exc:
+            self.ledger.fail(key, str(exc), run_id=run_id)
+            if not exc.permanent:
+                return PublishResult(PublishOutcome.WAITING, run_id, str(exc))
+            self._close(run_id, RunState.FAILED, PUBLISH_REJECTED, str(exc))
+            return PublishResult(PublishOutcome.FAILED, run_id, str(exc))
+        except EffectOutcomeUnknown as exc:
+            self.ledger.mark_uncertain(key, str(exc), run_id=run_id)
+            return self._uncertain(run_id, str(exc))
+        failpoint("after_publish_call")
+        self.ledger.succeed(key, external_id, run_id=run_id)
+        return self._finish(run_id, external_id)
+
+    def _uncertain(self, run_id: str, detail: str) -> PublishResult:
+        with self.store.transaction() as session:
+            run = session.exec(
+                select(RunRow).where(col(RunRow.id) == run_id).with_for_update()
+            ).one()
+            if run.state == RunState.PUBLISHING:
+                move_run(
+                    session,
+                    run,
+                    RunState.UNCERTAIN,
+                    actor=PUBLISHER,
+                    at=self.clock.now(),
+                    detail=detail,
+                )
+        self.on_uncertain(run_id)
+        return PublishResult(PublishOutcome.UNCERTAIN, run_id, detail)
+
+    def _finish(self, run_id: str, external_id: str) -> PublishResult:
+        with self.store.transaction() as session:
+            now = self.clock.now()
+            run = session.exec(
+                select(RunRow).where(col(RunRow.id) == run_id).with_for_update()
+            ).one()
+            draft = _draft(session, run)
+            if draft.state == DraftState.APPROVED:
+                move_draft(
+                    session,
+                    draft,
+                    DraftState.PUBLISHED,
+                    actor=PUBLISHER,
+                    at=now,
+                    reason=external_id,
+                )
+            if run.state in (RunState.PUBLISHING, RunState.UNCERTAIN):
+                move_run(
+                    session,
+                    run,
+                    RunState.SUCCEEDED,
+                    actor=PUBLISHER,
+                    at=now,
+                    detail=f"published as {external_id}",
+                )
+        return PublishResult(PublishOutcome.PUBLISHED, run_id, external_id=external_id)
+
+    def _close(self, run_id: str, state: RunState, reason: str, detail: str) -> None:
+        with self.store.transaction() as session:
+            run = session.exec(
+                select(RunRow).where(col(RunRow.id) == run_id).with_for_update()
+            ).one()
+            if state in RUN_TRANSITIONS[RunState(run.state)]:
+                move_run(
+                    session,
+                    run,
+                    state,
+                    actor=PUBLISHER,
+                    at=self.clock.now(),
+                    reason=reason,
+                    detail=detail,
+                )
+
+    def _target(self, recipe_name: str) -> str | None:
+        recipe = self.config.recipes.get(recipe_name)
+        return None if recipe is None or recipe.publish is None else recipe.publish.target
+
+    def receipt(self, run_id: str) -> Receipt | None:
+        with self.store.transaction() as session:
+            run = session.exec(select(RunRow).where(col(RunRow.id) == run_id)).one()
+        target = self._target(run.recipe)
+        if run.draft_key is None or target is None:
+            return None
+        return self.ledger.get(publish_effect_key(run.draft_key, target))
+
+
+def _draft(session: Session, run: RunRow) -> DraftRow:
+    return session.exec(
+        select(DraftRow).where(col(DraftRow.key) == run.draft_key).with_for_update()
+    ).one()
+
+
+def _send_back(
+    session: Session, run: RunRow, draft: DraftRow, ttl: timedelta, now: datetime
+) -> None:
+    """A stale approval is not revived: the draft is reviewed again, as a new revision so
+    that buttons on the old message stop counting."""
+    why = f"approval older than approval_ttl ({ttl}) when publishing started"
+    draft.revision += 1
+    draft.decided_by = draft.decided_at = draft.decision_reason = None
+    move_draft(session, draft, DraftState.READY, actor=PUBLISHER, at=now, reason=why)
+    move_run(session, run, RunState.AWAITING_REVIEW, actor=PUBLISHER, at=now, detail=why)
+
+
+def _payload(target: str, publication: Publication) -> dict[str, str]:
+    return {
+        "target": target,
+        "draft_key": publication.draft_key,
+        "text": text_hash(publication.text),
+    }

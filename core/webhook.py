@@ -1,0 +1,166 @@
+"""The webhook adapter of the `Publisher` port: one POST per publish, one GET per lookup.
+
+Nothing is retried or redirected here: each failure is classified (DESIGN.md §4 rule 4)
+and the decision to try again is Galley's, recorded in its ledger.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from email.utils import parsedate_to_datetime
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from core.errors import EffectNotSent, EffectOutcomeUnknown, LookupUnavailable
+from core.ports import Publication
+
+CONNECT_TIMEOUT_SECONDS = 10.0
+RETRY_LATER = frozenset({408, 425, 429, 503})  # refused for now: nothing happened
+REDIRECT_NOT_ACTED = frozenset({301, 307, 308})  # moved: the request was not processed here
+# Never sent. Connect errors can only happen before the request left.
+_NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+_CANNOT_SEND = (httpx.UnsupportedProtocol, httpx.LocalProtocolError, httpx.InvalidURL)
+
+
+class WebhookRefused(EffectNotSent):
+    """The destination answered with a status that means it did not act."""
+
+    def __init__(
+        self, message: str, *, status: int, permanent: bool, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message, permanent=permanent)
+        self.status = status
+        self.retry_after = retry_after
+
+
+class WebhookPublisher:
+    """Publishes approved drafts by POSTing JSON with an `Idempotency-Key` header."""
+
+    def __init__(
+        self,
+        url: str,
+        status_url: str | None,
+        timeout: timedelta,
+        client: httpx.Client | None = None,
+    ) -> None:
+        self.url, self.status_url = url, status_url
+        seconds = timeout.total_seconds()
+        self._timeout = httpx.Timeout(seconds, connect=min(CONNECT_TIMEOUT_SECONDS, seconds))
+        self._client = client or httpx.Client(follow_redirects=False)
+
+    @property
+    def target(self) -> str:
+        return "webhook"
+
+    def publish(self, publication: Publication) -> str:
+        key = publication.effect_key
+        try:
+            response = self._client.post(
+                self.url,
+                json=payload(publication),
+                headers={"Idempotency-Key": key, "Content-Type": "application/json"},
+                timeout=self._timeout,
+                follow_redirects=False,
+            )
+        except _NEVER_SENT as exc:
+            raise EffectNotSent(f"webhook unreachable: {_describe(exc)}") from exc
+        except _CANNOT_SEND as exc:
+            raise EffectNotSent(f"webhook request invalid: {exc}", permanent=True) from exc
+        except httpx.HTTPError as exc:
+            raise EffectOutcomeUnknown(
+                f"webhook sent, no complete answer: {_describe(exc)}"
+            ) from exc
+        if response.is_success:
+            return _id_from(response, key)
+        raise classify(response)
+
+
+    def lookup(self, effect_key: str) -> str | None:
+        if self.status_url is None:
+            raise LookupUnavailable(
+                "the webhook has no status_url: Galley cannot tell whether it was received"
+            )
+        url = self.status_url.replace("{key}", quote(effect_key, safe=""))
+        try:
+            response = self._client.get(url, timeout=self._timeout, follow_redirects=False)
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            raise LookupUnavailable(f"webhook status check failed: {_describe(exc)}") from exc
+        if response.status_code == 200:
+            return _id_from(response, effect_key)
+        if response.status_code == 404:
+            return None
+        raise LookupUnavailable(
+            f"webhook status check answered HTTP {response.status_code}: {_excerpt(response)}"
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def payload(publication: Publication) -> dict[str, str]:
+    """The JSON body of the POST."""
+    return {
+        "key": publication.effect_key,
+        "draft_key": publication.draft_key,
+        "recipe": publication.recipe,
+        "platform": publication.platform,
+        "slot": publication.slot_at.isoformat(),
+        "text": publication.text,
+        "approver": publication.approver,
+        "approved_at": publication.approved_at.isoformat(),
+    }
+
+
+def classify(response: httpx.Response) -> EffectNotSent | EffectOutcomeUnknown:
+    """Map a non-2xx answer to a POST: refused (not sent) or maybe acted (unknown)."""
+    status = response.status_code
+    said = f"webhook answered HTTP {status}: {_excerpt(response)}"
+    if status in RETRY_LATER:
+        wait = retry_after_seconds(response.headers.get("retry-after"))
+        hint = f" (retry after {wait:g}s)" if wait is not None else ""
+        return WebhookRefused(said + hint, status=status, permanent=False, retry_after=wait)
+    if status in REDIRECT_NOT_ACTED:
+        moved = f"{said} (moved to {response.headers.get('location')}; fix the url)"
+        return WebhookRefused(moved, status=status, permanent=True)
+    if status == 409:  # Idempotency-Key drafts: a request under this key is still in progress
+        return EffectOutcomeUnknown(f"{said} (a request with this key may be in progress)")
+    if 400 <= status < 500:
+        return WebhookRefused(said, status=status, permanent=True)
+    return EffectOutcomeUnknown(said)  # 5xx, 302/303 and the rest: it may have acted
+
+
+def retry_after_seconds(header: str | None) -> float | None:
+    """Retry-After as seconds: a number, or an HTTP date."""
+    if not header:
+        return None
+    try:
+        return max(0.0, float(header))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(header).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def _id_from(response: httpx.Response, key: str) -> str:
+    try:
+        body: Any = response.json()
+    except ValueError:
+        return key
+    found = body.get("id") if isinstance(body, dict) else None
+    if isinstance(found, str | int | float) and not isinstance(found, bool) and found != "":
+        return str(found)
+    return key
+
+
+def _excerpt(response: httpx.Response, limit: int = 200) -> str:
+    text = " ".join(response.text.split())
+    return (text[:limit] + "…" if len(text) > limit else text) or "(empty body)"
+
+
+def _describe(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
