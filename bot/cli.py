@@ -28,6 +28,7 @@ from core.errors import (
 )
 from core.operator import Galley
 from core.policies import DraftOutcome
+from core.resolution import Finding
 from core.schedule import describe, next_slots
 from core.settings import Settings
 from core.states import RunState
@@ -176,6 +177,37 @@ def resume(
     with explained_errors():
         names = open_galley().resume(target, actor=actor)
     out.print("resumed: " + ", ".join(names), highlight=False)
+
+
+@app.command()
+def resolve(
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="The run id.")],
+    finding: Annotated[Finding, typer.Argument(help="What you found at the destination.")],
+    actor: Actor = "cli",
+) -> None:
+    """Settle an uncertain run: `published` closes it; `absent` publishes it once."""
+    with explained_errors():
+        out.print(open_galley().resolve(run_id, finding, actor=actor), highlight=False)
+
+
+@app.command()
+def retry(
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="The run id.")],
+    actor: Actor = "cli",
+) -> None:
+    """Publish an uncertain run once more (you accept the risk of a repeat)."""
+    with explained_errors():
+        out.print(open_galley().retry(run_id, actor=actor), highlight=False)
+
+
+@app.command()
+def cancel(
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="The run id.")],
+    actor: Actor = "cli",
+) -> None:
+    """Stop a run's further steps; lists the effects that had already completed."""
+    with explained_errors():
+        out.print(open_galley().cancel(run_id, actor=actor), highlight=False)
 
 
 @app.command()

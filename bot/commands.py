@@ -16,6 +16,7 @@ from core.errors import GalleyError
 from core.operator import Galley
 from core.permissions import may_administer
 from core.ports import Directory
+from core.resolution import Finding
 from core.states import RunState
 
 OPEN_TO_EVERYONE = frozenset({"help", "status", "runs"})
@@ -27,6 +28,9 @@ USAGE = {
     "pause": "/galley pause <recipe|all> [reason]",
     "resume": "/galley resume <recipe|all>",
     "runs": "/galley runs [state]",
+    "resolve": "/galley resolve <run> published|absent",
+    "retry": "/galley retry <run>",
+    "cancel": "/galley cancel <run>",
 }
 
 
@@ -115,6 +119,26 @@ def _runs(args: list[str], context: CommandContext) -> str:
     return "\n".join(f"`{r.id}` {r.state}" + (f" ({r.reason})" if r.reason else "") for r in found)
 
 
+def _resolve(args: list[str], context: CommandContext) -> str:
+    if len(args) != 2:
+        raise UsageError
+    try:
+        finding = Finding(args[1])
+    except ValueError:
+        raise UsageError from None
+    return context.galley.resolve(args[0], finding, actor=context.user)
+
+
+def _retry(args: list[str], context: CommandContext) -> str:
+    _no_more(args, 1)
+    return context.galley.retry(_first(args), actor=context.user)
+
+
+def _cancel(args: list[str], context: CommandContext) -> str:
+    _no_more(args, 1)
+    return context.galley.cancel(_first(args), actor=context.user)
+
+
 def _help(args: list[str], context: CommandContext) -> str:
     return help_text()
 
@@ -138,4 +162,7 @@ _COMMANDS: dict[str, Callable[[list[str], CommandContext], str]] = {
     "pause": _pause,
     "resume": _resume,
     "runs": _runs,
+    "resolve": _resolve,
+    "retry": _retry,
+    "cancel": _cancel,
 }

@@ -12,7 +12,11 @@ from typing import Any
 from slack_bolt import Ack, App, Respond
 from slack_sdk import WebClient
 
+from bot.alert_blocks import alert_run_id, resolved_blocks
 from bot.blocks import (
+    ACTION_ALERT_CANCEL,
+    ACTION_ALERT_PUBLISHED,
+    ACTION_ALERT_RETRY,
     ACTION_APPROVE,
     ACTION_EDIT,
     ACTION_REJECT,
@@ -28,8 +32,9 @@ from bot.commands import CommandContext, answer
 from core.config import Recipe
 from core.operator import Galley
 from core.outbox import ReviewOutbox
-from core.permissions import may_approve
+from core.permissions import may_administer, may_approve
 from core.ports import Directory
+from core.resolution import Finding
 from core.review import ReviewAnswer, Verdict, decide, edit, load_item
 from core.states import DraftState
 
@@ -41,7 +46,8 @@ class BotDeps:
     galley: Galley
     outbox: ReviewOutbox
     directory: Directory
-    start_draft: Callable[[Recipe], None]
+    start_draft: Callable[[Recipe], None]  # hands a manual run to the drafting pool
+    publish_soon: Callable[[str], None]  # hands a run id to the publishing pool
 
 
 def register(app: App, deps: BotDeps) -> None:
@@ -56,6 +62,8 @@ def register(app: App, deps: BotDeps) -> None:
             deps.outbox.show_now(result.item)  # shows the decision, or refreshes a stale message
         if not result.accepted:
             tell(result.message)
+        elif result.item is not None and result.item.state == DraftState.APPROVED:
+            deps.publish_soon(result.item.run_id)
 
     @app.action(ACTION_APPROVE)
     def on_approve(ack: Ack, body: dict[str, Any], respond: Respond) -> None:
@@ -136,6 +144,38 @@ def register(app: App, deps: BotDeps) -> None:
             permitted=permitted(user),
         )
         settle(result, lambda reply: _ephemeral(client, slack.review_channel, user, reply))
+
+    def on_alert_button(resolve: Callable[[str, str], str]) -> Callable[..., None]:
+        def listener(ack: Ack, body: dict[str, Any], client: WebClient, respond: Respond) -> None:
+            ack()
+            user = body["user"]["id"]
+            if not may_administer(slack, deps.directory, user):
+                respond(
+                    "Only Galley's admins may settle runs.",
+                    response_type="ephemeral",
+                    replace_original=False,
+                )
+                return
+            run_id = alert_run_id(body["actions"][0]["value"])
+            outcome = resolve(run_id, user)
+            deps.publish_soon(run_id)
+            message = body["message"]
+            client.chat_update(
+                channel=body["container"]["channel_id"],
+                ts=message["ts"],
+                text=message.get("text", ""),
+                blocks=resolved_blocks(message.get("blocks", []), f"<@{user}>: {outcome}"),
+            )
+
+        return listener
+
+    app.action(ACTION_ALERT_PUBLISHED)(
+        on_alert_button(lambda run, user: galley.resolve(run, Finding.PUBLISHED, actor=user))
+    )
+    app.action(ACTION_ALERT_RETRY)(on_alert_button(lambda run, user: galley.retry(run, actor=user)))
+    app.action(ACTION_ALERT_CANCEL)(
+        on_alert_button(lambda run, user: galley.cancel(run, actor=user))
+    )
 
     @app.command("/galley")
     def on_command(ack: Ack, command: dict[str, Any], respond: Respond) -> None:

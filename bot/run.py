@@ -21,13 +21,18 @@ from slack_sdk import WebClient
 from bot.handlers import BotDeps, register
 from bot.scheduler import SchedulerHost
 from bot.server import web_app
-from bot.slack_surface import SlackDirectory, SlackReviewSurface
-from core.config import Recipe
+from bot.slack_publishing import SlackAlerter, SlackChannelPublisher
+from bot.slack_surface import SlackChannels, SlackDirectory, SlackReviewSurface
+from core.alerts import AlertService
+from core.config import Recipe, SlackTarget, WebhookTarget
 from core.effects import EffectLedger
 from core.errors import ConfigError
 from core.operator import Galley
 from core.outbox import ReviewOutbox
+from core.ports import Publisher
+from core.publishing import PublishingService
 from core.settings import Settings
+from core.webhook import WebhookPublisher
 
 log = logging.getLogger("galley")
 DEFAULT_CALL_TIMEOUT = timedelta(seconds=30)
@@ -77,7 +82,8 @@ class Bot:
             retry_handlers=[],  # no blind re-sends: Galley decides what may be repeated
         )
         slack = self.galley.config.slack
-        self.surface = SlackReviewSurface(self.client, slack.review_channel)
+        self.channels = SlackChannels(self.client)
+        self.surface = SlackReviewSurface(self.channels, slack.review_channel)
         self.directory = SlackDirectory(self.client)
         ledger = EffectLedger(self.galley.store, self.galley.clock, self.galley.drafting.worker)
         self.outbox = ReviewOutbox(
@@ -87,15 +93,36 @@ class Bot:
             channel=slack.review_channel,
             call_lease=call_timeout * 4,
         )
+        self.alerts = AlertService(
+            self.galley.store,
+            self.galley.config,
+            self.galley.clock,
+            ledger,
+            SlackAlerter(self.channels, slack.alert_channel_or_review),
+            reminder_every=slack.alert_reminder,
+        )
+        self.publishing = PublishingService(
+            self.galley.store,
+            self.galley.config,
+            self.galley.clock,
+            ledger,
+            self.publisher_for,
+            on_uncertain=self.alerts.alert_run,
+        )
+        self._publishers: dict[str, Publisher] = {}
         self.host = SchedulerHost(self.galley, housekeeping_every=housekeeping_every)
         self.host.add_interval_job("outbox", self.sync_slack, outbox_every)
+        self.host.add_interval_job("reconciler", self.reconcile, outbox_every)
         self.bolt = App(
             client=self.client,
             signing_secret=_secret(settings.slack_signing_secret),
             request_verification_enabled=not settings.slack_app_token,
             process_before_response=False,
         )
-        register(self.bolt, BotDeps(self.galley, self.outbox, self.directory, self.start_draft))
+        deps = BotDeps(
+            self.galley, self.outbox, self.directory, self.start_draft, self.publish_soon
+        )
+        register(self.bolt, deps)
         self._stop = threading.Event()
         self._server: uvicorn.Server | None = None
         self._http_thread: threading.Thread | None = None
@@ -106,6 +133,28 @@ class Bot:
         """A person's `/galley run`: the most recent slot, on the drafting pool."""
         slot = self.galley.resolve_slot(recipe, None)
         self.host.submit(self.galley.drafting.draft_slot, recipe, slot, manual=True)
+
+    def publisher_for(self, recipe: Recipe) -> Publisher:
+        """The destination of a recipe's approved drafts (built once per recipe)."""
+        if recipe.name not in self._publishers:
+            target = recipe.publish
+            if isinstance(target, SlackTarget):
+                self._publishers[recipe.name] = SlackChannelPublisher(self.channels, target.channel)
+            elif isinstance(target, WebhookTarget):
+                self._publishers[recipe.name] = WebhookPublisher(
+                    target.url, target.status_url, timeout=recipe.call_timeout
+                )
+            else:
+                raise ValueError(f"{recipe.name} has no publish target")
+        return self._publishers[recipe.name]
+
+    def publish_soon(self, run_id: str) -> None:
+        self.host.submit(self.publishing.publish_run, run_id)
+
+    def reconcile(self) -> None:
+        """Publish approved runs, look again at uncertain ones, alert people where needed."""
+        self.publishing.publish_pending()
+        self.alerts.sweep()
 
     def sync_slack(self) -> None:
         """The outbox pass: post new drafts, refresh decided ones, tell of backpressure."""

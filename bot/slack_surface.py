@@ -89,49 +89,32 @@ def render(item: ReviewItem) -> tuple[str, list[dict[str, Any]]]:
     return decided_message(view, Decision(verdict, item.decided_by, at, item.decision_reason))
 
 
-class SlackReviewSurface:
-    def __init__(self, client: WebClient, channel: str, pacer: ChannelPacer | None = None) -> None:
+class SlackChannels:
+    """Posting to and reading channels under Galley's rules: paced, no blind re-sends."""
+
+    def __init__(self, client: WebClient, pacer: ChannelPacer | None = None) -> None:
         self.client = client
-        self.channel = channel
         self.pacer = pacer or ChannelPacer()
 
-    def post_review(self, item: ReviewItem) -> MessageRef:
-        text, blocks = render(item)
-        answer = self._post(
-            text=text,
-            blocks=blocks,
-            metadata=draft_metadata(item.draft_key, item.revision),
-            unfurl_links=False,
-            unfurl_media=False,
-        )
+    def post(self, channel: str, **fields: Any) -> MessageRef:
+        answer = self.call(self.client.chat_postMessage, channel=channel, **fields)
         return MessageRef(str(answer["channel"]), str(answer["ts"]))
 
-    def announce(self, text: str) -> MessageRef:
-        answer = self._post(text=text, blocks=notice_blocks(text))
-        return MessageRef(str(answer["channel"]), str(answer["ts"]))
+    def update(self, ref: MessageRef, **fields: Any) -> None:
+        self.call(self.client.chat_update, channel=ref.channel, ts=ref.ts, **fields)
 
-    def update_review(self, ref: MessageRef, item: ReviewItem) -> None:
-        text, blocks = render(item)
-        self._call(
-            self.client.chat_update,
-            channel=ref.channel,
-            ts=ref.ts,
-            text=text,
-            blocks=blocks,
-            metadata=draft_metadata(item.draft_key, item.revision),
-        )
-
-    def find_review(self, draft_key: str) -> MessageRef | None:
+    def find(self, channel: str, event_type: str, field: str, value: str) -> MessageRef | None:
+        """The newest message carrying this metadata; None if clearly absent."""
         cursor: str | None = None
         try:
             for _ in range(HISTORY_PAGES):
                 page = self.client.conversations_history(
-                    channel=self.channel, limit=200, include_all_metadata=True, cursor=cursor
+                    channel=channel, limit=200, include_all_metadata=True, cursor=cursor
                 )
                 messages: list[dict[str, Any]] = page.get("messages") or []
                 for message in messages:
-                    if _is_review_of(message, draft_key):
-                        return MessageRef(self.channel, str(message["ts"]))
+                    if _carries(message, event_type, field, value):
+                        return MessageRef(channel, str(message["ts"]))
                 cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
                 if not cursor:
                     return None
@@ -139,10 +122,7 @@ class SlackReviewSurface:
             raise LookupUnavailable(f"conversations.history failed: {exc}") from exc
         raise LookupUnavailable(f"not in the newest {HISTORY_PAGES * 200} messages")
 
-    def _post(self, **fields: Any) -> dict[str, Any]:
-        return self._call(self.client.chat_postMessage, channel=self.channel, **fields)
-
-    def _call(self, method: Any, *, channel: str, **fields: Any) -> dict[str, Any]:
+    def call(self, method: Any, *, channel: str, **fields: Any) -> dict[str, Any]:
         """One Web API call; only a 429 (a refusal, so nothing happened) is repeated."""
         for _ in range(MAX_RATE_LIMIT_WAITS):
             self.pacer.wait_turn(channel)
@@ -162,6 +142,37 @@ class SlackReviewSurface:
         raise EffectNotSent(f"still rate limited after {MAX_RATE_LIMIT_WAITS} waits")
 
 
+class SlackReviewSurface:
+    """`core.ports.ReviewSurface`: review messages in the review channel."""
+
+    def __init__(self, channels: SlackChannels, channel: str) -> None:
+        self.channels = channels
+        self.channel = channel
+
+    def post_review(self, item: ReviewItem) -> MessageRef:
+        text, blocks = render(item)
+        return self.channels.post(
+            self.channel,
+            text=text,
+            blocks=blocks,
+            metadata=draft_metadata(item.draft_key, item.revision),
+            unfurl_links=False,
+            unfurl_media=False,
+        )
+
+    def announce(self, text: str) -> MessageRef:
+        return self.channels.post(self.channel, text=text, blocks=notice_blocks(text))
+
+    def update_review(self, ref: MessageRef, item: ReviewItem) -> None:
+        text, blocks = render(item)
+        self.channels.update(
+            ref, text=text, blocks=blocks, metadata=draft_metadata(item.draft_key, item.revision)
+        )
+
+    def find_review(self, draft_key: str) -> MessageRef | None:
+        return self.channels.find(self.channel, DRAFT_EVENT_TYPE, "draft_key", draft_key)
+
+
 def _classify_answer(exc: SlackApiError) -> EffectNotSent | EffectOutcomeUnknown:
     status = exc.response.status_code
     error = exc.response.get("error") if isinstance(exc.response.data, dict) else None
@@ -170,12 +181,10 @@ def _classify_answer(exc: SlackApiError) -> EffectNotSent | EffectOutcomeUnknown
     return EffectNotSent(f"Slack refused: {error or status}")
 
 
-def _is_review_of(message: dict[str, Any], draft_key: str) -> bool:
+def _carries(message: dict[str, Any], event_type: str, field: str, value: str) -> bool:
     metadata = message.get("metadata") or {}
     payload = metadata.get("event_payload") or {}
-    return bool(
-        metadata.get("event_type") == DRAFT_EVENT_TYPE and payload.get("draft_key") == draft_key
-    )
+    return bool(metadata.get("event_type") == event_type and payload.get(field) == value)
 
 
 class SlackDirectory:

@@ -47,6 +47,7 @@ class SlackSection(_Strict):
     alert_mentions: list[str] = []
     approvers: list[str] = []
     admins: list[str] = []
+    alert_reminder: Duration = timedelta(hours=4)  # re-ping while a run stays unresolved
 
     @field_validator("alert_mentions", "approvers", "admins")
     @classmethod

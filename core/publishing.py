@@ -67,7 +67,7 @@ class PublishingService:
         clock: Clock,
         ledger: EffectLedger,
         publisher_for: PublisherFor,
-        on_uncertain: Callable[[str], None] | None = None,
+        on_uncertain: Callable[[str], object] | None = None,
     ) -> None:
         self.store, self.config, self.clock, self.ledger = store, config, clock, ledger
         self.publisher_for = publisher_for

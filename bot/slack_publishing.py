@@ -1,0 +1,39 @@
+"""Slack as a destination (`publish = { to = "slack", channel = … }`) and as the alert
+channel. Publications carry metadata with their effect key, so a post whose outcome was
+unknown is found in the channel history before anything is sent again.
+"""
+
+from __future__ import annotations
+
+from bot.alert_blocks import PUBLISH_EVENT_TYPE, alert_message, publication_message
+from bot.slack_surface import SlackChannels
+from core.ports import MessageRef, Publication, RunAlert
+
+
+class SlackChannelPublisher:
+    def __init__(self, channels: SlackChannels, channel: str) -> None:
+        self.channels = channels
+        self.channel = channel
+
+    @property
+    def target(self) -> str:
+        return f"slack:{self.channel}"
+
+    def publish(self, publication: Publication) -> str:
+        ref = self.channels.post(
+            self.channel, **publication_message(publication.text, publication.effect_key)
+        )
+        return ref.ts
+
+    def lookup(self, effect_key: str) -> str | None:
+        found = self.channels.find(self.channel, PUBLISH_EVENT_TYPE, "effect_key", effect_key)
+        return None if found is None else found.ts
+
+
+class SlackAlerter:
+    def __init__(self, channels: SlackChannels, channel: str) -> None:
+        self.channels = channels
+        self.channel = channel
+
+    def alert(self, alert: RunAlert) -> MessageRef:
+        return self.channels.post(self.channel, **alert_message(alert))
