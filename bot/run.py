@@ -12,12 +12,15 @@ import threading
 import time
 from datetime import timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import uvicorn
+from apscheduler.triggers.cron import CronTrigger
 from slack_bolt import App
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_sdk import WebClient
 
+from bot.blocks import notice_blocks
 from bot.handlers import BotDeps, register
 from bot.scheduler import SchedulerHost
 from bot.server import web_app
@@ -25,8 +28,9 @@ from bot.slack_publishing import SlackAlerter, SlackChannelPublisher
 from bot.slack_surface import SlackChannels, SlackDirectory, SlackReviewSurface
 from core.alerts import AlertService
 from core.config import Recipe, SlackTarget, WebhookTarget
-from core.effects import EffectLedger
-from core.errors import ConfigError
+from core.digest import build_digest
+from core.effects import EffectDecision, EffectLedger
+from core.errors import ConfigError, EffectNotSent, EffectOutcomeUnknown
 from core.operator import Galley
 from core.outbox import ReviewOutbox
 from core.ports import Publisher
@@ -113,6 +117,17 @@ class Bot:
         self.host = SchedulerHost(self.galley, housekeeping_every=housekeeping_every)
         self.host.add_interval_job("outbox", self.sync_slack, outbox_every)
         self.host.add_interval_job("reconciler", self.reconcile, outbox_every)
+        self.ledger = ledger
+        if slack.digest:
+            hour, minute = (int(part) for part in slack.digest_at.split(":"))
+            self.host.scheduler.add_job(
+                self.post_digest,
+                CronTrigger(hour=hour, minute=minute, timezone=ZoneInfo(slack.digest_timezone)),
+                id="digest",
+                replace_existing=True,
+                coalesce=True,
+                misfire_grace_time=3600,
+            )
         self.bolt = App(
             client=self.client,
             signing_secret=_secret(settings.slack_signing_secret),
@@ -155,6 +170,28 @@ class Bot:
         """Publish approved runs, look again at uncertain ones, alert people where needed."""
         self.publishing.publish_pending()
         self.alerts.sweep()
+
+    def post_digest(self) -> bool:
+        """Today's digest in the alert channel, once per day across replicas."""
+        slack = self.galley.config.slack
+        now = self.galley.clock.now()
+        day = now.astimezone(ZoneInfo(slack.digest_timezone)).date().isoformat()
+        key = f"digest|{day}"
+        start = self.ledger.begin(
+            key, draft_key="", step="digest", payload={"day": day}, lease=timedelta(minutes=5)
+        )
+        if start.decision != EffectDecision.ACT:
+            return False
+        text = build_digest(self.galley.store, self.galley.config, now)
+        try:
+            ref = self.channels.post(
+                slack.alert_channel_or_review, text=text, blocks=notice_blocks(text)
+            )
+        except (EffectNotSent, EffectOutcomeUnknown) as exc:
+            self.ledger.fail(key, str(exc))
+            return False
+        self.ledger.succeed(key, ref.ts)
+        return True
 
     def sync_slack(self) -> None:
         """The outbox pass: post new drafts, refresh decided ones, tell of backpressure."""

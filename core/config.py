@@ -37,6 +37,14 @@ TEMPLATE_FIELDS = ("recipe", "platform", "slot", "version")
 M = TypeVar("M", bound=BaseModel)
 
 
+def _known_zone(name: str) -> str:
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {name!r}") from None
+    return name
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -48,6 +56,9 @@ class SlackSection(_Strict):
     approvers: list[str] = []
     admins: list[str] = []
     alert_reminder: Duration = timedelta(hours=4)  # re-ping while a run stays unresolved
+    digest: bool = True  # a daily operations digest in the alert channel
+    digest_at: str = Field(default="09:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$")
+    digest_timezone: str = "UTC"  # the zone digest_at is read in
 
     @field_validator("alert_mentions", "approvers", "admins")
     @classmethod
@@ -56,6 +67,11 @@ class SlackSection(_Strict):
         if bad:
             raise ValueError(f"not a Slack user (U…/W…) or user group (S…) id: {', '.join(bad)}")
         return ids
+
+    @field_validator("digest_timezone")
+    @classmethod
+    def _digest_zone(cls, name: str) -> str:
+        return _known_zone(name)
 
     @property
     def alert_channel_or_review(self) -> str:
@@ -105,12 +121,8 @@ class RecipeSettings(_Strict):
 
     @field_validator("timezone")
     @classmethod
-    def _known_zone(cls, name: str) -> str:
-        try:
-            ZoneInfo(name)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown time zone {name!r}") from None
-        return name
+    def _zone(cls, name: str) -> str:
+        return _known_zone(name)
 
 
 class Recipe(RecipeSettings):
