@@ -20,7 +20,6 @@ from core.ports import Publication
 CONNECT_TIMEOUT_SECONDS = 10.0
 RETRY_LATER = frozenset({408, 425, 429, 503})  # refused for now: nothing happened
 REDIRECT_NOT_ACTED = frozenset({301, 307, 308})  # moved: the request was not processed here
-# Never sent. Connect errors can only happen before the request left.
 _NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 _CANNOT_SEND = (httpx.UnsupportedProtocol, httpx.LocalProtocolError, httpx.InvalidURL)
 
@@ -69,14 +68,13 @@ class WebhookPublisher:
             raise EffectNotSent(f"webhook unreachable: {_describe(exc)}") from exc
         except _CANNOT_SEND as exc:
             raise EffectNotSent(f"webhook request invalid: {exc}", permanent=True) from exc
-        except httpx.HTTPError as exc:
+        except httpx.HTTPError as exc:  # sent (or partly sent); no complete answer
             raise EffectOutcomeUnknown(
-                f"webhook sent, no complete answer: {_describe(exc)}"
+                f"webhook gave no complete answer: {_describe(exc)}"
             ) from exc
         if response.is_success:
             return _id_from(response, key)
         raise classify(response)
-
 
     def lookup(self, effect_key: str) -> str | None:
         if self.status_url is None:
@@ -134,14 +132,12 @@ def classify(response: httpx.Response) -> EffectNotSent | EffectOutcomeUnknown:
 
 def retry_after_seconds(header: str | None) -> float | None:
     """Retry-After as seconds: a number, or an HTTP date."""
-    if not header:
-        return None
     try:
-        return max(0.0, float(header))
+        return max(0.0, float(header or ""))
     except ValueError:
         pass
     try:
-        return max(0.0, parsedate_to_datetime(header).timestamp() - time.time())
+        return max(0.0, parsedate_to_datetime(header or "").timestamp() - time.time())
     except (TypeError, ValueError):
         return None
 
