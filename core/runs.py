@@ -185,9 +185,12 @@ class DraftingService:
                 "cache_creation_tokens": reply.cache_creation_tokens,
                 "cache_read_tokens": reply.cache_read_tokens,
             }
-        statement = (
+        statement = (  # an attempt already marked abandoned by a new owner stays so
             sa.update(AttemptRow)
-            .where(col(AttemptRow.id) == attempt_id(claim.run_id, number))
+            .where(
+                col(AttemptRow.id) == attempt_id(claim.run_id, number),
+                col(AttemptRow.finished_at).is_(None),
+            )
             .values(**values)
         )
         if session is not None:
