@@ -34,6 +34,10 @@ USAGE = {
 }
 
 
+# (recipe, actor, tell): draft the latest slot on the pool, then tell how it went
+StartDraft = Callable[[Recipe, str, Callable[[str], object]], None]
+
+
 class UsageError(ValueError):
     """The words of a command are off; the reply is its usage line."""
 
@@ -43,7 +47,8 @@ class CommandContext:
     galley: Galley
     directory: Directory
     user: str
-    start_draft: Callable[[Recipe], None]  # hands a manual run to the drafting pool
+    start_draft: StartDraft  # hands a manual run to the drafting pool
+    tell: Callable[[str], object]  # a later message to the same person (the outcome)
 
 
 def answer(text: str, context: CommandContext) -> str:
@@ -84,8 +89,8 @@ def _status(args: list[str], context: CommandContext) -> str:
 def _run(args: list[str], context: CommandContext) -> str:
     _no_more(args, 1)
     recipe = context.galley.recipe(_first(args))
-    context.start_draft(recipe)
-    return f"Drafting *{recipe.name}* for its most recent slot; the draft will appear here."
+    context.start_draft(recipe, context.user, context.tell)
+    return f"Drafting *{recipe.name}* for its most recent slot; I will tell you how it went."
 
 
 def _bump(args: list[str], context: CommandContext) -> str:

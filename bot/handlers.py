@@ -28,8 +28,7 @@ from bot.blocks import (
     reject_modal,
     reject_reason,
 )
-from bot.commands import CommandContext, answer
-from core.config import Recipe
+from bot.commands import CommandContext, StartDraft, answer
 from core.operator import Galley
 from core.outbox import ReviewOutbox
 from core.permissions import may_administer, may_approve
@@ -46,7 +45,7 @@ class BotDeps:
     galley: Galley
     outbox: ReviewOutbox
     directory: Directory
-    start_draft: Callable[[Recipe], None]  # hands a manual run to the drafting pool
+    start_draft: StartDraft  # hands a manual run to the drafting pool
     publish_soon: Callable[[str], None]  # hands a run id to the publishing pool
 
 
@@ -180,8 +179,12 @@ def register(app: App, deps: BotDeps) -> None:
     @app.command("/galley")
     def on_command(ack: Ack, command: dict[str, Any], respond: Respond) -> None:
         ack()
-        context = CommandContext(galley, deps.directory, command["user_id"], deps.start_draft)
-        respond(answer(command.get("text", ""), context), response_type="ephemeral")
+
+        def tell(text: str) -> object:
+            return respond(text, response_type="ephemeral")
+
+        context = CommandContext(galley, deps.directory, command["user_id"], deps.start_draft, tell)
+        tell(answer(command.get("text", ""), context))
 
 
 def _ephemeral(client: WebClient, channel: str, user: str, text: str) -> None:

@@ -10,6 +10,7 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -144,10 +145,17 @@ class Bot:
         self._socket: SocketModeHandler | None = None
         self.http_host = "0.0.0.0"
 
-    def start_draft(self, recipe: Recipe) -> None:
-        """A person's `/galley run`: the most recent slot, on the drafting pool."""
+    def start_draft(self, recipe: Recipe, actor: str, tell: Callable[[str], object]) -> None:
+        """A person's `/galley run`: the most recent slot, on the drafting pool; the
+        person is told the outcome (drafted, exists, skipped and why, failed)."""
         slot = self.galley.resolve_slot(recipe, None)
-        self.host.submit(self.galley.drafting.draft_slot, recipe, slot, manual=True)
+
+        def draft_and_tell() -> None:
+            result = self.galley.drafting.draft_slot(recipe, slot, manual=True, actor=actor)
+            why = f" ({result.detail or result.reason})" if result.reason else ""
+            tell(f"*{recipe.name}* `{result.run}`: {result.outcome}{why}")
+
+        self.host.submit(draft_and_tell)
 
     def publisher_for(self, recipe: Recipe) -> Publisher:
         """The destination of a recipe's approved drafts (built once per recipe)."""

@@ -17,6 +17,7 @@ from sqlmodel import Session, col, select
 from core.effects import EffectDecision, EffectLedger, EffectStart
 from core.errors import EffectInProgress, EffectNotSent, EffectOutcomeUnknown, LookupUnavailable
 from core.failpoints import failpoint
+from core.gate import ready_count
 from core.identity import review_effect_key
 from core.models import DraftRow, EffectRow, RecipeRow, RunRow
 from core.ports import MessageRef, ReviewItem, ReviewSurface
@@ -101,8 +102,26 @@ class ReviewOutbox:
         return True
 
     def sync_messages(self) -> int:
-        """Make decided, expired and superseded drafts' messages say so (once each)."""
-        return sum(self._update_once(item, ref) for item, ref in self._decided_with_messages())
+        """Make decided, expired, superseded and edited drafts' messages say so (once each).
+
+        A decided draft whose review post was left uncertain is looked up first, so the
+        decision still reaches the message people clicked on.
+        """
+        for item in self._decided_with_unsettled_posts():
+            key = review_effect_key(item.draft_key)
+            try:
+                self.ledger.begin(  # an expired in-flight receipt becomes uncertain here
+                    key,
+                    draft_key=item.draft_key,
+                    step=REVIEW_STEP,
+                    payload={"channel": self.channel, "draft_key": item.draft_key},
+                    lease=self.call_lease,
+                    run_id=item.run_id,
+                )
+            except EffectInProgress:
+                continue
+            self._reconcile(key, item)  # found: succeeded; absent: failed, nothing to show
+        return sum(self._update_once(item, ref) for item, ref in self._messages_to_refresh())
 
     def show_now(self, item: ReviewItem) -> None:
         """Update one message right after a click, without waiting for the next pass.
@@ -140,8 +159,9 @@ class ReviewOutbox:
         for row in rows:
             assert row.backpressure_since is not None
             episode = f"backpressure|{row.name}|{row.backpressure_since.isoformat()}"
-            limit = limits.get(row.name)
-            notices = [(f"{episode}|paused", _paused_text(row.name, limit))]
+            with self.store.transaction() as session:
+                waiting = ready_count(session, row.name)
+            notices = [(f"{episode}|paused", _paused_text(row.name, waiting, limits.get(row.name)))]
             if row.backpressure_resumed_at is not None:
                 notices.append((f"{episode}|resumed", f"Drafting resumed for *{row.name}*."))
             for key, text in notices:
@@ -190,12 +210,28 @@ class ReviewOutbox:
             done = self._receipted(session, [d.key for d, _ in rows])
             return [review_item(d, r) for d, r in rows if review_effect_key(d.key) not in done]
 
-    def _decided_with_messages(self) -> list[tuple[ReviewItem, MessageRef]]:
+    def _decided_with_unsettled_posts(self) -> list[ReviewItem]:
+        with self.store.transaction() as session:
+            rows = session.exec(
+                select(DraftRow, RunRow, EffectRow)
+                .join(RunRow, col(RunRow.id) == col(DraftRow.run_id))
+                .join(EffectRow, col(EffectRow.draft_key) == col(DraftRow.key))
+                .where(
+                    col(DraftRow.state).in_(SHOWN_STATES),
+                    col(EffectRow.step) == REVIEW_STEP,
+                    col(EffectRow.state).in_([EffectState.UNCERTAIN, EffectState.IN_FLIGHT]),
+                )
+            ).all()
+            return [review_item(draft, run) for draft, run, _ in rows]
+
+    def _messages_to_refresh(self) -> list[tuple[ReviewItem, MessageRef]]:
+        """Drafts whose message may be behind: decided ones, and edited ones."""
+        edited = (col(DraftRow.state) == DraftState.READY) & (col(DraftRow.revision) > 1)
         with self.store.transaction() as session:
             rows = session.exec(
                 select(DraftRow, RunRow)
                 .join(RunRow, col(RunRow.id) == col(DraftRow.run_id))
-                .where(col(DraftRow.state).in_(SHOWN_STATES))
+                .where(col(DraftRow.state).in_(SHOWN_STATES) | edited)
             ).all()
             receipts = {
                 e.key: e
@@ -225,9 +261,13 @@ class ReviewOutbox:
         )
 
 
-def _paused_text(recipe: str, limit: int | None) -> str:
-    waiting = f"{limit} drafts" if limit is not None else "too many drafts"
-    return f"Drafting paused for *{recipe}*: {waiting} waiting for review. It resumes by itself."
+def _paused_text(recipe: str, waiting: int, limit: int | None) -> str:
+    drafts = "1 draft" if waiting == 1 else f"{waiting} drafts"
+    of_limit = f" (limit {limit})" if limit is not None else ""
+    return (
+        f"Drafting paused for *{recipe}*: {drafts} waiting for review{of_limit}. "
+        "It resumes by itself once people catch up."
+    )
 
 
 def _ref(result: dict[str, object] | None) -> MessageRef | None:
