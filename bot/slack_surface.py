@@ -32,7 +32,8 @@ from core.errors import EffectNotSent, EffectOutcomeUnknown, LookupUnavailable
 from core.ports import MessageRef, ReviewItem
 from core.states import DraftState
 
-POSTS_PER_CHANNEL_SECONDS = 1.0  # Slack allows about one message per second per channel
+POSTS_PER_CHANNEL_SECONDS = 1.05  # Slack allows about one message per second per channel;
+# the margin absorbs jitter that would otherwise turn an on-time post into a 429
 MAX_RATE_LIMIT_WAITS = 30
 HISTORY_PAGES = 5  # how far back a lookup reads: 5 pages of 200 messages
 _NOT_SENT_REASONS = (ConnectionRefusedError, socket.gaierror)

@@ -77,8 +77,8 @@ def lock_recipe_row(session: Session, name: str, now: datetime) -> RecipeRow:
 def open_run(
     session: Session, recipe: Recipe, slot: Slot, *, manual: bool, actor: str, now: datetime
 ) -> RunRow:
+    """The run row for a slot, created `pending` if new (the recipe row must exist)."""
     run_id = slot.run_id(recipe.name)
-    ensure_recipe_row(session, recipe.name, now)
     inserted = insert_ignore(
         session,
         RunRow,

@@ -117,7 +117,7 @@ class AttemptRow(SQLModel, table=True):
     id: str = Field(primary_key=True, max_length=210)
     run_id: str = Field(foreign_key="runs.id", index=True, max_length=200)
     recipe: str = Field(max_length=64, index=True)
-    draft_key: str = Field(max_length=300)
+    draft_key: str = Field(max_length=300, index=True)
     number: int
     worker: str = Field(max_length=200)
     model: str

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlmodel import col, select
 
-from core.claims import DraftResult, open_run
+from core.claims import DraftResult, ensure_recipe_row, open_run
 from core.config import Recipe
 from core.history import move_run
 from core.models import RunRow
@@ -115,6 +115,7 @@ class SlotDispatcher:
     def _skip(self, recipe: Recipe, slot: Slot, reason: SkipReason, detail: str) -> DraftResult:
         with self.store.transaction() as session:
             now = self.clock.now()
+            ensure_recipe_row(session, recipe.name, now)
             run = open_run(session, recipe, slot, manual=False, actor=SCHEDULER, now=now)
             if run.state == RunState.PENDING:
                 move_run(
