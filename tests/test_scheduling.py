@@ -262,3 +262,28 @@ def test_a_daily_0230_recipe_neither_vanishes_nor_runs_twice_across_both_changes
     assert len(fires) == days
     assert drafter.calls == days
     assert len(runs(store)) == days
+
+
+def test_overlap_holds_between_two_hosts_sharing_the_database(db_url: str) -> None:
+    """Two stores (two engines, as two processes have) on one database: the second host
+    sees the first host's live claim and skips its slot."""
+    release = threading.Event()
+    clock = FakeClock(MONDAY + timedelta(seconds=1))
+    first_store, second_store = Store(db_url), Store(db_url)
+    first, recipe, slow = setup(first_store, clock, drafter=CountingDrafter(release))
+    second, _, idle = setup(second_store, clock, misfire_grace=timedelta(weeks=2))
+    earlier, latest = slots_between(recipe, MONDAY - WEEK - timedelta(hours=1), MONDAY)
+    running = threading.Thread(target=first.run_slot, args=(recipe, latest))
+    running.start()
+    _wait_until(lambda: slow.calls == 1)
+
+    result = second.run_slot(
+        recipe.model_copy(update={"misfire_grace": timedelta(weeks=2)}), earlier
+    )
+
+    release.set()
+    running.join()
+    assert (result.outcome, result.reason) == (DraftOutcome.SKIPPED, SkipReason.OVERLAP)
+    assert idle.calls == 0
+    first_store.dispose()
+    second_store.dispose()
