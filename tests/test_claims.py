@@ -120,6 +120,7 @@ def test_a_zombie_worker_cannot_store_after_its_claim_was_taken(store: Store) ->
 def test_a_live_worker_keeps_its_claim_by_renewing_the_lease(store: Store) -> None:
     _, recipe, slot = recipe_and_slot(store)
     lease = timedelta(seconds=0.6)
+    recipe = recipe.model_copy(update={"claim_lease": lease})  # the claim itself is short
     real_clock = Galley(make_config(), store).clock
     held = claim_slot(store, recipe, slot, worker="a", actor="a", manual=True, clock=real_clock)
     assert isinstance(held, Claim)
