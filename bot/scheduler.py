@@ -22,6 +22,7 @@ from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from core.config import Recipe
+from core.identity import run_of_draft_key
 from core.operator import Galley
 from core.review import expire_overdue_drafts
 from core.schedule import next_slots
@@ -85,7 +86,11 @@ class SchedulerHost:
         self.galley = galley
         self.stopping = threading.Event()
         self.dispatcher = SlotDispatcher(
-            galley.store, galley.drafting, galley.clock, stopping=self.stopping
+            galley.store,
+            galley.drafting,
+            galley.clock,
+            stopping=self.stopping,
+            recipes=galley.config.recipes,
         )
         self._pool = ThreadPoolExecutor(drafting_threads, thread_name_prefix="drafting")
         self._futures: set[Future[Any]] = set()
@@ -102,6 +107,7 @@ class SchedulerHost:
 
     def start(self) -> None:
         """Catch up from the database first, then let the schedule run."""
+        self._sweep_and_resume()  # claims a dead process left behind, now expired
         for recipe in self.galley.config.recipes.values():
             self._submit(self.dispatcher.catch_up, recipe)
             self.scheduler.add_job(
@@ -116,7 +122,7 @@ class SchedulerHost:
                 coalesce=True,
                 misfire_grace_time=int(recipe.misfire_grace.total_seconds()),
             )
-        self.add_interval_job("sweeper", self.galley.sweep, self._housekeeping_every)
+        self.add_interval_job("sweeper", self._sweep_and_resume, self._housekeeping_every)
         self.add_interval_job("expiry", self._expire, self._housekeeping_every)
         self.scheduler.start()
 
@@ -174,6 +180,12 @@ class SchedulerHost:
             return
         recipe = self.galley.config.recipes[event.job_id.removeprefix(RECIPE_JOB_PREFIX)]
         self._submit(self.dispatcher.fire, recipe, event.scheduled_run_time)
+
+    def _sweep_and_resume(self) -> None:
+        """Return expired claims to the pool and draft those slots again (once, within
+        misfire_grace): a worker that died mid-call does not lose its slot."""
+        for key in self.galley.sweep():
+            self._submit(self.dispatcher.resume, run_of_draft_key(key))
 
     def _expire(self) -> None:
         expire_overdue_drafts(self.galley.store, self.galley.config, self.galley.clock)

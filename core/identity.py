@@ -35,6 +35,11 @@ def draft_key(platform: str, run: str, version: int) -> str:
     return f"{platform}|{run}|v{version}"
 
 
+def run_of_draft_key(key: str) -> str:
+    """The run id inside a draft key (`platform|run|vN`)."""
+    return key.split("|")[1]
+
+
 def review_effect_key(draft: str) -> str:
     return f"{draft}|review"
 

@@ -41,7 +41,9 @@ class SlotDispatcher:
         *,
         stopping: threading.Event | None = None,
         queue_poll_seconds: float = QUEUE_POLL_SECONDS,
+        recipes: dict[str, Recipe] | None = None,
     ) -> None:
+        self.recipes = recipes or {}
         self.store = store
         self.drafting = drafting
         self.clock = clock
@@ -69,6 +71,20 @@ class SlotDispatcher:
         """At start-up: the latest due slot runs if it is within misfire_grace."""
         latest = latest_slot_at_or_before(recipe, self.clock.now())
         return [] if latest is None else self.fire(recipe, latest.fire_at)
+
+    def resume(self, run_id: str) -> DraftResult | None:
+        """Draft a run again whose claim expired (its worker died): once, if still
+        within misfire_grace, else it is recorded as a misfire."""
+        with self.store.transaction() as session:
+            run = session.exec(select(RunRow).where(col(RunRow.id) == run_id)).one_or_none()
+        if run is None or run.state != RunState.PENDING:
+            return None
+        recipe = self.recipes.get(run.recipe)
+        if recipe is None:
+            return None
+        instant = slots_between(recipe, run.slot_at - timedelta(microseconds=1), run.slot_at)
+        slot = next((s for s in instant if s.run_id(recipe.name) == run_id), None)
+        return None if slot is None else self.run_slot(recipe, slot)
 
     def run_slot(self, recipe: Recipe, slot: Slot) -> DraftResult:
         """Draft one scheduled slot under the recipe's misfire and overlap policies."""

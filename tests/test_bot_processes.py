@@ -20,7 +20,7 @@ from sqlmodel import col, select
 
 from core.failpoints import FAILPOINT_EXIT_CODE
 from core.models import DraftRow, EffectRow, RunRow
-from core.states import EffectState, RunState
+from core.states import DraftState, EffectState, RunState
 from core.store import Store
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import read_requests
@@ -55,6 +55,9 @@ class Deployment:
     def drafts(self) -> list[DraftRow]:
         with self.store.transaction() as session:
             return list(session.exec(select(DraftRow)).all())
+
+    def ready(self) -> list[DraftRow]:
+        return [d for d in self.drafts() if d.state == DraftState.READY]
 
     def runs(self) -> list[RunRow]:
         with self.store.transaction() as session:
@@ -107,7 +110,7 @@ def weekly(tmp_path: Path, db_url: str) -> Iterator[Deployment]:
 def test_killed_and_restarted_bot_drafts_every_due_slot_once(every_minute: Deployment) -> None:
     first = every_minute.start()
     try:
-        wait_for(lambda: len(every_minute.drafts()) >= 1, 60, "the first draft")
+        wait_for(lambda: len(every_minute.ready()) >= 1, 60, "the first draft")
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=10)
@@ -117,7 +120,7 @@ def test_killed_and_restarted_bot_drafts_every_due_slot_once(every_minute: Deplo
 
     second = every_minute.start()
     try:
-        wait_for(lambda: len(every_minute.drafts()) >= 2, 60, "a draft after the restart")
+        wait_for(lambda: len(every_minute.ready()) >= 2, 60, "a draft after the restart")
         wait_for(lambda: every_minute.review_posts() >= 2, 30, "review posts")
     finally:
         second.send_signal(signal.SIGTERM)

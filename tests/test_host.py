@@ -133,3 +133,32 @@ def test_the_digest_counts_what_people_should_know(sqlite_url: str) -> None:
     assert "Nothing stuck or uncertain." in digest
     assert "About to expire unreviewed: `weekly-update@2026-11-23T09:00`" in digest
     assert "Approved over 30 days: *weekly-update* 1/1 (100%)" in digest
+
+
+def test_a_slot_whose_worker_died_is_drafted_again_by_the_sweeper(db_url: str) -> None:
+    from core.claims import Claim, claim_slot
+    from core.models import RunRow
+
+    store = Store(db_url)
+    monday = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
+    clock = FakeClock(monday + timedelta(minutes=1))
+    drafter = CountingDrafter()
+    galley = Galley(
+        make_config(claim_lease="3m", model_timeout="1m"), store, drafter=drafter, clock=clock
+    )
+    recipe = galley.recipe("weekly-update")
+    slot = galley.resolve_slot(recipe, "2026-11-23T09:00")
+    dead = claim_slot(store, recipe, slot, worker="dead", actor="dead", manual=False, clock=clock)
+    assert isinstance(dead, Claim)
+    host = SchedulerHost(galley, drafting_threads=1)
+    clock.advance(timedelta(minutes=4))  # the dead worker's lease has run out
+
+    host._sweep_and_resume()
+    host.wait_idle()
+
+    assert drafter.calls == 1
+    with store.transaction() as session:
+        run = session.exec(select(RunRow)).one()
+    assert run.state == "awaiting_review"
+    host.stop_now()
+    store.dispose()
