@@ -64,21 +64,26 @@ def register(app: App, deps: BotDeps) -> None:
         elif result.item is not None and result.item.state == DraftState.APPROVED:
             deps.publish_soon(result.item.run_id)
 
-    @app.action(ACTION_APPROVE)
-    def on_approve(ack: Ack, body: dict[str, Any], respond: Respond) -> None:
-        ack()
-        key, revision = parse_button_value(body["actions"][0]["value"])
-        user = body["user"]["id"]
-        result = decide(
+    def decide_as(
+        user: str, button: str, verdict: Verdict, reason: str | None = None
+    ) -> ReviewAnswer:
+        key, revision = parse_button_value(button)
+        return decide(
             galley.store,
             galley.config,
             galley.clock,
             draft_key=key,
             revision=revision,
-            verdict=Verdict.APPROVED,
+            verdict=verdict,
             user=user,
             permitted=permitted(user),
+            reason=reason,
         )
+
+    @app.action(ACTION_APPROVE)
+    def on_approve(ack: Ack, body: dict[str, Any], respond: Respond) -> None:
+        ack()
+        result = decide_as(body["user"]["id"], body["actions"][0]["value"], Verdict.APPROVED)
         settle(
             result, lambda text: respond(text, response_type="ephemeral", replace_original=False)
         )
@@ -93,18 +98,8 @@ def register(app: App, deps: BotDeps) -> None:
     def on_reject_submitted(ack: Ack, body: dict[str, Any], client: WebClient) -> None:
         ack()
         view, user = body["view"], body["user"]["id"]
-        key, revision = parse_button_value(view["private_metadata"])
-        result = decide(
-            galley.store,
-            galley.config,
-            galley.clock,
-            draft_key=key,
-            revision=revision,
-            verdict=Verdict.REJECTED,
-            user=user,
-            permitted=permitted(user),
-            reason=reject_reason(view["state"]["values"]),
-        )
+        reason = reject_reason(view["state"]["values"])
+        result = decide_as(user, view["private_metadata"], Verdict.REJECTED, reason)
         settle(result, lambda text: _ephemeral(client, slack.review_channel, user, text))
 
     @app.action(ACTION_EDIT)
