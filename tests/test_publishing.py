@@ -1,0 +1,1300 @@
+"""Publishing an approved draft exactly once (DESIGN.md §3, §4 rules 3-6 and 8), in
+process, over real HTTP to the fake webhook and the fake Slack Web API.
+
+Each interruption ends with exactly one publication, or with an `uncertain` run and one
+alert: never two publications. Tests count what the destinations received (POSTs,
+distinct publications, channel messages) and read receipts and states from the
+database; never log lines. Both backends where it is cheap.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from slack_sdk import WebClient
+from sqlmodel import col, select
+
+from bot.alert_blocks import PUBLISH_EVENT_TYPE
+from bot.blocks import (
+    ACTION_ALERT_PUBLISHED,
+    ACTION_APPROVE,
+    button_value,
+    parse_button_value,
+)
+from bot.run import Bot
+from bot.slack_publishing import SlackAlerter, SlackChannelPublisher
+from bot.slack_surface import ChannelPacer, SlackChannels, SlackReviewSurface
+from core.alerts import AlertService
+from core.config import Config, Recipe, SlackTarget, WebhookTarget, parse_config
+from core.drafting import AnthropicDrafter
+from core.effects import EffectDecision, EffectLedger
+from core.errors import KeyPayloadConflict
+from core.identity import text_hash
+from core.models import DraftRow, EffectRow, EventRow, RunRow
+from core.operator import Galley
+from core.outbox import ReviewOutbox
+from core.policies import DraftOutcome
+from core.ports import Publication, Publisher
+from core.publishing import PublishingService, PublishOutcome, PublishResult
+from core.resolution import Finding, Resolver
+from core.review import ReviewAnswer, Verdict, decide, edit
+from core.schedule import latest_slot_at_or_before
+from core.settings import Settings
+from core.states import DraftState, EffectState, RunState
+from core.store import Store, normalise_url
+from core.webhook import WebhookPublisher
+from tests.conftest import PG_URL, FakeClock, config_text
+from tests.fakes import slack_api
+from tests.fakes.anthropic_api import FakeAnthropic
+from tests.fakes.slack_api import FakeSlack
+from tests.fakes.webhook import (
+    Action,
+    FakeWebhook,
+    accept_then_drop,
+    accept_then_hang,
+    drop,
+    status,
+)
+from tests.slack_requests import SlackSender, block_actions
+
+RECIPE = "weekly-update"
+SLOT = "2026-11-23T09:00"
+RUN = f"{RECIPE}@{SLOT}"
+KEY = f"linkedin|{RUN}|v1"
+KEY_V2 = f"linkedin|{RUN}|v2"
+HOOK_KEY = f"{KEY}|publish:webhook"
+REVIEW = "C0REVIEW"
+ANNOUNCE = "C0ANNOUNCE"
+ALERTS = "C0ALERTS"
+SLACK_KEY = f"{KEY}|publish:slack:{ANNOUNCE}"
+PEOPLE = (
+    f'alert_channel = "{ALERTS}"\n'
+    'alert_mentions = ["U0ONCALL", "S0EDITORS"]\n'
+    'approvers = ["U0EDITOR", "S0EDITORS"]\n'
+    'admins = ["U0ADMIN"]'
+)
+MENTIONS = ("<@U0ONCALL>", "<!subteam^S0EDITORS>")
+SECRET = "8f742231b10e8888abcd99yyyzzz85a5-galley-publishing"
+HANG = 5.0  # the fake holds a hung answer this long; the call timeout is 1 s
+
+
+class Crash(BaseException):
+    """Stands in for the process dying at this point: nothing after it runs."""
+
+
+# --- config --------------------------------------------------------------------------------
+
+
+def webhook_table(hook: FakeWebhook, *, status_url: bool = True) -> str:
+    lookup = f', status_url = "{hook.status_url}"' if status_url else ""
+    return f'publish = {{ to = "webhook", url = "{hook.hook_url}"{lookup} }}'
+
+
+def slack_table(channel: str = ANNOUNCE) -> str:
+    return f'publish = {{ to = "slack", channel = "{channel}" }}'
+
+
+def galley_config(publish: str, *, defaults: str = "", slack: str = "") -> str:
+    """The shared test config, with a publish table on the recipe, people to alert and
+    a 1 s call timeout. TOML inline tables are one line: the table goes after `prompt`."""
+    text = config_text()
+    text = re.sub(r"^(prompt = .*)$", lambda m: f"{m.group(1)}\n{publish}", text, flags=re.M)
+    text = text.replace(
+        f'review_channel = "{REVIEW}"', f'review_channel = "{REVIEW}"\n{PEOPLE}\n{slack}'
+    )
+    return text.replace("[defaults]\n", f'[defaults]\ncall_timeout = "1s"\n{defaults}\n')
+
+
+def slack_channels(slack: FakeSlack) -> SlackChannels:
+    client = WebClient(
+        token="xoxb-test", base_url=slack.url + "/api/", timeout=1, retry_handlers=[]
+    )
+    return SlackChannels(client, ChannelPacer(0))
+
+
+# --- in-process world ----------------------------------------------------------------------
+
+
+@dataclass
+class World:
+    """One config, one database and the fake destinations; services built on demand,
+    as each worker (or a restarted process) would build its own."""
+
+    db_url: str
+    config: Config
+    clock: FakeClock
+    hook: FakeWebhook
+    slack: FakeSlack
+    drafter: AnthropicDrafter
+    store: Store = field(init=False)
+    galley: Galley = field(init=False)
+    _publishers: list[WebhookPublisher] = field(default_factory=list)
+    _backup: Path | str | None = None
+
+    def __post_init__(self) -> None:
+        self._open()
+
+    def _open(self) -> None:
+        self.store = Store(self.db_url)
+        self.galley = Galley(self.config, self.store, drafter=self.drafter, clock=self.clock)
+
+    @property
+    def recipe(self) -> Recipe:
+        return self.config.recipes[RECIPE]
+
+    @property
+    def channels(self) -> SlackChannels:
+        return slack_channels(self.slack)
+
+    # --- services ---
+
+    def publisher(self, recipe: Recipe) -> Publisher:
+        target = recipe.publish
+        if isinstance(target, SlackTarget):
+            return SlackChannelPublisher(self.channels, target.channel)
+        assert isinstance(target, WebhookTarget)
+        publisher = WebhookPublisher(target.url, target.status_url, timeout=recipe.call_timeout)
+        self._publishers.append(publisher)
+        return publisher
+
+    def ledger(self, worker: str = "w1", store: Store | None = None) -> EffectLedger:
+        return EffectLedger(store or self.store, self.clock, worker)
+
+    def alerts(self, worker: str = "w1", store: Store | None = None) -> AlertService:
+        store = store or self.store
+        return AlertService(
+            store,
+            self.config,
+            self.clock,
+            self.ledger(worker, store),
+            SlackAlerter(self.channels, ALERTS),
+            reminder_every=self.config.slack.alert_reminder,
+        )
+
+    def service(
+        self,
+        worker: str = "w1",
+        *,
+        publisher: Publisher | None = None,
+        ledger: EffectLedger | None = None,
+        store: Store | None = None,
+    ) -> PublishingService:
+        store = store or self.store
+        return PublishingService(
+            store,
+            self.config,
+            self.clock,
+            ledger or self.ledger(worker, store),
+            publisher_for=(lambda _recipe: publisher) if publisher else self.publisher,
+            on_uncertain=self.alerts(worker, store).alert_run,
+        )
+
+    def resolver(self, worker: str = "w1") -> Resolver:
+        return Resolver(self.store, self.config, self.clock, self.ledger(worker))
+
+    # --- acting ---
+
+    def draft(self) -> str:
+        result = self.galley.draft(RECIPE, SLOT)
+        assert result.outcome == DraftOutcome.DRAFTED, result
+        assert result.key is not None
+        return result.key
+
+    def approve(self, key: str = KEY, revision: int = 1, user: str = "U0EDITOR") -> ReviewAnswer:
+        return decide(
+            self.store,
+            self.config,
+            self.clock,
+            draft_key=key,
+            revision=revision,
+            verdict=Verdict.APPROVED,
+            user=user,
+            permitted=True,
+        )
+
+    def approved(self) -> str:
+        key = self.draft()
+        assert self.approve(key).accepted
+        return key
+
+    def go_uncertain(self, action: Action | None = None) -> PublishResult:
+        """Approve, then publish into a webhook that takes the POST and never answers."""
+        self.approved()
+        self.hook.script_post(action or accept_then_hang(HANG))
+        result = self.service().publish_run(RUN)
+        assert result.outcome == PublishOutcome.UNCERTAIN, result
+        return result
+
+    # --- looking ---
+
+    def run_row(self, run: str = RUN) -> RunRow:
+        with self.store.transaction() as session:
+            return session.exec(select(RunRow).where(col(RunRow.id) == run)).one()
+
+    def draft_row(self, key: str = KEY) -> DraftRow:
+        with self.store.transaction() as session:
+            return session.exec(select(DraftRow).where(col(DraftRow.key) == key)).one()
+
+    def effect(self, key: str = HOOK_KEY) -> EffectRow | None:
+        with self.store.transaction() as session:
+            return session.exec(select(EffectRow).where(col(EffectRow.key) == key)).one_or_none()
+
+    def publish_effects(self) -> list[EffectRow]:
+        with self.store.transaction() as session:
+            return list(
+                session.exec(select(EffectRow).where(col(EffectRow.step) == "publish")).all()
+            )
+
+    def events(self) -> int:
+        with self.store.transaction() as session:
+            return len(session.exec(select(EventRow)).all())
+
+    def posts(self) -> int:
+        """POSTs the webhook received, whatever became of them."""
+        return len(self.hook.posts)
+
+    def alert_messages(self) -> list[dict[str, Any]]:
+        return self.slack.messages(ALERTS)
+
+    def announced(self) -> list[dict[str, Any]]:
+        return self.slack.messages(ANNOUNCE)
+
+    # --- backups ---
+
+    def back_up(self) -> None:
+        """Take a copy of the whole database, as a nightly backup would."""
+        self.store.dispose()
+        if self.store.dialect == "sqlite":
+            path = Path(str(sa.make_url(self.db_url).database))
+            with sqlite3.connect(path) as conn:  # fold the WAL into the main file first
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            conn.close()
+            self._backup = path.with_suffix(".backup")
+            shutil.copy(path, self._backup)
+        else:
+            name = str(sa.make_url(self.db_url).database)
+            self._backup = f"{name}_backup"
+            with pg_admin() as admin:
+                admin.execute(sa.text(f'CREATE DATABASE "{self._backup}" TEMPLATE "{name}"'))
+        self._open()
+
+    def restore(self) -> None:
+        """Put the backup back in place of the live database."""
+        assert self._backup is not None
+        self.store.dispose()
+        self.galley.store.dispose()
+        if isinstance(self._backup, Path):
+            path = Path(str(sa.make_url(self.db_url).database))
+            for suffix in ("-wal", "-shm"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+            shutil.copy(self._backup, path)
+        else:
+            name = str(sa.make_url(self.db_url).database)
+            with pg_admin() as admin:
+                admin.execute(sa.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+                admin.execute(sa.text(f'CREATE DATABASE "{name}" TEMPLATE "{self._backup}"'))
+                admin.execute(sa.text(f'DROP DATABASE "{self._backup}"'))
+            self._backup = None
+        self._open()
+
+    def close(self) -> None:
+        for publisher in self._publishers:
+            publisher.close()
+        self.store.dispose()
+        if isinstance(self._backup, str):
+            with pg_admin() as admin:
+                admin.execute(sa.text(f'DROP DATABASE IF EXISTS "{self._backup}" WITH (FORCE)'))
+
+
+@contextmanager
+def pg_admin() -> Iterator[sa.Connection]:
+    """A connection to the PostgreSQL server outside any transaction (for CREATE DATABASE)."""
+    assert PG_URL is not None
+    engine = sa.create_engine(normalise_url(PG_URL), isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            yield conn
+    finally:
+        engine.dispose()
+
+
+MakeWorld = Callable[..., World]
+
+
+@pytest.fixture
+def worlds(fake_anthropic: FakeAnthropic) -> Iterator[MakeWorld]:
+    """`worlds(db_url, target="webhook" | "webhook-no-status" | "slack", defaults=…,
+    slack=…)`: a World with its own fake webhook and fake Slack."""
+    made: list[World] = []
+    servers: list[FakeWebhook | FakeSlack] = []
+
+    def make(db_url: str, *, target: str = "webhook", defaults: str = "", slack: str = "") -> World:
+        hook, fake_slack = FakeWebhook().start(), FakeSlack().start()
+        servers.extend([hook, fake_slack])
+        publish = {
+            "webhook": webhook_table(hook),
+            "webhook-no-status": webhook_table(hook, status_url=False),
+            "slack": slack_table(),
+        }[target]
+        config = parse_config(galley_config(publish, defaults=defaults, slack=slack))
+        world = World(
+            db_url,
+            config,
+            FakeClock(),
+            hook,
+            fake_slack,
+            AnthropicDrafter("k", fake_anthropic.url),
+        )
+        made.append(world)
+        return world
+
+    yield make
+    for world in made:
+        world.close()
+    for server in servers:
+        server.stop()
+
+
+class CrashBeforeSend:
+    """A publisher whose process dies after the receipt and the lookup, before it sends."""
+
+    def __init__(self, inner: Publisher) -> None:
+        self.inner = inner
+
+    @property
+    def target(self) -> str:
+        return self.inner.target
+
+    def publish(self, publication: Publication) -> str:
+        raise Crash("killed before the call")
+
+    def lookup(self, effect_key: str) -> str | None:
+        return self.inner.lookup(effect_key)
+
+
+class HeldPublisher:
+    """Sends only once `release` is set: keeps one worker inside the call while another
+    worker tries the same run."""
+
+    def __init__(self, inner: Publisher, release: threading.Event) -> None:
+        self.inner, self.release = inner, release
+
+    @property
+    def target(self) -> str:
+        return self.inner.target
+
+    def publish(self, publication: Publication) -> str:
+        self.release.wait(10)
+        return self.inner.publish(publication)
+
+    def lookup(self, effect_key: str) -> str | None:
+        return self.inner.lookup(effect_key)
+
+
+class CrashAfterReceipt(EffectLedger):
+    """A ledger whose process dies right after the receipt's `succeeded` commit."""
+
+    def succeed(self, key: str, external_id: str, *args: Any, **kwargs: Any) -> Any:
+        super().succeed(key, external_id, *args, **kwargs)
+        raise Crash("killed after the receipt commit")
+
+
+def publish_payload(text: str, target: str = "webhook", key: str = KEY) -> dict[str, str]:
+    """What a publish receipt's payload hash is taken over (core/publishing.py)."""
+    return {"target": target, "draft_key": key, "text": text_hash(text)}
+
+
+def effect_fields(effect: EffectRow | None) -> dict[str, Any]:
+    assert effect is not None
+    return effect.model_dump()
+
+
+# --- 1a. interrupted just before the call ---------------------------------------------------
+
+
+def test_a_crash_just_before_the_call_is_looked_up_then_published_once(
+    worlds: MakeWorld, db_url: str
+) -> None:
+    w = worlds(db_url)
+    w.approved()
+
+    crashed = w.service("w1", publisher=CrashBeforeSend(w.publisher(w.recipe)))
+    with pytest.raises(Crash):
+        crashed.publish_run(RUN)
+    effect = w.effect()
+    assert effect is not None and effect.state == EffectState.IN_FLIGHT
+    assert w.run_row().state == RunState.PUBLISHING
+    assert w.posts() == 0
+
+    # Restarted while the dead worker's lease still runs: nobody acts twice.
+    early = w.service("w2").publish_run(RUN)
+    assert early.outcome == PublishOutcome.IN_PROGRESS
+    assert w.posts() == 0
+
+    w.clock.advance(w.recipe.call_timeout * 4 + timedelta(seconds=1))
+    lookups_before = len(w.hook.lookups)
+    result = w.service("w2").publish_run(RUN)
+
+    assert result.outcome == PublishOutcome.PUBLISHED
+    assert result.external_id == "pub_1"
+    assert len(w.hook.lookups) > lookups_before  # it looked before it leapt
+    assert w.posts() == 1
+    assert list(w.hook.publications) == [HOOK_KEY]
+    effect = w.effect()
+    assert effect is not None
+    assert (effect.state, effect.external_id) == (EffectState.SUCCEEDED, "pub_1")
+    assert w.run_row().state == RunState.SUCCEEDED
+    assert w.draft_row().state == DraftState.PUBLISHED
+
+
+def test_a_bare_in_flight_receipt_whose_lease_ran_out_is_looked_up_then_published_once(
+    worlds: MakeWorld, db_url: str
+) -> None:
+    """The receipt was written and the process died: the run is still `approved`."""
+    w = worlds(db_url)
+    w.approved()
+    text = w.draft_row().text
+    assert text is not None
+    start = w.ledger("w1").begin(
+        HOOK_KEY,
+        draft_key=KEY,
+        step="publish",
+        payload=publish_payload(text),
+        lease=w.recipe.call_timeout * 4,
+        run_id=RUN,
+    )
+    assert start.decision == EffectDecision.ACT
+    w.clock.advance(w.recipe.call_timeout * 4 + timedelta(seconds=1))
+
+    result = w.service("w2").publish_run(RUN)
+
+    assert result.outcome == PublishOutcome.PUBLISHED
+    assert w.posts() == 1
+    assert list(w.hook.publications) == [HOOK_KEY]
+    assert w.run_row().state == RunState.SUCCEEDED
+    [effect] = w.publish_effects()
+    assert (effect.state, effect.external_id) == (EffectState.SUCCEEDED, "pub_1")
+
+
+# --- 1b. interrupted during the call --------------------------------------------------------
+
+
+def test_accepted_then_hung_without_status_url_is_uncertain_alerted_once_and_marked_published(
+    worlds: MakeWorld, db_url: str
+) -> None:
+    w = worlds(db_url, target="webhook-no-status")
+    result = w.go_uncertain()
+
+    assert w.posts() == 1
+    assert list(w.hook.publications) == [HOOK_KEY]
+    assert w.run_row().state == RunState.UNCERTAIN
+    effect = w.effect()
+    assert effect is not None and effect.state == EffectState.UNCERTAIN
+    assert result.detail and "no complete answer" in result.detail
+
+    [alert] = w.alert_messages()
+    shown = alert["text"] + " " + str(alert["blocks"])
+    assert RUN in shown
+    for mention in MENTIONS:
+        assert mention in shown
+    [actions] = [b for b in alert["blocks"] if b["type"] == "actions"]
+    labels = [e["text"]["text"] for e in actions["elements"]]
+    assert labels == ["Mark published", "Retry", "Cancel"]
+
+    # Further passes cannot look (no status_url) and never send again, nor ping again.
+    again = w.service("w2").publish_pending()
+    assert [r.outcome for r in again] == [PublishOutcome.UNCERTAIN]
+    assert w.alerts().sweep() == 0
+    assert w.alerts("w2").sweep() == 0
+    assert w.posts() == 1
+    assert len(w.alert_messages()) == 1
+
+    said = w.resolver().resolve(RUN, Finding.PUBLISHED, actor="U0ADMIN")
+    assert "marked published" in said
+
+    run = w.run_row()
+    assert run.state == RunState.SUCCEEDED
+    assert w.draft_row().state == DraftState.PUBLISHED
+    effect = w.effect()
+    assert effect is not None
+    assert (effect.state, effect.external_id) == (EffectState.SUCCEEDED, "manual:U0ADMIN")
+    assert w.service().publish_pending() == []
+    assert w.alerts().sweep() == 0
+    assert w.posts() == 1
+    assert len(w.hook.publications) == 1
+    assert len(w.alert_messages()) == 1
+
+
+@pytest.mark.parametrize(
+    ("fault", "posts", "tries"),
+    [
+        pytest.param(accept_then_hang(HANG), 1, 1, id="accept_then_hang"),
+        pytest.param(accept_then_drop(), 1, 1, id="accept_then_drop"),
+        pytest.param(drop(), 2, 2, id="drop_before_acting"),
+    ],
+)
+def test_an_unknown_outcome_with_status_url_is_settled_by_the_next_pass(
+    worlds: MakeWorld, db_url: str, fault: Action, posts: int, tries: int
+) -> None:
+    w = worlds(db_url)
+    w.go_uncertain(fault)
+    assert w.run_row().state == RunState.UNCERTAIN
+    assert len(w.alert_messages()) == 1
+
+    results = w.service("w2").publish_pending()
+
+    assert [r.outcome for r in results] == [PublishOutcome.PUBLISHED]
+    assert w.posts() == posts  # a POST dropped before acting is sent once more
+    assert list(w.hook.publications) == [HOOK_KEY]
+    [effect] = w.publish_effects()
+    assert (effect.state, effect.external_id, effect.tries) == (
+        EffectState.SUCCEEDED,
+        "pub_1",
+        tries,
+    )
+    assert w.run_row().state == RunState.SUCCEEDED
+    assert w.draft_row().state == DraftState.PUBLISHED
+    assert w.service().publish_pending() == []
+    assert w.alerts().sweep() == 0
+    assert w.posts() == posts
+
+
+def test_a_slack_publication_whose_answer_never_came_is_found_by_its_metadata(
+    worlds: MakeWorld, db_url: str
+) -> None:
+    w = worlds(db_url, target="slack")
+    w.approved()
+    w.slack.script("chat.postMessage", slack_api.accept_then_hang(HANG))
+
+    first = w.service().publish_run(RUN)
+    second = w.service("w2").publish_pending()
+
+    assert first.outcome == PublishOutcome.UNCERTAIN
+    assert [r.outcome for r in second] == [PublishOutcome.PUBLISHED]
+    [message] = w.announced()
+    assert message["metadata"]["event_type"] == PUBLISH_EVENT_TYPE
+    assert message["metadata"]["event_payload"]["effect_key"] == SLACK_KEY
+    assert (
+        len([c for c in w.slack.calls("chat.postMessage") if c.params["channel"] == ANNOUNCE]) == 1
+    )
+    effect = w.effect(SLACK_KEY)
+    assert effect is not None and effect.external_id == message["ts"]
+    assert w.run_row().state == RunState.SUCCEEDED
+
+
+# --- 1d. the same trigger delivered twice ---------------------------------------------------
+
+
+def test_the_same_trigger_twice_at_once_publishes_once(worlds: MakeWorld, db_url: str) -> None:
+    w = worlds(db_url)
+    w.approved()
+    release = threading.Event()
+    stores = [Store(db_url), Store(db_url)]  # two replicas, two connection pools
+    services = [
+        w.service(f"replica-{i}", store=s, publisher=HeldPublisher(w.publisher(w.recipe), release))
+        for i, s in enumerate(stores)
+    ]
+    barrier = threading.Barrier(2)
+
+    def trigger(service: PublishingService) -> PublishOutcome:
+        barrier.wait()
+        try:
+            return service.publish_run(RUN).outcome
+        finally:
+            release.set()  # the first to return lets the one inside the call go on
+
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            outcomes = sorted(pool.map(trigger, services))
+    finally:
+        for store in stores:
+            store.dispose()
+
+    assert outcomes == sorted([PublishOutcome.PUBLISHED, PublishOutcome.IN_PROGRESS])
+    assert w.posts() == 1
+    assert list(w.hook.publications) == [HOOK_KEY]
+    [effect] = w.publish_effects()
+    assert (effect.state, effect.tries) == (EffectState.SUCCEEDED, 1)
+    assert w.run_row().state == RunState.SUCCEEDED
+
+
+def test_the_same_trigger_twice_in_a_row_publishes_once(worlds: MakeWorld, db_url: str) -> None:
+    w = worlds(db_url)
+    w.approved()
+
+    first = w.service("w1").publish_run(RUN)
+    second = w.service("w2").publish_run(RUN)
+    passes = w.service("w1").publish_pending() + w.service("w2").publish_pending()
+
+    assert first.outcome == PublishOutcome.PUBLISHED
+    assert second.outcome == PublishOutcome.NOT_READY
+    assert passes == []
+    assert w.posts() == 1
+    assert list(w.hook.publications) == [HOOK_KEY]
+    assert len(w.publish_effects()) == 1
+
+
+# --- 1e. a database restored from a copy taken before the send -----------------------------
+
+
+@pytest.mark.parametrize("target", ["webhook", "slack"])
+def test_a_database_restored_from_before_the_send_finds_the_publication(
+    worlds: MakeWorld, db_url: str, target: str
+) -> None:
+    w = worlds(db_url, target=target)
+    w.approved()
+    w.back_up()  # approved, nothing sent yet
+
+    first = w.service().publish_run(RUN)
+    assert first.outcome == PublishOutcome.PUBLISHED
+
+    w.restore()
+    assert w.run_row().state == RunState.APPROVED  # the rows forgot the publication
+    assert w.publish_effects() == []
+
+    second = w.service("w2").publish_run(RUN)
+
+    assert second.outcome == PublishOutcome.PUBLISHED
+    assert second.external_id == first.external_id  # found at the destination
+    assert w.run_row().state == RunState.SUCCEEDED
+    assert w.draft_row().state == DraftState.PUBLISHED
+    [effect] = w.publish_effects()
+    assert effect.state == EffectState.SUCCEEDED
+    assert effect.external_id == first.external_id
+    assert effect.result is not None and '"found": true' in effect.result
+    if target == "webhook":
+        assert w.posts() == 1
+        assert list(w.hook.publications) == [HOOK_KEY]
+    else:
+        posts = [c for c in w.slack.calls("chat.postMessage") if c.params["channel"] == ANNOUNCE]
+        assert len(posts) == 1
+        [message] = w.announced()
+        assert message["metadata"]["event_payload"]["effect_key"] == SLACK_KEY
+        assert message["ts"] == first.external_id
+
+
+# --- 2. receipts ---------------------------------------------------------------------------
+
+
+def test_a_crash_after_the_receipt_commit_is_done_on_restart_without_a_call(
+    worlds: MakeWorld, db_url: str
+) -> None:
+    w = worlds(db_url)
+    w.approved()
+    crashing = CrashAfterReceipt(w.store, w.clock, "w1")
+    with pytest.raises(Crash):
+        w.service(ledger=crashing).publish_run(RUN)
+    assert w.run_row().state == RunState.PUBLISHING
+    assert w.posts() == 1
+    lookups = len(w.hook.lookups)
+
+    result = w.service("w2").publish_run(RUN)
+
+    assert (result.outcome, result.external_id) == (PublishOutcome.PUBLISHED, "pub_1")
+    assert len(w.hook.lookups) == lookups  # the receipt is proof: no need to ask
+    assert w.posts() == 1
+    assert w.run_row().state == RunState.SUCCEEDED
+    assert w.draft_row().state == DraftState.PUBLISHED
+
+    text = w.draft_row().text
+    assert text is not None
+    again = w.ledger("w3").begin(
+        HOOK_KEY,
+        draft_key=KEY,
+        step="publish",
+        payload=publish_payload(text),
+        lease=timedelta(seconds=4),
+        run_id=RUN,
+    )
+    assert again.decision == EffectDecision.DONE
+    assert again.receipt.external_id == "pub_1"
+    assert w.posts() == 1
+
+
+def test_a_bumped_version_is_a_second_deliberate_publication_under_another_key(
+    worlds: MakeWorld, db_url: str
+) -> None:
+    w = worlds(db_url)
+    w.approved()
+    assert w.service().publish_run(RUN).outcome == PublishOutcome.PUBLISHED
+
+    assert w.galley.bump(RECIPE, actor="U0ADMIN", reason="new brief") == 2
+    assert w.draft() == KEY_V2
+    assert w.approve(KEY_V2).accepted
+    result = w.service().publish_run(RUN)
+
+    assert (result.outcome, result.external_id) == (PublishOutcome.PUBLISHED, "pub_2")
+    assert w.posts() == 2
+    keys = sorted(w.hook.publications)
+    assert keys == [HOOK_KEY, f"{KEY_V2}|publish:webhook"]
+    assert keys[0].replace("|v1|", "|v2|") == keys[1]
+    assert w.draft_row(KEY).state == DraftState.PUBLISHED
+    assert w.draft_row(KEY_V2).state == DraftState.PUBLISHED
+    assert w.run_row().state == RunState.SUCCEEDED
+    assert w.run_row().draft_key == KEY_V2
+
+
+def test_the_same_key_with_another_payload_is_a_conflict_and_changes_nothing(
+    worlds: MakeWorld, db_url: str
+) -> None:
+    w = worlds(db_url)
+    w.approved()
+    assert w.service().publish_run(RUN).outcome == PublishOutcome.PUBLISHED
+    before, events = effect_fields(w.effect()), w.events()
+
+    with pytest.raises(KeyPayloadConflict):
+        w.ledger("w2").begin(
+            HOOK_KEY,
+            draft_key=KEY,
+            step="publish",
+            payload=publish_payload("Some other text."),
+            lease=timedelta(seconds=4),
+            run_id=RUN,
+        )
+    assert effect_fields(w.effect()) == before
+    assert w.events() == events
+
+    # The text changed behind Galley's back and the run was put back to publishing.
+    with w.store.transaction() as session:
+        draft = session.exec(select(DraftRow).where(col(DraftRow.key) == KEY)).one()
+        draft.text = "Edited after publishing."
+        run = session.exec(select(RunRow).where(col(RunRow.id) == RUN)).one()
+        run.state = RunState.PUBLISHING
+        session.add_all([draft, run])
+    lookups = len(w.hook.lookups)
+    with pytest.raises(KeyPayloadConflict):
+        w.service("w2").publish_run(RUN)
+
+    assert effect_fields(w.effect()) == before
+    assert w.posts() == 1
+    assert len(w.hook.lookups) == lookups
+    assert list(w.hook.publications) == [HOOK_KEY]
+    assert w.hook.publications[HOOK_KEY]["body"]["text"] != "Edited after publishing."
+
+
+# --- refusals: retry the right failures (DESIGN.md §4 rule 4) -------------------------------
+
+
+@pytest.mark.parametrize("code", [429, 503])
+def test_a_publish_refused_for_now_is_tried_again_and_published_once(
+    worlds: MakeWorld, db_url: str, code: int
+) -> None:
+    w = worlds(db_url)
+    w.approved()
+    w.hook.script_post(status(code, {"Retry-After": "0"}))
+
+    first = w.service().publish_run(RUN)
+    assert first.outcome == PublishOutcome.WAITING
+    assert w.hook.publications == {}
+    assert w.run_row().state == RunState.PUBLISHING
+    results = w.service("w2").publish_pending()
+
+    assert [r.outcome for r in results] == [PublishOutcome.PUBLISHED]
+    assert w.posts() == 2  # the refused POST, then the one that landed
+    assert list(w.hook.publications) == [HOOK_KEY]
+    [effect] = w.publish_effects()
+    assert (effect.state, effect.tries) == (EffectState.SUCCEEDED, 2)
+    assert w.run_row().state == RunState.SUCCEEDED
+    assert w.alert_messages() == []
+
+
+def test_a_publish_refused_as_invalid_fails_the_run_and_is_not_retried(
+    worlds: MakeWorld, db_url: str
+) -> None:
+    w = worlds(db_url)
+    w.approved()
+    w.hook.script_post(status(422))
+
+    result = w.service().publish_run(RUN)
+
+    assert result.outcome == PublishOutcome.FAILED
+    assert result.detail and "422" in result.detail
+    run = w.run_row()
+    assert (run.state, run.reason) == (RunState.FAILED, "publish_rejected")
+    assert w.service().publish_pending() == []
+    w.clock.advance(timedelta(hours=1))
+    assert w.service().publish_pending() == []
+    assert w.posts() == 1
+    assert w.hook.publications == {}
+    effect = w.effect()
+    assert effect is not None and effect.state == EffectState.FAILED
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="DESIGN.md §4 rule 4: a 429/503 with Retry-After is retried honouring it; "
+    "core/publishing.py _act drops WebhookRefused.retry_after and publish_pending re-POSTs "
+    "every publishing run on every reconcile pass (every 2 s in the bot)",
+)
+def test_a_publish_refused_with_retry_after_is_not_sent_again_before_it(
+    worlds: MakeWorld, sqlite_url: str
+) -> None:
+    w = worlds(sqlite_url)
+    w.approved()
+    w.hook.script_post(status(429, {"Retry-After": "60"}))
+    assert w.service().publish_run(RUN).outcome == PublishOutcome.WAITING
+
+    w.clock.advance(timedelta(seconds=2))  # the bot's next reconcile pass
+    w.service().publish_pending()
+    assert w.posts() == 1
+
+    w.clock.advance(timedelta(seconds=60))
+    assert [r.outcome for r in w.service().publish_pending()] == [PublishOutcome.PUBLISHED]
+    assert w.posts() == 2
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="DESIGN.md §4 rule 4: 401/403 means stop and alert people; core/publishing.py _act "
+    "fails the run (publish_rejected) and core/alerts.py AlertService only alerts uncertain, "
+    "running and publishing runs, so nobody is told",
+)
+def test_a_publish_refused_for_auth_fails_the_run_and_alerts_people(
+    worlds: MakeWorld, sqlite_url: str
+) -> None:
+    w = worlds(sqlite_url)
+    w.approved()
+    w.hook.script_post(status(403))
+
+    assert w.service().publish_run(RUN).outcome == PublishOutcome.FAILED
+    w.alerts().sweep()
+
+    assert w.posts() == 1
+    assert w.run_row().state == RunState.FAILED
+    [alert] = w.alert_messages()
+    assert RUN in alert["text"]
+
+
+# --- 3. people settle an uncertain run ------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["retry", "absent"])
+def test_retry_of_an_uncertain_run_sends_exactly_once_more(
+    worlds: MakeWorld, db_url: str, how: str
+) -> None:
+    w = worlds(db_url, target="webhook-no-status")
+    w.go_uncertain()
+    assert w.posts() == 1
+
+    if how == "retry":
+        said = w.resolver().retry(RUN, actor="U0ADMIN")
+    else:
+        said = w.resolver().resolve(RUN, Finding.ABSENT, actor="U0ADMIN")
+    assert "once more" in said
+    assert w.run_row().state == RunState.PUBLISHING
+
+    results = w.service("w2").publish_pending()
+
+    assert [r.outcome for r in results] == [PublishOutcome.PUBLISHED]
+    assert w.posts() == 2  # the person accepted the risk of a repeat: one more POST
+    assert len(w.hook.publications) == 1  # the destination dedupes by Idempotency-Key
+    [effect] = w.publish_effects()
+    assert (effect.state, effect.tries, effect.external_id) == (EffectState.SUCCEEDED, 2, "pub_1")
+    assert w.run_row().state == RunState.SUCCEEDED
+    assert w.service().publish_pending() == []
+    assert w.posts() == 2
+    assert len(w.alert_messages()) == 1
+
+
+class PausingLedger(EffectLedger):
+    """A ledger whose `fail` waits for a signal: holds a person's click between the
+    moment it checked the run and the moment it writes, as a slow request would."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.paused, self.go = threading.Event(), threading.Event()
+
+    def fail(self, key: str, detail: str, *, run_id: str | None = None) -> Any:
+        self.paused.set()
+        self.go.wait(10)
+        return super().fail(key, detail, run_id=run_id)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="core/resolution.py Resolver.retry checks the run in one transaction and fails the "
+    "receipt in another (EffectLedger._settle does not check who holds an in-flight receipt): "
+    "a second Retry click overwrites the live in-flight receipt of the publish the first click "
+    "started, that worker cannot record its POST (IllegalTransition), and the next pass POSTs "
+    "a third time",
+)
+def test_retry_clicked_twice_at_once_sends_only_once_more(
+    worlds: MakeWorld, sqlite_url: str
+) -> None:
+    w = worlds(sqlite_url, target="webhook-no-status")
+    w.go_uncertain()
+    slow = PausingLedger(w.store, w.clock, "click-2")
+    release = threading.Event()
+    held = w.service("w-c", publisher=HeldPublisher(w.publisher(w.recipe), release))
+
+    with ThreadPoolExecutor(2) as pool:
+        second = pool.submit(Resolver(w.store, w.config, w.clock, slow).retry, RUN, actor="U0B")
+        assert slow.paused.wait(10)  # the second click saw the run uncertain
+        w.resolver().retry(RUN, actor="U0ADMIN")  # the first click, all the way through
+        publishing = pool.submit(held.publish_run, RUN)
+        eventually(
+            lambda: (e := w.effect()) is not None and e.state == EffectState.IN_FLIGHT,
+            "the retry's publish to be in flight",
+        )
+        slow.go.set()
+        second.exception(timeout=15)
+        release.set()
+        publishing.exception(timeout=15)
+    w.service().publish_pending()
+
+    assert w.posts() == 2  # the first POST, and one more for the retry
+    assert w.run_row().state == RunState.SUCCEEDED
+
+
+def test_an_unresolved_alert_is_reminded_once_per_interval(worlds: MakeWorld, db_url: str) -> None:
+    w = worlds(db_url, target="webhook-no-status", slack='alert_reminder = "1h"')
+    w.go_uncertain()
+    assert len(w.alert_messages()) == 1
+
+    assert w.alerts().sweep() == 0
+    w.clock.advance(timedelta(minutes=59))
+    assert w.alerts().sweep() == 0
+    w.service().publish_pending()  # a reconcile pass in between pings nobody either
+    assert len(w.alert_messages()) == 1
+
+    w.clock.advance(timedelta(minutes=2))
+    assert w.alerts().sweep() == 1
+    assert w.alerts("w2").sweep() == 0
+    assert w.alerts().sweep() == 0
+    messages = w.alert_messages()
+    assert len(messages) == 2
+    reminder = str(messages[1]["blocks"])
+    assert "Reminder" in reminder and RUN in messages[1]["text"]
+    for mention in MENTIONS:
+        assert mention in reminder
+
+    w.clock.advance(timedelta(hours=1))
+    assert w.alerts().sweep() == 1
+    assert w.alerts().sweep() == 0
+    assert len(w.alert_messages()) == 3
+    assert w.posts() == 1
+
+    w.resolver().resolve(RUN, Finding.PUBLISHED, actor="U0ADMIN")
+    w.clock.advance(timedelta(hours=2))
+    assert w.alerts().sweep() == 0
+    assert len(w.alert_messages()) == 3
+
+
+# --- 4. stale approvals ---------------------------------------------------------------------
+
+
+def test_an_approval_older_than_approval_ttl_goes_back_to_review(
+    worlds: MakeWorld, db_url: str
+) -> None:
+    w = worlds(db_url, defaults='approval_ttl = "1h"')
+    w.approved()
+    w.clock.advance(timedelta(hours=1, minutes=1))
+
+    result = w.service().publish_run(RUN)
+
+    assert result.outcome == PublishOutcome.SENT_BACK
+    assert w.posts() == 0
+    assert w.hook.lookups == []
+    assert w.publish_effects() == []
+    draft = w.draft_row()
+    assert (draft.state, draft.revision, draft.decided_by) == (DraftState.READY, 2, None)
+    assert w.run_row().state == RunState.AWAITING_REVIEW
+
+    old_button = w.approve(revision=1)
+    assert not old_button.accepted
+    assert "edited since" in old_button.message
+    assert w.draft_row().state == DraftState.READY
+    assert w.service().publish_pending() == []
+    assert w.posts() == 0
+
+    # Back in review, someone edits it; only the newest revision can be approved.
+    edited = "Edited after it went back to review."
+    assert edit(
+        w.store,
+        w.config,
+        w.clock,
+        draft_key=KEY,
+        revision=2,
+        text=edited,
+        user="U0EDITOR",
+        permitted=True,
+    ).accepted
+    assert not w.approve(revision=2).accepted
+    assert w.approve(revision=3).accepted
+    assert w.service().publish_run(RUN).outcome == PublishOutcome.PUBLISHED
+    assert w.posts() == 1
+    assert w.hook.publications[HOOK_KEY]["body"]["text"] == edited
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="core/publishing.py _send_back moves the draft back to `ready` but keeps its old "
+    "ready_at, so a draft sent back late in its review_window is already expired: the first "
+    "click on it expires it instead of deciding (ready_at should be reset to now)",
+)
+def test_a_draft_sent_back_for_a_stale_approval_can_still_be_reviewed(
+    worlds: MakeWorld, sqlite_url: str
+) -> None:
+    w = worlds(sqlite_url, defaults='approval_ttl = "24h"\nreview_window = "48h"')
+    w.draft()
+    w.clock.advance(timedelta(hours=40))
+    assert w.approve().accepted  # within the review window
+    w.clock.advance(timedelta(hours=25))  # publishing starts after an outage
+    assert w.service().publish_run(RUN).outcome == PublishOutcome.SENT_BACK
+    assert w.draft_row().state == DraftState.READY
+
+    answer = w.approve(revision=2)
+
+    assert answer.accepted, answer.message
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="DESIGN.md §4.6: an uncertain run resolved a day later must not revive its approval; "
+    "core/resolution.py Resolver._publish_again moves the run to `publishing` and "
+    "core/publishing.py _start only checks approval_ttl for runs in `approved`, so it is sent",
+)
+def test_an_uncertain_run_resolved_absent_after_approval_ttl_goes_back_to_review(
+    worlds: MakeWorld, db_url: str
+) -> None:
+    w = worlds(db_url, target="webhook-no-status", defaults='approval_ttl = "24h"')
+    w.go_uncertain()
+    w.clock.advance(timedelta(hours=25))
+
+    w.resolver().resolve(RUN, Finding.ABSENT, actor="U0ADMIN")
+    results = w.service().publish_pending()
+
+    assert w.posts() == 1
+    assert [r.outcome for r in results] == [PublishOutcome.SENT_BACK]
+    assert w.draft_row().state == DraftState.READY
+
+
+# --- 5. cancel ------------------------------------------------------------------------------
+
+
+def test_cancelling_an_uncertain_run_lists_completed_effects_and_sends_nothing_more(
+    worlds: MakeWorld, db_url: str
+) -> None:
+    w = worlds(db_url, target="webhook-no-status")
+    w.draft()
+    outbox = ReviewOutbox(
+        w.store,
+        w.ledger(),
+        SlackReviewSurface(w.channels, REVIEW),
+        channel=REVIEW,
+        call_lease=timedelta(seconds=4),
+    )
+    assert outbox.post_ready_drafts() == 1
+    [review] = w.slack.messages(REVIEW)
+    assert w.approve().accepted
+    w.hook.script_post(accept_then_hang(HANG))
+    assert w.service().publish_run(RUN).outcome == PublishOutcome.UNCERTAIN
+
+    said = w.resolver().cancel(RUN, actor="U0ADMIN")
+
+    run = w.run_row()
+    assert run.state == RunState.CANCELLED
+    assert run.reason is not None
+    assert f"{KEY}|review → {review['ts']}" in run.reason
+    assert "publish" not in run.reason  # its outcome is unknown: not listed as completed
+    assert f"{KEY}|review" in said
+    assert w.service().publish_pending() == []
+    assert "only uncertain runs" in w.resolver().retry(RUN, actor="U0ADMIN")
+    assert "nothing to resolve" in w.resolver().resolve(RUN, Finding.ABSENT, actor="U0ADMIN")
+    assert w.service().publish_run(RUN).outcome == PublishOutcome.NOT_READY
+    w.clock.advance(timedelta(hours=5))
+    assert w.alerts().sweep() == 0
+    assert w.posts() == 1
+    assert len(w.alert_messages()) == 1
+
+
+# --- the bot: alert buttons and review messages over signed Slack requests ------------------
+
+
+@dataclass
+class BotHarness:
+    bot: Bot
+    slack: FakeSlack
+    hook: FakeWebhook
+    store: Store
+    sender: SlackSender
+
+    def run_row(self) -> RunRow:
+        with self.store.transaction() as session:
+            return session.exec(select(RunRow).where(col(RunRow.id) == RUN)).one()
+
+    def draft_row(self) -> DraftRow:
+        with self.store.transaction() as session:
+            return session.exec(select(DraftRow).where(col(DraftRow.key) == KEY)).one()
+
+    def approve(self) -> None:
+        galley = self.bot.galley
+        answer = decide(
+            galley.store,
+            galley.config,
+            galley.clock,
+            draft_key=KEY,
+            revision=1,
+            verdict=Verdict.APPROVED,
+            user="U0EDITOR",
+            permitted=True,
+        )
+        assert answer.accepted
+
+    def click_alert(self, action_id: str, user: str) -> None:
+        [alert] = self.slack.messages(ALERTS)
+        [actions] = [b for b in alert["blocks"] if b["type"] == "actions"]
+        [value] = [e["value"] for e in actions["elements"] if e["action_id"] == action_id]
+        payload = block_actions(
+            user=user,
+            action_id=action_id,
+            value=value,
+            message_ts=alert["ts"],
+            response_url=self.slack.response_url(user),
+            channel=ALERTS,
+            block_id="galley_alert",
+            message=alert,
+        )
+        assert self.sender.interactive(payload).status_code == 200
+
+    def replies(self, user: str) -> list[str]:
+        return [
+            str(c.params.get("text"))
+            for c in self.slack.calls(slack_api.RESPONSE_URL)
+            if c.path == f"/response/{user}"
+        ]
+
+
+def eventually(probe: Callable[[], Any], what: str, timeout: float = 5.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (value := probe()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)
+    return value
+
+
+@pytest.fixture
+def bot_harness(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> Iterator[Callable[..., BotHarness]]:
+    started: list[BotHarness] = []
+
+    def start(db_url: str, *, status_url: bool, defaults: str = "") -> BotHarness:
+        hook, fake_slack = FakeWebhook().start(), FakeSlack().start()
+        path = tmp_path / f"galley-{len(started)}.toml"
+        path.write_text(
+            galley_config(webhook_table(hook, status_url=status_url), defaults=defaults)
+        )
+        settings = Settings(
+            slack_bot_token="xoxb-test",
+            slack_signing_secret=SECRET,
+            anthropic_api_key="k",
+            anthropic_base_url=fake_anthropic.url,
+            galley_config=path,
+            galley_database_url=db_url,
+            galley_slack_api_url=fake_slack.url + "/api/",
+            galley_http_port=0,
+        )
+        bot = Bot(
+            settings,
+            outbox_every=timedelta(hours=1),
+            housekeeping_every=timedelta(hours=1),
+            shutdown_grace=timedelta(seconds=5),
+        )
+        bot.http_host = "127.0.0.1"
+        bot.start()
+        sender = SlackSender(f"http://127.0.0.1:{bot.http_port}/slack/events", SECRET)
+        harness = BotHarness(bot, fake_slack, hook, Store(db_url), sender)
+        started.append(harness)
+        # Let the start-up catch-up settle the latest due slot before a test drafts.
+        latest = latest_slot_at_or_before(bot.galley.config.recipes[RECIPE], datetime.now(UTC))
+        assert latest is not None
+        catch_up = latest.run_id(RECIPE)
+
+        def settled() -> bool:
+            with harness.store.transaction() as session:
+                row = session.exec(select(RunRow).where(col(RunRow.id) == catch_up)).one_or_none()
+            return row is not None and row.state not in (RunState.PENDING, RunState.RUNNING)
+
+        eventually(settled, f"start-up catch-up of {catch_up}")
+        return harness
+
+    yield start
+    for h in started:
+        h.bot.stop()
+        h.sender.close()
+        h.slack.stop()
+        h.hook.stop()
+        h.bot.galley.store.dispose()
+        h.store.dispose()
+
+
+def test_mark_published_clicked_on_the_alert_closes_the_run_without_a_second_post(
+    bot_harness: Callable[..., BotHarness], sqlite_url: str
+) -> None:
+    h = bot_harness(sqlite_url, status_url=False)
+    h.hook.script_post(accept_then_hang(HANG))
+    assert h.bot.galley.draft(RECIPE, SLOT).key == KEY
+    h.approve()
+
+    assert h.bot.publishing.publish_run(RUN).outcome == PublishOutcome.UNCERTAIN
+    h.bot.reconcile()  # the periodic pass: no second POST, no second alert
+    [alert] = h.slack.messages(ALERTS)
+    assert RUN in alert["text"]
+    for mention in MENTIONS:
+        assert mention in str(alert["blocks"])
+
+    h.click_alert(ACTION_ALERT_PUBLISHED, "U0EDITOR")  # an approver, not an admin
+    [refusal] = eventually(lambda: h.replies("U0EDITOR"), "the refusal")
+    assert "admins" in refusal
+    assert h.run_row().state == RunState.UNCERTAIN
+
+    h.click_alert(ACTION_ALERT_PUBLISHED, "U0ADMIN")
+    eventually(lambda: h.run_row().state == RunState.SUCCEEDED, "the run to succeed")
+    [update] = eventually(lambda: h.slack.calls("chat.update"), "the alert to be updated")
+    assert update.params["channel"] == ALERTS
+    assert not [b for b in update.params["blocks"] if b["type"] == "actions"]
+    assert "U0ADMIN" in str(update.params["blocks"])
+    h.bot.host.wait_idle(5)
+    h.bot.reconcile()
+
+    assert len(h.hook.posts) == 1
+    assert list(h.hook.publications) == [HOOK_KEY]
+    assert h.draft_row().state == DraftState.PUBLISHED
+    assert len(h.slack.messages(ALERTS)) == 1
+
+
+def test_a_draft_sent_back_for_a_stale_approval_gets_its_buttons_back(
+    bot_harness: Callable[..., BotHarness], sqlite_url: str
+) -> None:
+    h = bot_harness(sqlite_url, status_url=True, defaults='approval_ttl = "1s"')
+    assert h.bot.galley.draft(RECIPE, SLOT).key == KEY
+    h.bot.sync_slack()
+    h.approve()
+    h.bot.sync_slack()  # the message now says who approved it
+    time.sleep(1.2)  # the approval goes stale before publishing starts
+
+    assert h.bot.publishing.publish_run(RUN).outcome == PublishOutcome.SENT_BACK
+    h.bot.sync_slack()
+
+    assert len(h.hook.posts) == 0
+    [message] = h.slack.messages(REVIEW)
+    actions = [b for b in message["blocks"] if b["type"] == "actions"]
+    assert actions, "the review message offers no buttons for revision 2"
+    [approve] = [e["value"] for e in actions[0]["elements"] if e["action_id"] == ACTION_APPROVE]
+    assert parse_button_value(approve) == (KEY, 2)
+    assert approve == button_value(KEY, 2)

@@ -1,0 +1,204 @@
+"""`galley run` crashed at each publishing step boundary, restarted, publishing once
+(DESIGN.md §4 rule 5, §9).
+
+The fake webhook runs as its own process and persists what it received, so a crash
+of the bot loses nothing on the destination's side. The draft is made with `galley
+draft` and approved in the test process against the same database; then `galley run`
+starts with `GALLEY_FAILPOINT` set and `os._exit`s at that step, and a restart without
+it must finish the run. Counted: POSTs and distinct publications at the fake; the
+receipt, the run and the draft in the database. Both backends.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlmodel import col, select
+
+from core.config import Config, parse_config
+from core.failpoints import FAILPOINT_EXIT_CODE
+from core.models import DraftRow, EffectRow, RunRow
+from core.ports import SystemClock
+from core.review import Verdict, decide
+from core.states import DraftState, EffectState, RunState
+from core.store import Store
+from tests.conftest import config_text
+from tests.fakes.webhook import read_posts, read_publications
+from tests.processes import GALLEY, fake_server, galley_env, stop, wait_for
+
+pytestmark = pytest.mark.slow
+
+RECIPE = "weekly-update"
+SLOT = "2026-11-23T09:00"
+RUN = f"{RECIPE}@{SLOT}"
+KEY = f"linkedin|{RUN}|v1"
+HOOK_KEY = f"{KEY}|publish:webhook"
+CALL_TIMEOUT = "1s"  # a crashed worker's publish receipt expires after 4 call timeouts
+
+
+@dataclass
+class Deployment:
+    """A config, a database and the three fakes, from which `galley` processes start."""
+
+    env: dict[str, str]
+    config: Config
+    store: Store
+    hook_state: Path
+    logs: Path
+    started: int = 0
+    _logs: list[Any] = field(default_factory=list)
+
+    def galley(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(GALLEY), *args], env=self.env, capture_output=True, text=True, timeout=60
+        )
+
+    def start(self, failpoint: str | None = None) -> subprocess.Popen[str]:
+        env = dict(self.env)
+        if failpoint:
+            env["GALLEY_FAILPOINT"] = failpoint
+        self.started += 1
+        log = (self.logs / f"galley-run-{self.started}.log").open("w")  # never a full pipe
+        self._logs.append(log)
+        return subprocess.Popen(
+            [str(GALLEY), "run", "--shutdown-grace", "5"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            text=True,
+        )
+
+    def close(self) -> None:
+        for log in self._logs:
+            log.close()
+        self.store.dispose()
+
+    def log_of(self, number: int) -> str:
+        return (self.logs / f"galley-run-{number}.log").read_text()
+
+    def draft_and_approve(self) -> None:
+        drafted = self.galley("draft", RECIPE, "--slot", SLOT, "--json")
+        assert '"drafted"' in drafted.stdout, drafted.stderr
+        answer = decide(
+            self.store,
+            self.config,
+            SystemClock(),
+            draft_key=KEY,
+            revision=1,
+            verdict=Verdict.APPROVED,
+            user="U0EDITOR",
+            permitted=True,
+        )
+        assert answer.accepted, answer.message
+        assert self.run_row().state == RunState.APPROVED
+
+    def posts(self) -> int:
+        return len(read_posts(self.hook_state))
+
+    def publications(self) -> dict[str, dict[str, Any]]:
+        return read_publications(self.hook_state)
+
+    def run_row(self) -> RunRow:
+        with self.store.transaction() as session:
+            return session.exec(select(RunRow).where(col(RunRow.id) == RUN)).one()
+
+    def draft_row(self) -> DraftRow:
+        with self.store.transaction() as session:
+            return session.exec(select(DraftRow).where(col(DraftRow.key) == KEY)).one()
+
+    def receipt(self) -> EffectRow | None:
+        with self.store.transaction() as session:
+            return session.exec(
+                select(EffectRow).where(col(EffectRow.key) == HOOK_KEY)
+            ).one_or_none()
+
+
+@pytest.fixture
+def deployment(tmp_path: Path, db_url: str) -> Iterator[Deployment]:
+    anthropic_state = tmp_path / "anthropic.json"
+    slack_state = tmp_path / "slack.json"
+    hook_state = tmp_path / "webhook.json"
+    with (
+        fake_server("tests.fakes.anthropic_api", anthropic_state) as anthropic_url,
+        fake_server("tests.fakes.slack_api", slack_state) as slack_url,
+        fake_server("tests.fakes.webhook", hook_state) as hook_url,
+    ):
+        publish = (
+            f'publish = {{ to = "webhook", url = "{hook_url}/hook", '
+            f'status_url = "{hook_url}/status/{{key}}" }}'
+        )
+        text = config_text(pending_limit=100, claim_lease="20s", model_timeout="5s")
+        text = re.sub(r"^(prompt = .*)$", lambda m: f"{m.group(1)}\n{publish}", text, flags=re.M)
+        text = text.replace(
+            "[defaults]",
+            f'[defaults]\nmisfire_grace = "5m"\ncall_timeout = "{CALL_TIMEOUT}"',
+        )
+        config_path = tmp_path / "galley.toml"
+        config_path.write_text(text)
+        env = galley_env(
+            GALLEY_CONFIG=str(config_path),
+            GALLEY_DATABASE_URL=db_url,
+            ANTHROPIC_API_KEY="test-key",
+            ANTHROPIC_BASE_URL=anthropic_url,
+            SLACK_BOT_TOKEN="xoxb-test",
+            SLACK_SIGNING_SECRET="test-secret",
+            GALLEY_SLACK_API_URL=slack_url + "/api/",
+            GALLEY_HTTP_PORT="0",
+        )
+        deployed = Deployment(env, parse_config(text), Store(db_url), hook_state, tmp_path)
+        yield deployed
+        deployed.close()
+
+
+@pytest.mark.parametrize(
+    ("failpoint", "posts_at_crash", "receipt_at_crash"),
+    [
+        pytest.param("after_publishing_commit", 0, None, id="after_publishing_commit"),
+        pytest.param("before_publish_call", 0, EffectState.IN_FLIGHT, id="before_publish_call"),
+        pytest.param("after_publish_call", 1, EffectState.IN_FLIGHT, id="after_publish_call"),
+    ],
+)
+def test_a_bot_killed_at_a_publishing_step_publishes_exactly_once_after_a_restart(
+    deployment: Deployment,
+    failpoint: str,
+    posts_at_crash: int,
+    receipt_at_crash: EffectState | None,
+) -> None:
+    deployment.draft_and_approve()
+
+    crashed = deployment.start(failpoint=failpoint)
+    assert crashed.wait(timeout=60) == FAILPOINT_EXIT_CODE, deployment.log_of(1)
+    assert f"failpoint {failpoint} reached" in deployment.log_of(1)
+    assert deployment.posts() == posts_at_crash
+    assert len(deployment.publications()) == posts_at_crash
+    assert deployment.run_row().state == RunState.PUBLISHING
+    receipt = deployment.receipt()
+    assert (receipt.state if receipt else None) == receipt_at_crash
+
+    restarted = deployment.start()
+    try:
+        wait_for(
+            lambda: deployment.run_row().state == RunState.SUCCEEDED,
+            60,
+            "the restarted bot to finish the run",
+        )
+    finally:
+        stop(restarted)
+    assert restarted.returncode == 0, deployment.log_of(2)
+
+    assert deployment.posts() == 1  # after the POST landed: found, not sent again
+    publications = deployment.publications()
+    assert list(publications) == [HOOK_KEY]
+    assert publications[HOOK_KEY]["id"] == "pub_1"
+    receipt = deployment.receipt()
+    assert receipt is not None
+    assert (receipt.state, receipt.external_id) == (EffectState.SUCCEEDED, "pub_1")
+    if posts_at_crash:  # the restart asked the destination before anything else
+        assert receipt.result is not None and '"found": true' in receipt.result
+    assert deployment.draft_row().state == DraftState.PUBLISHED
