@@ -112,7 +112,7 @@ class Bot:
             self.galley.clock,
             ledger,
             self.publisher_for,
-            on_uncertain=self.alerts.alert_run,
+            alert=self.alerts.alert_run,
         )
         self._publishers: dict[str, Publisher] = {}
         self.host = SchedulerHost(self.galley, housekeeping_every=housekeeping_every)
@@ -176,8 +176,10 @@ class Bot:
 
     def reconcile(self) -> None:
         """Publish approved runs, look again at uncertain ones, alert people where needed."""
-        self.publishing.publish_pending()
-        self.alerts.sweep()
+        try:
+            self.publishing.publish_pending()
+        finally:
+            self.alerts.sweep()
 
     def post_digest(self) -> bool:
         """Today's digest in the alert channel, once per day across replicas."""

@@ -12,12 +12,18 @@ from core.config import Config
 from core.effects import EffectDecision, EffectLedger
 from core.errors import EffectInProgress, EffectNotSent, EffectOutcomeUnknown
 from core.models import EffectRow, RunRow
+from core.policies import FailReason
 from core.ports import Alerter, Clock, RunAlert
 from core.states import RunState
 from core.store import Store
 
 STUCK_RUNNING_LEASES = 2  # a run drafting for two claim leases is stuck
 STUCK_PUBLISHING_CALLS = 10  # a run publishing for ten call timeouts is stuck
+AUTH_REASONS = [
+    FailReason.AUTH.value,
+    FailReason.PUBLISH_AUTH.value,
+]  # refusals people must hear about
+AUTH_WINDOW = timedelta(days=1)  # older refusals were told already, or predate this process
 
 
 class AlertService:
@@ -43,12 +49,12 @@ class AlertService:
     def sweep(self) -> int:
         """The periodic pass: first alerts missed by a crash, reminders, stuck runs."""
         now = self.clock.now()
+        watched = col(RunRow.state).in_([RunState.UNCERTAIN, RunState.RUNNING, RunState.PUBLISHING])
+        refused = (col(RunRow.state) == RunState.FAILED) & col(RunRow.reason).in_(AUTH_REASONS)
         with self.store.transaction() as session:
             runs = session.exec(
                 select(RunRow).where(
-                    col(RunRow.state).in_(
-                        [RunState.UNCERTAIN, RunState.RUNNING, RunState.PUBLISHING]
-                    )
+                    watched | (refused & (col(RunRow.updated_at) > now - AUTH_WINDOW))
                 )
             ).all()
         return sum(self._alert_if_due(run, now) for run in runs)
@@ -60,6 +66,8 @@ class AlertService:
         episode = f"alert|{run.id}|{run.state}|{run.updated_at.isoformat()}"
         reminders = int((now - run.updated_at) / self.reminder_every)
         key = episode if reminders == 0 else f"{episode}|reminder:{reminders}"
+        if run.state == RunState.FAILED:
+            reminders = 0  # a refusal is told once; it is not waiting on anyone's answer
         if reminders:
             headline = f"Reminder: {headline}"
         return self._post_once(key, run, headline)
@@ -68,6 +76,10 @@ class AlertService:
         recipe = self.config.recipes.get(run.recipe)
         if run.state == RunState.UNCERTAIN:
             return "Galley cannot tell whether this was published."
+        if run.state == RunState.FAILED and run.reason == FailReason.AUTH:
+            return "Anthropic refused Galley's API key (401/403): drafting needs a person."
+        if run.state == RunState.FAILED and run.reason == FailReason.PUBLISH_AUTH:
+            return "The destination refused Galley's credentials (401/403): nothing was published."
         if recipe is None:
             return None
         age = now - run.updated_at

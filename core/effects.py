@@ -29,6 +29,7 @@ class EffectDecision(StrEnum):
     ACT = "act"  # you hold the in-flight receipt: perform the effect once, under this key
     DONE = "done"  # it already happened: here is the recorded result
     RECONCILE = "reconcile"  # it may have happened: ask the destination before acting
+    WAIT = "wait"  # it was refused with a time to wait (Retry-After) that has not passed
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,10 @@ class EffectLedger:
                     at=now,
                 )
                 return EffectStart(EffectDecision.ACT, Receipt.of(row))
+            if row.payload_hash != digest and row.state == EffectState.FAILED:
+                # It is known not to have happened, so nothing is bound to the old payload
+                # (an approved draft edited after a failed publish, for example).
+                row.payload_hash = digest
             if row.payload_hash != digest:
                 raise KeyPayloadConflict(
                     f"effect {key} was recorded with another payload "
@@ -131,6 +136,8 @@ class EffectLedger:
                 reason=why,
             )
             return EffectStart(EffectDecision.RECONCILE, Receipt.of(row))
+        if row.lease_until is not None and row.lease_until > now:  # a failed one's not-before
+            return EffectStart(EffectDecision.WAIT, Receipt.of(row))
         row.claimed_by, row.lease_until, row.tries = self.worker, now + lease, row.tries + 1
         move_effect(session, row, EffectState.IN_FLIGHT, actor=self.worker, at=now, run_id=run_id)
         return EffectStart(EffectDecision.ACT, Receipt.of(row))
@@ -148,9 +155,17 @@ class EffectLedger:
             key, EffectState.SUCCEEDED, run_id, external_id=external_id, result=result
         )
 
-    def fail(self, key: str, detail: str, *, run_id: str | None = None) -> Receipt:
-        """It is known not to have happened: a later `begin` may act again."""
-        return self._settle(key, EffectState.FAILED, run_id, detail=detail)
+    def fail(
+        self,
+        key: str,
+        detail: str,
+        *,
+        run_id: str | None = None,
+        retry_after: timedelta | None = None,
+    ) -> Receipt:
+        """It is known not to have happened: a later `begin` may act again, but not
+        before `retry_after` has passed (`begin` answers WAIT until then)."""
+        return self._settle(key, EffectState.FAILED, run_id, detail=detail, not_before=retry_after)
 
     def mark_uncertain(self, key: str, detail: str, *, run_id: str | None = None) -> Receipt:
         """It may have happened: nobody acts again before the destination is asked."""
@@ -170,15 +185,20 @@ class EffectLedger:
         external_id: str | None = None,
         result: dict[str, Any] | None = None,
         detail: str | None = None,
+        not_before: timedelta | None = None,
     ) -> Receipt:
         with self.store.transaction() as session:
             row = self._locked(session, key)
             now = self.clock.now()
+            live = row.lease_until is not None and row.lease_until > now
+            if row.state == EffectState.IN_FLIGHT and live and row.claimed_by != self.worker:
+                raise EffectInProgress(f"effect {key} is in flight at {row.claimed_by}")
             if external_id is not None:
                 row.external_id = external_id
             if result is not None:
                 row.result = json.dumps(result, sort_keys=True)
-            row.claimed_by, row.lease_until = None, None
+            row.claimed_by = None
+            row.lease_until = now + not_before if not_before else None
             move_effect(
                 session, row, target, actor=self.worker, at=now, run_id=run_id, reason=detail
             )

@@ -74,11 +74,22 @@ class SlotError(GalleyError):
 
 class EffectNotSent(GalleyError):
     """An external call certainly did not take effect. `permanent`: the destination
-    refused the request itself (400, 422, 403…), so repeating it cannot help."""
+    refused the request itself (400, 422…), so repeating it cannot help; `auth`: it
+    refused Galley's credentials (401, 403), so people must be told; `retry_after`:
+    seconds the destination asked us to wait before trying again."""
 
-    def __init__(self, message: str, *, permanent: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        permanent: bool = False,
+        auth: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message)
-        self.permanent = permanent
+        self.permanent = permanent or auth
+        self.auth = auth
+        self.retry_after = retry_after
 
 
 class EffectOutcomeUnknown(GalleyError):

@@ -21,14 +21,13 @@ from sqlmodel import col, select
 from core.claims import DraftResult, ensure_recipe_row, sweep_expired_claims
 from core.config import Config, Recipe, load_config
 from core.drafting import AnthropicDrafter
-from core.effects import EffectLedger
 from core.errors import ConfigError, SlotError, UnknownRecipe
 from core.gate import ready_count
 from core.history import move_draft, move_run, record_event
 from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
 from core.ports import Clock, Drafter, SystemClock
 from core.resolution import Finding, Resolver
-from core.runs import Backoff, DraftingService, worker_name
+from core.runs import Backoff, DraftingService
 from core.schedule import Slot, latest_slot_at_or_before, next_slots, slot_at_instant, slot_at_wall
 from core.settings import Settings
 from core.states import DraftState, RunState
@@ -254,12 +253,8 @@ class Galley:
         return sweep_expired_claims(self.store, self.clock)
 
     @cached_property
-    def ledger(self) -> EffectLedger:
-        return EffectLedger(self.store, self.clock, worker_name())
-
-    @cached_property
     def resolver(self) -> Resolver:
-        return Resolver(self.store, self.config, self.clock, self.ledger)
+        return Resolver(self.store, self.config, self.clock)
 
     def resolve(self, run_id: str, finding: Finding, *, actor: str) -> str:
         return self.resolver.resolve(run_id, finding, actor=actor)

@@ -44,6 +44,8 @@ class FailReason(StrEnum):
     ATTEMPTS_EXHAUSTED = "attempts_exhausted"
     DEADLINE_EXCEEDED = "deadline_exceeded"
     EMPTY_RESPONSE = "empty_response"
+    PUBLISH_REJECTED = "publish_rejected"  # the destination refused the publication itself
+    PUBLISH_AUTH = "publish_auth"  # the destination refused Galley's credentials
 
 
 class DraftOutcome(StrEnum):

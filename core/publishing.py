@@ -9,6 +9,7 @@ publishing starts is not used: the draft goes back to review.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -22,19 +23,23 @@ from core.errors import (
     EffectInProgress,
     EffectNotSent,
     EffectOutcomeUnknown,
+    GalleyError,
     LookupUnavailable,
 )
 from core.failpoints import failpoint
 from core.history import move_draft, move_run
 from core.identity import publish_effect_key, text_hash
 from core.models import DraftRow, RunRow
+from core.policies import FailReason
 from core.ports import Clock, Publication, Publisher
 from core.states import RUN_TRANSITIONS, DraftState, RunState
 from core.store import Store
 
+log = logging.getLogger(__name__)
+
 PUBLISHER = "publisher"
 PUBLISH_STEP = "publish"
-PUBLISH_REJECTED = "publish_rejected"
+MAX_PUBLISH_BACKOFF_SECONDS = 300.0
 PUBLISHABLE = (RunState.APPROVED, RunState.PUBLISHING, RunState.UNCERTAIN)
 
 
@@ -67,11 +72,12 @@ class PublishingService:
         clock: Clock,
         ledger: EffectLedger,
         publisher_for: PublisherFor,
-        on_uncertain: Callable[[str], object] | None = None,
+        alert: Callable[[str], object] | None = None,
     ) -> None:
+        """`alert(run_id)` is called when people must look: uncertain, or refused auth."""
         self.store, self.config, self.clock, self.ledger = store, config, clock, ledger
         self.publisher_for = publisher_for
-        self.on_uncertain = on_uncertain or (lambda run_id: None)
+        self.alert = alert or (lambda run_id: None)
 
     def publishable_runs(self) -> list[str]:
         with self.store.transaction() as session:
@@ -81,8 +87,15 @@ class PublishingService:
         return [run_id for run_id, recipe in rows if self._target(recipe) is not None]
 
     def publish_pending(self) -> list[PublishResult]:
-        """The reconciler's pass: every approved, publishing or uncertain run, once."""
-        return [self.publish_run(run_id) for run_id in self.publishable_runs()]
+        """The reconciler's pass: every approved, publishing or uncertain run, once.
+        One run's error is logged and does not hold up the others."""
+        results = []
+        for run_id in self.publishable_runs():
+            try:
+                results.append(self.publish_run(run_id))
+            except GalleyError:
+                log.exception("publishing %s failed; the next pass tries again", run_id)
+        return results
 
     def publish_run(self, run_id: str) -> PublishResult:
         started = self._start(run_id)
@@ -105,6 +118,8 @@ class PublishingService:
                 return PublishResult(PublishOutcome.IN_PROGRESS, run_id, str(exc))
             if start.decision == EffectDecision.DONE:
                 return self._finish(run_id, start.receipt.external_id or "")
+            if start.decision == EffectDecision.WAIT:
+                return PublishResult(PublishOutcome.WAITING, run_id, start.receipt.detail)
             found = self._look(run_id, publisher, publication, start.decision)
             if isinstance(found, PublishResult):
                 return found
@@ -114,7 +129,12 @@ class PublishingService:
             if start.decision == EffectDecision.RECONCILE:
                 self.ledger.fail(publication.effect_key, "absent at the destination", run_id=run_id)
                 continue
-            return self._act(run_id, publisher, publication)
+            if self.clock.now() - publication.approved_at > recipe.approval_ttl:
+                # A new send needs a fresh approval, even for a run resolved days later.
+                self.ledger.fail(publication.effect_key, "approval went stale", run_id=run_id)
+                self._send_back_run(run_id, recipe.approval_ttl)
+                return PublishResult(PublishOutcome.SENT_BACK, run_id, "approval too old")
+            return self._act(run_id, publisher, publication, tries=start.receipt.tries)
         return PublishResult(PublishOutcome.WAITING, run_id, "absent; will publish next pass")
 
     def _start(self, run_id: str) -> tuple[Recipe, Publication] | PublishResult:
@@ -133,8 +153,10 @@ class PublishingService:
                     _send_back(session, run, draft, recipe.approval_ttl, now)
                     return PublishResult(PublishOutcome.SENT_BACK, run_id, "approval too old")
                 move_run(session, run, RunState.PUBLISHING, actor=PUBLISHER, at=now)
+            if draft.decided_by is None or draft.decided_at is None:
+                return PublishResult(PublishOutcome.NOT_READY, run_id, "no approval on record")
             target = self._target(run.recipe)
-            assert target is not None and draft.decided_by and draft.decided_at
+            assert target is not None
             return recipe, Publication(
                 effect_key=publish_effect_key(draft.key, target),
                 draft_key=draft.key,
@@ -158,16 +180,24 @@ class PublishingService:
                 return None
             return self._uncertain(run_id, str(exc))
 
-    def _act(self, run_id: str, publisher: Publisher, publication: Publication) -> PublishResult:
+    def _act(
+        self, run_id: str, publisher: Publisher, publication: Publication, *, tries: int
+    ) -> PublishResult:
         key = publication.effect_key
         failpoint("before_publish_call")
         try:
             external_id = publisher.publish(publication)
         except EffectNotSent as exc:
-            self.ledger.fail(key, str(exc), run_id=run_id)
-            if not exc.permanent:
+            if not exc.permanent:  # honour Retry-After, else back off: 2, 4, … 300 s
+                wait = exc.retry_after if exc.retry_after is not None else 2.0**tries
+                retry_after = timedelta(seconds=min(wait, MAX_PUBLISH_BACKOFF_SECONDS))
+                self.ledger.fail(key, str(exc), run_id=run_id, retry_after=retry_after)
                 return PublishResult(PublishOutcome.WAITING, run_id, str(exc))
-            self._close(run_id, RunState.FAILED, PUBLISH_REJECTED, str(exc))
+            self.ledger.fail(key, str(exc), run_id=run_id)
+            reason = FailReason.PUBLISH_AUTH if exc.auth else FailReason.PUBLISH_REJECTED
+            self._close(run_id, RunState.FAILED, reason, str(exc))
+            if exc.auth:
+                self.alert(run_id)  # 401/403: stop and tell people
             return PublishResult(PublishOutcome.FAILED, run_id, str(exc))
         except EffectOutcomeUnknown as exc:
             self.ledger.mark_uncertain(key, str(exc), run_id=run_id)
@@ -190,7 +220,7 @@ class PublishingService:
                     at=self.clock.now(),
                     detail=detail,
                 )
-        self.on_uncertain(run_id)
+        self.alert(run_id)
         return PublishResult(PublishOutcome.UNCERTAIN, run_id, detail)
 
     def _finish(self, run_id: str, external_id: str) -> PublishResult:
@@ -219,6 +249,13 @@ class PublishingService:
                     detail=f"published as {external_id}",
                 )
         return PublishResult(PublishOutcome.PUBLISHED, run_id, external_id=external_id)
+
+    def _send_back_run(self, run_id: str, ttl: timedelta) -> None:
+        with self.store.transaction() as session:
+            run = session.exec(
+                select(RunRow).where(col(RunRow.id) == run_id).with_for_update()
+            ).one()
+            _send_back(session, run, _draft(session, run), ttl, self.clock.now())
 
     def _close(self, run_id: str, state: RunState, reason: str, detail: str) -> None:
         with self.store.transaction() as session:
@@ -263,6 +300,7 @@ def _send_back(
     why = f"approval older than approval_ttl ({ttl}) when publishing started"
     draft.revision += 1
     draft.decided_by = draft.decided_at = draft.decision_reason = None
+    draft.ready_at = now  # a full review window again, from now
     move_draft(session, draft, DraftState.READY, actor=PUBLISHER, at=now, reason=why)
     move_run(session, run, RunState.AWAITING_REVIEW, actor=PUBLISHER, at=now, detail=why)
 

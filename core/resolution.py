@@ -5,14 +5,14 @@ transaction with an event naming the person.
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 
 from sqlmodel import Session, col, select
 
 from core.config import Config
-from core.effects import EffectLedger
 from core.errors import UnknownRun
-from core.history import move_draft, move_run
+from core.history import move_draft, move_effect, move_run
 from core.identity import publish_effect_key
 from core.models import DraftRow, EffectRow, RunRow
 from core.ports import Clock
@@ -26,40 +26,37 @@ class Finding(StrEnum):
 
 
 class Resolver:
-    def __init__(self, store: Store, config: Config, clock: Clock, ledger: EffectLedger) -> None:
-        self.store, self.config, self.clock, self.ledger = store, config, clock, ledger
+    def __init__(self, store: Store, config: Config, clock: Clock) -> None:
+        self.store, self.config, self.clock = store, config, clock
 
     def resolve(self, run_id: str, finding: Finding, *, actor: str) -> str:
         """A person says what became of an uncertain publication."""
-        run = self._run(run_id)
-        key = self._publish_key(run)
-        if run.state != RunState.UNCERTAIN or key is None:
-            return f"`{run_id}` is {run.state}, not uncertain: nothing to resolve."
-        if finding == Finding.PUBLISHED:
-            self.ledger.succeed(key, f"manual:{actor}", {"resolved_by": actor}, run_id=run_id)
-            with self.store.transaction() as session:
-                locked, draft = self._locked(session, run_id)
-                now = self.clock.now()
-                if draft is not None and draft.state == DraftState.APPROVED:
-                    move_draft(session, draft, DraftState.PUBLISHED, actor=actor, at=now)
-                move_run(
-                    session,
-                    locked,
-                    RunState.SUCCEEDED,
-                    actor=actor,
-                    at=now,
-                    detail="marked published by a person",
-                )
-            return f"`{run_id}` marked published. Nothing will be sent again."
-        return self._publish_again(run_id, key, actor, why=f"{actor} says it was not published")
+        if finding == Finding.ABSENT:
+            return self._publish_again(run_id, actor, why=f"{actor} says it was not published")
+        with self.store.transaction() as session:
+            found = self._uncertain(session, run_id)
+            if isinstance(found, str):
+                return found
+            run, draft, effect = found
+            now = self.clock.now()
+            effect.external_id = f"manual:{actor}"
+            effect.result = json.dumps({"resolved_by": actor})
+            move_effect(session, effect, EffectState.SUCCEEDED, actor=actor, at=now, run_id=run_id)
+            if draft is not None and draft.state == DraftState.APPROVED:
+                move_draft(session, draft, DraftState.PUBLISHED, actor=actor, at=now)
+            move_run(
+                session,
+                run,
+                RunState.SUCCEEDED,
+                actor=actor,
+                at=now,
+                detail="marked published by a person",
+            )
+        return f"`{run_id}` marked published. Nothing will be sent again."
 
     def retry(self, run_id: str, *, actor: str) -> str:
         """Try an uncertain publication once more: the person takes the risk of a repeat."""
-        run = self._run(run_id)
-        key = self._publish_key(run)
-        if run.state != RunState.UNCERTAIN or key is None:
-            return f"`{run_id}` is {run.state}: only uncertain runs can be retried."
-        return self._publish_again(run_id, key, actor, why=f"{actor} asked for a retry")
+        return self._publish_again(run_id, actor, why=f"{actor} asked for a retry")
 
     def cancel(self, run_id: str, *, actor: str) -> str:
         """Stop further steps; say which effects had already completed."""
@@ -85,21 +82,44 @@ class Resolver:
             )
         return f"`{run_id}` cancelled. Effects already completed: {completed}."
 
-    def _publish_again(self, run_id: str, key: str, actor: str, *, why: str) -> str:
-        self.ledger.fail(key, why, run_id=run_id)
+    def _publish_again(self, run_id: str, actor: str, *, why: str) -> str:
+        """One transaction, run and receipt locked: two clicks cannot both re-open it."""
         with self.store.transaction() as session:
-            run, _ = self._locked(session, run_id)
-            move_run(
-                session, run, RunState.PUBLISHING, actor=actor, at=self.clock.now(), detail=why
+            found = self._uncertain(session, run_id)
+            if isinstance(found, str):
+                return found
+            run, _, effect = found
+            now = self.clock.now()
+            effect.claimed_by = effect.lease_until = None
+            move_effect(
+                session, effect, EffectState.FAILED, actor=actor, at=now, run_id=run_id, reason=why
             )
+            move_run(session, run, RunState.PUBLISHING, actor=actor, at=now, detail=why)
         return f"`{run_id}` will be published once more, under the same key."
 
-    def _run(self, run_id: str) -> RunRow:
-        with self.store.transaction() as session:
-            run = session.exec(select(RunRow).where(col(RunRow.id) == run_id)).one_or_none()
+    def _uncertain(
+        self, session: Session, run_id: str
+    ) -> tuple[RunRow, DraftRow | None, EffectRow] | str:
+        """The run, its draft and its publish receipt, locked, if the run is uncertain;
+        otherwise a sentence saying why there is nothing to settle."""
+        run = session.exec(
+            select(RunRow).where(col(RunRow.id) == run_id).with_for_update()
+        ).one_or_none()
         if run is None:
             raise UnknownRun(f"no run {run_id!r}")
-        return run
+        key = self._publish_key(run)
+        if run.state != RunState.UNCERTAIN or key is None:
+            return f"`{run_id}` is {run.state}, not uncertain: nothing to settle."
+        effect = session.exec(
+            select(EffectRow).where(col(EffectRow.key) == key).with_for_update()
+        ).one_or_none()
+        if effect is None or effect.state != EffectState.UNCERTAIN:
+            state = effect.state if effect else "missing"
+            return f"`{run_id}`'s publication is {state}: a pass is already acting on it."
+        draft = session.exec(
+            select(DraftRow).where(col(DraftRow.key) == run.draft_key).with_for_update()
+        ).one_or_none()
+        return run, draft, effect
 
     def _locked(self, session: Session, run_id: str) -> tuple[RunRow, DraftRow | None]:
         run = session.exec(select(RunRow).where(col(RunRow.id) == run_id).with_for_update()).one()

@@ -30,9 +30,10 @@ class WebhookRefused(EffectNotSent):
     def __init__(
         self, message: str, *, status: int, permanent: bool, retry_after: float | None = None
     ) -> None:
-        super().__init__(message, permanent=permanent)
+        super().__init__(
+            message, permanent=permanent, auth=status in (401, 403), retry_after=retry_after
+        )
         self.status = status
-        self.retry_after = retry_after
 
 
 class WebhookPublisher:

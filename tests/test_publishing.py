@@ -199,11 +199,11 @@ class World:
             self.clock,
             ledger or self.ledger(worker, store),
             publisher_for=(lambda _recipe: publisher) if publisher else self.publisher,
-            on_uncertain=self.alerts(worker, store).alert_run,
+            alert=self.alerts(worker, store).alert_run,
         )
 
     def resolver(self, worker: str = "w1") -> Resolver:
-        return Resolver(self.store, self.config, self.clock, self.ledger(worker))
+        return Resolver(self.store, self.config, self.clock)
 
     # --- acting ---
 
@@ -833,12 +833,6 @@ def test_a_publish_refused_as_invalid_fails_the_run_and_is_not_retried(
     assert effect is not None and effect.state == EffectState.FAILED
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DESIGN.md §4 rule 4: a 429/503 with Retry-After is retried honouring it; "
-    "core/publishing.py _act drops WebhookRefused.retry_after and publish_pending re-POSTs "
-    "every publishing run on every reconcile pass (every 2 s in the bot)",
-)
 def test_a_publish_refused_with_retry_after_is_not_sent_again_before_it(
     worlds: MakeWorld, sqlite_url: str
 ) -> None:
@@ -856,12 +850,6 @@ def test_a_publish_refused_with_retry_after_is_not_sent_again_before_it(
     assert w.posts() == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DESIGN.md §4 rule 4: 401/403 means stop and alert people; core/publishing.py _act "
-    "fails the run (publish_rejected) and core/alerts.py AlertService only alerts uncertain, "
-    "running and publishing runs, so nobody is told",
-)
 def test_a_publish_refused_for_auth_fails_the_run_and_alerts_people(
     worlds: MakeWorld, sqlite_url: str
 ) -> None:
@@ -909,53 +897,33 @@ def test_retry_of_an_uncertain_run_sends_exactly_once_more(
     assert len(w.alert_messages()) == 1
 
 
-class PausingLedger(EffectLedger):
-    """A ledger whose `fail` waits for a signal: holds a person's click between the
-    moment it checked the run and the moment it writes, as a slow request would."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.paused, self.go = threading.Event(), threading.Event()
-
-    def fail(self, key: str, detail: str, *, run_id: str | None = None) -> Any:
-        self.paused.set()
-        self.go.wait(10)
-        return super().fail(key, detail, run_id=run_id)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="core/resolution.py Resolver.retry checks the run in one transaction and fails the "
-    "receipt in another (EffectLedger._settle does not check who holds an in-flight receipt): "
-    "a second Retry click overwrites the live in-flight receipt of the publish the first click "
-    "started, that worker cannot record its POST (IllegalTransition), and the next pass POSTs "
-    "a third time",
-)
-def test_retry_clicked_twice_at_once_sends_only_once_more(
-    worlds: MakeWorld, sqlite_url: str
-) -> None:
-    w = worlds(sqlite_url, target="webhook-no-status")
+def test_retry_clicked_twice_at_once_sends_only_once_more(worlds: MakeWorld, db_url: str) -> None:
+    w = worlds(db_url, target="webhook-no-status")
     w.go_uncertain()
-    slow = PausingLedger(w.store, w.clock, "click-2")
-    release = threading.Event()
-    held = w.service("w-c", publisher=HeldPublisher(w.publisher(w.recipe), release))
+    barrier = threading.Barrier(2)
+
+    def click(actor: str) -> str:
+        barrier.wait()
+        return Resolver(w.store, w.config, w.clock).retry(RUN, actor=actor)
 
     with ThreadPoolExecutor(2) as pool:
-        second = pool.submit(Resolver(w.store, w.config, w.clock, slow).retry, RUN, actor="U0B")
-        assert slow.paused.wait(10)  # the second click saw the run uncertain
-        w.resolver().retry(RUN, actor="U0ADMIN")  # the first click, all the way through
+        answers = list(pool.map(click, ["U0ADMIN", "U0B"]))
+    release = threading.Event()
+    held = w.service("w-c", publisher=HeldPublisher(w.publisher(w.recipe), release))
+    with ThreadPoolExecutor(1) as pool:
         publishing = pool.submit(held.publish_run, RUN)
         eventually(
             lambda: (e := w.effect()) is not None and e.state == EffectState.IN_FLIGHT,
             "the retry's publish to be in flight",
         )
-        slow.go.set()
-        second.exception(timeout=15)
+        late = Resolver(w.store, w.config, w.clock).retry(RUN, actor="U0C")  # a third click
         release.set()
-        publishing.exception(timeout=15)
+        publishing.result(timeout=15)
     w.service().publish_pending()
 
-    assert w.posts() == 2  # the first POST, and one more for the retry
+    assert sum("once more" in a for a in answers) == 1  # one click re-opened it
+    assert "not uncertain" in late
+    assert w.posts() == 2  # the first POST, and exactly one more for the retry
     assert w.run_row().state == RunState.SUCCEEDED
 
 
@@ -1039,12 +1007,6 @@ def test_an_approval_older_than_approval_ttl_goes_back_to_review(
     assert w.hook.publications[HOOK_KEY]["body"]["text"] == edited
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core/publishing.py _send_back moves the draft back to `ready` but keeps its old "
-    "ready_at, so a draft sent back late in its review_window is already expired: the first "
-    "click on it expires it instead of deciding (ready_at should be reset to now)",
-)
 def test_a_draft_sent_back_for_a_stale_approval_can_still_be_reviewed(
     worlds: MakeWorld, sqlite_url: str
 ) -> None:
@@ -1061,12 +1023,6 @@ def test_a_draft_sent_back_for_a_stale_approval_can_still_be_reviewed(
     assert answer.accepted, answer.message
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DESIGN.md §4.6: an uncertain run resolved a day later must not revive its approval; "
-    "core/resolution.py Resolver._publish_again moves the run to `publishing` and "
-    "core/publishing.py _start only checks approval_ttl for runs in `approved`, so it is sent",
-)
 def test_an_uncertain_run_resolved_absent_after_approval_ttl_goes_back_to_review(
     worlds: MakeWorld, db_url: str
 ) -> None:
@@ -1112,8 +1068,8 @@ def test_cancelling_an_uncertain_run_lists_completed_effects_and_sends_nothing_m
     assert "publish" not in run.reason  # its outcome is unknown: not listed as completed
     assert f"{KEY}|review" in said
     assert w.service().publish_pending() == []
-    assert "only uncertain runs" in w.resolver().retry(RUN, actor="U0ADMIN")
-    assert "nothing to resolve" in w.resolver().resolve(RUN, Finding.ABSENT, actor="U0ADMIN")
+    assert "not uncertain" in w.resolver().retry(RUN, actor="U0ADMIN")
+    assert "nothing to settle" in w.resolver().resolve(RUN, Finding.ABSENT, actor="U0ADMIN")
     assert w.service().publish_run(RUN).outcome == PublishOutcome.NOT_READY
     w.clock.advance(timedelta(hours=5))
     assert w.alerts().sweep() == 0
