@@ -16,21 +16,16 @@ returns the requests logged (JSON lines) to ``PATH + ".log"``.
 
 from __future__ import annotations
 
-import argparse
-import fcntl
-import itertools
-import json
 import os
-import socket
-import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager, suppress
-from dataclasses import asdict, dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
+
+from tests.fakes import server
+from tests.fakes.server import RecordedRequest as RecordedRequest
+from tests.fakes.server import closed_port as closed_port
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -53,7 +48,7 @@ DEFAULT_USAGE = {
 
 
 @dataclass(frozen=True)
-class Action:
+class Action(server.ScriptedAction):
     """One scripted response. Build with ok(), status(), hang() or drop()."""
 
     kind: str  # "ok" | "status" | "hang" | "drop"
@@ -63,13 +58,6 @@ class Action:
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Action:
-        return cls(**data)
 
 
 def ok(text: str | None = None, delay: float = 0.0) -> Action:
@@ -97,125 +85,42 @@ def error_body(code: int, message: str | None = None) -> dict[str, Any]:
     return {"type": "error", "error": {"type": err_type, "message": message or f"fake {code}"}}
 
 
-def closed_port() -> int:
-    """A port on 127.0.0.1 with nothing listening (connections are refused)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@dataclass(frozen=True)
-class RecordedRequest:
-    method: str
-    path: str
-    headers: dict[str, str]  # keys lower-cased
-    body: Any  # parsed JSON, or the raw text if it was not JSON
-    at: float  # time.time()
-
-
-# --- cross-process state file -------------------------------------------------------------
-
-
-@contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    with Path(f"{path}.lock").open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def _read_state(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (FileNotFoundError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _write_state(path: Path, state: dict[str, Any]) -> None:
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps(state))
-    tmp.replace(path)
-
-
 def write_script(path: str | os.PathLike[str], actions: Iterable[Action], **defaults: Any) -> None:
     """Replace the scripted queue in the state file. Optional `text`, `delay` and `usage`
     keyword arguments change the server's defaults for unscripted requests."""
-    p = Path(path)
-    with _file_lock(p):
-        state = _read_state(p)
-        state["script"] = [a.to_json() for a in actions]
-        state.update(defaults)
-        _write_state(p, state)
+    server.update_state(path, {"script": [a.to_json() for a in actions], **defaults})
 
 
 def read_requests(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Requests logged by a server using this state file: dicts with method, path,
     headers, body, at."""
-    try:
-        lines = Path(f"{path}.log").read_text().splitlines()
-    except FileNotFoundError:
-        return []
-    return [json.loads(line) for line in lines if line.strip()]
+    return server.read_log(path)
 
 
 # --- server -------------------------------------------------------------------------------
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    fake: FakeAnthropic
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # clients that time out or disconnect are expected here
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _Server
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def setup(self) -> None:
-        super().setup()
-        self.server.fake._track(self.connection, add=True)
-
-    def finish(self) -> None:
-        try:
-            super().finish()
-        finally:
-            self.server.fake._track(self.connection, add=False)
-
-    def do_POST(self) -> None:
+class _Handler(server.Handler["FakeAnthropic"]):
+    def do_POST(self) -> None:  # noqa: N802
         fake = self.server.fake
-        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        try:
-            body: Any = json.loads(raw)
-        except ValueError:
-            body = raw.decode("utf-8", "replace")
-        req = RecordedRequest(
-            "POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.time()
+        body = self._read_json()
+        n = fake._record(
+            RecordedRequest("POST", self.path, self._lower_headers(), body, time.time())
         )
-        n = fake._record(req)
         if self.path.split("?")[0].rstrip("/") != "/v1/messages":
-            self._send_json(404, error_body(404, f"no route POST {self.path}"), n)
+            self._reply(404, error_body(404, f"no route POST {self.path}"), n)
             return
         action, defaults = fake._next_action()
-        if action.kind in ("hang", "drop"):
-            if action.kind == "hang":
-                fake._wait(action.seconds)  # returns early if the server stops
-            self.close_connection = True  # close the socket; no response at all
+        if action.kind in ("hang", "drop"):  # no response at all; hang returns early on stop
+            self._close_after(action.seconds if action.kind == "hang" else 0)
             return
         if action.kind == "status":
             payload = error_body(action.code) if action.body is None else action.body
-            self._send_json(action.code, payload, n, action.headers)
+            self._reply(action.code, payload, n, action.headers)
             return
         problem = _validate(body)
         if problem:
-            self._send_json(400, error_body(400, problem), n)
+            self._reply(400, error_body(400, problem), n)
             return
         if fake._wait(action.delay or float(defaults.get("delay", 0))):
             self.close_connection = True  # server stopped while "thinking"
@@ -233,23 +138,13 @@ class _Handler(BaseHTTPRequestHandler):
             "stop_sequence": None,
             "usage": {**DEFAULT_USAGE, **defaults.get("usage", {})},
         }
-        self._send_json(200, message, n)
+        self._reply(200, message, n)
 
-    def _send_json(
-        self, code: int, payload: Any, n: int = 0, headers: dict[str, str] | None = None
+    def _reply(
+        self, code: int, payload: Any, n: int, headers: dict[str, str] | None = None
     ) -> None:
-        data = payload if isinstance(payload, str) else json.dumps(payload)
-        encoded = data.encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(encoded)))
-        if n:
-            self.send_header("request-id", f"req_{n}")
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(encoded)
-        self.wfile.flush()
+        """JSON with the request's `request-id` header, then any scripted `headers`."""
+        self._send_json(code, payload, [("request-id", f"req_{n}"), *(headers or {}).items()])
 
 
 def _validate(body: Any) -> str | None:
@@ -280,8 +175,10 @@ def _last_user_text(messages: list[Any]) -> str:
     return ""
 
 
-class FakeAnthropic:
+class FakeAnthropic(server.FakeServer):
     """The fake server. Use as a context manager, or call start()/stop()."""
+
+    handler_class = _Handler
 
     def __init__(
         self,
@@ -292,33 +189,16 @@ class FakeAnthropic:
         state_file: str | os.PathLike[str] | None = None,
         port: int = 0,
     ) -> None:
+        super().__init__(state_file=state_file, port=port)
         self.text = text  # default reply text; None means "Draft for: <last user text>"
         self.usage = dict(usage or {})  # overrides merged into DEFAULT_USAGE
         self.delay = delay  # default seconds before answering
-        self.state_file = Path(state_file) if state_file is not None else None
-        self._bind_port = port  # 0: let the OS pick a free port
-        self._lock = threading.Lock()
         self._queue: deque[Action] = deque()
-        self._requests: list[RecordedRequest] = []
-        self._counter = itertools.count(1)
-        self._stop = threading.Event()
-        self._conns: set[socket.socket] = set()
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def port(self) -> int:
-        assert self._server is not None, "server not started"
-        return int(self._server.server_address[1])
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     @property
     def requests(self) -> list[RecordedRequest]:
         with self._lock:
-            return list(self._requests)
+            return list(self._records)
 
     @property
     def pending(self) -> int:
@@ -331,90 +211,20 @@ class FakeAnthropic:
         with self._lock:
             self._queue.extend(actions)
 
-    def start(self) -> FakeAnthropic:
-        self._stop.clear()
-        self._server = _Server(("127.0.0.1", self._bind_port), _Handler)
-        self._server.fake = self
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        with self._lock:
-            conns = list(self._conns)
-        for conn in conns:
-            with suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> FakeAnthropic:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    # --- used by the handler ---
-
-    def _track(self, conn: socket.socket, *, add: bool) -> None:
-        with self._lock:
-            if add:
-                self._conns.add(conn)
-            else:
-                self._conns.discard(conn)
-
-    def _wait(self, seconds: float) -> bool:
-        """Sleep up to `seconds`; True if the server was stopped meanwhile."""
-        return self._stop.wait(seconds) if seconds > 0 else self._stop.is_set()
-
-    def _record(self, req: RecordedRequest) -> int:
-        with self._lock:
-            self._requests.append(req)
-            n = next(self._counter)
-        if self.state_file is not None:
-            line = json.dumps(asdict(req)) + "\n"
-            with _file_lock(self.state_file), Path(f"{self.state_file}.log").open("a") as fh:
-                fh.write(line)
-        return n
-
     def _next_action(self) -> tuple[Action, dict[str, Any]]:
+        """The in-memory queue first, then the state file's; also the defaults (the file's
+        override the constructor's)."""
+        action, state = self._next_scripted(self._queue, Action, "script")
         defaults: dict[str, Any] = {"text": self.text, "delay": self.delay, "usage": self.usage}
-        with self._lock:
-            action = self._queue.popleft() if self._queue else None
-        if self.state_file is not None:
-            with _file_lock(self.state_file):
-                state = _read_state(self.state_file)
-                defaults.update({k: state[k] for k in ("text", "delay", "usage") if k in state})
-                script = state.get("script") or []
-                if action is None and script:  # in-memory queue first, then the state file
-                    action = Action.from_json(script[0])
-                    state["script"] = script[1:]
-                    _write_state(self.state_file, state)
+        defaults.update({k: state[k] for k in ("text", "delay", "usage") if k in state})
         return action or ok(), defaults
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Fake Anthropic Messages API")
-    parser.add_argument("--port", type=int, default=0, help="0 (default) picks a free port")
-    parser.add_argument("--state-file", required=True)
+    parser = server.arg_parser("Fake Anthropic Messages API")
     parser.add_argument("--text", default=None)
     parser.add_argument("--delay", type=float, default=0.0)
-    args = parser.parse_args(argv)
-    fake = FakeAnthropic(
-        text=args.text, delay=args.delay, state_file=args.state_file, port=args.port
-    ).start()
-    print(fake.url, flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        fake.stop()
+    server.serve_main(FakeAnthropic, argv, parser)
 
 
 if __name__ == "__main__":

@@ -18,48 +18,37 @@ restarted server loads again.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import copy
 import itertools
 import json
 import math
 import os
-import socket
-import threading
 import time
 from collections import defaultdict, deque
 from contextlib import suppress
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
-from tests.fakes import anthropic_api
-from tests.fakes.anthropic_api import _file_lock, _read_state, _write_state, read_requests
+from tests.fakes import server
 
 RESPONSE_URL = "response_url"  # the method name recorded for POSTs to /response/<name>
 JSON_FIELDS = ("blocks", "metadata", "view", "attachments")  # form fields carrying JSON
 BOT = {"user": "UBOT", "bot_id": "BBOT", "team": "T1"}
 Reply = tuple[int, dict[str, Any], dict[str, str]]
+MESSAGES_SUFFIX = ".messages.json"  # the channel history, kept across restarts
 
 
 @dataclass(frozen=True)
-class Action:
+class Action(server.ScriptedAction):
     """One scripted outcome for one call of a method. Build with the functions below."""
 
     kind: str  # "normal" | "rate_limited" | "error" | "drop" | "hang_before" | "accept_then_hang"
     seconds: float = 0.0  # hang length, or Retry-After for rate_limited
     error: str = ""
     status: int = 200
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Action:
-        return cls(**data)
 
 
 def normal() -> Action:
@@ -108,27 +97,22 @@ class RecordedCall:
 def write_state(path: str | os.PathLike[str], **kwargs: Any) -> None:
     """Replace the given keys of the state file: `script` ({method: [Action, ...]}),
     `usergroups` ({id: [user, ...]}) and `rate_limit` (seconds per channel, or None)."""
-    p = Path(path)
     if "script" in kwargs:
         kwargs["script"] = {
             m: [a.to_json() if isinstance(a, Action) else a for a in acts]
             for m, acts in kwargs["script"].items()
         }
-    with _file_lock(p):
-        _write_state(p, {**_read_state(p), **kwargs})
+    server.update_state(path, kwargs)
 
 
 def read_calls(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Calls logged by a server using this state file: method, path, params, headers, at."""
-    return read_requests(path)
+    return server.read_log(path)
 
 
 def read_messages(path: str | os.PathLike[str]) -> dict[str, list[dict[str, Any]]]:
     """Stored messages by channel (oldest first) as last persisted by the server."""
-    try:
-        return dict(json.loads(Path(f"{path}.messages.json").read_text()))
-    except (FileNotFoundError, ValueError):
-        return {}
+    return server.read_saved(path, MESSAGES_SUFFIX)
 
 
 # --- server -------------------------------------------------------------------------------
@@ -158,86 +142,60 @@ def _parse(query: str, raw: bytes, content_type: str) -> dict[str, Any]:
     return params
 
 
-class _Server(anthropic_api._Server):
-    request_queue_size = 128  # socketserver's default 5 stalls bursts of connects for ~1s
-    fake: FakeSlack  # type: ignore[assignment]
-
-
-class _Handler(anthropic_api._Handler):
-    """The Anthropic fake's handler (connection tracking, quiet log, JSON writer), re-routed."""
-
-    server: _Server
-
+class _Handler(server.Handler["FakeSlack"]):
     def do_POST(self) -> None:  # noqa: N802
         fake = self.server.fake
-        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         path, _, query = self.path.partition("?")
-        params = _parse(query, raw, self.headers.get("Content-Type", ""))
+        params = _parse(query, self._read_body(), self.headers.get("Content-Type", ""))
         if path.startswith("/api/"):
             method = path.removeprefix("/api/")
         elif path.startswith("/response/"):
             method = RESPONSE_URL
         else:
             method = ""
-        headers = {k.lower(): v for k, v in self.headers.items()}
+        headers = self._lower_headers()
         fake._record(RecordedCall(method or path, path, params, headers))
         if not method:
             self._send_json(404, {"ok": False, "error": "not_found"})
             return
         action, state = fake._next_action(method)
-        if action.kind in ("drop", "hang_before"):
-            if action.kind == "hang_before":
-                fake._wait(action.seconds)  # returns early if the server stops
-            self.close_connection = True  # close the socket; no response at all
+        if action.kind in ("drop", "hang_before"):  # no response; hang ends early on stop
+            self._close_after(action.seconds if action.kind == "hang_before" else 0)
             return
         if action.kind == "rate_limited":
-            retry = {"Retry-After": str(int(action.seconds))}
-            self._send_json(429, {"ok": False, "error": "ratelimited"}, 0, retry)
+            retry = [("Retry-After", str(int(action.seconds)))]
+            self._send_json(429, {"ok": False, "error": "ratelimited"}, retry)
             return
         if action.kind == "error":
             self._send_json(action.status, {"ok": False, "error": action.error})
             return
         code, payload, extra = fake._perform(method, params, headers, state)
         if action.kind == "accept_then_hang":
-            fake._wait(action.seconds)
-            self.close_connection = True
+            self._close_after(action.seconds)
             return
-        self._send_json(code, payload, 0, extra)
+        self._send_json(code, payload, extra.items())
 
 
-class FakeSlack:
+class FakeSlack(server.FakeServer):
     """The fake server. Use as a context manager, or call start()/stop()."""
 
+    handler_class = _Handler
+    backlog = 128  # socketserver's default 5 stalls bursts of connects for ~1s
+
     def __init__(self, *, state_file: str | os.PathLike[str] | None = None, port: int = 0):
+        super().__init__(state_file=state_file, port=port)
         self.usergroups: dict[str, list[str]] = {}  # usergroup id -> user ids
-        self.state_file = Path(state_file) if state_file is not None else None
-        self._bind_port = port
-        self._lock = threading.RLock()
         self._queues: dict[str, deque[Action]] = defaultdict(deque)
-        self._calls: list[RecordedCall] = []
         self._messages: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self._view_ids = itertools.count(1)
         self._rate_limit: float | None = None
         self._last_post: dict[str, float] = {}  # channel -> monotonic time of last accepted post
         self._last_us = 0
-        self._stop = threading.Event()
-        self._conns: set[socket.socket] = set()
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
         if self.state_file is not None:
             for channel, msgs in read_messages(self.state_file).items():
                 self._messages[channel] = msgs
                 for m in msgs:
                     self._last_us = max(self._last_us, int(Decimal(m["ts"]) * 1_000_000))
-
-    @property
-    def port(self) -> int:
-        assert self._server is not None, "server not started"
-        return int(self._server.server_address[1])
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     def response_url(self, name: str = "x") -> str:
         """A response_url (as Bolt's respond() posts to) served by this fake."""
@@ -260,7 +218,7 @@ class FakeSlack:
 
     def calls(self, method: str | None = None) -> list[RecordedCall]:
         with self._lock:
-            return [c for c in self._calls if method is None or c.method == method]
+            return [c for c in self._records if method is None or c.method == method]
 
     def messages(self, channel: str) -> list[dict[str, Any]]:
         """Stored messages in `channel`, oldest first (copies)."""
@@ -276,66 +234,13 @@ class FakeSlack:
             self._persist()
             return ts
 
-    def start(self) -> FakeSlack:
-        self._stop.clear()
-        self._server = _Server(("127.0.0.1", self._bind_port), _Handler)
-        self._server.fake = self
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        with self._lock:
-            conns = list(self._conns)
-        for conn in conns:
-            with suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)  # wakes clients stuck in a hang
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> FakeSlack:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     # --- used by the handler ---
-
-    def _track(self, conn: socket.socket, *, add: bool) -> None:
-        with self._lock:
-            (self._conns.add if add else self._conns.discard)(conn)
-
-    def _wait(self, seconds: float) -> bool:
-        return self._stop.wait(seconds) if seconds > 0 else self._stop.is_set()
-
-    def _record(self, call: RecordedCall) -> None:
-        with self._lock:
-            self._calls.append(call)
-        if self.state_file is not None:
-            line = json.dumps(asdict(call)) + "\n"
-            with _file_lock(self.state_file), Path(f"{self.state_file}.log").open("a") as fh:
-                fh.write(line)
 
     def _next_action(self, method: str) -> tuple[Action, dict[str, Any]]:
         """The in-memory queue first, then the state file's; also the file's settings."""
         with self._lock:
             queue = self._queues[method]
-            action = queue.popleft() if queue else None
-        state: dict[str, Any] = {}
-        if self.state_file is not None:
-            with _file_lock(self.state_file):
-                state = _read_state(self.state_file)
-                script = (state.get("script") or {}).get(method) or []
-                if action is None and script:
-                    action = Action.from_json(script[0])
-                    state["script"][method] = script[1:]
-                    _write_state(self.state_file, state)
+        action, state = self._next_scripted(queue, Action, "script", method)
         return action or normal(), state
 
     def _next_ts(self) -> str:
@@ -343,10 +248,7 @@ class FakeSlack:
         return f"{self._last_us // 1_000_000}.{self._last_us % 1_000_000:06d}"
 
     def _persist(self) -> None:
-        if self.state_file is not None:
-            target = Path(f"{self.state_file}.messages.json")
-            with _file_lock(self.state_file):
-                _write_state(target, dict(self._messages))
+        self._save(MESSAGES_SUFFIX, dict(self._messages))
 
     def _perform(
         self, method: str, params: dict[str, Any], headers: dict[str, str], state: dict[str, Any]
@@ -467,17 +369,7 @@ _METHODS: dict[str, Any] = {
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Fake Slack Web API")
-    parser.add_argument("--port", type=int, default=0, help="0 (default) picks a free port")
-    parser.add_argument("--state-file", required=True)
-    args = parser.parse_args(argv)
-    fake = FakeSlack(state_file=args.state_file, port=args.port).start()
-    print(fake.url, flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        fake.stop()
+    server.serve_main(FakeSlack, argv, server.arg_parser("Fake Slack Web API"))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
-from slack_sdk.http_retry import ConnectionErrorRetryHandler
+from slack_sdk.http_retry import ConnectionErrorRetryHandler, RetryHandler
 from slack_sdk.webhook import WebhookClient
 
 from tests.fakes.anthropic_api import closed_port
@@ -47,7 +47,7 @@ def fake() -> Iterator[FakeSlack]:
 
 def client(url: str, *, timeout: int = 5, retry: bool = False) -> WebClient:
     """retry_handlers=[] turns off WebClient's default ConnectionErrorRetryHandler."""
-    handlers = None if retry else []
+    handlers: list[RetryHandler] | None = None if retry else []
     return WebClient(
         token="xoxb-test", base_url=url + "/api/", timeout=timeout, retry_handlers=handlers
     )
@@ -128,7 +128,7 @@ def test_history_is_newest_first_filters_oldest_and_paginates(fake: FakeSlack) -
     human = fake.add_message("C1", "a human reply", user="U2")
     assert c.conversations_history(channel="C1", limit=1)["messages"][0]["ts"] == human
     with pytest.raises(SlackApiError) as info:
-        c.conversations_history(channel="C1", limit="many")
+        c.conversations_history(channel="C1", limit="many")  # type: ignore[arg-type]
     assert info.value.response["error"] == "invalid_arguments"
     assert c.conversations_history(channel="C9")["messages"] == []
 

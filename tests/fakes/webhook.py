@@ -15,42 +15,30 @@ and ``read_publications`` read ``PATH + ".log"`` and ``PATH + ".publications.jso
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import socket
-import threading
 import time
 from collections import deque
-from contextlib import suppress
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
-from tests.fakes import anthropic_api
-from tests.fakes.anthropic_api import RecordedRequest, _file_lock, _read_state, _write_state
+from tests.fakes import server
+from tests.fakes.server import RecordedRequest
 
 HOOK_PATH = "/hook"
 STATUS_PREFIX = "/status/"
 QUEUES = ("post_script", "status_script")
+PUBLICATIONS_SUFFIX = ".publications.json"  # what was received, kept across restarts
 
 
 @dataclass(frozen=True)
-class Action:
+class Action(server.ScriptedAction):
     """One scripted outcome for one request. Build with the functions below."""
 
     kind: str  # "accept" | "status" | "accept_then_hang" | "hang_before" | "drop" | ...
     code: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Action:
-        return cls(**data)
 
 
 def accept() -> Action:
@@ -89,55 +77,37 @@ def accept_then_drop() -> Action:
 def write_state(path: str | os.PathLike[str], **kwargs: Any) -> None:
     """Replace the given keys of the state file: `post_script` and `status_script`
     ([Action, ...], consumed one per request, after the in-memory queues)."""
-    p = Path(path)
     for name in QUEUES:
         if name in kwargs:
             kwargs[name] = [a.to_json() if isinstance(a, Action) else a for a in kwargs[name]]
-    with _file_lock(p):
-        _write_state(p, {**_read_state(p), **kwargs})
+    server.update_state(path, kwargs)
 
 
 def read_posts(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """POSTs logged by a server using this state file: method, path, headers, body, at."""
-    return anthropic_api.read_requests(path)
+    return server.read_log(path)
 
 
 def read_publications(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
     """Stored publications by Idempotency-Key ({"id", "body"}) as last persisted."""
-    try:
-        return dict(json.loads(Path(f"{path}.publications.json").read_text()))
-    except (FileNotFoundError, ValueError):
-        return {}
+    return server.read_saved(path, PUBLICATIONS_SUFFIX)
 
 
 # --- server -------------------------------------------------------------------------------
 
 
-class _Server(anthropic_api._Server):
-    request_queue_size = 128
-    fake: FakeWebhook  # type: ignore[assignment]
-
-
-class _Handler(anthropic_api._Handler):
-    """The Anthropic fake's handler (connection tracking, quiet log, JSON writer), re-routed."""
-
-    server: _Server
-
+class _Handler(server.Handler["FakeWebhook"]):
     def do_POST(self) -> None:  # noqa: N802
         fake = self.server.fake
-        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        try:
-            body: Any = json.loads(raw)
-        except ValueError:
-            body = raw.decode("utf-8", "replace")
-        headers = {k.lower(): v for k, v in self.headers.items()}
+        body = self._read_json()
+        headers = self._lower_headers()
         fake._record(RecordedRequest("POST", self.path, headers, body, time.time()))
         if self.path.split("?")[0] != HOOK_PATH:
             self._send_json(404, {"error": f"no route POST {self.path}"})
             return
         action = fake._next_action("post_script")
         if action.kind == "status":
-            self._send_json(action.code, {"error": f"fake {action.code}"}, 0, action.headers)
+            self._send_json(action.code, {"error": f"fake {action.code}"}, action.headers.items())
             return
         if action.kind in ("hang_before", "drop"):
             self._close_after(action.seconds)
@@ -165,7 +135,7 @@ class _Handler(anthropic_api._Handler):
             self._close_after(action.seconds)
             return
         if action.kind == "status":
-            self._send_json(action.code, {"error": f"fake {action.code}"}, 0, action.headers)
+            self._send_json(action.code, {"error": f"fake {action.code}"}, action.headers.items())
             return
         found = fake.publications.get(unquote(path.removeprefix(STATUS_PREFIX)))
         if found is None:
@@ -173,38 +143,20 @@ class _Handler(anthropic_api._Handler):
         else:
             self._send_json(200, {"id": found["id"]})
 
-    def _close_after(self, seconds: float) -> None:
-        """Send nothing for `seconds` (0: none; ends early if the server stops), then close."""
-        self.server.fake._wait(seconds)
-        self.close_connection = True
 
-
-class FakeWebhook:
+class FakeWebhook(server.FakeServer):
     """The fake destination. Use as a context manager, or call start()/stop()."""
 
+    handler_class = _Handler
+    backlog = 128
+
     def __init__(self, *, state_file: str | os.PathLike[str] | None = None, port: int = 0):
-        self.state_file = Path(state_file) if state_file is not None else None
-        self._bind_port = port
-        self._lock = threading.RLock()
+        super().__init__(state_file=state_file, port=port)
         self._queues: dict[str, deque[Action]] = {name: deque() for name in QUEUES}
-        self._posts: list[RecordedRequest] = []
         self._lookups: list[str] = []
         self._publications: dict[str, dict[str, Any]] = {}
-        self._stop = threading.Event()
-        self._conns: set[socket.socket] = set()
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
         if self.state_file is not None:
             self._publications = read_publications(self.state_file)
-
-    @property
-    def port(self) -> int:
-        assert self._server is not None, "server not started"
-        return int(self._server.server_address[1])
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     @property
     def hook_url(self) -> str:
@@ -218,7 +170,7 @@ class FakeWebhook:
     def posts(self) -> list[RecordedRequest]:
         """Every POST received, whatever its fate."""
         with self._lock:
-            return list(self._posts)
+            return list(self._records)
 
     @property
     def lookups(self) -> list[str]:
@@ -242,51 +194,7 @@ class FakeWebhook:
         with self._lock:
             self._queues["status_script"].extend(actions)
 
-    def start(self) -> FakeWebhook:
-        self._stop.clear()
-        self._server = _Server(("127.0.0.1", self._bind_port), _Handler)
-        self._server.fake = self
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        with self._lock:
-            conns = list(self._conns)
-        for conn in conns:
-            with suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)  # wakes clients stuck in a hang
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> FakeWebhook:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     # --- used by the handler ---
-
-    def _track(self, conn: socket.socket, *, add: bool) -> None:
-        with self._lock:
-            (self._conns.add if add else self._conns.discard)(conn)
-
-    def _wait(self, seconds: float) -> bool:
-        return self._stop.wait(seconds) if seconds > 0 else self._stop.is_set()
-
-    def _record(self, req: RecordedRequest) -> None:
-        with self._lock:
-            self._posts.append(req)
-        if self.state_file is not None:
-            line = json.dumps(asdict(req)) + "\n"
-            with _file_lock(self.state_file), Path(f"{self.state_file}.log").open("a") as fh:
-                fh.write(line)
 
     def _receive(self, key: str, body: dict[str, Any]) -> str:
         """Store once per key (atomically); a repeated key gets the first id back."""
@@ -294,39 +202,17 @@ class FakeWebhook:
             if key not in self._publications:
                 pub_id = f"pub_{len(self._publications) + 1}"
                 self._publications[key] = {"id": pub_id, "body": body}
-                if self.state_file is not None:
-                    with _file_lock(self.state_file):
-                        target = Path(f"{self.state_file}.publications.json")
-                        _write_state(target, self._publications)
+                self._save(PUBLICATIONS_SUFFIX, self._publications)
             return str(self._publications[key]["id"])
 
     def _next_action(self, queue: str) -> Action:
         """The in-memory queue first, then the state file's (re-read on each request)."""
-        with self._lock:
-            action = self._queues[queue].popleft() if self._queues[queue] else None
-        if action is None and self.state_file is not None:
-            with _file_lock(self.state_file):
-                state = _read_state(self.state_file)
-                script = state.get(queue) or []
-                if script:
-                    action = Action.from_json(script[0])
-                    state[queue] = script[1:]
-                    _write_state(self.state_file, state)
+        action, _ = self._next_scripted(self._queues[queue], Action, queue)
         return action or accept()
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Fake webhook destination")
-    parser.add_argument("--port", type=int, default=0, help="0 (default) picks a free port")
-    parser.add_argument("--state-file", required=True)
-    args = parser.parse_args(argv)
-    fake = FakeWebhook(state_file=args.state_file, port=args.port).start()
-    print(fake.url, flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        fake.stop()
+    server.serve_main(FakeWebhook, argv, server.arg_parser("Fake webhook destination"))
 
 
 if __name__ == "__main__":
