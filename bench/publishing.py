@@ -15,7 +15,6 @@ import argparse
 import statistics
 import tempfile
 import time
-from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -26,7 +25,7 @@ from bot.blocks import ACTION_APPROVE, button_value
 from bot.run import Bot
 from core.models import EventRow, RunRow
 from core.review import Verdict, decide
-from core.settings import Settings
+from tests import bots
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.slack_api import FakeSlack
@@ -38,21 +37,13 @@ def start_bot(tmp: Path, slack: FakeSlack, model: FakeAnthropic, publish: str) -
     text = config_text(pending_limit=1000).replace("[defaults]", '[defaults]\ncall_timeout = "1s"')
     text = text.replace('prompt = "Write', f'publish = {publish}\nprompt = "Write')
     (tmp / "galley.toml").write_text(text)
-    settings = Settings(
-        slack_bot_token="xoxb-bench",
-        slack_signing_secret=SECRET,
-        anthropic_api_key="k",
-        anthropic_base_url=model.url,
-        galley_config=tmp / "galley.toml",
-        galley_database_url=f"sqlite:///{tmp / 'bench.db'}",
-        galley_slack_api_url=slack.url + "/api/",
-        galley_http_port=0,
+    return bots.start_bot(
+        config=tmp / "galley.toml",
+        db_url=f"sqlite:///{tmp / 'bench.db'}",
+        anthropic_url=model.url,
+        slack_url=slack.url,
+        secret=SECRET,
     )
-    bot = Bot(settings, outbox_every=timedelta(hours=1), housekeeping_every=timedelta(hours=1))
-    bot.http_host = "127.0.0.1"
-    bot.start()
-    bot.host.wait_idle()
-    return bot
 
 
 def state_of(bot: Bot, run_id: str) -> str:

@@ -14,14 +14,13 @@ import argparse
 import statistics
 import tempfile
 import time
-from datetime import timedelta
 from pathlib import Path
 
 import httpx
 
 from bot.blocks import ACTION_APPROVE, button_value
 from bot.run import Bot
-from core.settings import Settings
+from tests import bots
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.slack_api import FakeSlack
@@ -39,21 +38,13 @@ MONDAYS = [f"2025-{month:02d}-{day:02d}T09:00" for month, day in (
 def start_bot(directory: Path, slack: FakeSlack, anthropic: FakeAnthropic) -> Bot:
     config = directory / "galley.toml"
     config.write_text(config_text(pending_limit=1000, claim_lease="10m", model_timeout="5m"))
-    settings = Settings(
-        slack_bot_token="xoxb-bench",
-        slack_signing_secret=SECRET,
-        anthropic_api_key="k",
-        anthropic_base_url=anthropic.url,
-        galley_config=config,
-        galley_database_url=f"sqlite:///{directory / 'bench.db'}",
-        galley_slack_api_url=slack.url + "/api/",
-        galley_http_port=0,
+    return bots.start_bot(
+        config=config,
+        db_url=f"sqlite:///{directory / 'bench.db'}",
+        anthropic_url=anthropic.url,
+        slack_url=slack.url,
+        secret=SECRET,
     )
-    bot = Bot(settings, outbox_every=timedelta(hours=1), housekeeping_every=timedelta(hours=1))
-    bot.http_host = "127.0.0.1"
-    bot.start()
-    bot.host.wait_idle()
-    return bot
 
 
 def ack_times(clicks: int) -> list[float]:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -51,11 +51,10 @@ from core.ports import Publication, Publisher
 from core.publishing import PublishingService, PublishOutcome, PublishResult
 from core.resolution import Finding, Resolver
 from core.review import ReviewAnswer, Verdict, decide, edit
-from core.schedule import latest_slot_at_or_before
-from core.settings import Settings
 from core.states import DraftState, EffectState, RunState
 from core.store import Store, normalise_url
 from core.webhook import WebhookPublisher
+from tests import bots
 from tests.conftest import PG_URL, FakeClock, config_text
 from tests.fakes import slack_api
 from tests.fakes.anthropic_api import FakeAnthropic
@@ -1155,38 +1154,16 @@ def bot_harness(
         path.write_text(
             galley_config(webhook_table(hook, status_url=status_url), defaults=defaults)
         )
-        settings = Settings(
-            slack_bot_token="xoxb-test",
-            slack_signing_secret=SECRET,
-            anthropic_api_key="k",
-            anthropic_base_url=fake_anthropic.url,
-            galley_config=path,
-            galley_database_url=db_url,
-            galley_slack_api_url=fake_slack.url + "/api/",
-            galley_http_port=0,
+        bot = bots.start_bot(
+            config=path,
+            db_url=db_url,
+            anthropic_url=fake_anthropic.url,
+            slack_url=fake_slack.url,
+            secret=SECRET,
         )
-        bot = Bot(
-            settings,
-            outbox_every=timedelta(hours=1),
-            housekeeping_every=timedelta(hours=1),
-            shutdown_grace=timedelta(seconds=5),
-        )
-        bot.http_host = "127.0.0.1"
-        bot.start()
         sender = SlackSender(f"http://127.0.0.1:{bot.http_port}/slack/events", SECRET)
         harness = BotHarness(bot, fake_slack, hook, Store(db_url), sender)
         started.append(harness)
-        # Let the start-up catch-up settle the latest due slot before a test drafts.
-        latest = latest_slot_at_or_before(bot.galley.config.recipes[RECIPE], datetime.now(UTC))
-        assert latest is not None
-        catch_up = latest.run_id(RECIPE)
-
-        def settled() -> bool:
-            with harness.store.transaction() as session:
-                row = session.exec(select(RunRow).where(col(RunRow.id) == catch_up)).one_or_none()
-            return row is not None and row.state not in (RunState.PENDING, RunState.RUNNING)
-
-        eventually(settled, f"start-up catch-up of {catch_up}")
         return harness
 
     yield start

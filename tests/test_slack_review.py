@@ -28,10 +28,9 @@ from bot.run import Bot
 from core.models import DraftRow, EffectRow, EventRow, RecipeRow, RunRow
 from core.policies import DraftOutcome, SkipReason
 from core.review import edit, expire_overdue_drafts
-from core.schedule import latest_slot_at_or_before
-from core.settings import Settings
 from core.states import DraftState, EffectState, RunState
 from core.store import Store
+from tests import bots
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import FakeAnthropic, ok
 from tests.fakes.slack_api import (
@@ -220,43 +219,20 @@ def start_bot(tmp_path: Path, fake_anthropic: FakeAnthropic) -> Iterator[StartBo
         path = tmp_path / f"galley-{len(started)}.toml"
         path.write_text(text)
         fake_slack = FakeSlack().start()
-        settings = Settings(
-            slack_bot_token="xoxb-test",
-            slack_signing_secret=SECRET,
-            anthropic_api_key="k",
-            anthropic_base_url=fake_anthropic.url,
-            galley_config=path,
-            galley_database_url=db_url,
-            galley_slack_api_url=fake_slack.url + "/api/",
-            galley_http_port=0,
-        )
         try:
-            bot = Bot(
-                settings,
-                outbox_every=timedelta(hours=1),
-                housekeeping_every=timedelta(hours=1),
-                shutdown_grace=timedelta(seconds=5),
+            bot = bots.start_bot(
+                config=path,
+                db_url=db_url,
+                anthropic_url=fake_anthropic.url,
+                slack_url=fake_slack.url,
+                secret=SECRET,
             )
         except BaseException:
             fake_slack.stop()
             raise
-        bot.http_host = "127.0.0.1"
-        bot.start()
         sender = SlackSender(f"http://127.0.0.1:{bot.http_port}/slack/events", SECRET)
         harness = Harness(bot, fake_slack, fake_anthropic, Store(db_url), sender)
         started.append(harness)
-        # Start-up catch-up runs in the background: wait until it has settled the latest
-        # due slot, so it never races a test (what it decided is checked by its own test).
-        latest = latest_slot_at_or_before(bot.galley.config.recipes[RECIPE], datetime.now(UTC))
-        assert latest is not None
-        catch_up_run = latest.run_id(RECIPE)
-        eventually(
-            lambda: (
-                (row := harness.run_row(catch_up_run)) is not None
-                and row.state not in (RunState.PENDING, RunState.RUNNING)
-            ),
-            f"start-up catch-up of {catch_up_run}",
-        )
         return harness
 
     yield start
