@@ -161,13 +161,6 @@ class SchedulerHost:
     def stop_now(self) -> None:
         self.stop(timedelta(0))
 
-    def next_fire_times(self) -> dict[str, datetime | None]:
-        return {
-            job.name: job.next_run_time
-            for job in self.scheduler.get_jobs()
-            if job.id.startswith(RECIPE_JOB_PREFIX)
-        }
-
     def _on_fire(self, recipe_name: str, scheduled_at: datetime | None = None) -> None:
         """`scheduled_at` comes from NominalTimeExecutor (the default only satisfies
         APScheduler's signature check; without it the latest due slot is used)."""

@@ -21,7 +21,7 @@ from sqlmodel import col, select
 from core.claims import DraftResult, ensure_recipe_row, sweep_expired_claims
 from core.config import Config, Recipe, load_config
 from core.drafting import AnthropicDrafter
-from core.errors import ConfigError, SlotError, UnknownRecipe
+from core.errors import ConfigError, SlotError
 from core.gate import ready_count
 from core.history import move_draft, move_run, record_event
 from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
@@ -264,11 +264,3 @@ class Galley:
 
     def cancel(self, run_id: str, *, actor: str) -> str:
         return self.resolver.cancel(run_id, actor=actor)
-
-
-def known_recipe(config: Config, name: str) -> bool:
-    try:
-        config.recipe(name)
-    except UnknownRecipe:
-        return False
-    return True

@@ -18,7 +18,7 @@ from enum import StrEnum
 from sqlmodel import Session, col, select
 
 from core.config import Config, Recipe
-from core.effects import EffectDecision, EffectLedger, Receipt
+from core.effects import EffectDecision, EffectLedger
 from core.errors import (
     EffectInProgress,
     EffectNotSent,
@@ -276,14 +276,6 @@ class PublishingService:
     def _target(self, recipe_name: str) -> str | None:
         recipe = self.config.recipes.get(recipe_name)
         return None if recipe is None or recipe.publish is None else recipe.publish.target
-
-    def receipt(self, run_id: str) -> Receipt | None:
-        with self.store.transaction() as session:
-            run = session.exec(select(RunRow).where(col(RunRow.id) == run_id)).one()
-        target = self._target(run.recipe)
-        if run.draft_key is None or target is None:
-            return None
-        return self.ledger.get(publish_effect_key(run.draft_key, target))
 
 
 def _draft(session: Session, run: RunRow) -> DraftRow:

@@ -8,7 +8,6 @@ is recorded as a `skipped` run with its reason, so a person can see what did not
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
@@ -152,6 +151,3 @@ def _coalesced(recipe: Recipe, latest: list[Slot]) -> str:
 
 def _minutes(delta: timedelta) -> str:
     return f"{int(delta.total_seconds() // 60)}m"
-
-
-SlotCallback = Callable[[Recipe, datetime], None]
