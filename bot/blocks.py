@@ -60,6 +60,7 @@ class DraftView:
     model: str | None
     input_tokens: int
     output_tokens: int
+    notice: str | None = None  # why a draft is back for review (Galley's own words)
 
     def __post_init__(self) -> None:
         _require_aware(self.slot_at, "slot_at")
@@ -141,8 +142,11 @@ def review_message(view: DraftView) -> tuple[str, list[dict[str, Any]]]:
             _button("Edit", ACTION_EDIT, value),
         ],
     }
-    blocks = [*_draft_blocks(view, trailing=2), _details(view), actions]
-    return "Draft for review: " + _snippet(view.text), blocks
+    blocks = [*_draft_blocks(view, trailing=3 if view.notice else 2), _details(view)]
+    if view.notice:
+        text = f":leftwards_arrow_with_hook: {escape_mrkdwn(view.notice)}"
+        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": text}]})
+    return "Draft for review: " + _snippet(view.text), [*blocks, actions]
 
 
 def decided_message(view: DraftView, decision: Decision) -> tuple[str, list[dict[str, Any]]]:

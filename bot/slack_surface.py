@@ -71,6 +71,7 @@ def draft_view(item: ReviewItem) -> DraftView:
         model=item.model,
         input_tokens=item.input_tokens,
         output_tokens=item.output_tokens,
+        notice=item.decision_reason if item.state == DraftState.READY else None,
     )
 
 

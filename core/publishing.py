@@ -291,7 +291,10 @@ def _send_back(
     that buttons on the old message stop counting."""
     why = f"approval older than approval_ttl ({ttl}) when publishing started"
     draft.revision += 1
-    draft.decided_by = draft.decided_at = draft.decision_reason = None
+    draft.decided_by = draft.decided_at = None
+    draft.decision_reason = (
+        f"Back for review: the approval was older than {ttl} when publishing started."
+    )
     draft.ready_at = now  # a full review window again, from now
     move_draft(session, draft, DraftState.READY, actor=PUBLISHER, at=now, reason=why)
     move_run(session, run, RunState.AWAITING_REVIEW, actor=PUBLISHER, at=now, detail=why)

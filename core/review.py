@@ -160,6 +160,7 @@ def edit(
         if refusal is not None:
             return ReviewAnswer(False, refusal, review_item(draft, run))
         draft.text, draft.text_hash, draft.revision = text, text_hash(text), draft.revision + 1
+        draft.decision_reason = None  # a notice about the old revision no longer applies
         draft.updated_at = now
         session.add(draft)
         record_event(

@@ -9,6 +9,7 @@ database; never log lines. Both backends where it is cheap.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import sqlite3
@@ -1231,3 +1232,4 @@ def test_a_draft_sent_back_for_a_stale_approval_gets_its_buttons_back(
     [approve] = [e["value"] for e in actions[0]["elements"] if e["action_id"] == ACTION_APPROVE]
     assert parse_button_value(approve) == (KEY, 2)
     assert approve == button_value(KEY, 2)
+    assert "approval was older than" in json.dumps(message["blocks"])  # and it says why
