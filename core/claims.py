@@ -18,7 +18,7 @@ from sqlmodel import Session, col, select
 
 from core.config import Recipe
 from core.gate import gate_reason, others_drafting
-from core.history import move_run, record_event
+from core.history import move_run, note_draft, note_run, record_event
 from core.identity import draft_key
 from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
 from core.policies import AttemptOutcome, DraftOutcome, Overlap, SkipReason
@@ -179,6 +179,7 @@ def _answer_existing(
 ) -> Claim | DraftResult:
     if draft.state != DraftState.CLAIMED:
         return DraftResult(DraftOutcome.EXISTS, run.id, draft.key)
+    previous = draft.claimed_by  # the ORM update below may refresh the loaded row
     taken = session.execute(
         sa.update(DraftRow)
         .where(
@@ -191,16 +192,12 @@ def _answer_existing(
     if taken.rowcount != 1:  # type: ignore[attr-defined]
         return DraftResult(DraftOutcome.IN_PROGRESS, run.id, draft.key)
     abandon_unfinished_attempts(session, draft.key, now)
-    record_event(
+    note_draft(
         session,
-        subject="draft",
-        subject_id=draft.key,
-        run_id=run.id,
-        from_state=DraftState.CLAIMED,
-        to_state=DraftState.CLAIMED,
+        draft,
         actor=worker,
         at=now,
-        reason=f"took over an expired claim of {draft.claimed_by}",
+        reason=f"took over an expired claim of {previous}",
     )
     if run.state != RunState.RUNNING:
         move_run(session, run, RunState.RUNNING, actor=worker, at=now, reason="claim taken over")
@@ -216,13 +213,9 @@ def _overlap(
         if run.reason != QUEUED_REASON:
             run.reason, run.updated_at = QUEUED_REASON, now
             session.add(run)
-            record_event(
+            note_run(
                 session,
-                subject="run",
-                subject_id=run.id,
-                run_id=run.id,
-                from_state=RunState.PENDING,
-                to_state=RunState.PENDING,
+                run,
                 actor=actor,
                 at=now,
                 reason="queued behind the recipe's running draft (overlap = queue_one)",
@@ -273,17 +266,8 @@ def _record_skip(
     if RunState.SKIPPED in RUN_TRANSITIONS[RunState(run.state)]:
         move_run(session, run, RunState.SKIPPED, actor=actor, at=now, reason=reason, detail=detail)
         return
-    record_event(  # the run holds an older version's draft: note the refusal only
-        session,
-        subject="run",
-        subject_id=run.id,
-        run_id=run.id,
-        from_state=run.state,
-        to_state=RunState.SKIPPED,
-        actor=actor,
-        at=now,
-        reason=detail,
-    )
+    # the run holds an older version's draft: note the refusal only
+    note_run(session, run, actor=actor, at=now, reason=detail, to_state=RunState.SKIPPED)
 
 
 def abandon_unfinished_attempts(session: Session, key: str, now: datetime) -> None:

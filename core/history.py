@@ -125,3 +125,42 @@ def move_effect(
         at=at,
         reason=reason,
     )
+
+
+def note_draft(session: Session, draft: DraftRow, *, actor: str, at: datetime, reason: str) -> None:
+    """History for a draft whose state stays as it is (an edit, a claim taken over)."""
+    record_event(
+        session,
+        subject="draft",
+        subject_id=draft.key,
+        run_id=draft.run_id,
+        from_state=draft.state,
+        to_state=draft.state,
+        actor=actor,
+        at=at,
+        reason=reason,
+    )
+
+
+def note_run(
+    session: Session,
+    run: RunRow,
+    *,
+    actor: str,
+    at: datetime,
+    reason: str,
+    to_state: str | None = None,
+) -> None:
+    """History for a run whose state stays as it is: queued, or a refusal (`to_state`
+    names what was refused) that the state machine cannot show."""
+    record_event(
+        session,
+        subject="run",
+        subject_id=run.id,
+        run_id=run.id,
+        from_state=run.state,
+        to_state=to_state or run.state,
+        actor=actor,
+        at=at,
+        reason=reason,
+    )

@@ -13,7 +13,7 @@ from enum import StrEnum
 from sqlmodel import Session, col, select
 
 from core.config import Config
-from core.history import move_draft, move_run, record_event
+from core.history import move_draft, move_run, note_draft
 from core.identity import text_hash
 from core.models import DraftRow, RecipeRow, RunRow
 from core.ports import Clock, ReviewItem
@@ -163,17 +163,7 @@ def edit(
         draft.decision_reason = None  # a notice about the old revision no longer applies
         draft.updated_at = now
         session.add(draft)
-        record_event(
-            session,
-            subject="draft",
-            subject_id=draft.key,
-            run_id=draft.run_id,
-            from_state=DraftState.READY,
-            to_state=DraftState.READY,
-            actor=user,
-            at=now,
-            reason=f"edited: revision {draft.revision}",
-        )
+        note_draft(session, draft, actor=user, at=now, reason=f"edited: revision {draft.revision}")
         return ReviewAnswer(True, f"Saved as revision {draft.revision}.", review_item(draft, run))
 
 
