@@ -34,7 +34,7 @@ from core.effects import EffectDecision, EffectLedger
 from core.errors import ConfigError, EffectNotSent, EffectOutcomeUnknown
 from core.operator import Galley
 from core.outbox import ReviewOutbox
-from core.ports import Publisher
+from core.ports import Clock, Publisher
 from core.publishing import PublishingService
 from core.settings import Settings
 from core.webhook import WebhookPublisher
@@ -71,13 +71,14 @@ class Bot:
         housekeeping_every: timedelta = timedelta(seconds=60),
         outbox_every: timedelta = timedelta(seconds=2),
         shutdown_grace: timedelta = timedelta(seconds=30),
+        clock: Clock | None = None,
     ) -> None:
         problems = missing_settings(settings)
         if problems:
             raise ConfigError(problems)
         self.settings = settings
         self.shutdown_grace = shutdown_grace
-        self.galley = Galley.from_settings(settings)
+        self.galley = Galley.from_settings(settings, clock=clock)
         recipes = list(self.galley.config.recipes.values())
         call_timeout = min((r.call_timeout for r in recipes), default=DEFAULT_CALL_TIMEOUT)
         self.client = WebClient(

@@ -87,7 +87,10 @@ class Galley:
         self._service: DraftingService | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings | None = None) -> Galley:
+    def from_settings(
+        cls, settings: Settings | None = None, *, clock: Clock | None = None
+    ) -> Galley:
+        """`clock` is for tests and replays; the bot and the CLI use the system clock."""
         settings = settings or Settings()
         config = load_config(settings.galley_config)
         store = Store(settings.galley_database_url)
@@ -96,7 +99,7 @@ class Galley:
             settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else ""
         )
         drafter = AnthropicDrafter(api_key, settings.anthropic_base_url) if api_key else None
-        return cls(config, store, drafter=drafter)
+        return cls(config, store, drafter=drafter, clock=clock)
 
     @property
     def drafting(self) -> DraftingService:

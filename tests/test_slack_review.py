@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -53,7 +53,7 @@ from tests.slack_requests import (
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5-galley-test"
 CHANNEL = "C0REVIEW"
 RECIPE = "weekly-update"
-SLOT = "2026-11-23T09:00"
+SLOT = "2026-11-23T09:00"  # the latest due Monday at bots.BOT_EPOCH
 RUN = f"{RECIPE}@{SLOT}"
 KEY = f"linkedin|{RUN}|v1"
 APPROVE, REJECT, EDIT = "galley_approve", "galley_reject", "galley_edit"
@@ -251,7 +251,7 @@ def test_start_up_catch_up_skips_a_days_old_slot_and_a_manual_draft_of_it_is_all
     start_bot: StartBot, sqlite_url: str
 ) -> None:
     """The assumption every other test leans on: at start-up the latest due Monday
-    (2026-11-23 09:00, days before 'today', far past misfire_grace) is recorded as a
+    (2026-11-23 09:00, two days before the bot's clock, far past misfire_grace) is a
     skipped misfire with no model call; `galley.draft` of it is then a manual run."""
     h = start_bot(sqlite_url)
 
@@ -564,7 +564,7 @@ def _age_past_review_window(h: Harness) -> None:
         session.execute(
             sa.update(DraftRow)
             .where(col(DraftRow.key) == KEY)
-            .values(ready_at=datetime.now(UTC) - timedelta(hours=49))  # review_window is 48h
+            .values(ready_at=h.bot.galley.clock.now() - timedelta(hours=49))  # window: 48h
         )
 
 
