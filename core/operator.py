@@ -18,9 +18,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import col, select
 
+from core.anthropic_drafter import AnthropicDrafter
 from core.claims import DraftResult, ensure_recipe_row, sweep_expired_claims
 from core.config import Config, Recipe, load_config
-from core.drafting import AnthropicDrafter
 from core.errors import ConfigError, SlotError
 from core.gate import ready_count
 from core.history import move_draft, move_run, record_event

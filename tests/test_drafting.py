@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from sqlmodel import col, select
 
-from core.drafting import AnthropicDrafter
+from core.anthropic_drafter import AnthropicDrafter
 from core.models import AttemptRow, DraftRow, RunRow
 from core.operator import Galley
 from core.policies import AttemptOutcome, DraftOutcome, FailReason, SkipReason

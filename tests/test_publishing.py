@@ -39,8 +39,8 @@ from bot.run import Bot
 from bot.slack_publishing import SlackAlerter, SlackChannelPublisher
 from bot.slack_surface import ChannelPacer, SlackChannels, SlackReviewSurface
 from core.alerts import AlertService
+from core.anthropic_drafter import AnthropicDrafter
 from core.config import Config, Recipe, SlackTarget, WebhookTarget, parse_config
-from core.drafting import AnthropicDrafter
 from core.effects import EffectDecision, EffectLedger
 from core.errors import KeyPayloadConflict
 from core.identity import text_hash
