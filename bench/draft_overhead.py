@@ -8,7 +8,7 @@ manual=True)`, with a drafter that answers at once from memory (no HTTP), so the
 of a draft is Galley's own work: claim, attempt bookkeeping, lease thread, store. The
 model's own time (microseconds here) is measured and subtracted all the same.
 
-Phases are timed by wrapping, in the worker process only, `core.runs.claim_slot` and the
+Phases are timed by wrapping, in the worker process only, `core.drafting.claim_slot` and the
 service's `_begin_attempt` and `_store_draft`: nothing of core is copied or changed.
 
 Every configuration gets a fresh database (a temporary SQLite file, or a PostgreSQL
@@ -107,7 +107,7 @@ def worker(
     """One process: build a Galley, draft the warm-up slots, wait for all, draft and time."""
     result = WorkerResult(index=index, started=0.0, finished=0.0)
     try:
-        import core.runs
+        import core.drafting
         from core.operator import Galley
         from core.store import Store
         from tests.conftest import make_config
@@ -119,7 +119,7 @@ def worker(
         service = galley.drafting
 
         laps: dict[str, list[float]] = {"claim": [], "attempt": [], "store": []}
-        core.runs.claim_slot = _timed(laps["claim"], core.runs.claim_slot)  # type: ignore[assignment]
+        core.drafting.claim_slot = _timed(laps["claim"], core.drafting.claim_slot)  # type: ignore[assignment]
         service._begin_attempt = _timed(laps["attempt"], service._begin_attempt)  # type: ignore[method-assign]
         service._store_draft = _timed(laps["store"], service._store_draft)  # type: ignore[method-assign]
 

@@ -21,13 +21,13 @@ from sqlmodel import col, select
 from core.anthropic_drafter import AnthropicDrafter
 from core.claims import DraftResult, ensure_recipe_row, sweep_expired_claims
 from core.config import Config, Recipe, load_config
+from core.drafting import Backoff, DraftingService
 from core.errors import ConfigError, SlotError
 from core.gate import ready_count
 from core.history import move_draft, move_run, record_event
 from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
 from core.ports import Clock, Drafter, SystemClock
 from core.resolution import Finding, Resolver
-from core.runs import Backoff, DraftingService
 from core.schedule import Slot, latest_slot_at_or_before, next_slots, slot_at_instant, slot_at_wall
 from core.settings import Settings
 from core.states import DraftState, RunState

@@ -15,11 +15,11 @@ from sqlmodel import col, select
 
 from core.claims import DraftResult, ensure_recipe_row, open_run
 from core.config import Recipe
+from core.drafting import DraftingService
 from core.history import move_run
 from core.models import RunRow
 from core.policies import DraftOutcome, SkipReason
 from core.ports import Clock
-from core.runs import DraftingService
 from core.schedule import Slot, latest_slot_at_or_before, slots_between
 from core.states import RunState
 from core.store import Store

@@ -11,11 +11,11 @@ from sqlmodel import col, select
 
 from core.claims import Claim, DraftResult, LeaseKeeper, claim_slot, sweep_expired_claims
 from core.config import Recipe
+from core.drafting import DraftingService
 from core.models import AttemptRow, DraftRow, EventRow, RunRow
 from core.operator import Galley
 from core.policies import AttemptOutcome, DraftOutcome
 from core.ports import DraftRequest, ModelReply
-from core.runs import DraftingService
 from core.schedule import Slot
 from core.states import DraftState, RunState
 from core.store import Store

@@ -14,10 +14,10 @@ import pytest
 from sqlmodel import col, select
 
 from core.anthropic_drafter import AnthropicDrafter
+from core.drafting import Backoff
 from core.models import AttemptRow, DraftRow, RunRow
 from core.operator import Galley
 from core.policies import AttemptOutcome, DraftOutcome, FailReason, SkipReason
-from core.runs import Backoff
 from core.states import DraftState, RunState
 from core.store import Store
 from tests.conftest import make_config
