@@ -37,7 +37,7 @@ from core.outbox import ReviewOutbox
 from core.ports import Clock, Publisher
 from core.publishing import PublishingService
 from core.settings import Settings
-from core.webhook import WebhookPublisher
+from core.webhook_publisher import WebhookPublisher
 
 log = logging.getLogger("galley")
 DEFAULT_CALL_TIMEOUT = timedelta(seconds=30)

@@ -54,7 +54,7 @@ from core.resolution import Finding, Resolver
 from core.review import ReviewAnswer, Verdict, decide, edit
 from core.states import DraftState, EffectState, RunState
 from core.store import Store, normalise_url
-from core.webhook import WebhookPublisher
+from core.webhook_publisher import WebhookPublisher
 from tests import bots
 from tests.conftest import PG_URL, FakeClock, config_text
 from tests.fakes import slack_api

@@ -17,7 +17,7 @@ import pytest
 
 from core.errors import EffectNotSent, EffectOutcomeUnknown, LookupUnavailable
 from core.ports import Publication, Publisher
-from core.webhook import WebhookPublisher, WebhookRefused
+from core.webhook_publisher import WebhookPublisher, WebhookRefused
 from tests.fakes.anthropic_api import closed_port
 from tests.fakes.webhook import (
     Action,
