@@ -1,7 +1,7 @@
 """APScheduler 3 hosting: one job per recipe that fires at the recipe's slots.
 
 APScheduler only says *when*; Galley decides *what*: each fire hands the nominal slot
-time to `core.scheduling.SlotDispatcher` on Galley's own drafting pool, so a slow model
+time to `core.dispatch.SlotDispatcher` on Galley's own drafting pool, so a slow model
 call never holds a scheduler thread and never makes APScheduler drop a fire unseen.
 The scheduler's job store is memory: Galley's state lives in Galley's database.
 """
@@ -22,11 +22,11 @@ from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from core.config import Recipe
+from core.dispatch import SlotDispatcher
 from core.identity import run_of_draft_key
 from core.operator import Galley
 from core.review import expire_overdue_drafts
 from core.schedule import next_slots
-from core.scheduling import SlotDispatcher
 
 log = logging.getLogger(__name__)
 RECIPE_JOB_PREFIX = "recipe:"

@@ -16,11 +16,11 @@ from sqlmodel import col, select
 from bot.scheduler import RecipeTrigger
 from core.claims import Claim, claim_slot
 from core.config import Recipe
+from core.dispatch import SlotDispatcher
 from core.models import RunRow
 from core.operator import Galley
 from core.policies import DraftOutcome, DstGap, DstRepeat, Overlap, SkipReason
 from core.schedule import slot_at_instant, slots_between
-from core.scheduling import SlotDispatcher
 from core.states import RunState
 from core.store import Store
 from tests.conftest import FakeClock, make_config
