@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bot.scheduler import SchedulerHost
+from bot.apscheduler_host import SchedulerHost
 from core.config import parse_config
 from core.operator import Galley
 from core.ports import DraftRequest, ModelReply

@@ -21,9 +21,9 @@ from slack_bolt import App
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_sdk import WebClient
 
+from bot.apscheduler_host import SchedulerHost
 from bot.blocks import notice_blocks
 from bot.handlers import BotDeps, register
-from bot.scheduler import SchedulerHost
 from bot.server import web_app
 from bot.slack_publishing import SlackAlerter, SlackChannelPublisher
 from bot.slack_surface import SlackChannels, SlackDirectory, SlackReviewSurface

@@ -14,8 +14,8 @@ from apscheduler.triggers.date import DateTrigger
 from sqlmodel import select
 from typer.testing import CliRunner
 
+from bot.apscheduler_host import NominalTimeExecutor, SchedulerHost
 from bot.cli import app
-from bot.scheduler import NominalTimeExecutor, SchedulerHost
 from core.digest import build_digest
 from core.models import DraftRow
 from core.operator import Galley

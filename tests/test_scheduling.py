@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from sqlmodel import col, select
 
-from bot.scheduler import RecipeTrigger
+from bot.apscheduler_host import RecipeTrigger
 from core.claims import Claim, claim_slot
 from core.config import Recipe
 from core.dispatch import SlotDispatcher
