@@ -1,6 +1,6 @@
 """The ports: small interfaces the domain needs from the outside world.
 
-Adapters live elsewhere (`core/drafting.py` for Anthropic, `bot/` for Slack). The domain
+Adapters live elsewhere (`core/anthropic_drafter.py` for Anthropic, `bot/` for Slack). The domain
 depends only on these Protocols, so a notebook or a test can supply its own.
 """
 
