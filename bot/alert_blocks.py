@@ -11,10 +11,12 @@ from bot.blocks import (
     ACTION_ALERT_CANCEL,
     ACTION_ALERT_PUBLISHED,
     ACTION_ALERT_RETRY,
+    ACTION_ALERT_SKIP,
     BLOCK_LIMIT,
     escape_mrkdwn,
     split_for_sections,
 )
+from core.policies import AlertKind
 from core.ports import RunAlert
 
 PUBLISH_EVENT_TYPE = "galley_publish"
@@ -47,8 +49,8 @@ def alert_message(alert: RunAlert, *, actionable: bool = True) -> dict[str, Any]
         {"type": "section", "text": {"type": "mrkdwn", "text": f":warning: {headline}"}},
         {"type": "section", "text": {"type": "mrkdwn", "text": facts[:3000] or " "}},
     ]
-    if actionable:
-        blocks.append(alert_actions(alert.run_id))
+    if actionable and BUTTONS[alert.kind]:
+        blocks.append(alert_actions(alert.run_id, alert.kind))
     return {
         "text": f"Galley needs a person: run {alert.run_id}",
         "blocks": blocks,
@@ -56,15 +58,26 @@ def alert_message(alert: RunAlert, *, actionable: bool = True) -> dict[str, Any]
     }
 
 
-def alert_actions(run_id: str) -> dict[str, Any]:
-    value = json.dumps({"run": run_id})
-    buttons = [
+# The buttons that fit what an alert asks people to settle.
+BUTTONS: dict[AlertKind, list[tuple[str, str, str | None]]] = {
+    AlertKind.PUBLISH: [
         ("Mark published", ACTION_ALERT_PUBLISHED, "primary"),
         ("Retry", ACTION_ALERT_RETRY, None),
         ("Cancel", ACTION_ALERT_CANCEL, "danger"),
-    ]
+    ],
+    AlertKind.DRAFTING: [
+        ("Retry draft", ACTION_ALERT_RETRY, "primary"),
+        ("Skip", ACTION_ALERT_SKIP, "danger"),
+    ],
+    AlertKind.STRANDED: [("Cancel", ACTION_ALERT_CANCEL, "danger")],
+    AlertKind.REVIEW_POST: [],
+}
+
+
+def alert_actions(run_id: str, kind: AlertKind = AlertKind.PUBLISH) -> dict[str, Any]:
+    value = json.dumps({"run": run_id})
     elements = []
-    for label, action_id, style in buttons:
+    for label, action_id, style in BUTTONS[kind]:
         button: dict[str, Any] = {
             "type": "button",
             "text": {"type": "plain_text", "text": label},

@@ -82,7 +82,10 @@ class SchedulerHost:
         *,
         drafting_threads: int = 4,
         housekeeping_every: timedelta = timedelta(seconds=60),
+        sweep_every: timedelta | None = None,
     ) -> None:
+        """`sweep_every` (default: the shortest recipe heartbeat) is how often claims whose
+        holder stopped beating are returned to the pool and drafted again."""
         self.galley = galley
         self.stopping = threading.Event()
         self.dispatcher = SlotDispatcher(
@@ -96,6 +99,8 @@ class SchedulerHost:
         self._futures: set[Future[Any]] = set()
         self._lock = threading.Lock()
         self._housekeeping_every = housekeeping_every
+        heartbeats = [r.heartbeat for r in galley.config.recipes.values()]
+        self._sweep_every = sweep_every or min(heartbeats, default=housekeeping_every)
         self.scheduler = BackgroundScheduler(
             timezone=UTC,
             executors={
@@ -122,7 +127,8 @@ class SchedulerHost:
                 coalesce=True,
                 misfire_grace_time=int(recipe.misfire_grace.total_seconds()),
             )
-        self.add_interval_job("sweeper", self._sweep_and_resume, self._housekeeping_every)
+        self.add_interval_job("sweeper", self._sweep_and_resume, self._sweep_every)
+        self.add_interval_job("pending", self._settle_stale_pending, self._housekeeping_every)
         self.add_interval_job("expiry", self._expire, self._housekeeping_every)
         self.scheduler.start()
 
@@ -179,6 +185,11 @@ class SchedulerHost:
         misfire_grace): a worker that died mid-call does not lose its slot."""
         for key in self.galley.sweep():
             self._submit(self.dispatcher.resume, run_of_draft_key(key))
+
+    def _settle_stale_pending(self) -> None:
+        """Nothing stays `pending` forever: stale ones are drafted or closed with a reason."""
+        for run_id in self.dispatcher.stale_pending_runs():
+            self._submit(self.dispatcher.settle_pending, run_id)
 
     def _expire(self) -> None:
         expire_overdue_drafts(self.galley.store, self.galley.config, self.galley.clock)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,8 +28,7 @@ from core.errors import (
     UnknownRun,
 )
 from core.operator import Galley
-from core.policies import DraftOutcome
-from core.resolution import Finding
+from core.policies import DraftOutcome, Finding
 from core.schedule import describe, next_slots
 from core.settings import Settings
 from core.states import RunState
@@ -226,7 +226,13 @@ def run(
         logging.getLogger(noisy).setLevel(logging.WARNING)
     with explained_errors():
         bot = Bot(Settings(), shutdown_grace=timedelta(seconds=shutdown_grace))
-    raise typer.Exit(bot.serve())
+    code = bot.serve()
+    # Drafting threads still waiting on a model call past the grace must not hold the
+    # process open (the interpreter would join them at exit): leave now; their claims
+    # stop beating and another process takes them over within takeover_after.
+    logging.shutdown()
+    sys.stdout.flush()
+    os._exit(code)
 
 
 @app.command()

@@ -15,8 +15,9 @@ from core.config import Recipe
 from core.errors import GalleyError
 from core.operator import Galley
 from core.permissions import may_administer
+from core.policies import Finding
 from core.ports import Directory
-from core.resolution import Finding
+from core.schedule import Slot
 from core.states import RunState
 
 OPEN_TO_EVERYONE = frozenset({"help", "status", "runs"})
@@ -34,8 +35,8 @@ USAGE = {
 }
 
 
-# (recipe, actor, tell): draft the latest slot on the pool, then tell how it went
-StartDraft = Callable[[Recipe, str, Callable[[str], object]], None]
+# (recipe, slot or None for the latest, actor, tell): draft on the pool, then tell how it went
+StartDraft = Callable[[Recipe, Slot | None, str, Callable[[str], object]], None]
 
 
 class UsageError(ValueError):
@@ -89,7 +90,7 @@ def _status(args: list[str], context: CommandContext) -> str:
 def _run(args: list[str], context: CommandContext) -> str:
     _no_more(args, 1)
     recipe = context.galley.recipe(_first(args))
-    context.start_draft(recipe, context.user, context.tell)
+    context.start_draft(recipe, None, context.user, context.tell)
     return f"Drafting *{recipe.name}* for its most recent slot; I will tell you how it went."
 
 
@@ -136,7 +137,20 @@ def _resolve(args: list[str], context: CommandContext) -> str:
 
 def _retry(args: list[str], context: CommandContext) -> str:
     _no_more(args, 1)
-    return context.galley.retry(_first(args), actor=context.user)
+    return retry_run(_first(args), context.galley, context.start_draft, context.user, context.tell)
+
+
+def retry_run(
+    run_id: str, galley: Galley, start_draft: StartDraft, user: str, tell: Callable[[str], object]
+) -> str:
+    """A failed draft is drafted again on the pool (never on a Slack listener's thread);
+    an uncertain publication is tried once more."""
+    failed = galley.failed_drafting(run_id)
+    if failed is None:
+        return galley.retry(run_id, actor=user)
+    recipe, slot = failed
+    start_draft(recipe, slot, user, tell)
+    return f"`{run_id}` is being drafted again; you will be told how it went."
 
 
 def _cancel(args: list[str], context: CommandContext) -> str:

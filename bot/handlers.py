@@ -17,6 +17,7 @@ from bot.blocks import (
     ACTION_ALERT_CANCEL,
     ACTION_ALERT_PUBLISHED,
     ACTION_ALERT_RETRY,
+    ACTION_ALERT_SKIP,
     ACTION_APPROVE,
     ACTION_EDIT,
     ACTION_REJECT,
@@ -28,12 +29,12 @@ from bot.blocks import (
     reject_modal,
     reject_reason,
 )
-from bot.commands import CommandContext, StartDraft, answer
+from bot.commands import CommandContext, StartDraft, answer, retry_run
 from core.operator import Galley
 from core.outbox import ReviewOutbox
 from core.permissions import may_administer, may_approve
+from core.policies import Finding
 from core.ports import Directory
-from core.resolution import Finding
 from core.review import ReviewAnswer, Verdict, decide, edit, load_item
 from core.states import DraftState
 
@@ -139,7 +140,7 @@ def register(app: App, deps: BotDeps) -> None:
         )
         settle(result, lambda reply: _ephemeral(client, slack.review_channel, user, reply))
 
-    def on_alert_button(resolve: Callable[[str, str], str]) -> Callable[..., None]:
+    def on_alert_button(resolve: Callable[[str, str, Respond], str]) -> Callable[..., None]:
         def listener(ack: Ack, body: dict[str, Any], client: WebClient, respond: Respond) -> None:
             ack()
             user = body["user"]["id"]
@@ -151,7 +152,7 @@ def register(app: App, deps: BotDeps) -> None:
                 )
                 return
             run_id = alert_run_id(body["actions"][0]["value"])
-            outcome = resolve(run_id, user)
+            outcome = resolve(run_id, user, respond)
             deps.publish_soon(run_id)
             message = body["message"]
             client.chat_update(
@@ -163,12 +164,21 @@ def register(app: App, deps: BotDeps) -> None:
 
         return listener
 
+    def retry(run: str, user: str, respond: Respond) -> str:
+        def tell(text: str) -> object:
+            return respond(text, response_type="ephemeral", replace_original=False)
+
+        return retry_run(run, galley, deps.start_draft, user, tell)
+
     app.action(ACTION_ALERT_PUBLISHED)(
-        on_alert_button(lambda run, user: galley.resolve(run, Finding.PUBLISHED, actor=user))
+        on_alert_button(lambda run, user, _: galley.resolve(run, Finding.PUBLISHED, actor=user))
     )
-    app.action(ACTION_ALERT_RETRY)(on_alert_button(lambda run, user: galley.retry(run, actor=user)))
+    app.action(ACTION_ALERT_RETRY)(on_alert_button(retry))
     app.action(ACTION_ALERT_CANCEL)(
-        on_alert_button(lambda run, user: galley.cancel(run, actor=user))
+        on_alert_button(lambda run, user, _: galley.cancel(run, actor=user))
+    )
+    app.action(ACTION_ALERT_SKIP)(
+        on_alert_button(lambda run, user, _: galley.skip(run, actor=user))
     )
 
     @app.command("/galley")

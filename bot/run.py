@@ -29,18 +29,20 @@ from bot.slack_publishing import SlackAlerter, SlackChannelPublisher
 from bot.slack_surface import SlackChannels, SlackDirectory, SlackReviewSurface
 from core.alerts import AlertService
 from core.config import Recipe, SlackTarget, WebhookTarget
-from core.digest import build_digest
-from core.effects import EffectDecision, EffectLedger
-from core.errors import ConfigError, EffectNotSent, EffectOutcomeUnknown
+from core.digest import post_digest
+from core.effects import EffectLedger
+from core.errors import ConfigError
 from core.operator import Galley
 from core.outbox import ReviewOutbox
-from core.ports import Clock, Publisher
+from core.ports import Clock, MessageRef, Publisher
 from core.publishing import PublishingService
+from core.schedule import Slot
 from core.settings import Settings
 from core.webhook_publisher import WebhookPublisher
 
 log = logging.getLogger("galley")
 DEFAULT_CALL_TIMEOUT = timedelta(seconds=30)
+DEFAULT_HEARTBEAT = timedelta(seconds=2)
 
 
 def missing_settings(settings: Settings) -> list[str]:
@@ -72,6 +74,7 @@ class Bot:
         outbox_every: timedelta = timedelta(seconds=2),
         shutdown_grace: timedelta = timedelta(seconds=30),
         clock: Clock | None = None,
+        sweep_every: timedelta | None = None,
     ) -> None:
         problems = missing_settings(settings)
         if problems:
@@ -91,13 +94,17 @@ class Bot:
         self.channels = SlackChannels(self.client)
         self.surface = SlackReviewSurface(self.channels, slack.review_channel)
         self.directory = SlackDirectory(self.client)
-        ledger = EffectLedger(self.galley.store, self.galley.clock, self.galley.drafting.worker)
+        heartbeat = min((r.heartbeat for r in recipes), default=DEFAULT_HEARTBEAT)
+        ledger = EffectLedger(
+            self.galley.store, self.galley.clock, self.galley.drafting.worker, heartbeat
+        )
         self.outbox = ReviewOutbox(
             self.galley.store,
             ledger,
             self.surface,
             channel=slack.review_channel,
             call_lease=call_timeout * 4,
+            unfindable=lambda item, why: self.alerts.alert_review_post(item, why),
         )
         self.alerts = AlertService(
             self.galley.store,
@@ -116,7 +123,9 @@ class Bot:
             alert=self.alerts.alert_run,
         )
         self._publishers: dict[str, Publisher] = {}
-        self.host = SchedulerHost(self.galley, housekeeping_every=housekeeping_every)
+        self.host = SchedulerHost(
+            self.galley, housekeeping_every=housekeeping_every, sweep_every=sweep_every
+        )
         self.host.add_interval_job("outbox", self.sync_slack, outbox_every)
         self.host.add_interval_job("reconciler", self.reconcile, outbox_every)
         self.ledger = ledger
@@ -146,15 +155,17 @@ class Bot:
         self._socket: SocketModeHandler | None = None
         self.http_host = "0.0.0.0"
 
-    def start_draft(self, recipe: Recipe, actor: str, tell: Callable[[str], object]) -> None:
-        """A person's `/galley run`: the most recent slot, on the drafting pool; the
-        person is told the outcome (drafted, exists, skipped and why, failed)."""
-        slot = self.galley.resolve_slot(recipe, None)
+    def start_draft(
+        self, recipe: Recipe, slot: Slot | None, actor: str, tell: Callable[[str], object]
+    ) -> None:
+        """A person's `/galley run` (the most recent slot) or `retry` of a failed one, on
+        the drafting pool; the person is told the outcome (drafted, exists, skipped and
+        why, failed and why)."""
+        chosen = slot or self.galley.resolve_slot(recipe, None)
 
         def draft_and_tell() -> None:
-            result = self.galley.drafting.draft_slot(recipe, slot, manual=True, actor=actor)
-            why = f" ({result.detail or result.reason})" if result.reason else ""
-            tell(f"*{recipe.name}* `{result.run}`: {result.outcome}{why}")
+            result = self.galley.drafting.draft_slot(recipe, chosen, manual=True, actor=actor)
+            tell(f"*{recipe.name}* {result.describe()}")
 
         self.host.submit(draft_and_tell)
 
@@ -184,25 +195,14 @@ class Bot:
 
     def post_digest(self) -> bool:
         """Today's digest in the alert channel, once per day across replicas."""
-        slack = self.galley.config.slack
-        now = self.galley.clock.now()
-        day = now.astimezone(ZoneInfo(slack.digest_timezone)).date().isoformat()
-        key = f"digest|{day}"
-        start = self.ledger.begin(
-            key, draft_key="", step="digest", payload={"day": day}, lease=timedelta(minutes=5)
+        channel = self.galley.config.slack.alert_channel_or_review
+
+        def post(text: str) -> MessageRef:
+            return self.channels.post(channel, text=text, blocks=notice_blocks(text))
+
+        return post_digest(
+            self.galley.store, self.galley.config, self.ledger, self.galley.clock.now(), post
         )
-        if start.decision != EffectDecision.ACT:
-            return False
-        text = build_digest(self.galley.store, self.galley.config, now)
-        try:
-            ref = self.channels.post(
-                slack.alert_channel_or_review, text=text, blocks=notice_blocks(text)
-            )
-        except (EffectNotSent, EffectOutcomeUnknown) as exc:
-            self.ledger.fail(key, str(exc))
-            return False
-        self.ledger.succeed(key, ref.ts)
-        return True
 
     def sync_slack(self) -> None:
         """The outbox pass: post new drafts, refresh decided ones, tell of backpressure."""

@@ -1,29 +1,29 @@
-"""Uncertain and stuck runs are told to people (DESIGN.md §4.8): once per episode,
-deduplicated by key across replicas, with reminders while nobody resolves them.
+"""Runs people must settle are told to them (DESIGN.md §4.8): uncertain, stuck, failed,
+or stranded (approved with nothing left to publish it), and review posts nobody can
+find. Once per episode, deduplicated by key across replicas, with reminders while an
+uncertain or stuck run waits on someone; a failure is told once, with its cause.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+import sqlalchemy as sa
 from sqlmodel import col, select
 
+from core.causes import last_attempt_cause
 from core.config import Config
-from core.effects import EffectDecision, EffectLedger
-from core.errors import EffectInProgress, EffectNotSent, EffectOutcomeUnknown
-from core.models import EffectRow, RunRow
-from core.policies import FailReason
-from core.ports import Alerter, Clock, RunAlert
-from core.states import RunState
+from core.effects import EffectLedger, EffectSpec, Proof
+from core.models import AttemptRow, EffectRow, RunRow
+from core.policies import AlertKind, FailReason
+from core.ports import Alerter, Clock, ReviewItem, RunAlert
+from core.states import EffectState, RunState
 from core.store import Store
 
 STUCK_RUNNING_LEASES = 2  # a run drafting for two claim leases is stuck
 STUCK_PUBLISHING_CALLS = 10  # a run publishing for ten call timeouts is stuck
-AUTH_REASONS = [
-    FailReason.AUTH.value,
-    FailReason.PUBLISH_AUTH.value,
-]  # refusals people must hear about
-AUTH_WINDOW = timedelta(days=1)  # older refusals were told already, or predate this process
+FAILED_WINDOW = timedelta(days=1)  # older failures were told already, or predate this process
+WATCHED = [RunState.UNCERTAIN, RunState.RUNNING, RunState.PUBLISHING, RunState.APPROVED]
 
 
 class AlertService:
@@ -47,82 +47,137 @@ class AlertService:
         return self._alert_if_due(run, self.clock.now())
 
     def sweep(self) -> int:
-        """The periodic pass: first alerts missed by a crash, reminders, stuck runs."""
+        """The periodic pass: first alerts missed by a crash, reminders, stuck, failed
+        and stranded runs."""
         now = self.clock.now()
-        watched = col(RunRow.state).in_([RunState.UNCERTAIN, RunState.RUNNING, RunState.PUBLISHING])
-        refused = (col(RunRow.state) == RunState.FAILED) & col(RunRow.reason).in_(AUTH_REASONS)
+        watched = col(RunRow.state).in_(WATCHED)
+        failed = (col(RunRow.state) == RunState.FAILED) & (
+            col(RunRow.updated_at) > now - FAILED_WINDOW
+        )
         with self.store.transaction() as session:
-            runs = session.exec(
-                select(RunRow).where(
-                    watched | (refused & (col(RunRow.updated_at) > now - AUTH_WINDOW))
-                )
-            ).all()
+            runs = session.exec(select(RunRow).where(watched | failed)).all()
         return sum(self._alert_if_due(run, now) for run in runs)
 
+    def alert_review_post(self, item: ReviewItem, why: str) -> bool:
+        """A review post whose outcome is unknown and that no lookup can find or rule out:
+        nothing else will settle it, so people are told (once per draft)."""
+        with self.store.transaction() as session:
+            run = session.exec(select(RunRow).where(col(RunRow.id) == item.run_id)).one()
+        facts = [
+            f"Draft `{item.draft_key}` of run `{item.run_id}` may or may not be in the "
+            "review channel; Galley cannot find it there.",
+            f"Lookup: {why}",
+            "If it is there, review it there. If not, review it with `galley show` or the "
+            "notebook, or bump the recipe for a new draft.",
+        ]
+        headline = "A review message may have been posted, and Galley cannot find it."
+        key = f"alert|review-post|{item.draft_key}"
+        return self._post_once(key, run, headline, AlertKind.REVIEW_POST, facts)
+
     def _alert_if_due(self, run: RunRow, now: datetime) -> bool:
-        headline = self._headline(run, now)
-        if headline is None:
+        found = self._headline(run, now)
+        if found is None:
             return False
+        headline, kind = found
         episode = f"alert|{run.id}|{run.state}|{run.updated_at.isoformat()}"
         reminders = int((now - run.updated_at) / self.reminder_every)
-        key = episode if reminders == 0 else f"{episode}|reminder:{reminders}"
         if run.state == RunState.FAILED:
-            reminders = 0  # a refusal is told once; it is not waiting on anyone's answer
+            reminders = 0  # a failure is told once; retrying it is a person's choice
+        key = episode if reminders == 0 else f"{episode}|reminder:{reminders}"
         if reminders:
             headline = f"Reminder: {headline}"
-        return self._post_once(key, run, headline)
+        return self._post_once(key, run, headline, kind)
 
-    def _headline(self, run: RunRow, now: datetime) -> str | None:
+    def _headline(self, run: RunRow, now: datetime) -> tuple[str, AlertKind] | None:
         recipe = self.config.recipes.get(run.recipe)
         if run.state == RunState.UNCERTAIN:
-            return "Galley cannot tell whether this was published."
-        if run.state == RunState.FAILED and run.reason == FailReason.AUTH:
-            return "Anthropic refused Galley's API key (401/403): drafting needs a person."
-        if run.state == RunState.FAILED and run.reason == FailReason.PUBLISH_AUTH:
-            return "The destination refused Galley's credentials (401/403): nothing was published."
+            return "Galley cannot tell whether this was published.", AlertKind.PUBLISH
+        if run.state == RunState.FAILED:
+            return self._failure(run)
+        if run.state in (RunState.APPROVED, RunState.PUBLISHING) and (
+            recipe is None or recipe.publish is None
+        ):
+            return (
+                "This run is approved, and nothing will publish it: its recipe is no longer "
+                "in the config, or has no publish target.",
+                AlertKind.STRANDED,
+            )
         if recipe is None:
             return None
         age = now - run.updated_at
         if run.state == RunState.RUNNING and age > recipe.claim_lease * STUCK_RUNNING_LEASES:
-            return f"Drafting has been running for {_minutes(age)}."
+            return f"Drafting has been running for {_minutes(age)}.", AlertKind.STRANDED
         if run.state == RunState.PUBLISHING and age > recipe.call_timeout * STUCK_PUBLISHING_CALLS:
-            return f"Publishing has been in progress for {_minutes(age)}."
+            return f"Publishing has been in progress for {_minutes(age)}.", AlertKind.PUBLISH
         return None
 
-    def _post_once(self, key: str, run: RunRow, headline: str) -> bool:
+    def _failure(self, run: RunRow) -> tuple[str, AlertKind] | None:
         try:
-            start = self.ledger.begin(
-                key,
-                draft_key=run.draft_key or "",
-                step="alert",
-                payload={"run": run.id},
-                lease=timedelta(minutes=5),
-                run_id=run.id,
+            reason = FailReason(run.reason or "")
+        except ValueError:
+            return None
+        if reason == FailReason.AUTH:
+            return (
+                "Anthropic refused Galley's API key (401/403): drafting needs a person.",
+                AlertKind.DRAFTING,
             )
-        except EffectInProgress:
-            return False
-        if start.decision != EffectDecision.ACT:
-            return False  # posted already, or unknown: a second ping is worse than none
-        alert = RunAlert(
+        if reason == FailReason.PUBLISH_AUTH:
+            return (
+                "The destination refused Galley's credentials (401/403): nothing was published.",
+                AlertKind.PUBLISH,
+            )
+        if reason == FailReason.PUBLISH_REJECTED:
+            return "The destination refused the publication: nothing was published.", (
+                AlertKind.STRANDED
+            )
+        with self.store.transaction() as session:
+            cause = last_attempt_cause(session, run.id)
+        return f"Drafting failed: {cause or reason.value}.", AlertKind.DRAFTING
+
+    def _post_once(
+        self,
+        key: str,
+        run: RunRow,
+        headline: str,
+        kind: AlertKind,
+        facts: list[str] | None = None,
+    ) -> bool:
+        """Posted once per key; an alert whose outcome is unknown is not sent again (a
+        second ping is worse than none)."""
+        spec = EffectSpec(
+            key,
+            draft_key=run.draft_key or "",
+            step="alert",
+            payload={"run": run.id},
+            lease=timedelta(minutes=5),
             run_id=run.id,
-            recipe=run.recipe,
-            headline=headline,
-            facts=self._facts(run),
-            mentions=list(self.config.slack.alert_mentions),
         )
-        try:
+        existing = self.ledger.get(key)
+        if existing is not None and existing.state != EffectState.FAILED:
+            return False
+
+        def post() -> Proof:
+            alert = RunAlert(
+                run_id=run.id,
+                recipe=run.recipe,
+                headline=headline,
+                facts=facts if facts is not None else self._facts(run),
+                mentions=list(self.config.slack.alert_mentions),
+                kind=kind,
+            )
             ref = self.alerter.alert(alert)
-        except EffectNotSent as exc:
-            self.ledger.fail(key, str(exc), run_id=run.id)  # try again on the next pass
-            return False
-        except EffectOutcomeUnknown as exc:
-            self.ledger.mark_uncertain(key, str(exc), run_id=run.id)  # may have pinged
-            return False
-        self.ledger.succeed(key, ref.ts, {"channel": ref.channel, "ts": ref.ts}, run_id=run.id)
-        return True
+            return Proof(ref.ts, {"channel": ref.channel, "ts": ref.ts})
+
+        return self.ledger.perform(spec, post) is not None
 
     def _facts(self, run: RunRow) -> list[str]:
         facts = [f"Run `{run.id}` is `{run.state}` since {run.updated_at:%Y-%m-%d %H:%M} UTC."]
+        if run.state == RunState.FAILED:
+            with self.store.transaction() as session:
+                attempts = session.exec(
+                    select(sa.func.count()).where(col(AttemptRow.run_id) == run.id)
+                ).one()
+            facts.append(f"Model calls made: {attempts}. Reason: `{run.reason}`.")
         if run.draft_key is None:
             return facts
         with self.store.transaction() as session:

@@ -1,14 +1,16 @@
 """Claim before you spend (DESIGN.md §4.1): who may pay for a slot's model call.
 
 The draft key is claimed with `INSERT … ON CONFLICT DO NOTHING` in one short
-transaction; the loser never calls the model. A claim carries `claimed_by` and
-`lease_until`; the holder renews it while it works, and an expired claim is taken over
-(by the next request for the slot) or returned to the pool (by the sweeper).
+transaction; the loser never calls the model. A claim carries an owner token unique to
+the attempt (`claimed_by`) and a short lease (`lease_until`) that the holder renews by
+heartbeat while it works. A claim not renewed for `takeover_after` is taken over (by the
+next request for the slot) or returned to the pool (by the sweeper); either way the
+change names the owner and expiry it read, so a claim whose holder stored its draft in
+the meantime is never touched.
 """
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,9 +19,11 @@ import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from core.config import Recipe
+from core.failpoints import failpoint
 from core.gate import gate_reason, others_drafting
-from core.history import move_run, note_draft, note_run, record_event
+from core.history import RELEASED, guarded_delete, move_run, note_draft, note_run, record_event
 from core.identity import draft_key
+from core.leases import new_owner
 from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
 from core.policies import AttemptOutcome, DraftOutcome, Overlap, SkipReason
 from core.ports import Clock
@@ -40,6 +44,11 @@ class DraftResult:
     reason: str | None = None
     detail: str | None = None
 
+    def describe(self) -> str:
+        """One line for a person: the run, what happened, and why when it was not drafted."""
+        why = self.detail or self.reason
+        return f"`{self.run}`: {self.outcome}" + (f" ({why})" if why else "")
+
     def to_json(self) -> dict[str, Any]:
         return {
             "outcome": self.outcome,
@@ -52,12 +61,13 @@ class DraftResult:
 
 @dataclass(frozen=True)
 class Claim:
-    """The right to pay for one draft key's model call, held until `lease_until`."""
+    """The right to pay for one draft key's model call, held by `owner` (a token unique
+    to this attempt) while its heartbeat keeps `lease_until` ahead."""
 
     run_id: str
     draft_key: str
     version: int
-    worker: str
+    owner: str
     took_over: bool
 
 
@@ -121,8 +131,10 @@ def claim_slot(
     """One transaction: open the run, answer from an existing draft, pass the gate, claim.
 
     `overlap` (scheduled runs only) refuses or queues the slot while another slot of
-    the recipe is still being drafted, in this or any other process.
+    the recipe is still being drafted, in this or any other process. `worker` names the
+    process; the claim's owner token adds a part unique to this call.
     """
+    owner = new_owner(worker)
     with store.transaction() as session:
         now = clock.now()
         recipe_row = lock_recipe_row(session, recipe.name, now)
@@ -130,7 +142,13 @@ def claim_slot(
         key = draft_key(recipe.platform, run.id, recipe_row.version)
         existing = session.exec(select(DraftRow).where(col(DraftRow.key) == key)).one_or_none()
         if existing is not None:
-            return _answer_existing(session, existing, run, worker, recipe.claim_lease, now)
+            return _answer_existing(session, existing, run, owner, recipe.takeover_after, now)
+        if run.state == RunState.RUNNING:
+            # An older version's draft is being written (the recipe was bumped meanwhile).
+            # It is stored as superseded and the run comes back `pending` for this version;
+            # refusing or claiming now would strand the answer already paid for.
+            detail = f"{run.draft_key} is being drafted; this version follows once it is stored"
+            return DraftResult(DraftOutcome.IN_PROGRESS, run.id, key, None, detail)
         refusal = gate_reason(session, recipe, recipe_row, now)
         if refusal is not None:
             _record_skip(session, run, recipe_row, refusal, actor=actor, now=now)
@@ -149,8 +167,9 @@ def claim_slot(
             platform=recipe.platform,
             version=recipe_row.version,
             state=DraftState.CLAIMED,
-            claimed_by=worker,
-            lease_until=now + recipe.claim_lease,
+            claimed_by=owner,
+            lease_until=now + recipe.takeover_after,
+            attempts_before=_attempts_of(session, key),
             created_at=now,
             updated_at=now,
         ):
@@ -161,33 +180,34 @@ def claim_slot(
             subject_id=key,
             run_id=run.id,
             to_state=DraftState.CLAIMED,
-            actor=worker,
+            actor=owner,
             at=now,
         )
         run.version, run.draft_key = recipe_row.version, key
-        move_run(session, run, RunState.RUNNING, actor=worker, at=now, detail=f"claimed {key}")
-        return Claim(run.id, key, recipe_row.version, worker, took_over=False)
+        move_run(session, run, RunState.RUNNING, actor=owner, at=now, detail=f"claimed {key}")
+        return Claim(run.id, key, recipe_row.version, owner, took_over=False)
 
 
 def _answer_existing(
     session: Session,
     draft: DraftRow,
     run: RunRow,
-    worker: str,
+    owner: str,
     lease: timedelta,
     now: datetime,
 ) -> Claim | DraftResult:
     if draft.state != DraftState.CLAIMED:
         return DraftResult(DraftOutcome.EXISTS, run.id, draft.key)
     previous = draft.claimed_by  # the ORM update below may refresh the loaded row
-    taken = session.execute(
+    taken = session.execute(  # fenced: only the expired claim of the owner we read
         sa.update(DraftRow)
         .where(
             col(DraftRow.key) == draft.key,
             col(DraftRow.state) == DraftState.CLAIMED,
+            col(DraftRow.claimed_by) == previous,
             col(DraftRow.lease_until) < now,
         )
-        .values(claimed_by=worker, lease_until=now + lease, updated_at=now)
+        .values(claimed_by=owner, lease_until=now + lease, updated_at=now)
     )
     if taken.rowcount != 1:  # type: ignore[attr-defined]
         return DraftResult(DraftOutcome.IN_PROGRESS, run.id, draft.key)
@@ -195,13 +215,13 @@ def _answer_existing(
     note_draft(
         session,
         draft,
-        actor=worker,
+        actor=owner,
         at=now,
         reason=f"took over an expired claim of {previous}",
     )
     if run.state != RunState.RUNNING:
-        move_run(session, run, RunState.RUNNING, actor=worker, at=now, reason="claim taken over")
-    return Claim(run.id, draft.key, draft.version, worker, took_over=True)
+        move_run(session, run, RunState.RUNNING, actor=owner, at=now, reason="claim taken over")
+    return Claim(run.id, draft.key, draft.version, owner, took_over=True)
 
 
 def _overlap(
@@ -263,11 +283,16 @@ def _record_skip(
     if reason == SkipReason.BACKPRESSURE and not episode_open:
         recipe_row.backpressure_since, recipe_row.backpressure_resumed_at = now, None
         session.add(recipe_row)
-    if RunState.SKIPPED in RUN_TRANSITIONS[RunState(run.state)]:
+    if run.state != RunState.RUNNING and RunState.SKIPPED in RUN_TRANSITIONS[run.state]:
         move_run(session, run, RunState.SKIPPED, actor=actor, at=now, reason=reason, detail=detail)
         return
     # the run holds an older version's draft: note the refusal only
-    note_run(session, run, actor=actor, at=now, reason=detail, to_state=RunState.SKIPPED)
+    note_run(session, run, actor=actor, at=now, reason=f"not drafted again: {detail}")
+
+
+def _attempts_of(session: Session, key: str) -> int:
+    query = select(sa.func.count()).select_from(AttemptRow).where(col(AttemptRow.draft_key) == key)
+    return int(session.exec(query).one())
 
 
 def abandon_unfinished_attempts(session: Session, key: str, now: datetime) -> None:
@@ -287,49 +312,19 @@ def renew_lease(store: Store, claim: Claim, lease: timedelta, clock: Clock) -> b
             .where(
                 col(DraftRow.key) == claim.draft_key,
                 col(DraftRow.state) == DraftState.CLAIMED,
-                col(DraftRow.claimed_by) == claim.worker,
+                col(DraftRow.claimed_by) == claim.owner,
             )
             .values(lease_until=now + lease, updated_at=now)
         )
         return bool(renewed.rowcount == 1)  # type: ignore[attr-defined]
 
 
-class LeaseKeeper:
-    """Renews a claim in the background while a slow model call runs.
-
-    Renewing every third of the lease means two renewals can fail before the claim
-    expires. `lost` is set if the claim stops being ours.
-    """
-
-    def __init__(self, store: Store, claim: Claim, lease: timedelta, clock: Clock) -> None:
-        self._store, self._claim, self._lease, self._clock = store, claim, lease, clock
-        self._stop = threading.Event()
-        self.lost = threading.Event()
-        self._thread = threading.Thread(
-            target=self._renew_until_stopped, name=f"lease:{claim.draft_key}", daemon=True
-        )
-
-    def __enter__(self) -> LeaseKeeper:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _renew_until_stopped(self) -> None:
-        interval = self._lease.total_seconds() / 3
-        while not self._stop.wait(interval):
-            try:
-                if not renew_lease(self._store, self._claim, self._lease, self._clock):
-                    self.lost.set()
-                    return
-            except sa.exc.SQLAlchemyError:
-                continue  # the database blinked; the next renewal may still land in time
-
-
 def sweep_expired_claims(store: Store, clock: Clock, actor: str = "sweeper") -> list[str]:
-    """Return expired claims to the pool: the draft row goes, the run is pending again."""
+    """Return expired claims to the pool: the draft row goes, the run is pending again.
+
+    The delete names the owner and expiry it read: a claim renewed, taken over or stored
+    as a draft after the read is left alone (PostgreSQL re-checks the row at delete time).
+    """
     swept: list[str] = []
     with store.transaction() as session:
         now = clock.now()
@@ -338,7 +333,17 @@ def sweep_expired_claims(store: Store, clock: Clock, actor: str = "sweeper") -> 
                 col(DraftRow.state) == DraftState.CLAIMED, col(DraftRow.lease_until) < now
             )
         ).all()
+        failpoint("sweeper_after_read")
         for draft in expired:
+            holder, lease_until = draft.claimed_by, draft.lease_until
+            if not guarded_delete(
+                session,
+                draft,
+                state=DraftState.CLAIMED,
+                claimed_by=holder,
+                lease_until=lease_until,
+            ):
+                continue  # its holder stored it, renewed it, or someone took it over
             abandon_unfinished_attempts(session, draft.key, now)
             run = session.exec(select(RunRow).where(col(RunRow.id) == draft.run_id)).one()
             if run.state == RunState.RUNNING and run.draft_key == draft.key:
@@ -351,11 +356,10 @@ def sweep_expired_claims(store: Store, clock: Clock, actor: str = "sweeper") -> 
                 subject_id=draft.key,
                 run_id=draft.run_id,
                 from_state=DraftState.CLAIMED,
-                to_state="released",
+                to_state=RELEASED,
                 actor=actor,
                 at=now,
-                reason=f"lease of {draft.claimed_by} expired at {draft.lease_until}",
+                reason=f"lease of {holder} expired at {lease_until}",
             )
-            session.delete(draft)
             swept.append(draft.key)
     return swept

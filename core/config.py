@@ -112,7 +112,9 @@ class RecipeSettings(_Strict):
     misfire_grace: Duration = timedelta(hours=1)
     model_timeout: Duration = timedelta(minutes=2)
     call_timeout: Duration = timedelta(seconds=30)
-    claim_lease: Duration = timedelta(minutes=10)
+    claim_lease: Duration = timedelta(minutes=10)  # one claim's whole drafting, retries included
+    heartbeat: Duration = timedelta(seconds=2)  # how often a holder renews its claim or receipt
+    takeover_after: Duration = timedelta(seconds=8)  # a claim not renewed this long is taken over
     overlap: Overlap = Overlap.SKIP
     dst_gap: DstGap = DstGap.SHIFT
     dst_repeat: DstRepeat = DstRepeat.FIRST
@@ -253,6 +255,8 @@ def _validate_recipes(
             continue
         if recipe.claim_lease <= recipe.model_timeout:
             problems.append(f"{label}: claim_lease: must be longer than model_timeout")
+        if recipe.takeover_after < recipe.heartbeat * 2:
+            problems.append(f"{label}: takeover_after: must be at least twice heartbeat")
         recipes[recipe.name] = recipe
     return recipes
 

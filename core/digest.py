@@ -1,17 +1,21 @@
 """The daily operations digest for the alert channel: what is stuck, failing, skipped
-or about to expire, and how often people approve. Read-only over the store.
+or about to expire, and how often people approve. Read-only over the store; posted
+once per day across replicas (one receipt per day).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from sqlmodel import col, select
 
 from core.config import Config
+from core.effects import EffectLedger, EffectSpec, Proof
 from core.models import DraftRow, RunRow
+from core.ports import MessageRef
 from core.states import DraftState, RunState
 from core.store import Store
 
@@ -19,6 +23,32 @@ DAY = timedelta(days=1)
 EXPIRY_WARNING = timedelta(hours=12)
 APPROVAL_WINDOW = timedelta(days=30)
 REPEATED_FAILURES = 2
+
+
+def post_digest(
+    store: Store,
+    config: Config,
+    ledger: EffectLedger,
+    now: datetime,
+    post: Callable[[str], MessageRef],
+) -> bool:
+    """Today's digest, once per day in the digest's zone across replicas; True if posted."""
+    day = now.astimezone(ZoneInfo(config.slack.digest_timezone)).date().isoformat()
+    spec = EffectSpec(
+        f"digest|{day}",
+        draft_key="",
+        step="digest",
+        payload={"day": day},
+        lease=timedelta(minutes=5),
+    )
+    existing = ledger.get(spec.key)
+    if existing is not None and existing.state != "failed":
+        return False
+
+    def send() -> Proof:
+        return Proof(post(build_digest(store, config, now)).ts)
+
+    return ledger.perform(spec, send) is not None
 
 
 def build_digest(store: Store, config: Config, now: datetime) -> str:

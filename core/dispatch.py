@@ -20,11 +20,13 @@ from core.history import move_run
 from core.models import RunRow
 from core.policies import DraftOutcome, SkipReason
 from core.ports import Clock
-from core.schedule import Slot, latest_slot_at_or_before, slots_between
+from core.schedule import Slot, latest_slot_at_or_before, slot_of_run, slots_between
 from core.states import RunState
 from core.store import Store
 
 SCHEDULER = "scheduler"
+STALE_PENDING = timedelta(minutes=1)  # a pending run untouched this long has no one on it
+BUMPED = "recipe bumped"  # the reason a bump gives the runs it sends back to pending
 MAX_RECORDED_MISSES = 500  # a recipe offline for long records its most recent misses only
 QUEUE_POLL_SECONDS = 1.0
 
@@ -81,9 +83,63 @@ class SlotDispatcher:
         recipe = self.recipes.get(run.recipe)
         if recipe is None:
             return None
-        instant = slots_between(recipe, run.slot_at - timedelta(microseconds=1), run.slot_at)
-        slot = next((s for s in instant if s.run_id(recipe.name) == run_id), None)
+        slot = slot_of_run(recipe, run_id, run.slot_at)
         return None if slot is None else self.run_slot(recipe, slot)
+
+    def stale_pending_runs(self) -> list[str]:
+        """Pending runs nobody has moved for a while: a crash between the sweep and its
+        re-dispatch, a bump, a queued run left at shutdown. Nothing else looks at them."""
+        now = self.clock.now()
+        with self.store.transaction() as session:
+            found = session.exec(
+                select(RunRow.id).where(
+                    col(RunRow.state) == RunState.PENDING,
+                    col(RunRow.updated_at) < now - STALE_PENDING,
+                )
+            ).all()
+        return list(found)
+
+    def settle_pending(self, run_id: str) -> DraftResult | None:
+        """Pick a stale pending run up, or close it with a reason: a bumped one is drafted
+        at the new version (a person asked for it: no misfire_grace), any other one under
+        the recipe's misfire and overlap policies, and one whose recipe left the config is
+        skipped."""
+        with self.store.transaction() as session:
+            run = session.exec(select(RunRow).where(col(RunRow.id) == run_id)).one_or_none()
+        if run is None or run.state != RunState.PENDING:
+            return None
+        recipe = self.recipes.get(run.recipe)
+        if recipe is None:
+            return self._close_removed(run_id)
+        slot = slot_of_run(recipe, run_id, run.slot_at)
+        if slot is None:  # the schedule changed under it
+            return self._skip_run(run_id, SkipReason.MISFIRE, "no longer a slot of the schedule")
+        if (run.reason or "").startswith(BUMPED):
+            return self.drafting.draft_slot(recipe, slot, manual=True, actor=SCHEDULER)
+        return self.run_slot(recipe, slot)
+
+    def _close_removed(self, run_id: str) -> DraftResult:
+        return self._skip_run(
+            run_id, SkipReason.RECIPE_REMOVED, "its recipe is no longer in the config file"
+        )
+
+    def _skip_run(self, run_id: str, reason: SkipReason, detail: str) -> DraftResult:
+        with self.store.transaction() as session:
+            run = session.exec(
+                select(RunRow).where(col(RunRow.id) == run_id).with_for_update()
+            ).one()
+            if run.state == RunState.PENDING:
+                now = self.clock.now()
+                move_run(
+                    session,
+                    run,
+                    RunState.SKIPPED,
+                    actor=SCHEDULER,
+                    at=now,
+                    reason=reason,
+                    detail=detail,
+                )
+        return DraftResult(DraftOutcome.SKIPPED, run_id, None, reason, detail)
 
     def run_slot(self, recipe: Recipe, slot: Slot) -> DraftResult:
         """Draft one scheduled slot under the recipe's misfire and overlap policies."""

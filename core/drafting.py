@@ -2,7 +2,9 @@
 
 The model is called only by the holder of a live claim, outside any transaction, and
 every call is an attempt row written before the call and finished after it, so the
-ledger shows what was paid for even when the process dies mid-call.
+ledger shows what was paid for even when the process dies mid-call. The claim's
+heartbeat runs for as long as the holder works; an answer that arrives after the recipe
+was bumped is still stored (superseded), never thrown away.
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from core.claims import Claim, DraftResult, LeaseKeeper, claim_slot
+from core.causes import attempt_cause
+from core.claims import Claim, DraftResult, claim_slot, lock_recipe_row, renew_lease
 from core.config import Recipe, render_template
 from core.errors import LostClaim, ModelCallFailed
 from core.failpoints import failpoint
-from core.history import move_draft, move_run
+from core.history import RELEASED, guarded_delete, move_draft, move_run, note_run, record_event
 from core.identity import attempt_id, text_hash
-from core.models import AttemptRow, DraftRow, RunRow
+from core.leases import Heartbeat
+from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
 from core.policies import AttemptOutcome, DraftOutcome, FailReason, Overlap
 from core.ports import Clock, Drafter, DraftRequest, ModelReply, SystemClock
 from core.schedule import Slot
@@ -33,7 +37,8 @@ from core.store import Store
 
 
 def worker_name() -> str:
-    """Who holds a claim: readable in a SQL shell, unique per process start."""
+    """The process that works: readable in a SQL shell, unique per process start. Each
+    claim or receipt adds a part unique to its attempt (`core.leases.new_owner`)."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
@@ -102,21 +107,28 @@ class DraftingService:
     def _write_draft(self, recipe: Recipe, slot: Slot, claim: Claim) -> DraftResult:
         request = build_request(recipe, slot, claim.version)
         deadline = time.monotonic() + recipe.claim_lease.total_seconds()
-        with LeaseKeeper(self.store, claim, recipe.claim_lease, self.clock) as keeper:
+
+        def renew() -> bool:
+            return renew_lease(self.store, claim, recipe.takeover_after, self.clock)
+
+        last_cause: str | None = None
+        with Heartbeat(renew, recipe.heartbeat, claim.draft_key) as keeper:
             while True:
                 number = self._begin_attempt(recipe, claim)
                 if number is None:
-                    return self._fail(claim, FailReason.ATTEMPTS_EXHAUSTED, _exhausted(recipe))
+                    detail = _exhausted(recipe) + (f"; last: {last_cause}" if last_cause else "")
+                    return self._fail(claim, FailReason.ATTEMPTS_EXHAUSTED, detail)
                 started = time.monotonic()
                 try:
                     reply = self.drafter.draft(request)
                 except ModelCallFailed as failure:
                     self._finish_attempt(claim, number, started, failure=failure)
+                    last_cause = attempt_cause(failure.outcome, failure.status, str(failure))
                     if not failure.outcome.retryable:
-                        return self._fail(claim, _fail_reason(failure.outcome), str(failure))
+                        return self._fail(claim, _fail_reason(failure.outcome), last_cause)
                     delay = self.backoff.delay(number, failure.retry_after)
                     if time.monotonic() + delay > deadline:
-                        detail = f"no draft within claim_lease; last error: {failure}"
+                        detail = f"no draft within claim_lease; last: {last_cause}"
                         return self._fail(claim, FailReason.DEADLINE_EXCEEDED, detail)
                     if keeper.lost.wait(delay):
                         raise LostClaim(f"claim on {claim.draft_key} was taken over") from None
@@ -127,13 +139,13 @@ class DraftingService:
     def _begin_attempt(self, recipe: Recipe, claim: Claim) -> int | None:
         """Write the attempt row before the call; None when the attempt cap is reached."""
         with self.store.transaction() as session:
-            _own_claim(session, claim)
+            draft = _own_claim(session, claim)
             used = session.exec(
                 select(sa.func.count())
                 .select_from(AttemptRow)
                 .where(col(AttemptRow.draft_key) == claim.draft_key)
             ).one()
-            if used >= recipe.max_attempts:
+            if used - draft.attempts_before >= recipe.max_attempts:
                 return None
             last = session.exec(
                 select(sa.func.max(AttemptRow.number)).where(col(AttemptRow.run_id) == claim.run_id)
@@ -146,7 +158,7 @@ class DraftingService:
                     recipe=recipe.name,
                     draft_key=claim.draft_key,
                     number=number,
-                    worker=self.worker,
+                    worker=claim.owner,
                     model=recipe.model,
                     started_at=self.clock.now(),
                 )
@@ -206,35 +218,77 @@ class DraftingService:
             self._finish_attempt(claim, number, started, reply=reply)
             return self._fail(claim, FailReason.EMPTY_RESPONSE, "the model answered no text")
         with self.store.transaction() as session:
+            now = self.clock.now()
+            recipe_row = lock_recipe_row(session, claim.run_id.partition("@")[0], now)
             self._finish_attempt(claim, number, started, reply=reply, session=session)
             draft = _own_claim(session, claim)
-            now = self.clock.now()
             draft.text, draft.text_hash, draft.revision = reply.text, text_hash(reply.text), 1
             draft.model, draft.ready_at = reply.model, now
             draft.input_tokens, draft.output_tokens = reply.input_tokens, reply.output_tokens
             draft.claimed_by, draft.lease_until = None, None
-            move_draft(session, draft, DraftState.READY, actor=self.worker, at=now)
-            _supersede_older_drafts(session, claim, self.worker, now)
+            move_draft(session, draft, DraftState.READY, actor=claim.owner, at=now)
             run = _run(session, claim.run_id)
-            move_run(session, run, RunState.AWAITING_REVIEW, actor=self.worker, at=now)
+            if draft.version < recipe_row.version:
+                detail = self._store_superseded(session, draft, run, recipe_row, claim, now)
+                failpoint("after_draft_commit")
+                return DraftResult(
+                    DraftOutcome.DRAFTED, claim.run_id, claim.draft_key, None, detail
+                )
+            _supersede_older_drafts(session, claim, claim.owner, now)
+            move_run(session, run, RunState.AWAITING_REVIEW, actor=claim.owner, at=now)
         failpoint("after_draft_commit")
         return DraftResult(DraftOutcome.DRAFTED, claim.run_id, claim.draft_key)
+
+    @staticmethod
+    def _store_superseded(
+        session: Session,
+        draft: DraftRow,
+        run: RunRow,
+        recipe_row: RecipeRow,
+        claim: Claim,
+        now: datetime,
+    ) -> str:
+        """The recipe was bumped while this draft was written: keep the paid answer as
+        superseded, and give the run back to the dispatcher for the new version."""
+        why = f"recipe bumped to v{recipe_row.version} while this draft was written"
+        move_draft(session, draft, DraftState.SUPERSEDED, actor=claim.owner, at=now, reason=why)
+        if run.state == RunState.RUNNING and run.draft_key == claim.draft_key:
+            move_run(session, run, RunState.PENDING, actor=claim.owner, at=now, reason=why)
+        else:
+            note_run(session, run, actor=claim.owner, at=now, reason=f"{claim.draft_key}: {why}")
+        return f"stored as superseded: {why}"
 
     def _fail(self, claim: Claim, reason: FailReason, detail: str) -> DraftResult:
         """Give the claim back and close the run as failed, with a readable reason."""
         with self.store.transaction() as session:
             draft = _own_claim(session, claim)
-            session.delete(draft)
+            if not guarded_delete(session, draft, state=DraftState.CLAIMED, claimed_by=claim.owner):
+                raise LostClaim(f"claim on {claim.draft_key} is no longer held by {claim.owner}")
             run = _run(session, claim.run_id)
-            move_run(
+            now = self.clock.now()
+            record_event(  # the claim goes back: a retry may claim the same key again
                 session,
-                run,
-                RunState.FAILED,
-                actor=self.worker,
-                at=self.clock.now(),
-                reason=reason,
-                detail=detail,
+                subject="draft",
+                subject_id=claim.draft_key,
+                run_id=claim.run_id,
+                from_state=DraftState.CLAIMED,
+                to_state=RELEASED,
+                actor=claim.owner,
+                at=now,
+                reason=f"failed: {reason}",
             )
+            if run.state == RunState.RUNNING and run.draft_key == claim.draft_key:
+                move_run(
+                    session,
+                    run,
+                    RunState.FAILED,
+                    actor=claim.owner,
+                    at=now,
+                    reason=reason,
+                    detail=detail,
+                )
+            else:
+                note_run(session, run, actor=claim.owner, at=now, reason=f"{reason}: {detail}")
         return DraftResult(DraftOutcome.FAILED, claim.run_id, claim.draft_key, reason, detail)
 
 
@@ -262,8 +316,8 @@ def _own_claim(session: Session, claim: Claim) -> DraftRow:
     draft = session.exec(
         select(DraftRow).where(col(DraftRow.key) == claim.draft_key).with_for_update()
     ).one_or_none()
-    if draft is None or draft.state != DraftState.CLAIMED or draft.claimed_by != claim.worker:
-        raise LostClaim(f"claim on {claim.draft_key} is no longer held by {claim.worker}")
+    if draft is None or draft.state != DraftState.CLAIMED or draft.claimed_by != claim.owner:
+        raise LostClaim(f"claim on {claim.draft_key} is no longer held by {claim.owner}")
     return draft
 
 

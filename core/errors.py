@@ -33,6 +33,12 @@ class IllegalTransition(GalleyError):
     """A state change the state machine does not allow."""
 
 
+class ConcurrentChange(GalleyError):
+    """A guarded write matched no row: another transaction moved it (or took over its
+    lease) after this one read it. Nothing was written; the caller's transaction rolls
+    back."""
+
+
 class KeyPayloadConflict(GalleyError):
     """The same idempotency key arrived with a different payload: nothing is changed."""
 

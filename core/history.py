@@ -1,17 +1,27 @@
-"""State changes that write their event row in the same transaction.
+"""State changes as guarded writes, each with its event row in the same transaction.
 
-Every transition goes through here: the state machine is checked (illegal ones raise
-`IllegalTransition`) and one event row records who or what, when and why.
+Every transition goes through here (DESIGN.md §3). The state machine is checked
+(illegal ones raise `IllegalTransition`), and the row is changed by one `UPDATE … WHERE
+key = … AND state = <the state the caller read> [AND claimed_by = <owner>]`: if another
+transaction moved the row in between (PostgreSQL runs at READ COMMITTED; a replica or a
+thread gets in between a read and a write), nothing matches and `ConcurrentChange` is
+raised, so the caller's whole transaction rolls back instead of writing over it.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from sqlmodel import Session
+import sqlalchemy as sa
+from sqlalchemy.orm.attributes import set_committed_value
+from sqlmodel import Session, SQLModel
 
+from core.errors import ConcurrentChange
 from core.models import DraftRow, EffectRow, EventRow, RunRow
 from core.states import DraftState, EffectState, RunState, check_draft, check_effect, check_run
+
+RELEASED = "released"  # the event of a claim given back: its draft row is deleted
 
 
 def record_event(
@@ -40,6 +50,72 @@ def record_event(
     )
 
 
+def as_read(row: SQLModel, field: str) -> Any:
+    """A column's value as it was loaded from the database, before any change in memory."""
+    history = sa.inspect(row).attrs[field].history
+    if history.deleted:
+        return history.deleted[0]
+    if history.unchanged:
+        return history.unchanged[0]
+    return getattr(row, field)
+
+
+def guarded_update(session: Session, row: SQLModel, **guards: Any) -> None:
+    """Write every changed column of `row` in one UPDATE that also requires the row to
+    still hold `guards` (column=value as read); raise `ConcurrentChange` if it does not.
+
+    The ORM would otherwise write by primary key alone, over whatever another
+    transaction committed since this one read the row.
+    """
+    state = sa.inspect(row)
+    table: Any = type(row)
+    changes = {
+        attr.key: state.attrs[attr.key].history.added[0]
+        for attr in state.mapper.column_attrs
+        if state.attrs[attr.key].history.added
+    }
+    where = [column == state.identity[i] for i, column in enumerate(state.mapper.primary_key)]
+    where += _conditions(table, guards)
+    with session.no_autoflush:
+        result = session.execute(
+            sa.update(table)
+            .where(*where)
+            .values(**changes)
+            .execution_options(synchronize_session=False)
+        )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        expected = ", ".join(f"{name}={value}" for name, value in guards.items())
+        raise ConcurrentChange(
+            f"{table.__tablename__} {state.identity[0]} changed under us (expected {expected})"
+        )
+    for name, value in changes.items():
+        set_committed_value(row, name, value)
+
+
+def guarded_delete(session: Session, row: SQLModel, **guards: Any) -> bool:
+    """Delete `row` only if it still holds `guards`; False (nothing deleted) otherwise."""
+    state = sa.inspect(row)
+    table: Any = type(row)
+    where = [column == state.identity[i] for i, column in enumerate(state.mapper.primary_key)]
+    with session.no_autoflush:
+        result = session.execute(
+            sa.delete(table)
+            .where(*where, *_conditions(table, guards))
+            .execution_options(synchronize_session=False)
+        )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        return False
+    session.expunge(row)
+    return True
+
+
+def _conditions(table: Any, guards: dict[str, Any]) -> list[Any]:
+    return [
+        getattr(table, name).is_(None) if value is None else getattr(table, name) == value
+        for name, value in guards.items()
+    ]
+
+
 def move_run(
     session: Session,
     run: RunRow,
@@ -52,12 +128,12 @@ def move_run(
 ) -> None:
     """`reason` is stored on the run (an enum value where there is one); `detail`, a
     sentence for people, goes to the event row instead when given."""
-    current = RunState(run.state)
+    current = RunState(as_read(run, "state"))
     check_run(current, target)
     run.state = target
     run.reason = reason
     run.updated_at = at
-    session.add(run)
+    guarded_update(session, run, state=current)
     record_event(
         session,
         subject="run",
@@ -80,11 +156,15 @@ def move_draft(
     at: datetime,
     reason: str | None = None,
 ) -> None:
-    current = DraftState(draft.state)
+    """A claimed draft moves only while its claim is still held by the owner who read it."""
+    current = DraftState(as_read(draft, "state"))
     check_draft(current, target)
     draft.state = target
     draft.updated_at = at
-    session.add(draft)
+    guards: dict[str, Any] = {"state": current}
+    if current == DraftState.CLAIMED:
+        guards["claimed_by"] = as_read(draft, "claimed_by")
+    guarded_update(session, draft, **guards)
     record_event(
         session,
         subject="draft",
@@ -108,12 +188,13 @@ def move_effect(
     run_id: str | None = None,
     reason: str | None = None,
 ) -> None:
-    current = EffectState(effect.state)
+    """A receipt moves only from the state and owner it was read with (fencing)."""
+    current = EffectState(as_read(effect, "state"))
     check_effect(current, target)
     effect.state = target
     effect.detail = reason
     effect.updated_at = at
-    session.add(effect)
+    guarded_update(session, effect, state=current, claimed_by=as_read(effect, "claimed_by"))
     record_event(
         session,
         subject="effect",
@@ -142,24 +223,17 @@ def note_draft(session: Session, draft: DraftRow, *, actor: str, at: datetime, r
     )
 
 
-def note_run(
-    session: Session,
-    run: RunRow,
-    *,
-    actor: str,
-    at: datetime,
-    reason: str,
-    to_state: str | None = None,
-) -> None:
-    """History for a run whose state stays as it is: queued, or a refusal (`to_state`
-    names what was refused) that the state machine cannot show."""
+def note_run(session: Session, run: RunRow, *, actor: str, at: datetime, reason: str) -> None:
+    """History for a run whose state stays as it is: queued, or a refusal the state
+    machine cannot show. Like every event, it leaves the run in the state it names, so
+    the history replays to the stored state."""
     record_event(
         session,
         subject="run",
         subject_id=run.id,
         run_id=run.id,
         from_state=run.state,
-        to_state=to_state or run.state,
+        to_state=run.state,
         actor=actor,
         at=at,
         reason=reason,

@@ -94,6 +94,8 @@ class DraftRow(SQLModel, table=True):
     state: DraftState = Field(sa_type=_state_type(DraftState))
     claimed_by: str | None = Field(default=None, max_length=200)
     lease_until: datetime | None = _utc()
+    # model calls this key had before the claim began (a retried failure starts afresh)
+    attempts_before: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     text: str | None = Field(default=None, sa_type=sa.Text)
     revision: int = 0
     text_hash: str | None = Field(default=None, max_length=64)

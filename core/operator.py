@@ -19,21 +19,31 @@ import sqlalchemy as sa
 from sqlmodel import col, select
 
 from core.anthropic_drafter import AnthropicDrafter
-from core.claims import DraftResult, ensure_recipe_row, sweep_expired_claims
+from core.claims import DraftResult, lock_recipe_row, sweep_expired_claims
 from core.config import Config, Recipe, load_config
 from core.drafting import Backoff, DraftingService
-from core.errors import ConfigError, SlotError
+from core.errors import ConfigError, SlotError, UnknownRun
+from core.failpoints import failpoint
 from core.gate import ready_count
 from core.history import move_draft, move_run, record_event
 from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
+from core.policies import FailReason, Finding
 from core.ports import Clock, Drafter, SystemClock
-from core.resolution import Finding, Resolver
-from core.schedule import Slot, latest_slot_at_or_before, next_slots, slot_at_instant, slot_at_wall
+from core.resolution import Resolver
+from core.schedule import (
+    Slot,
+    latest_slot_at_or_before,
+    next_slots,
+    slot_at_instant,
+    slot_at_wall,
+    slot_of_run,
+)
 from core.settings import Settings
 from core.states import DraftState, RunState
 from core.store import Store
 
 ALL = "all"
+DRAFTING_FAILURES = [reason.value for reason in FailReason if reason.while_drafting]
 
 
 @dataclass(frozen=True)
@@ -196,7 +206,7 @@ class Galley:
         self.recipe(recipe_name)
         with self.store.transaction() as session:
             now = self.clock.now()
-            row = ensure_recipe_row(session, recipe_name, now)
+            row = lock_recipe_row(session, recipe_name, now)  # ten bumps at once: +10
             row.version += 1
             row.changed_by, row.updated_at = actor, now
             session.add(row)
@@ -210,12 +220,16 @@ class Galley:
                 reason=reason,
             )
             stale = session.exec(
-                select(DraftRow).where(
+                select(DraftRow)
+                .where(
                     col(DraftRow.recipe) == recipe_name,
                     col(DraftRow.state) == DraftState.READY,
                     col(DraftRow.version) < row.version,
                 )
+                .order_by(col(DraftRow.key))
+                .with_for_update()
             ).all()
+            failpoint("bump_after_read")
             for draft in stale:
                 why = f"recipe bumped to v{row.version}"
                 move_draft(session, draft, DraftState.SUPERSEDED, actor=actor, at=now, reason=why)
@@ -237,7 +251,7 @@ class Galley:
         with self.store.transaction() as session:
             now = self.clock.now()
             for name in names:
-                row = ensure_recipe_row(session, name, now)
+                row = lock_recipe_row(session, name, now)
                 row.paused, row.paused_reason = paused, reason if paused else None
                 row.changed_by, row.updated_at = actor, now
                 session.add(row)
@@ -262,8 +276,30 @@ class Galley:
     def resolve(self, run_id: str, finding: Finding, *, actor: str) -> str:
         return self.resolver.resolve(run_id, finding, actor=actor)
 
+    def failed_drafting(self, run_id: str) -> tuple[Recipe, Slot] | None:
+        """The recipe and slot of a run that failed before it had a draft (a retry drafts
+        it again, without a bump); None for any other run."""
+        with self.store.transaction() as session:
+            run = session.exec(select(RunRow).where(col(RunRow.id) == run_id)).one_or_none()
+        if run is None:
+            raise UnknownRun(f"no run {run_id!r}")
+        if run.state != RunState.FAILED or run.reason not in DRAFTING_FAILURES:
+            return None
+        recipe = self.config.recipes.get(run.recipe)
+        slot = None if recipe is None else slot_of_run(recipe, run.id, run.slot_at)
+        return None if recipe is None or slot is None else (recipe, slot)
+
     def retry(self, run_id: str, *, actor: str) -> str:
-        return self.resolver.retry(run_id, actor=actor)
+        """A failed draft: draft the slot again now (pause and backpressure still apply).
+        An uncertain publication: try it once more, under the same key."""
+        failed = self.failed_drafting(run_id)
+        if failed is None:
+            return self.resolver.retry(run_id, actor=actor)
+        recipe, slot = failed
+        return self.drafting.draft_slot(recipe, slot, manual=True, actor=actor).describe()
+
+    def skip(self, run_id: str, *, actor: str) -> str:
+        return self.resolver.skip(run_id, actor=actor)
 
     def cancel(self, run_id: str, *, actor: str) -> str:
         return self.resolver.cancel(run_id, actor=actor)

@@ -4,22 +4,26 @@ posted by whichever bot runs next.
 
 Each post is an effect with a receipt (`<draft key>|review`). A post whose outcome is
 unknown is looked up at the destination before any second attempt; never re-sent blind.
+When the lookup cannot tell (the channel's history is too long to search), people are
+told, since nothing else will settle it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from datetime import timedelta
 
 from sqlmodel import Session, col, select
 
-from core.effects import EffectDecision, EffectLedger, EffectStart
-from core.errors import EffectInProgress, EffectNotSent, EffectOutcomeUnknown, LookupUnavailable
+from core.effects import EffectLedger, EffectSpec, Proof, Receipt
+from core.errors import EffectInProgress, GalleyError, LookupUnavailable
 from core.failpoints import failpoint
 from core.gate import ready_count
 from core.identity import review_effect_key
 from core.models import DraftRow, EffectRow, RecipeRow, RunRow
+from core.policies import EffectDecision
 from core.ports import MessageRef, ReviewItem, ReviewSurface
 from core.review import review_item
 from core.states import DraftState, EffectState
@@ -39,10 +43,14 @@ class ReviewOutbox:
         *,
         channel: str,
         call_lease: timedelta,
+        unfindable: Callable[[ReviewItem, str], object] | None = None,
     ) -> None:
+        """`unfindable(item, why)` is told of a post whose outcome is unknown and that a
+        lookup cannot find or rule out: people must look."""
         self.store, self.ledger, self.surface = store, ledger, surface
         self.channel = channel
         self.call_lease = call_lease  # longer than one Slack call: a live post is not stolen
+        self.unfindable = unfindable or (lambda item, why: None)
 
     def post_ready_drafts(self) -> int:
         """Post every ready draft that has no review receipt yet; returns how many."""
@@ -53,53 +61,58 @@ class ReviewOutbox:
         return posted
 
     def post_one(self, item: ReviewItem) -> MessageRef | None:
-        key = review_effect_key(item.draft_key)
-        payload = {"channel": self.channel, "draft_key": item.draft_key}
-        try:
-            start = self.ledger.begin(
-                key,
-                draft_key=item.draft_key,
-                step=REVIEW_STEP,
-                payload=payload,
-                lease=self.call_lease,
-                run_id=item.run_id,
-            )
-        except EffectInProgress:
-            return None
-        if start.decision == EffectDecision.DONE:
-            return _ref(start.receipt.result)
-        if start.decision == EffectDecision.RECONCILE and not self._reconcile(key, item):
-            return None
-        if start.decision == EffectDecision.RECONCILE:
-            return self.post_one(item)  # found (DONE) or clearly absent (ACT) now
-        return self._post(key, item)
-
-    def _post(self, key: str, item: ReviewItem) -> MessageRef | None:
-        failpoint("before_review_post")
-        try:
+        def post() -> Proof:
+            failpoint("before_review_post")
             ref = self.surface.post_review(item)
-        except EffectNotSent as exc:
-            self.ledger.fail(key, str(exc), run_id=item.run_id)
-            return None
-        except EffectOutcomeUnknown as exc:
-            self.ledger.mark_uncertain(key, str(exc), run_id=item.run_id)
-            return None
-        failpoint("after_review_post")  # posted, not yet recorded: the lookup must find it
-        self.ledger.succeed(key, ref.ts, {"channel": ref.channel, "ts": ref.ts}, run_id=item.run_id)
-        return ref
+            failpoint("after_review_post")  # posted, not yet recorded: the lookup must find it
+            return _proof(ref)
 
-    def _reconcile(self, key: str, item: ReviewItem) -> bool:
-        """Look before you leap: True once the receipt says found or absent."""
         try:
-            found = self.surface.find_review(item.draft_key)
+            receipt = self.ledger.perform(self._review_spec(item), post, lookup=self._finder(item))
         except LookupUnavailable as exc:
-            log.warning("cannot tell whether %s was posted: %s", key, exc)
-            return False
+            log.warning("cannot tell whether %s was posted: %s", item.draft_key, exc)
+            self.unfindable(item, str(exc))
+            return None
+        return _ref(receipt.result) if receipt else None
+
+    def _review_spec(self, item: ReviewItem) -> EffectSpec:
+        return EffectSpec(
+            review_effect_key(item.draft_key),
+            draft_key=item.draft_key,
+            step=REVIEW_STEP,
+            payload={"channel": self.channel, "draft_key": item.draft_key},
+            lease=self.call_lease,
+            run_id=item.run_id,
+        )
+
+    def _finder(self, item: ReviewItem) -> Callable[[], Proof | None]:
+        def find() -> Proof | None:
+            found = self.surface.find_review(item.draft_key)
+            return None if found is None else _proof(found)
+
+        return find
+
+    def _settle_unknown_post(self, item: ReviewItem) -> None:
+        """A decided draft whose post's outcome is unknown: find it (so the decision can
+        be shown on it) or rule it out; never post it now."""
+        try:
+            start = self.ledger.begin(self._review_spec(item))
+        except EffectInProgress:
+            return
+        if start.decision != EffectDecision.RECONCILE:
+            if start.decision == EffectDecision.ACT:
+                self.ledger.fail(start, "decided before it was posted: not posted")
+            return
+        try:
+            found = self._finder(item)()
+        except LookupUnavailable as exc:
+            self.ledger.release(start)
+            self.unfindable(item, str(exc))
+            return
         if found is None:
-            self.ledger.fail(key, "not found in the channel history", run_id=item.run_id)
+            self.ledger.fail(start, "not found in the channel history")
         else:
-            self.ledger.succeed(key, found.ts, {"channel": found.channel, "ts": found.ts})
-        return True
+            self.ledger.succeed(start, found)
 
     def sync_messages(self) -> int:
         """Make decided, expired, superseded and edited drafts' messages say so (once each).
@@ -108,19 +121,10 @@ class ReviewOutbox:
         decision still reaches the message people clicked on.
         """
         for item in self._decided_with_unsettled_posts():
-            key = review_effect_key(item.draft_key)
             try:
-                self.ledger.begin(  # an expired in-flight receipt becomes uncertain here
-                    key,
-                    draft_key=item.draft_key,
-                    step=REVIEW_STEP,
-                    payload={"channel": self.channel, "draft_key": item.draft_key},
-                    lease=self.call_lease,
-                    run_id=item.run_id,
-                )
-            except EffectInProgress:
-                continue
-            self._reconcile(key, item)  # found: succeeded; absent: failed, nothing to show
+                self._settle_unknown_post(item)
+            except GalleyError:
+                log.exception("settling the review post of %s failed", item.draft_key)
         return sum(self._update_once(item, ref) for item, ref in self._messages_to_refresh())
 
     def show_now(self, item: ReviewItem) -> None:
@@ -131,17 +135,23 @@ class ReviewOutbox:
             self._update_once(item, ref)
 
     def _update_once(self, item: ReviewItem, ref: MessageRef) -> int:
-        key = f"{review_effect_key(item.draft_key)}-update:{item.state}:{item.revision}"
-        if self._begin_update(key, item, ref) is None:
+        """An update is safe to repeat: a failed or unknown one is simply tried again."""
+        spec = EffectSpec(
+            f"{review_effect_key(item.draft_key)}-update:{item.state}:{item.revision}",
+            draft_key=item.draft_key,
+            step="review-update",
+            payload={"channel": ref.channel, "ts": ref.ts, "state": item.state},
+            lease=self.call_lease,
+            run_id=item.run_id,
+        )
+        if _done(self.ledger.get(spec.key)):
             return 0
-        try:
+
+        def update() -> Proof:
             self.surface.update_review(ref, item)
-        except (EffectNotSent, EffectOutcomeUnknown) as exc:
-            # An update is safe to repeat: a failed one is simply tried again later.
-            self.ledger.fail(key, str(exc), run_id=item.run_id)
-            return 0
-        self.ledger.succeed(key, ref.ts, run_id=item.run_id)
-        return 1
+            return Proof(ref.ts)
+
+        return 1 if self.ledger.perform(spec, update, repeatable=True) else 0
 
     def review_ref(self, draft_key: str) -> MessageRef | None:
         receipt = self.ledger.get(review_effect_key(draft_key))
@@ -150,7 +160,11 @@ class ReviewOutbox:
         return _ref(receipt.result)
 
     def announce_backpressure(self, limits: dict[str, int]) -> int:
-        """Tell people once when a recipe pauses for backpressure, and once when it resumes."""
+        """Tell people once when a recipe pauses for backpressure, and once when it resumes.
+
+        A notice is identified by its recipe, episode and kind, not by its text: the
+        waiting count in the text changes as people review. One notice that cannot be
+        sent does not hold up the others."""
         told = 0
         with self.store.transaction() as session:
             rows = session.exec(
@@ -158,46 +172,30 @@ class ReviewOutbox:
             ).all()
         for row in rows:
             assert row.backpressure_since is not None
-            episode = f"backpressure|{row.name}|{row.backpressure_since.isoformat()}"
+            episode = row.backpressure_since.isoformat()
             with self.store.transaction() as session:
                 waiting = ready_count(session, row.name)
-            notices = [(f"{episode}|paused", _paused_text(row.name, waiting, limits.get(row.name)))]
+            notices = [("paused", _paused_text(row.name, waiting, limits.get(row.name)))]
             if row.backpressure_resumed_at is not None:
-                notices.append((f"{episode}|resumed", f"Drafting resumed for *{row.name}*."))
-            for key, text in notices:
-                told += self._announce_once(key, text)
+                notices.append(("resumed", f"Drafting resumed for *{row.name}*."))
+            for kind, text in notices:
+                try:
+                    told += self._announce_once(row.name, episode, kind, text)
+                except GalleyError:
+                    log.exception("the %s notice for %s failed", kind, row.name)
         return told
 
-    def _announce_once(self, key: str, text: str) -> int:
-        try:
-            start = self.ledger.begin(
-                key, draft_key="", step="notice", payload={"text": text}, lease=self.call_lease
-            )
-        except EffectInProgress:
+    def _announce_once(self, recipe: str, episode: str, kind: str, text: str) -> int:
+        spec = EffectSpec(
+            f"backpressure|{recipe}|{episode}|{kind}",
+            draft_key="",
+            step="notice",
+            payload={"recipe": recipe, "episode": episode, "notice": kind},
+            lease=self.call_lease,
+        )
+        if _done(self.ledger.get(spec.key)):
             return 0
-        if start.decision != EffectDecision.ACT:
-            return 0  # a notice whose outcome is unknown is not worth a second ping
-        try:
-            ref = self.surface.announce(text)
-        except (EffectNotSent, EffectOutcomeUnknown) as exc:
-            self.ledger.fail(key, str(exc))
-            return 0
-        self.ledger.succeed(key, ref.ts)
-        return 1
-
-    def _begin_update(self, key: str, item: ReviewItem, ref: MessageRef) -> EffectStart | None:
-        try:
-            start = self.ledger.begin(
-                key,
-                draft_key=item.draft_key,
-                step="review-update",
-                payload={"channel": ref.channel, "ts": ref.ts, "state": item.state},
-                lease=self.call_lease,
-                run_id=item.run_id,
-            )
-        except EffectInProgress:
-            return None
-        return start if start.decision != EffectDecision.DONE else None
+        return 1 if self.ledger.perform(spec, lambda: _proof(self.surface.announce(text))) else 0
 
     def _unposted(self) -> list[ReviewItem]:
         with self.store.transaction() as session:
@@ -268,6 +266,14 @@ def _paused_text(recipe: str, waiting: int, limit: int | None) -> str:
         f"Drafting paused for *{recipe}*: {drafts} waiting for review{of_limit}. "
         "It resumes by itself once people catch up."
     )
+
+
+def _done(receipt: Receipt | None) -> bool:
+    return receipt is not None and receipt.state == EffectState.SUCCEEDED
+
+
+def _proof(ref: MessageRef) -> Proof:
+    return Proof(ref.ts, {"channel": ref.channel, "ts": ref.ts})
 
 
 def _ref(result: dict[str, object] | None) -> MessageRef | None:

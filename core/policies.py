@@ -36,6 +36,7 @@ class SkipReason(StrEnum):
     OVERLAP = "overlap"
     MISFIRE = "misfire"
     BUDGET = "budget"
+    RECIPE_REMOVED = "recipe_removed"  # a pending run whose recipe left the config
 
 
 class FailReason(StrEnum):
@@ -46,6 +47,11 @@ class FailReason(StrEnum):
     EMPTY_RESPONSE = "empty_response"
     PUBLISH_REJECTED = "publish_rejected"  # the destination refused the publication itself
     PUBLISH_AUTH = "publish_auth"  # the destination refused Galley's credentials
+
+    @property
+    def while_drafting(self) -> bool:
+        """The run failed before it had a draft: `galley retry` drafts it again."""
+        return self not in (FailReason.PUBLISH_REJECTED, FailReason.PUBLISH_AUTH)
 
 
 class DraftOutcome(StrEnum):
@@ -77,3 +83,38 @@ class AttemptOutcome(StrEnum):
             AttemptOutcome.REJECTED_RETRYABLE,
             AttemptOutcome.OUTCOME_UNKNOWN,
         )
+
+
+class EffectDecision(StrEnum):
+    """What `EffectLedger.begin` decided for one effect key."""
+
+    ACT = "act"  # you hold the in-flight receipt: perform the effect once, under this key
+    DONE = "done"  # it already happened: here is the recorded result
+    RECONCILE = "reconcile"  # it may have happened: ask the destination before acting
+    WAIT = "wait"  # it was refused with a time to wait (Retry-After) that has not passed
+
+
+class PublishOutcome(StrEnum):
+    PUBLISHED = "published"  # published now, or found at the destination
+    SENT_BACK = "sent_back"  # the approval was too old: back to review
+    UNCERTAIN = "uncertain"  # cannot tell whether it happened: people are asked
+    WAITING = "waiting"  # refused for now (429, unreachable): tried again later
+    FAILED = "failed"  # the destination refused the publication itself
+    IN_PROGRESS = "in_progress"  # another worker is publishing it right now
+    NOT_READY = "not_ready"  # nothing to publish for this run
+
+
+class Finding(StrEnum):
+    """What a person found at the destination of an uncertain publication."""
+
+    PUBLISHED = "published"
+    ABSENT = "absent"
+
+
+class AlertKind(StrEnum):
+    """What an alert asks people to settle; it decides the buttons it carries."""
+
+    PUBLISH = "publish"  # uncertain or stuck publication: Mark published / Retry / Cancel
+    DRAFTING = "drafting"  # failed or stuck drafting: Retry draft / Skip
+    REVIEW_POST = "review_post"  # a review post nobody can find: check the channel
+    STRANDED = "stranded"  # a run nothing will move (its recipe left the config): Cancel

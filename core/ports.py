@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
+from core.policies import AlertKind
+
 
 class Clock(Protocol):
     def now(self) -> datetime:
@@ -138,13 +140,15 @@ class Publisher(Protocol):
 
 @dataclass(frozen=True)
 class RunAlert:
-    """A run people must look at: what is known, and whom to ping."""
+    """A run people must look at: what is known, whom to ping, and what they can do
+    (`kind` decides the buttons)."""
 
     run_id: str
     recipe: str
     headline: str
     facts: list[str]
     mentions: list[str]
+    kind: AlertKind = AlertKind.PUBLISH
 
 
 class Alerter(Protocol):

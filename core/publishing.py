@@ -4,7 +4,9 @@ Every publication is an effect with a receipt. The destination is asked before
 publishing and before any retry of an uncertain attempt: found → record it, done;
 clearly absent → publish once, under the same key; cannot tell → the run becomes
 `uncertain` and people are asked. An approval older than `approval_ttl` when
-publishing starts is not used: the draft goes back to review.
+publishing starts is not used: the draft goes back to review. The receipt's lease is
+kept alive by heartbeat for as long as the call runs (429 waits included), so no other
+pass takes a slow send for a dead one; a run cancelled before the send stops it.
 """
 
 from __future__ import annotations
@@ -13,13 +15,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from enum import StrEnum
 
 from sqlmodel import Session, col, select
 
 from core.config import Config, Recipe
-from core.effects import EffectDecision, EffectLedger
+from core.effects import EffectLedger, EffectSpec, EffectStart, Proof
 from core.errors import (
+    ConcurrentChange,
     EffectInProgress,
     EffectNotSent,
     EffectOutcomeUnknown,
@@ -27,10 +29,10 @@ from core.errors import (
     LookupUnavailable,
 )
 from core.failpoints import failpoint
-from core.history import move_draft, move_run
+from core.history import guarded_update, move_draft, move_run, note_run
 from core.identity import publish_effect_key, text_hash
 from core.models import DraftRow, RunRow
-from core.policies import FailReason
+from core.policies import EffectDecision, FailReason, PublishOutcome
 from core.ports import Clock, Publication, Publisher
 from core.states import RUN_TRANSITIONS, DraftState, RunState
 from core.store import Store
@@ -41,16 +43,6 @@ PUBLISHER = "publisher"
 PUBLISH_STEP = "publish"
 MAX_PUBLISH_BACKOFF_SECONDS = 300.0
 PUBLISHABLE = (RunState.APPROVED, RunState.PUBLISHING, RunState.UNCERTAIN)
-
-
-class PublishOutcome(StrEnum):
-    PUBLISHED = "published"  # published now, or found at the destination
-    SENT_BACK = "sent_back"  # the approval was too old: back to review
-    UNCERTAIN = "uncertain"  # cannot tell whether it happened: people are asked
-    WAITING = "waiting"  # refused for now (429, unreachable): tried again later
-    FAILED = "failed"  # the destination refused the publication itself
-    IN_PROGRESS = "in_progress"  # another worker is publishing it right now
-    NOT_READY = "not_ready"  # nothing to publish for this run
 
 
 @dataclass(frozen=True)
@@ -93,6 +85,8 @@ class PublishingService:
         for run_id in self.publishable_runs():
             try:
                 results.append(self.publish_run(run_id))
+            except ConcurrentChange as exc:  # a person or another worker settled it first
+                log.warning("publishing %s: %s", run_id, exc)
             except GalleyError:
                 log.exception("publishing %s failed; the next pass tries again", run_id)
         return results
@@ -104,37 +98,38 @@ class PublishingService:
         recipe, publication = started
         publisher = self.publisher_for(recipe)
         failpoint("after_publishing_commit")
+        spec = EffectSpec(
+            publication.effect_key,
+            draft_key=publication.draft_key,
+            step=PUBLISH_STEP,
+            payload=_payload(publisher.target, publication),
+            lease=recipe.call_timeout * 4,
+            run_id=run_id,
+        )
         for _ in range(2):  # a second pass only after a lookup proved it absent
             try:
-                start = self.ledger.begin(
-                    publication.effect_key,
-                    draft_key=publication.draft_key,
-                    step=PUBLISH_STEP,
-                    payload=_payload(publisher.target, publication),
-                    lease=recipe.call_timeout * 4,
-                    run_id=run_id,
-                )
+                start = self.ledger.begin(spec)
             except EffectInProgress as exc:
                 return PublishResult(PublishOutcome.IN_PROGRESS, run_id, str(exc))
             if start.decision == EffectDecision.DONE:
                 return self._finish(run_id, start.receipt.external_id or "")
             if start.decision == EffectDecision.WAIT:
                 return PublishResult(PublishOutcome.WAITING, run_id, start.receipt.detail)
-            found = self._look(run_id, publisher, publication, start.decision)
+            found = self._look(run_id, publisher, publication, start)
             if isinstance(found, PublishResult):
                 return found
             if found is not None:
-                self.ledger.succeed(publication.effect_key, found, {"found": True}, run_id=run_id)
+                self.ledger.succeed(start, Proof(found, {"found": True}))
                 return self._finish(run_id, found)
             if start.decision == EffectDecision.RECONCILE:
-                self.ledger.fail(publication.effect_key, "absent at the destination", run_id=run_id)
+                self.ledger.fail(start, "absent at the destination")
                 continue
             if self.clock.now() - publication.approved_at > recipe.approval_ttl:
                 # A new send needs a fresh approval, even for a run resolved days later.
-                self.ledger.fail(publication.effect_key, "approval went stale", run_id=run_id)
+                self.ledger.fail(start, "approval went stale")
                 self._send_back_run(run_id, recipe.approval_ttl)
                 return PublishResult(PublishOutcome.SENT_BACK, run_id, "approval too old")
-            return self._act(run_id, publisher, publication, tries=start.receipt.tries)
+            return self._act(run_id, publisher, publication, start)
         return PublishResult(PublishOutcome.WAITING, run_id, "absent; will publish next pass")
 
     def _start(self, run_id: str) -> tuple[Recipe, Publication] | PublishResult:
@@ -148,6 +143,9 @@ class PublishingService:
             if recipe is None or recipe.publish is None or run.state not in PUBLISHABLE:
                 return PublishResult(PublishOutcome.NOT_READY, run_id)
             draft = _draft(session, run)
+            if draft.state not in (DraftState.APPROVED, DraftState.PUBLISHED):
+                # only an approved draft leaves the building: never a superseded one
+                return PublishResult(PublishOutcome.NOT_READY, run_id, f"draft is {draft.state}")
             if run.state == RunState.APPROVED:
                 if draft.decided_at is None or now - draft.decided_at > recipe.approval_ttl:
                     _send_back(session, run, draft, recipe.approval_ttl, now)
@@ -169,42 +167,56 @@ class PublishingService:
             )
 
     def _look(
-        self, run_id: str, publisher: Publisher, publication: Publication, decision: EffectDecision
+        self, run_id: str, publisher: Publisher, publication: Publication, start: EffectStart
     ) -> str | PublishResult | None:
         """Look before you leap. A first attempt may go ahead when the destination
         cannot answer (our receipt is all there is); a retry of an uncertain one may not."""
         try:
             return publisher.lookup(publication.effect_key)
         except LookupUnavailable as exc:
-            if decision == EffectDecision.ACT:
+            if start.decision == EffectDecision.ACT:
                 return None
+            self.ledger.release(start)
             return self._uncertain(run_id, str(exc))
 
     def _act(
-        self, run_id: str, publisher: Publisher, publication: Publication, *, tries: int
+        self, run_id: str, publisher: Publisher, publication: Publication, start: EffectStart
     ) -> PublishResult:
-        key = publication.effect_key
+        if not self._still_publishing(run_id):
+            self.ledger.fail(start, "the run was cancelled before it was sent")
+            return PublishResult(PublishOutcome.NOT_READY, run_id, "cancelled before the send")
         failpoint("before_publish_call")
         try:
-            external_id = publisher.publish(publication)
+            with self.ledger.held(start):  # a slow send (429 waits) keeps its receipt
+                external_id = publisher.publish(publication)
         except EffectNotSent as exc:
             if not exc.permanent:  # honour Retry-After, else back off: 2, 4, … 300 s
+                tries = start.receipt.tries
                 wait = exc.retry_after if exc.retry_after is not None else 2.0**tries
                 retry_after = timedelta(seconds=min(wait, MAX_PUBLISH_BACKOFF_SECONDS))
-                self.ledger.fail(key, str(exc), run_id=run_id, retry_after=retry_after)
+                self.ledger.fail(start, str(exc), retry_after=retry_after)
                 return PublishResult(PublishOutcome.WAITING, run_id, str(exc))
-            self.ledger.fail(key, str(exc), run_id=run_id)
+            self.ledger.fail(start, str(exc))
             reason = FailReason.PUBLISH_AUTH if exc.auth else FailReason.PUBLISH_REJECTED
             self._close(run_id, RunState.FAILED, reason, str(exc))
             if exc.auth:
                 self.alert(run_id)  # 401/403: stop and tell people
             return PublishResult(PublishOutcome.FAILED, run_id, str(exc))
         except EffectOutcomeUnknown as exc:
-            self.ledger.mark_uncertain(key, str(exc), run_id=run_id)
+            self.ledger.mark_uncertain(start, str(exc))
             return self._uncertain(run_id, str(exc))
         failpoint("after_publish_call")
-        self.ledger.succeed(key, external_id, run_id=run_id)
+        self.ledger.succeed(start, Proof(external_id))
         return self._finish(run_id, external_id)
+
+    def _still_publishing(self, run_id: str) -> bool:
+        """The last look before a send: a run cancelled (or settled) meanwhile is not sent.
+        Cancelling after this point finds the receipt in flight and says so."""
+        with self.store.transaction() as session:
+            state = session.exec(
+                select(RunRow.state).where(col(RunRow.id) == run_id).with_for_update()
+            ).one()
+        return state in (RunState.PUBLISHING, RunState.UNCERTAIN)
 
     def _uncertain(self, run_id: str, detail: str) -> PublishResult:
         with self.store.transaction() as session:
@@ -248,6 +260,8 @@ class PublishingService:
                     at=now,
                     detail=f"published as {external_id}",
                 )
+            elif run.state == RunState.CANCELLED:
+                _list_after_cancel(session, run, f"{run.draft_key} → {external_id}", now)
         return PublishResult(PublishOutcome.PUBLISHED, run_id, external_id=external_id)
 
     def _send_back_run(self, run_id: str, ttl: timedelta) -> None:
@@ -282,6 +296,16 @@ def _draft(session: Session, run: RunRow) -> DraftRow:
     return session.exec(
         select(DraftRow).where(col(DraftRow.key) == run.draft_key).with_for_update()
     ).one()
+
+
+def _list_after_cancel(session: Session, run: RunRow, completed: str, now: datetime) -> None:
+    """A send that was in flight when the run was cancelled: its outcome joins the
+    cancelled run's list of completed effects, so people see it went out."""
+    why = f"completed after cancellation: publish {completed}"
+    run.reason = f"{run.reason or 'completed effects: none'}; {why}"
+    run.updated_at = now
+    guarded_update(session, run, state=RunState.CANCELLED)
+    note_run(session, run, actor=PUBLISHER, at=now, reason=why)
 
 
 def _send_back(

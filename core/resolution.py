@@ -1,12 +1,13 @@
 """People settle what Galley cannot: mark an uncertain run published, declare it
-absent (Galley then publishes once), retry it, or cancel a run. Each is one short
-transaction with an event naming the person.
+absent (Galley then publishes once), retry it, skip a failed one, or cancel a run. Each
+is one short transaction, with the rows it decides on locked, and an event naming the
+person. A person's word wins over a pass that is looking the effect up at that moment:
+the pass's owner token no longer matches and it changes nothing.
 """
 
 from __future__ import annotations
 
 import json
-from enum import StrEnum
 
 from sqlmodel import Session, col, select
 
@@ -15,14 +16,12 @@ from core.errors import UnknownRun
 from core.history import move_draft, move_effect, move_run
 from core.identity import publish_effect_key
 from core.models import DraftRow, EffectRow, RunRow
+from core.policies import Finding
 from core.ports import Clock
 from core.states import RUN_TRANSITIONS, DraftState, EffectState, RunState
 from core.store import Store
 
-
-class Finding(StrEnum):
-    PUBLISHED = "published"
-    ABSENT = "absent"
+__all__ = ["Finding", "Resolver"]
 
 
 class Resolver:
@@ -59,18 +58,21 @@ class Resolver:
         return self._publish_again(run_id, actor, why=f"{actor} asked for a retry")
 
     def cancel(self, run_id: str, *, actor: str) -> str:
-        """Stop further steps; say which effects had already completed."""
+        """Stop further steps; say which effects had already completed, and which send is
+        in flight (its outcome joins the run's list once it is known)."""
         with self.store.transaction() as session:
             run, _ = self._locked(session, run_id)
             if RunState.CANCELLED not in RUN_TRANSITIONS[RunState(run.state)]:
                 return f"`{run_id}` is {run.state}: there is nothing left to cancel."
             drafts = select(DraftRow.key).where(col(DraftRow.run_id) == run.id)
-            done = session.exec(
+            effects = session.exec(
                 select(EffectRow).where(
                     col(EffectRow.draft_key).in_(drafts.scalar_subquery()),
-                    col(EffectRow.state) == EffectState.SUCCEEDED,
+                    col(EffectRow.state).in_([EffectState.SUCCEEDED, EffectState.IN_FLIGHT]),
                 )
             ).all()
+            done = [e for e in effects if e.state == EffectState.SUCCEEDED]
+            sending = [e.key for e in effects if e.state == EffectState.IN_FLIGHT]
             completed = ", ".join(f"{e.key} → {e.external_id}" for e in done) or "none"
             move_run(
                 session,
@@ -80,7 +82,29 @@ class Resolver:
                 at=self.clock.now(),
                 reason=f"completed effects: {completed}",
             )
-        return f"`{run_id}` cancelled. Effects already completed: {completed}."
+        answer = f"`{run_id}` cancelled. Effects already completed: {completed}."
+        if sending:
+            answer += (
+                f" Already in flight: {', '.join(sending)}; whether it went out is added"
+                " to the run's list of completed effects once known."
+            )
+        return answer
+
+    def skip(self, run_id: str, *, actor: str) -> str:
+        """Give up on a failed run's slot: nobody will draft it again."""
+        with self.store.transaction() as session:
+            run, _ = self._locked(session, run_id)
+            if run.state != RunState.FAILED:
+                return f"`{run_id}` is {run.state}, not failed: nothing to skip."
+            move_run(
+                session,
+                run,
+                RunState.SKIPPED,
+                actor=actor,
+                at=self.clock.now(),
+                reason=f"skipped by {actor} after failing ({run.reason})",
+            )
+        return f"`{run_id}` skipped. It will not be drafted again."
 
     def _publish_again(self, run_id: str, actor: str, *, why: str) -> str:
         """One transaction, run and receipt locked: two clicks cannot both re-open it."""
@@ -122,7 +146,11 @@ class Resolver:
         return run, draft, effect
 
     def _locked(self, session: Session, run_id: str) -> tuple[RunRow, DraftRow | None]:
-        run = session.exec(select(RunRow).where(col(RunRow.id) == run_id).with_for_update()).one()
+        run = session.exec(
+            select(RunRow).where(col(RunRow.id) == run_id).with_for_update()
+        ).one_or_none()
+        if run is None:
+            raise UnknownRun(f"no run {run_id!r}")
         draft = session.exec(
             select(DraftRow).where(col(DraftRow.key) == run.draft_key).with_for_update()
         ).one_or_none()

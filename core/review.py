@@ -36,7 +36,10 @@ def expire_overdue_drafts(store: Store, config: Config, clock: Clock) -> list[Ex
     with store.transaction() as session:
         now = clock.now()
         ready = session.exec(
-            select(DraftRow).where(col(DraftRow.state) == DraftState.READY).with_for_update()
+            select(DraftRow)
+            .where(col(DraftRow.state) == DraftState.READY)
+            .order_by(col(DraftRow.key))  # one lock order with bump: no deadlock between them
+            .with_for_update()
         ).all()
         for draft in ready:
             recipe = config.recipes.get(draft.recipe)
@@ -171,13 +174,17 @@ _WINDOW_PASSED = "The review window for this draft has passed; it has expired."
 
 
 def _locked_draft(session: Session, key: str) -> tuple[DraftRow, RunRow, RecipeRow] | None:
-    draft = session.exec(
-        select(DraftRow).where(col(DraftRow.key) == key).with_for_update()
-    ).one_or_none()
-    if draft is None:
+    """The draft, its run and its recipe row, all locked, recipe first: a bump (which
+    locks the recipe row too) happens wholly before or wholly after the decision, so an
+    approval can never land on a draft the bump is superseding."""
+    recipe = session.exec(select(DraftRow.recipe).where(col(DraftRow.key) == key)).one_or_none()
+    if recipe is None:
         return None
+    recipe_row = session.exec(
+        select(RecipeRow).where(col(RecipeRow.name) == recipe).with_for_update()
+    ).one()
+    draft = session.exec(select(DraftRow).where(col(DraftRow.key) == key).with_for_update()).one()
     run = session.exec(select(RunRow).where(col(RunRow.id) == draft.run_id).with_for_update()).one()
-    recipe_row = session.exec(select(RecipeRow).where(col(RecipeRow.name) == draft.recipe)).one()
     return draft, run, recipe_row
 
 

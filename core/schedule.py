@@ -251,3 +251,10 @@ def _cron(spec: ScheduleSpec) -> str:
 def _require_aware(value: datetime, name: str) -> None:
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError(f"{name} must be an aware datetime, not {value.isoformat()}")
+
+
+def slot_of_run(spec: ScheduleSpec, run_id: str, fire_at: datetime) -> Slot | None:
+    """The slot a run was made for, from its id and the instant it fires (a DST repeat
+    gives two slots one instant apart in wall time; the id tells them apart)."""
+    candidates = slots_between(spec, fire_at - timedelta(microseconds=1), fire_at)
+    return next((s for s in candidates if s.run_id(run_id.partition("@")[0]) == run_id), None)

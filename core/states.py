@@ -50,7 +50,8 @@ _R = RunState
 _REOPEN = {_R.RUNNING}
 RUN_TRANSITIONS: dict[RunState, set[RunState]] = {
     _R.PENDING: {_R.RUNNING, _R.SKIPPED, _R.CANCELLED},
-    _R.RUNNING: {_R.AWAITING_REVIEW, _R.PENDING, _R.FAILED, _R.SKIPPED, _R.CANCELLED},
+    # a running run is never skipped: a refusal for its slot must not strand a paid draft
+    _R.RUNNING: {_R.AWAITING_REVIEW, _R.PENDING, _R.FAILED, _R.CANCELLED},
     _R.AWAITING_REVIEW: {
         _R.APPROVED,
         _R.REJECTED,
@@ -64,7 +65,7 @@ RUN_TRANSITIONS: dict[RunState, set[RunState]] = {
     _R.PUBLISHING: {_R.SUCCEEDED, _R.UNCERTAIN, _R.FAILED, _R.CANCELLED, _R.AWAITING_REVIEW},
     _R.UNCERTAIN: {_R.SUCCEEDED, _R.PUBLISHING, _R.FAILED, _R.CANCELLED, _R.AWAITING_REVIEW},
     _R.SKIPPED: _REOPEN | {_R.SKIPPED},
-    _R.FAILED: _REOPEN,
+    _R.FAILED: _REOPEN | {_R.SKIPPED},  # a person re-drafts it, or skips it
     _R.SUCCEEDED: _REOPEN,
     _R.REJECTED: _REOPEN,
     _R.EXPIRED: _REOPEN,

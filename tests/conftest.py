@@ -32,6 +32,8 @@ timezone = "Europe/London"
 model = "claude-test"
 pending_limit = {pending_limit}
 claim_lease = "{claim_lease}"
+heartbeat = "{heartbeat}"
+takeover_after = "{takeover_after}"
 model_timeout = "{model_timeout}"
 max_attempts = {max_attempts}
 
@@ -48,6 +50,8 @@ def config_text(**overrides: Any) -> str:
     values = {
         "pending_limit": 3,
         "claim_lease": "10m",
+        "heartbeat": "2s",
+        "takeover_after": "8s",
         "model_timeout": "2m",
         "max_attempts": 4,
     } | overrides

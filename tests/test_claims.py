@@ -9,9 +9,10 @@ from datetime import timedelta
 import pytest
 from sqlmodel import col, select
 
-from core.claims import Claim, DraftResult, LeaseKeeper, claim_slot, sweep_expired_claims
+from core.claims import Claim, DraftResult, claim_slot, renew_lease, sweep_expired_claims
 from core.config import Recipe
 from core.drafting import DraftingService
+from core.leases import Heartbeat
 from core.models import AttemptRow, DraftRow, EventRow, RunRow
 from core.operator import Galley
 from core.policies import AttemptOutcome, DraftOutcome
@@ -77,7 +78,7 @@ def test_an_expired_claim_is_taken_over_and_the_dead_attempt_marked_abandoned(
     DraftingService(store, CountingDrafter(), clock=clock, worker="worker-dead")._begin_attempt(
         recipe, dead
     )
-    clock.advance(recipe.claim_lease + timedelta(seconds=1))
+    clock.advance(recipe.takeover_after + timedelta(seconds=1))
     drafter = CountingDrafter()
 
     result = DraftingService(store, drafter, clock=clock, worker="worker-b").draft_slot(
@@ -88,7 +89,7 @@ def test_an_expired_claim_is_taken_over_and_the_dead_attempt_marked_abandoned(
     assert drafter.calls == 1
     with store.transaction() as session:
         ledger = session.exec(select(AttemptRow).order_by(col(AttemptRow.number))).all()
-        assert [(a.worker, a.outcome) for a in ledger] == [
+        assert [(a.worker.split("/")[0], a.outcome) for a in ledger] == [
             ("worker-dead", AttemptOutcome.ABANDONED),
             ("worker-b", AttemptOutcome.OK),
         ]
@@ -105,7 +106,7 @@ def test_a_zombie_worker_cannot_store_after_its_claim_was_taken(store: Store) ->
     thread = threading.Thread(target=lambda: results.append(zombie.draft_slot(recipe, slot)))
     thread.start()
     _wait_for(lambda: _attempt_count(store) == 1)
-    clock.advance(recipe.claim_lease + timedelta(seconds=1))  # the zombie's lease runs out
+    clock.advance(recipe.takeover_after + timedelta(seconds=1))  # the zombie's lease runs out
     winner = DraftingService(store, CountingDrafter(), clock=clock, worker="winner")
     assert winner.draft_slot(recipe, slot).outcome == DraftOutcome.DRAFTED
 
@@ -117,24 +118,41 @@ def test_a_zombie_worker_cannot_store_after_its_claim_was_taken(store: Store) ->
     assert (draft.state, draft.revision) == (DraftState.READY, 1)
 
 
-def test_a_live_worker_keeps_its_claim_by_renewing_the_lease(store: Store) -> None:
+def test_a_live_worker_keeps_its_claim_by_heartbeat(store: Store) -> None:
     _, recipe, slot = recipe_and_slot(store)
     lease = timedelta(seconds=0.6)
-    recipe = recipe.model_copy(update={"claim_lease": lease})  # the claim itself is short
+    recipe = recipe.model_copy(update={"takeover_after": lease})  # the claim itself is short
     real_clock = Galley(make_config(), store).clock
     held = claim_slot(store, recipe, slot, worker="a", actor="a", manual=True, clock=real_clock)
     assert isinstance(held, Claim)
 
-    with LeaseKeeper(store, held, lease, real_clock) as keeper:
-        time.sleep(1.5)  # two and a half leases: only renewal keeps the claim alive
+    def renew() -> bool:
+        return renew_lease(store, held, lease, real_clock)
+
+    with Heartbeat(renew, lease / 3, "test") as beat:
+        time.sleep(1.5)  # two and a half leases: only the heartbeat keeps the claim alive
         rival = claim_slot(
             store, recipe, slot, worker="b", actor="b", manual=True, clock=real_clock
         )
 
-    assert not keeper.lost.is_set()
+    assert not beat.lost.is_set()
     assert isinstance(rival, DraftResult) and rival.outcome == DraftOutcome.IN_PROGRESS
     [draft] = draft_rows(store)
-    assert draft.claimed_by == "a"
+    assert draft.claimed_by == held.owner and held.owner.startswith("a/")
+
+
+def test_two_claims_of_one_worker_name_have_different_owners(store: Store) -> None:
+    """Threads of one process share a worker name; their claims must not pass for each
+    other, so every claim gets an owner token of its own."""
+    galley, recipe, _ = recipe_and_slot(store)
+    clock = FakeClock()
+    first = claim(store, recipe, galley.resolve_slot(recipe, "2026-11-16T09:00"), "w", clock)
+    second = claim(store, recipe, galley.resolve_slot(recipe, SLOT_WALL), "w", clock)
+
+    assert first.owner != second.owner
+    assert renew_lease(store, first, timedelta(minutes=1), clock)
+    stolen = Claim(second.run_id, second.draft_key, second.version, first.owner, False)
+    assert not renew_lease(store, stolen, timedelta(minutes=1), clock)
 
 
 def test_the_sweeper_returns_expired_claims_to_the_pool(store: Store) -> None:
@@ -143,7 +161,7 @@ def test_the_sweeper_returns_expired_claims_to_the_pool(store: Store) -> None:
     claim(store, recipe, slot, "worker-dead", clock)
     assert sweep_expired_claims(store, clock) == []  # a live claim is left alone
 
-    clock.advance(recipe.claim_lease + timedelta(seconds=1))
+    clock.advance(recipe.takeover_after + timedelta(seconds=1))
     swept = sweep_expired_claims(store, clock)
 
     assert swept == ["linkedin|weekly-update@2026-11-23T09:00|v1"]
@@ -171,7 +189,7 @@ def test_every_run_transition_writes_an_event(store: Store) -> None:
         (RunState.PENDING, RunState.RUNNING),
         (RunState.RUNNING, RunState.AWAITING_REVIEW),
     ]
-    assert {e.actor for e in events} == {"w"}
+    assert {e.actor.split("/")[0] for e in events} == {"w"}
 
 
 def _attempt_count(store: Store) -> int:

@@ -40,8 +40,13 @@ KEY = "linkedin|weekly-update@2026-11-23T09:00|v1"
 # A short lease, so a dead worker's claim can be taken over within the test. Starting a
 # `galley` process takes 2-3 s on a small machine (importing anthropic), so the test that
 # must see a dead worker's claim still live from a freshly started process gets more room.
-LEASE = {"claim_lease": "3s", "model_timeout": "2s"}
-ROOMY_LEASE = {"claim_lease": "6s", "model_timeout": "2s"}
+LEASE = {"claim_lease": "3s", "model_timeout": "2s", "heartbeat": "1s", "takeover_after": "3s"}
+ROOMY_LEASE = {
+    "claim_lease": "6s",
+    "model_timeout": "2s",
+    "heartbeat": "1s",
+    "takeover_after": "6s",
+}
 RUN_TIMEOUT = 60.0  # seconds any one `galley draft` process may take
 
 T = TypeVar("T")

@@ -41,16 +41,16 @@ from bot.slack_surface import ChannelPacer, SlackChannels, SlackReviewSurface
 from core.alerts import AlertService
 from core.anthropic_drafter import AnthropicDrafter
 from core.config import Config, Recipe, SlackTarget, WebhookTarget, parse_config
-from core.effects import EffectDecision, EffectLedger
+from core.effects import EffectLedger, EffectSpec
 from core.errors import KeyPayloadConflict
 from core.identity import text_hash
 from core.models import DraftRow, EffectRow, EventRow, RunRow
 from core.operator import Galley
 from core.outbox import ReviewOutbox
-from core.policies import DraftOutcome
+from core.policies import DraftOutcome, EffectDecision, Finding, PublishOutcome
 from core.ports import Publication, Publisher
-from core.publishing import PublishingService, PublishOutcome, PublishResult
-from core.resolution import Finding, Resolver
+from core.publishing import PublishingService, PublishResult
+from core.resolution import Resolver
 from core.review import ReviewAnswer, Verdict, decide, edit
 from core.states import DraftState, EffectState, RunState
 from core.store import Store, normalise_url
@@ -469,12 +469,14 @@ def test_a_bare_in_flight_receipt_whose_lease_ran_out_is_looked_up_then_publishe
     text = w.draft_row().text
     assert text is not None
     start = w.ledger("w1").begin(
-        HOOK_KEY,
-        draft_key=KEY,
-        step="publish",
-        payload=publish_payload(text),
-        lease=w.recipe.call_timeout * 4,
-        run_id=RUN,
+        EffectSpec(
+            HOOK_KEY,
+            draft_key=KEY,
+            step="publish",
+            payload=publish_payload(text),
+            lease=w.recipe.call_timeout * 4,
+            run_id=RUN,
+        )
     )
     assert start.decision == EffectDecision.ACT
     w.clock.advance(w.recipe.call_timeout * 4 + timedelta(seconds=1))
@@ -712,12 +714,14 @@ def test_a_crash_after_the_receipt_commit_is_done_on_restart_without_a_call(
     text = w.draft_row().text
     assert text is not None
     again = w.ledger("w3").begin(
-        HOOK_KEY,
-        draft_key=KEY,
-        step="publish",
-        payload=publish_payload(text),
-        lease=timedelta(seconds=4),
-        run_id=RUN,
+        EffectSpec(
+            HOOK_KEY,
+            draft_key=KEY,
+            step="publish",
+            payload=publish_payload(text),
+            lease=timedelta(seconds=4),
+            run_id=RUN,
+        )
     )
     assert again.decision == EffectDecision.DONE
     assert again.receipt.external_id == "pub_1"
@@ -757,12 +761,14 @@ def test_the_same_key_with_another_payload_is_a_conflict_and_changes_nothing(
 
     with pytest.raises(KeyPayloadConflict):
         w.ledger("w2").begin(
-            HOOK_KEY,
-            draft_key=KEY,
-            step="publish",
-            payload=publish_payload("Some other text."),
-            lease=timedelta(seconds=4),
-            run_id=RUN,
+            EffectSpec(
+                HOOK_KEY,
+                draft_key=KEY,
+                step="publish",
+                payload=publish_payload("Some other text."),
+                lease=timedelta(seconds=4),
+                run_id=RUN,
+            )
         )
     assert effect_fields(w.effect()) == before
     assert w.events() == events
