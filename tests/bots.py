@@ -50,6 +50,7 @@ def start_bot(*, config: Path, db_url: str, anthropic_url: str, slack_url: str, 
         housekeeping_every=NEVER,
         shutdown_grace=timedelta(seconds=5),
         clock=RunningClock(),
+        sweep_every=NEVER,
     )
     bot.http_host = "127.0.0.1"
     bot.start()

@@ -135,6 +135,15 @@ def fake_anthropic() -> Iterator[FakeAnthropic]:
         yield fake
 
 
+@pytest.fixture
+def worlds(fake_anthropic: FakeAnthropic) -> Iterator[Any]:
+    """Publishing worlds (tests/worlds.py): `worlds(db_url, target=…, defaults=…)`."""
+    from tests.worlds import world_factory  # it imports this module: import when used
+
+    with world_factory(fake_anthropic) as make:
+        yield make
+
+
 class FakeClock:
     """An injected clock for lease and expiry logic: moves only when told to."""
 

@@ -23,7 +23,7 @@ from core.models import DraftRow, EffectRow, RunRow
 from core.states import DraftState, EffectState, RunState
 from core.store import Store
 from tests.conftest import config_text
-from tests.fakes.anthropic_api import read_requests
+from tests.fakes.anthropic_api import hang, read_requests, write_script
 from tests.fakes.slack_api import read_calls, read_messages
 from tests.processes import GALLEY, fake_server, galley_env, stop, wait_for
 
@@ -40,12 +40,12 @@ class Deployment:
     slack_state: Path
     store: Store
 
-    def start(self, failpoint: str | None = None) -> subprocess.Popen[str]:
+    def start(self, failpoint: str | None = None, grace: int = 5) -> subprocess.Popen[str]:
         env = dict(self.env)
         if failpoint:
             env["GALLEY_FAILPOINT"] = failpoint
         return subprocess.Popen(
-            [str(GALLEY), "run", "--shutdown-grace", "5"],
+            [str(GALLEY), "run", "--shutdown-grace", str(grace)],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -71,9 +71,12 @@ class Deployment:
         return len(read_requests(self.anthropic_state))
 
 
-def deployment(tmp_path: Path, db_url: str, schedule: str) -> Iterator[Deployment]:
+def deployment(
+    tmp_path: Path, db_url: str, schedule: str, **overrides: str
+) -> Iterator[Deployment]:
     config = tmp_path / "galley.toml"
-    text = config_text(pending_limit=100, claim_lease="20s", model_timeout="5s")
+    leases = {"claim_lease": "20s", "model_timeout": "5s"} | overrides
+    text = config_text(pending_limit=100, **leases)
     text = text.replace('"0 9 * * mon"', f'"{schedule}"')
     text = text.replace("[defaults]", '[defaults]\nmisfire_grace = "5m"\ncall_timeout = "2s"')
     config.write_text(text)
@@ -136,6 +139,34 @@ def test_killed_and_restarted_bot_drafts_every_due_slot_once(every_minute: Deplo
         assert run.id in drafted or run.state == RunState.SKIPPED, (run.id, run.state)
     minutes = [r.slot_at for r in runs]
     assert all((b - a).total_seconds() == 60 for a, b in itertools.pairwise(minutes))
+
+
+@pytest.fixture
+def slow_model(tmp_path: Path, db_url: str) -> Iterator[Deployment]:
+    yield from deployment(tmp_path, db_url, "* * * * *", claim_lease="5m", model_timeout="2m")
+
+
+def test_sigterm_exits_within_the_grace_even_while_a_model_call_hangs(
+    slow_model: Deployment,
+) -> None:
+    """A drafting thread stuck on a model call that outlives the grace does not hold the
+    process open; its claim is left for another process to take over."""
+    write_script(slow_model.anthropic_state, [hang(90)])
+    bot = slow_model.start(grace=2)
+    try:
+        wait_for(lambda: slow_model.model_requests() >= 1, 60, "a model call in flight")
+    except BaseException:
+        bot.kill()
+        raise
+    asked = time.monotonic()
+    bot.send_signal(signal.SIGTERM)
+    code = bot.wait(timeout=30)
+    took = time.monotonic() - asked
+
+    assert code == 0
+    assert took < 2 + 1.0, f"exited {took:.1f} s after SIGTERM with a 2 s grace"
+    [claimed] = slow_model.drafts()
+    assert claimed.state == DraftState.CLAIMED  # left for take-over, not lost
 
 
 def test_killed_right_after_the_review_post_finds_it_instead_of_posting_again(

@@ -10,22 +10,16 @@ database; never log lines. Both backends where it is cheap.
 from __future__ import annotations
 
 import json
-import re
-import shutil
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
-from slack_sdk import WebClient
 from sqlmodel import col, select
 
 from bot.alert_blocks import PUBLISH_EVENT_TYPE
@@ -36,27 +30,20 @@ from bot.blocks import (
     parse_button_value,
 )
 from bot.run import Bot
-from bot.slack_publishing import SlackAlerter, SlackChannelPublisher
-from bot.slack_surface import ChannelPacer, SlackChannels, SlackReviewSurface
-from core.alerts import AlertService
-from core.anthropic_drafter import AnthropicDrafter
-from core.config import Config, Recipe, SlackTarget, WebhookTarget, parse_config
+from bot.slack_surface import SlackReviewSurface
 from core.effects import EffectLedger, EffectSpec
 from core.errors import KeyPayloadConflict
 from core.identity import text_hash
-from core.models import DraftRow, EffectRow, EventRow, RunRow
-from core.operator import Galley
+from core.models import DraftRow, EffectRow, RunRow
 from core.outbox import ReviewOutbox
-from core.policies import DraftOutcome, EffectDecision, Finding, PublishOutcome
+from core.policies import EffectDecision, Finding, PublishOutcome
 from core.ports import Publication, Publisher
-from core.publishing import PublishingService, PublishResult
+from core.publishing import PublishingService
 from core.resolution import Resolver
-from core.review import ReviewAnswer, Verdict, decide, edit
+from core.review import Verdict, decide, edit
 from core.states import DraftState, EffectState, RunState
-from core.store import Store, normalise_url
-from core.webhook_publisher import WebhookPublisher
+from core.store import Store
 from tests import bots
-from tests.conftest import PG_URL, FakeClock, config_text
 from tests.fakes import slack_api
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.slack_api import FakeSlack
@@ -69,303 +56,25 @@ from tests.fakes.webhook import (
     status,
 )
 from tests.slack_requests import SlackSender, block_actions
-
-RECIPE = "weekly-update"
-SLOT = "2026-11-23T09:00"
-RUN = f"{RECIPE}@{SLOT}"
-KEY = f"linkedin|{RUN}|v1"
-KEY_V2 = f"linkedin|{RUN}|v2"
-HOOK_KEY = f"{KEY}|publish:webhook"
-REVIEW = "C0REVIEW"
-ANNOUNCE = "C0ANNOUNCE"
-ALERTS = "C0ALERTS"
-SLACK_KEY = f"{KEY}|publish:slack:{ANNOUNCE}"
-PEOPLE = (
-    f'alert_channel = "{ALERTS}"\n'
-    'alert_mentions = ["U0ONCALL", "S0EDITORS"]\n'
-    'approvers = ["U0EDITOR", "S0EDITORS"]\n'
-    'admins = ["U0ADMIN"]'
+from tests.worlds import (
+    ALERTS,
+    ANNOUNCE,
+    HANG,
+    HOOK_KEY,
+    KEY,
+    KEY_V2,
+    MENTIONS,
+    RECIPE,
+    REVIEW,
+    RUN,
+    SECRET,
+    SLACK_KEY,
+    SLOT,
+    Crash,
+    MakeWorld,
+    galley_config,
+    webhook_table,
 )
-MENTIONS = ("<@U0ONCALL>", "<!subteam^S0EDITORS>")
-SECRET = "8f742231b10e8888abcd99yyyzzz85a5-galley-publishing"
-HANG = 5.0  # the fake holds a hung answer this long; the call timeout is 1 s
-
-
-class Crash(BaseException):
-    """Stands in for the process dying at this point: nothing after it runs."""
-
-
-# --- config --------------------------------------------------------------------------------
-
-
-def webhook_table(hook: FakeWebhook, *, status_url: bool = True) -> str:
-    lookup = f', status_url = "{hook.status_url}"' if status_url else ""
-    return f'publish = {{ to = "webhook", url = "{hook.hook_url}"{lookup} }}'
-
-
-def slack_table(channel: str = ANNOUNCE) -> str:
-    return f'publish = {{ to = "slack", channel = "{channel}" }}'
-
-
-def galley_config(publish: str, *, defaults: str = "", slack: str = "") -> str:
-    """The shared test config, with a publish table on the recipe, people to alert and
-    a 1 s call timeout. TOML inline tables are one line: the table goes after `prompt`."""
-    text = config_text()
-    text = re.sub(r"^(prompt = .*)$", lambda m: f"{m.group(1)}\n{publish}", text, flags=re.M)
-    text = text.replace(
-        f'review_channel = "{REVIEW}"', f'review_channel = "{REVIEW}"\n{PEOPLE}\n{slack}'
-    )
-    return text.replace("[defaults]\n", f'[defaults]\ncall_timeout = "1s"\n{defaults}\n')
-
-
-def slack_channels(slack: FakeSlack) -> SlackChannels:
-    client = WebClient(
-        token="xoxb-test", base_url=slack.url + "/api/", timeout=1, retry_handlers=[]
-    )
-    return SlackChannels(client, ChannelPacer(0))
-
-
-# --- in-process world ----------------------------------------------------------------------
-
-
-@dataclass
-class World:
-    """One config, one database and the fake destinations; services built on demand,
-    as each worker (or a restarted process) would build its own."""
-
-    db_url: str
-    config: Config
-    clock: FakeClock
-    hook: FakeWebhook
-    slack: FakeSlack
-    drafter: AnthropicDrafter
-    store: Store = field(init=False)
-    galley: Galley = field(init=False)
-    _publishers: list[WebhookPublisher] = field(default_factory=list)
-    _backup: Path | str | None = None
-
-    def __post_init__(self) -> None:
-        self._open()
-
-    def _open(self) -> None:
-        self.store = Store(self.db_url)
-        self.galley = Galley(self.config, self.store, drafter=self.drafter, clock=self.clock)
-
-    @property
-    def recipe(self) -> Recipe:
-        return self.config.recipes[RECIPE]
-
-    @property
-    def channels(self) -> SlackChannels:
-        return slack_channels(self.slack)
-
-    # --- services ---
-
-    def publisher(self, recipe: Recipe) -> Publisher:
-        target = recipe.publish
-        if isinstance(target, SlackTarget):
-            return SlackChannelPublisher(self.channels, target.channel)
-        assert isinstance(target, WebhookTarget)
-        publisher = WebhookPublisher(target.url, target.status_url, timeout=recipe.call_timeout)
-        self._publishers.append(publisher)
-        return publisher
-
-    def ledger(self, worker: str = "w1", store: Store | None = None) -> EffectLedger:
-        return EffectLedger(store or self.store, self.clock, worker)
-
-    def alerts(self, worker: str = "w1", store: Store | None = None) -> AlertService:
-        store = store or self.store
-        return AlertService(
-            store,
-            self.config,
-            self.clock,
-            self.ledger(worker, store),
-            SlackAlerter(self.channels, ALERTS),
-            reminder_every=self.config.slack.alert_reminder,
-        )
-
-    def service(
-        self,
-        worker: str = "w1",
-        *,
-        publisher: Publisher | None = None,
-        ledger: EffectLedger | None = None,
-        store: Store | None = None,
-    ) -> PublishingService:
-        store = store or self.store
-        return PublishingService(
-            store,
-            self.config,
-            self.clock,
-            ledger or self.ledger(worker, store),
-            publisher_for=(lambda _recipe: publisher) if publisher else self.publisher,
-            alert=self.alerts(worker, store).alert_run,
-        )
-
-    def resolver(self, worker: str = "w1") -> Resolver:
-        return Resolver(self.store, self.config, self.clock)
-
-    # --- acting ---
-
-    def draft(self) -> str:
-        result = self.galley.draft(RECIPE, SLOT)
-        assert result.outcome == DraftOutcome.DRAFTED, result
-        assert result.key is not None
-        return result.key
-
-    def approve(self, key: str = KEY, revision: int = 1, user: str = "U0EDITOR") -> ReviewAnswer:
-        return decide(
-            self.store,
-            self.config,
-            self.clock,
-            draft_key=key,
-            revision=revision,
-            verdict=Verdict.APPROVED,
-            user=user,
-            permitted=True,
-        )
-
-    def approved(self) -> str:
-        key = self.draft()
-        assert self.approve(key).accepted
-        return key
-
-    def go_uncertain(self, action: Action | None = None) -> PublishResult:
-        """Approve, then publish into a webhook that takes the POST and never answers."""
-        self.approved()
-        self.hook.script_post(action or accept_then_hang(HANG))
-        result = self.service().publish_run(RUN)
-        assert result.outcome == PublishOutcome.UNCERTAIN, result
-        return result
-
-    # --- looking ---
-
-    def run_row(self, run: str = RUN) -> RunRow:
-        with self.store.transaction() as session:
-            return session.exec(select(RunRow).where(col(RunRow.id) == run)).one()
-
-    def draft_row(self, key: str = KEY) -> DraftRow:
-        with self.store.transaction() as session:
-            return session.exec(select(DraftRow).where(col(DraftRow.key) == key)).one()
-
-    def effect(self, key: str = HOOK_KEY) -> EffectRow | None:
-        with self.store.transaction() as session:
-            return session.exec(select(EffectRow).where(col(EffectRow.key) == key)).one_or_none()
-
-    def publish_effects(self) -> list[EffectRow]:
-        with self.store.transaction() as session:
-            return list(
-                session.exec(select(EffectRow).where(col(EffectRow.step) == "publish")).all()
-            )
-
-    def events(self) -> int:
-        with self.store.transaction() as session:
-            return len(session.exec(select(EventRow)).all())
-
-    def posts(self) -> int:
-        """POSTs the webhook received, whatever became of them."""
-        return len(self.hook.posts)
-
-    def alert_messages(self) -> list[dict[str, Any]]:
-        return self.slack.messages(ALERTS)
-
-    def announced(self) -> list[dict[str, Any]]:
-        return self.slack.messages(ANNOUNCE)
-
-    # --- backups ---
-
-    def back_up(self) -> None:
-        """Take a copy of the whole database, as a nightly backup would."""
-        self.store.dispose()
-        if self.store.dialect == "sqlite":
-            path = Path(str(sa.make_url(self.db_url).database))
-            with sqlite3.connect(path) as conn:  # fold the WAL into the main file first
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            conn.close()
-            self._backup = path.with_suffix(".backup")
-            shutil.copy(path, self._backup)
-        else:
-            name = str(sa.make_url(self.db_url).database)
-            self._backup = f"{name}_backup"
-            with pg_admin() as admin:
-                admin.execute(sa.text(f'CREATE DATABASE "{self._backup}" TEMPLATE "{name}"'))
-        self._open()
-
-    def restore(self) -> None:
-        """Put the backup back in place of the live database."""
-        assert self._backup is not None
-        self.store.dispose()
-        self.galley.store.dispose()
-        if isinstance(self._backup, Path):
-            path = Path(str(sa.make_url(self.db_url).database))
-            for suffix in ("-wal", "-shm"):
-                Path(f"{path}{suffix}").unlink(missing_ok=True)
-            shutil.copy(self._backup, path)
-        else:
-            name = str(sa.make_url(self.db_url).database)
-            with pg_admin() as admin:
-                admin.execute(sa.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
-                admin.execute(sa.text(f'CREATE DATABASE "{name}" TEMPLATE "{self._backup}"'))
-                admin.execute(sa.text(f'DROP DATABASE "{self._backup}"'))
-            self._backup = None
-        self._open()
-
-    def close(self) -> None:
-        for publisher in self._publishers:
-            publisher.close()
-        self.store.dispose()
-        if isinstance(self._backup, str):
-            with pg_admin() as admin:
-                admin.execute(sa.text(f'DROP DATABASE IF EXISTS "{self._backup}" WITH (FORCE)'))
-
-
-@contextmanager
-def pg_admin() -> Iterator[sa.Connection]:
-    """A connection to the PostgreSQL server outside any transaction (for CREATE DATABASE)."""
-    assert PG_URL is not None
-    engine = sa.create_engine(normalise_url(PG_URL), isolation_level="AUTOCOMMIT")
-    try:
-        with engine.connect() as conn:
-            yield conn
-    finally:
-        engine.dispose()
-
-
-MakeWorld = Callable[..., World]
-
-
-@pytest.fixture
-def worlds(fake_anthropic: FakeAnthropic) -> Iterator[MakeWorld]:
-    """`worlds(db_url, target="webhook" | "webhook-no-status" | "slack", defaults=…,
-    slack=…)`: a World with its own fake webhook and fake Slack."""
-    made: list[World] = []
-    servers: list[FakeWebhook | FakeSlack] = []
-
-    def make(db_url: str, *, target: str = "webhook", defaults: str = "", slack: str = "") -> World:
-        hook, fake_slack = FakeWebhook().start(), FakeSlack().start()
-        servers.extend([hook, fake_slack])
-        publish = {
-            "webhook": webhook_table(hook),
-            "webhook-no-status": webhook_table(hook, status_url=False),
-            "slack": slack_table(),
-        }[target]
-        config = parse_config(galley_config(publish, defaults=defaults, slack=slack))
-        world = World(
-            db_url,
-            config,
-            FakeClock(),
-            hook,
-            fake_slack,
-            AnthropicDrafter("k", fake_anthropic.url),
-        )
-        made.append(world)
-        return world
-
-    yield make
-    for world in made:
-        world.close()
-    for server in servers:
-        server.stop()
 
 
 class CrashBeforeSend:

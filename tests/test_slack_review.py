@@ -365,6 +365,14 @@ def test_a_dropped_post_is_looked_up_then_posted_once(start_bot: StartBot, sqlit
     assert (receipt.state, receipt.external_id) == (EffectState.SUCCEEDED, message["ts"])
 
 
+def review_posts(h: Harness) -> list[RecordedCall]:
+    return [
+        c
+        for c in h.calls("chat.postMessage")
+        if (c.params.get("metadata") or {}).get("event_type") == "galley_draft"
+    ]
+
+
 def test_a_post_whose_outcome_cannot_be_checked_is_not_sent_again(
     start_bot: StartBot, sqlite_url: str
 ) -> None:
@@ -376,14 +384,16 @@ def test_a_post_whose_outcome_cannot_be_checked_is_not_sent_again(
     h.bot.sync_slack()  # outcome unknown
     h.bot.sync_slack()  # the lookup fails too: cannot tell, so nothing is sent
 
-    assert len(h.calls("chat.postMessage")) == 1
+    assert len(review_posts(h)) == 1
     receipt = h.receipt(key)
     assert receipt is not None and receipt.state == EffectState.UNCERTAIN
+    [alert] = [c for c in h.calls("chat.postMessage") if c not in review_posts(h)]
+    assert "cannot find it" in json.dumps(alert.params["blocks"])  # people are told
 
     h.bot.sync_slack()  # the lookup answers: clearly absent, so the post is made once
 
-    assert len(h.calls("chat.postMessage")) == 2
-    [message] = h.slack.messages(CHANNEL)
+    assert len(review_posts(h)) == 2
+    [message] = h.review_messages()
     receipt = h.receipt(key)
     assert receipt is not None
     assert (receipt.state, receipt.external_id) == (EffectState.SUCCEEDED, message["ts"])
