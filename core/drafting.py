@@ -28,6 +28,7 @@ from core.models import AttemptRow, DraftRow, RunRow
 from core.policies import AttemptOutcome, DraftOutcome, FailReason, Overlap
 from core.ports import Clock, Drafter, DraftRequest, ModelReply, SystemClock
 from core.schedule import Slot
+from core.similarity import RedraftReason, avoiding, record_similarity, redraft_reason
 from core.states import DraftState, RunState
 from core.store import Store
 
@@ -122,9 +123,14 @@ class DraftingService:
                         raise LostClaim(f"claim on {claim.draft_key} was taken over") from None
                     continue
                 failpoint("after_model_reply")
-                return self._store_draft(claim, number, started, reply)
+                why = redraft_reason(self.store, recipe, claim, reply.text, self.clock.now())
+                if why is not None:  # on_similar = redraft, and the answer repeats a seen post
+                    reply, number, started = self._redraft(
+                        recipe, claim, request, why, (reply, number, started)
+                    )
+                return self._store_draft(recipe, claim, number, started, reply)
 
-    def _begin_attempt(self, recipe: Recipe, claim: Claim) -> int | None:
+    def _begin_attempt(self, recipe: Recipe, claim: Claim, *, redraft: bool = False) -> int | None:
         """Write the attempt row before the call; None when the attempt cap is reached."""
         with self.store.transaction() as session:
             _own_claim(session, claim)
@@ -149,6 +155,7 @@ class DraftingService:
                     worker=self.worker,
                     model=recipe.model,
                     started_at=self.clock.now(),
+                    redraft=redraft,
                 )
             )
             return number
@@ -200,7 +207,7 @@ class DraftingService:
             own_session.execute(statement)
 
     def _store_draft(
-        self, claim: Claim, number: int, started: float, reply: ModelReply
+        self, recipe: Recipe, claim: Claim, number: int, started: float, reply: ModelReply
     ) -> DraftResult:
         if not reply.text.strip():
             self._finish_attempt(claim, number, started, reply=reply)
@@ -215,10 +222,35 @@ class DraftingService:
             draft.claimed_by, draft.lease_until = None, None
             move_draft(session, draft, DraftState.READY, actor=self.worker, at=now)
             _supersede_older_drafts(session, claim, self.worker, now)
+            record_similarity(session, draft, recipe.similar_window, now)
             run = _run(session, claim.run_id)
             move_run(session, run, RunState.AWAITING_REVIEW, actor=self.worker, at=now)
         failpoint("after_draft_commit")
         return DraftResult(DraftOutcome.DRAFTED, claim.run_id, claim.draft_key)
+
+    def _redraft(
+        self,
+        recipe: Recipe,
+        claim: Claim,
+        request: DraftRequest,
+        why: RedraftReason,
+        first: tuple[ModelReply, int, float],
+    ) -> tuple[ModelReply, int, float]:
+        """Ask once more under the same claim, avoiding the text people saw; the call is
+        an attempt like any other. Returns whichever answer reads less like it."""
+        reply, number, started = first
+        self._finish_attempt(claim, number, started, reply=reply)  # paid for, whatever follows
+        second = self._begin_attempt(recipe, claim, redraft=True)
+        if second is None:
+            return first
+        began = time.monotonic()
+        try:
+            other = self.drafter.draft(avoiding(request, why.match.text))
+        except ModelCallFailed as failure:
+            self._finish_attempt(claim, second, began, failure=failure)
+            return first
+        self._finish_attempt(claim, second, began, reply=other)
+        return (other, second, began) if why.prefers(other.text) else first
 
     def _fail(self, claim: Claim, reason: FailReason, detail: str) -> DraftResult:
         """Give the claim back and close the run as failed, with a readable reason."""

@@ -77,3 +77,16 @@ class AttemptOutcome(StrEnum):
             AttemptOutcome.REJECTED_RETRYABLE,
             AttemptOutcome.OUTCOME_UNKNOWN,
         )
+
+
+class OnSimilar(StrEnum):
+    """What a recipe does when a fresh draft is close to one people already saw."""
+
+    WARN = "warn"  # say so on the review message
+    REDRAFT = "redraft"  # ask the model once more, avoiding the earlier text; keep the better
+
+
+class SimilarityMethod(StrEnum):
+    """How a draft's similarity score was computed, stored beside the score."""
+
+    TOKEN_SET = "rapidfuzz.token_set_ratio"
