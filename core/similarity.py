@@ -18,6 +18,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from rapidfuzz import fuzz, process, utils
@@ -34,9 +35,9 @@ from core.states import DraftState, EffectState
 from core.store import Store
 
 METHOD = SimilarityMethod.TOKEN_SET
-# A recipe posting eleven times a day for 90 days still fits; past that the oldest are
-# left out, so one check costs at most this many comparisons (under 15 ms, see bench/).
-MAX_COMPARED = 1000
+# A recipe posting five times a day for 90 days still fits; past that the oldest are
+# left out, so one check costs at most this many comparisons (see bench/similarity.py).
+MAX_COMPARED = 500
 SEEN_STATES = (DraftState.APPROVED, DraftState.PUBLISHED)
 _SLACK_PUBLISH = "|publish:slack:"
 
@@ -46,8 +47,7 @@ def similarity(text: str, other: str) -> int:
     return round(fuzz.token_set_ratio(text, other, processor=utils.default_process))
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(NamedTuple):  # a tuple, not a dataclass: hundreds are built per check
     key: str
     text: str
 
@@ -66,23 +66,25 @@ def comparison_set(
     review, then the newest approvals and publications since `since`.
 
     Both reads seek ix_drafts_recipe_state_updated, so a long history costs nothing."""
-    same = (col(DraftRow.recipe) == recipe, col(DraftRow.platform) == platform)
-    waiting = select(DraftRow.key, DraftRow.text).where(
-        *same, col(DraftRow.state) == DraftState.READY, col(DraftRow.key) != exclude
+    same = (
+        col(DraftRow.recipe) == recipe,
+        col(DraftRow.platform) == platform,
+        col(DraftRow.key) != exclude,
     )
-    seen = (
-        select(DraftRow.key, DraftRow.text)
-        .where(
-            *same,
-            col(DraftRow.state).in_(SEEN_STATES),
-            col(DraftRow.updated_at) >= since,
-            col(DraftRow.key) != exclude,
-        )
-        .order_by(col(DraftRow.updated_at).desc())
-        .limit(MAX_COMPARED)
-    )
-    rows = [*session.execute(waiting), *session.execute(seen)]
-    return [Candidate(key, text) for key, text in rows if text]
+    columns = (col(DraftRow.key), col(DraftRow.text), col(DraftRow.updated_at))
+    waiting = session.execute(
+        sa.select(*columns).where(*same, col(DraftRow.state) == DraftState.READY)
+    ).all()
+    seen: list[sa.Row[Any]] = []
+    for state in SEEN_STATES:  # one state per query: read in index order, stop at the cap
+        seen += session.execute(
+            sa.select(*columns)
+            .where(*same, col(DraftRow.state) == state, col(DraftRow.updated_at) >= since)
+            .order_by(col(DraftRow.updated_at).desc())
+            .limit(MAX_COMPARED)
+        ).all()
+    seen = sorted(seen, key=lambda row: row.updated_at, reverse=True)[:MAX_COMPARED]
+    return [Candidate(key, text) for key, text, _ in [*waiting, *seen] if text]
 
 
 def closest(text: str, candidates: list[Candidate]) -> Match | None:
