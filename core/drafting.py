@@ -123,7 +123,7 @@ class DraftingService:
                         raise LostClaim(f"claim on {claim.draft_key} was taken over") from None
                     continue
                 failpoint("after_model_reply")
-                why = redraft_reason(self.store, recipe, claim, reply.text, self.clock.now())
+                why = redraft_reason(self.store, recipe, claim, reply, self.clock.now())
                 if why is not None:  # on_similar = redraft, and the answer repeats a seen post
                     reply, number, started = self._redraft(
                         recipe, claim, request, why, (reply, number, started)

@@ -30,7 +30,7 @@ from core.gate import tokens_today
 from core.identity import review_effect_key
 from core.models import AttemptRow, DraftRow, EffectRow
 from core.policies import OnSimilar, SimilarityMethod
-from core.ports import DraftRequest, MessageRef, SimilarPost
+from core.ports import DraftRequest, MessageRef, ModelReply, SimilarPost
 from core.states import DraftState, EffectState
 from core.store import Store
 
@@ -60,7 +60,13 @@ class Match:
 
 
 def comparison_set(
-    session: Session, *, recipe: str, platform: str, exclude: str, since: datetime
+    session: Session,
+    *,
+    recipe: str,
+    platform: str,
+    exclude: str,
+    since: datetime,
+    limit: int = MAX_COMPARED,
 ) -> list[Candidate]:
     """The texts a draft is compared with: its recipe's and platform's drafts waiting for
     review, then the newest approvals and publications since `since`.
@@ -81,9 +87,9 @@ def comparison_set(
             sa.select(*columns)
             .where(*same, col(DraftRow.state) == state, col(DraftRow.updated_at) >= since)
             .order_by(col(DraftRow.updated_at).desc())
-            .limit(MAX_COMPARED)
+            .limit(limit)
         ).all()
-    seen = sorted(seen, key=lambda row: row.updated_at, reverse=True)[:MAX_COMPARED]
+    seen = sorted(seen, key=lambda row: row.updated_at, reverse=True)[:limit]
     return [Candidate(key, text) for key, text, _ in [*waiting, *seen] if text]
 
 
@@ -141,7 +147,7 @@ class RedraftReason:
 
 
 def redraft_reason(
-    store: Store, recipe: Recipe, claim: Claim, text: str, now: datetime
+    store: Store, recipe: Recipe, claim: Claim, reply: ModelReply, now: datetime
 ) -> RedraftReason | None:
     """With `on_similar = "redraft"`: the match that makes the model worth asking again,
     or None (below `similar_warn`, the slot was already re-drafted once, or the day's
@@ -152,7 +158,8 @@ def redraft_reason(
         if redrafted(session, claim.run_id):
             return None
         budget = recipe.daily_token_budget
-        if budget and tokens_today(session, recipe, now) >= budget:
+        spent = reply.input_tokens + reply.output_tokens  # not in the ledger until stored
+        if budget and tokens_today(session, recipe, now) + spent >= budget:
             return None
         candidates = comparison_set(
             session,
@@ -161,7 +168,7 @@ def redraft_reason(
             exclude=claim.draft_key,
             since=now - recipe.similar_window,
         )
-    match = closest(text, candidates)
+    match = closest(reply.text, candidates)
     if match is None or match.score < recipe.similar_warn:
         return None
     return RedraftReason(match, candidates)
