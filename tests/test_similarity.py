@@ -26,6 +26,7 @@ from core.states import DraftState, RunState
 from core.store import Store
 from tests.conftest import FakeClock, config_text
 from tests.fakes.anthropic_api import FakeAnthropic, ok
+from tests.posts import FRESH, REWORDED, SEEN
 
 PAIRS = Path(__file__).parent / "data" / "similar_pairs.jsonl"
 RECIPE = "weekly-update"
@@ -33,20 +34,6 @@ EARLIER, LATER = "2026-11-16T09:00", "2026-11-23T09:00"
 EARLIER_KEY = f"linkedin|{RECIPE}@{EARLIER}|v1"
 LATER_RUN = f"{RECIPE}@{LATER}"
 LATER_KEY = f"linkedin|{LATER_RUN}|v1"
-SEEN = (
-    "This week the team shipped dark mode for the web app, closed 14 bugs reported by "
-    "customers, and welcomed Priya to the design team. Next week we start work on offline "
-    "sync. Thanks to everyone who sent feedback on the beta!"
-)
-REWORDED = (
-    "Dark mode for the web app is now live, shipped by the team this week along with fixes "
-    "for 14 customer-reported bugs. We also welcomed Priya, who joins the design team. Up "
-    "next week: offline sync. Thank you to everyone who gave feedback on the beta!"
-)
-FRESH = (
-    "Our support team now answers in Portuguese and Spanish, and the new status page shows "
-    "every incident within five minutes. Next week: the quarterly planning session."
-)
 FAST = Backoff(base_seconds=0.01, cap_seconds=0.05)
 
 
