@@ -273,6 +273,11 @@ def test_a_reworded_draft_is_stored_with_its_match_and_one_model_call(
     draft = later_draft(store)
     assert (draft.state, draft.text, draft.similar_to) == (DraftState.READY, REWORDED, EARLIER_KEY)
     assert draft.similar_score == similarity(REWORDED, SEEN)
+    shown = galley.closest_seen(LATER_KEY)  # what `galley show` and a notebook read
+    assert shown is not None
+    assert (shown.draft_key, shown.state, shown.message) == (EARLIER_KEY, "approved", None)
+    record = galley.recipe_record(RECIPE)
+    assert (record.approved, record.decided, record.approval_rate) == (1, 1, 1.0)
 
 
 def test_redraft_asks_once_more_avoiding_the_seen_text_and_keeps_the_fresher_answer(
