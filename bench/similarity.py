@@ -289,10 +289,12 @@ def main(argv: list[str] | None = None) -> int:
     if "postgres" in args.backends and not args.pg_url:
         print(f"PostgreSQL skipped: set --pg-url or {PG_ENV}", file=sys.stderr)
         args.backends.remove("postgres")
+    load_before = os.getloadavg()[0]
     pairs = load_pairs()
     quality_table(pairs)
     cost_table(args, pairs)
     print(f"\n{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores")
+    print(f"1-minute load average: {load_before:.2f} before, {os.getloadavg()[0]:.2f} after")
     return 0
 
 
