@@ -20,7 +20,8 @@ from core.errors import ConfigError
 from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
 from core.operator import Galley
 from core.policies import DraftOutcome, OnSimilar, SimilarityMethod
-from core.review import Verdict, decide
+from core.review import Verdict, decide, load_item
+from core.review_facts import annotate, recipe_record
 from core.similarity import comparison_set, record_similarity, similarity
 from core.states import DraftState, RunState
 from core.store import Store
@@ -361,3 +362,60 @@ def test_redraft_does_not_spend_past_the_daily_token_budget(
 
     assert len(fake_anthropic.requests) == 2
     assert later_draft(store).text == REWORDED
+
+
+# --- what the review message is told -------------------------------------------------------
+
+
+def test_the_review_item_names_the_match_only_from_the_recipes_similar_warn(
+    store: Store, fake_anthropic: FakeAnthropic
+) -> None:
+    clock = FakeClock()
+    galley = galley_for(store, fake_anthropic, clock)
+    approve_earlier_post(galley, fake_anthropic)
+    fake_anthropic.script(ok(text=REWORDED))
+    galley.draft(RECIPE, LATER)
+    item = load_item(store, LATER_KEY)
+    assert item is not None
+
+    shown = annotate(store, galley.config, clock.now(), item)
+    strict = annotate(store, parse_config(with_defaults("similar_warn = 95")), clock.now(), item)
+    decided = load_item(store, EARLIER_KEY)
+    assert decided is not None
+
+    assert shown.similar is not None
+    assert (shown.similar.draft_key, shown.similar.score) == (
+        EARLIER_KEY,
+        similarity(REWORDED, SEEN),
+    )
+    assert strict.similar is None  # the rewording scores below 95: no line
+    assert shown.record is not None and shown.record.approved == 1
+    assert annotate(store, galley.config, clock.now(), decided) == decided  # no buttons, no facts
+
+
+def test_the_recipe_record_counts_thirty_days_of_decisions_and_the_last_rejection(
+    store: Store,
+) -> None:
+    clock = FakeClock()
+    drafts = [
+        ("approved", DraftState.APPROVED, 5, None),
+        ("published", DraftState.PUBLISHED, 29, None),
+        ("rejected", DraftState.REJECTED, 2, "too salesy"),
+        ("rejected-before", DraftState.REJECTED, 20, "too long"),
+        ("expired", DraftState.EXPIRED, 1, None),
+        ("waiting", DraftState.READY, 1, None),
+        ("approved-long-ago", DraftState.APPROVED, 31, None),
+    ]
+    for key, state, days, reason in drafts:
+        add_draft(store, key, state=state, text=SEEN, days_ago=days, clock=clock)
+        if reason:
+            with store.transaction() as session:
+                session.get_one(DraftRow, key).decision_reason = reason
+
+    with store.transaction() as session:
+        record = recipe_record(session, RECIPE, clock.now())
+
+    assert (record.approved, record.decided) == (2, 5)
+    assert record.approval_rate == 0.4
+    assert record.last_rejection_reason == "too salesy"
+    assert record.last_rejected_at == clock.now() - timedelta(days=2)
