@@ -62,6 +62,7 @@ class DraftView:
     input_tokens: int
     output_tokens: int
     notice: str | None = None  # why a draft is back for review (Galley's own words)
+    facts: tuple[str, ...] = ()  # Galley's own mrkdwn, already escaped: one line each
 
     def __post_init__(self) -> None:
         _require_aware(self.slot_at, "slot_at")
@@ -143,10 +144,12 @@ def review_message(view: DraftView) -> tuple[str, list[dict[str, Any]]]:
             _button("Edit", ACTION_EDIT, value),
         ],
     }
-    blocks = [*_draft_blocks(view, trailing=3 if view.notice else 2), _details(view)]
+    trailing = 2 + (1 if view.notice else 0) + len(view.facts)
+    blocks = [*_draft_blocks(view, trailing=trailing), _details(view)]
     if view.notice:
         text = f":leftwards_arrow_with_hook: {escape_mrkdwn(view.notice)}"
         blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": text}]})
+    blocks += [_context(fact) for fact in view.facts]  # right above the buttons
     return "Draft for review: " + _snippet(view.text), [*blocks, actions]
 
 

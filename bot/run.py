@@ -36,6 +36,7 @@ from core.operator import Galley
 from core.outbox import ReviewOutbox
 from core.ports import Clock, MessageRef, Publisher
 from core.publishing import PublishingService
+from core.review_facts import AnnotatedReviewSurface
 from core.schedule import Slot
 from core.settings import Settings
 from core.webhook_publisher import WebhookPublisher
@@ -92,7 +93,12 @@ class Bot:
         )
         slack = self.galley.config.slack
         self.channels = SlackChannels(self.client)
-        self.surface = SlackReviewSurface(self.channels, slack.review_channel)
+        self.surface = AnnotatedReviewSurface(  # near-duplicates and the recipe's record
+            SlackReviewSurface(self.channels, slack.review_channel),
+            self.galley.store,
+            self.galley.config,
+            self.galley.clock,
+        )
         self.directory = SlackDirectory(self.client)
         heartbeat = min((r.heartbeat for r in recipes), default=DEFAULT_HEARTBEAT)
         ledger = EffectLedger(

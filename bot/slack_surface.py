@@ -28,6 +28,7 @@ from bot.blocks import (
     notice_blocks,
     review_message,
 )
+from bot.review_facts import Permalink, fact_lines
 from core.errors import EffectNotSent, EffectOutcomeUnknown, LookupUnavailable
 from core.ports import MessageRef, ReviewItem
 from core.states import DraftState
@@ -59,7 +60,7 @@ class ChannelPacer:
             self._next[channel] = max(self._next.get(channel, 0.0), time.monotonic() + seconds)
 
 
-def draft_view(item: ReviewItem) -> DraftView:
+def draft_view(item: ReviewItem, permalink: Permalink | None = None) -> DraftView:
     return DraftView(
         draft_key=item.draft_key,
         revision=item.revision,
@@ -72,12 +73,15 @@ def draft_view(item: ReviewItem) -> DraftView:
         input_tokens=item.input_tokens,
         output_tokens=item.output_tokens,
         notice=item.decision_reason if item.state == DraftState.READY else None,
+        facts=fact_lines(item, permalink),
     )
 
 
-def render(item: ReviewItem) -> tuple[str, list[dict[str, Any]]]:
+def render(
+    item: ReviewItem, permalink: Permalink | None = None
+) -> tuple[str, list[dict[str, Any]]]:
     """The message for a draft in its current state."""
-    view = draft_view(item)
+    view = draft_view(item, permalink)
     if item.state in (DraftState.READY, DraftState.CLAIMED):
         return review_message(view)
     verdict = {
@@ -97,6 +101,20 @@ class SlackChannels:
     def __init__(self, client: WebClient, pacer: ChannelPacer | None = None) -> None:
         self.client = client
         self.pacer = pacer or ChannelPacer()
+        self._workspace_url: str | None = None
+
+    def permalink(self, ref: MessageRef) -> str | None:
+        """A link to a message, from the workspace's URL (`auth.test`, asked once); None
+        while Slack cannot say, so a message goes out without the link, never later."""
+        if self._workspace_url is None:
+            try:
+                self._workspace_url = str(self.client.auth_test().get("url") or "") or None
+            except (SlackApiError, urllib.error.URLError, OSError, http.client.HTTPException):
+                return None
+        if self._workspace_url is None:
+            return None
+        base = self._workspace_url.rstrip("/")
+        return f"{base}/archives/{ref.channel}/p{ref.ts.replace('.', '')}"
 
     def post(self, channel: str, **fields: Any) -> MessageRef:
         answer = self.call(self.client.chat_postMessage, channel=channel, **fields)
@@ -152,7 +170,7 @@ class SlackReviewSurface:
         self.channel = channel
 
     def post_review(self, item: ReviewItem) -> MessageRef:
-        text, blocks = render(item)
+        text, blocks = render(item, self.channels.permalink)
         return self.channels.post(
             self.channel,
             text=text,
@@ -166,7 +184,7 @@ class SlackReviewSurface:
         return self.channels.post(self.channel, text=text, blocks=notice_blocks(text))
 
     def update_review(self, ref: MessageRef, item: ReviewItem) -> None:
-        text, blocks = render(item)
+        text, blocks = render(item, self.channels.permalink)
         self.channels.update(
             ref, text=text, blocks=blocks, metadata=draft_metadata(item.draft_key, item.revision)
         )

@@ -32,6 +32,7 @@ from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
 from core.policies import AttemptOutcome, DraftOutcome, FailReason, Overlap
 from core.ports import Clock, Drafter, DraftRequest, ModelReply, SystemClock
 from core.schedule import Slot
+from core.similarity import RedraftReason, avoiding, record_similarity, redraft_reason
 from core.states import DraftState, RunState
 from core.store import Store
 
@@ -134,9 +135,14 @@ class DraftingService:
                         raise LostClaim(f"claim on {claim.draft_key} was taken over") from None
                     continue
                 failpoint("after_model_reply")
-                return self._store_draft(claim, number, started, reply)
+                why = redraft_reason(self.store, recipe, claim, reply, self.clock.now())
+                if why is not None:  # on_similar = redraft, and the answer repeats a seen post
+                    reply, number, started = self._redraft(
+                        recipe, claim, request, why, (reply, number, started)
+                    )
+                return self._store_draft(recipe, claim, number, started, reply)
 
-    def _begin_attempt(self, recipe: Recipe, claim: Claim) -> int | None:
+    def _begin_attempt(self, recipe: Recipe, claim: Claim, *, redraft: bool = False) -> int | None:
         """Write the attempt row before the call; None when the attempt cap is reached."""
         with self.store.transaction() as session:
             draft = _own_claim(session, claim)
@@ -161,6 +167,7 @@ class DraftingService:
                     worker=claim.owner,
                     model=recipe.model,
                     started_at=self.clock.now(),
+                    redraft=redraft,
                 )
             )
             return number
@@ -212,7 +219,7 @@ class DraftingService:
             own_session.execute(statement)
 
     def _store_draft(
-        self, claim: Claim, number: int, started: float, reply: ModelReply
+        self, recipe: Recipe, claim: Claim, number: int, started: float, reply: ModelReply
     ) -> DraftResult:
         if not reply.text.strip():
             self._finish_attempt(claim, number, started, reply=reply)
@@ -228,16 +235,15 @@ class DraftingService:
             draft.claimed_by, draft.lease_until = None, None
             move_draft(session, draft, DraftState.READY, actor=claim.owner, at=now)
             run = _run(session, claim.run_id)
+            detail = None
             if draft.version < recipe_row.version:
                 detail = self._store_superseded(session, draft, run, recipe_row, claim, now)
-                failpoint("after_draft_commit")
-                return DraftResult(
-                    DraftOutcome.DRAFTED, claim.run_id, claim.draft_key, None, detail
-                )
-            _supersede_older_drafts(session, claim, claim.owner, now)
-            move_run(session, run, RunState.AWAITING_REVIEW, actor=claim.owner, at=now)
+            else:
+                _supersede_older_drafts(session, claim, claim.owner, now)
+                record_similarity(session, draft, recipe.similar_window, now)
+                move_run(session, run, RunState.AWAITING_REVIEW, actor=claim.owner, at=now)
         failpoint("after_draft_commit")
-        return DraftResult(DraftOutcome.DRAFTED, claim.run_id, claim.draft_key)
+        return DraftResult(DraftOutcome.DRAFTED, claim.run_id, claim.draft_key, None, detail)
 
     @staticmethod
     def _store_superseded(
@@ -257,6 +263,30 @@ class DraftingService:
         else:
             note_run(session, run, actor=claim.owner, at=now, reason=f"{claim.draft_key}: {why}")
         return f"stored as superseded: {why}"
+
+    def _redraft(
+        self,
+        recipe: Recipe,
+        claim: Claim,
+        request: DraftRequest,
+        why: RedraftReason,
+        first: tuple[ModelReply, int, float],
+    ) -> tuple[ModelReply, int, float]:
+        """Ask once more under the same claim, avoiding the text people saw; the call is
+        an attempt like any other. Returns whichever answer reads less like it."""
+        reply, number, started = first
+        self._finish_attempt(claim, number, started, reply=reply)  # paid for, whatever follows
+        second = self._begin_attempt(recipe, claim, redraft=True)
+        if second is None:
+            return first
+        began = time.monotonic()
+        try:
+            other = self.drafter.draft(avoiding(request, why.match.text))
+        except ModelCallFailed as failure:
+            self._finish_attempt(claim, second, began, failure=failure)
+            return first
+        self._finish_attempt(claim, second, began, reply=other)
+        return (other, second, began) if why.prefers(other.text) else first
 
     def _fail(self, claim: Claim, reason: FailReason, detail: str) -> DraftResult:
         """Give the claim back and close the run as failed, with a readable reason."""

@@ -84,7 +84,11 @@ class RunRow(SQLModel, table=True):
 
 class DraftRow(SQLModel, table=True):
     __tablename__ = "drafts"
-    __table_args__ = (sa.Index("ix_drafts_recipe_state", "recipe", "state"),)
+    __table_args__ = (
+        sa.Index("ix_drafts_recipe_state", "recipe", "state"),
+        # near-duplicates and the recipe record read the drafts that reached a state lately
+        sa.Index("ix_drafts_recipe_state_updated", "recipe", "state", "updated_at"),
+    )
 
     key: str = Field(primary_key=True, max_length=300)
     run_id: str = Field(foreign_key="runs.id", index=True, max_length=200)
@@ -106,6 +110,9 @@ class DraftRow(SQLModel, table=True):
     decided_by: str | None = None
     decided_at: datetime | None = _utc()
     decision_reason: str | None = None
+    similar_to: str | None = Field(default=None, max_length=300)  # closest draft people saw
+    similar_score: int | None = None  # 0-100; None until checked (set when it becomes ready)
+    similar_method: str | None = Field(default=None, max_length=64)  # a SimilarityMethod
     created_at: datetime = _utc(nullable=False)
     updated_at: datetime = _utc(nullable=False)
 
@@ -135,6 +142,9 @@ class AttemptRow(SQLModel, table=True):
     cache_creation_tokens: int = 0
     cache_read_tokens: int = 0
     latency_ms: int | None = None
+    redraft: bool = Field(  # asked to avoid a near-duplicate (on_similar = redraft): once a slot
+        default=False, sa_column_kwargs={"server_default": sa.false()}
+    )
 
 
 class EffectRow(SQLModel, table=True):

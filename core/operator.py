@@ -28,8 +28,9 @@ from core.gate import ready_count
 from core.history import move_draft, move_run, record_event
 from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
 from core.policies import FailReason, Finding
-from core.ports import Clock, Drafter, SystemClock
+from core.ports import Clock, Drafter, RecipeRecord, SimilarPost, SystemClock
 from core.resolution import Resolver
+from core.review_facts import recipe_record
 from core.schedule import (
     Slot,
     latest_slot_at_or_before,
@@ -39,6 +40,7 @@ from core.schedule import (
     slot_of_run,
 )
 from core.settings import Settings
+from core.similarity import similar_post
 from core.states import DraftState, RunState
 from core.store import Store
 
@@ -303,3 +305,16 @@ class Galley:
 
     def cancel(self, run_id: str, *, actor: str) -> str:
         return self.resolver.cancel(run_id, actor=actor)
+
+    def closest_seen(self, draft_key: str) -> SimilarPost | None:
+        """The post people saw that this draft reads most like, as stored when it became
+        ready, whatever its score (the review message shows it from `similar_warn` on)."""
+        with self.store.transaction() as session:
+            draft = session.get(DraftRow, draft_key)
+            return similar_post(session, draft, warn=None) if draft else None
+
+    def recipe_record(self, recipe_name: str) -> RecipeRecord:
+        """Approved of decided drafts over the last 30 days, and the last rejection."""
+        self.recipe(recipe_name)
+        with self.store.transaction() as session:
+            return recipe_record(session, recipe_name, self.clock.now())

@@ -118,3 +118,16 @@ class AlertKind(StrEnum):
     DRAFTING = "drafting"  # failed or stuck drafting: Retry draft / Skip
     REVIEW_POST = "review_post"  # a review post nobody can find: check the channel
     STRANDED = "stranded"  # a run nothing will move (its recipe left the config): Cancel
+
+
+class OnSimilar(StrEnum):
+    """What a recipe does when a fresh draft is close to one people already saw."""
+
+    WARN = "warn"  # say so on the review message
+    REDRAFT = "redraft"  # ask the model once more, avoiding the earlier text; keep the better
+
+
+class SimilarityMethod(StrEnum):
+    """How a draft's similarity score was computed, stored beside the score."""
+
+    TOKEN_SET = "rapidfuzz.token_set_ratio"

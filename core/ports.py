@@ -58,6 +58,40 @@ class Directory(Protocol):
 
 
 @dataclass(frozen=True)
+class MessageRef:
+    channel: str
+    ts: str
+
+
+@dataclass(frozen=True)
+class SimilarPost:
+    """The draft people already saw that a fresh draft reads most like."""
+
+    draft_key: str
+    score: int  # percent, as stored on the draft
+    method: str  # a SimilarityMethod value
+    state: str  # ready (waiting for review), approved or published
+    at: datetime  # when it reached that state
+    message: MessageRef | None  # its publication in Slack, else its review message, if known
+
+
+@dataclass(frozen=True)
+class RecipeRecord:
+    """How people received a recipe's drafts lately: the reviewer's sense of its quality."""
+
+    recipe: str
+    days: int
+    approved: int  # approved or published
+    decided: int  # approved, published, rejected or expired unreviewed
+    last_rejected_at: datetime | None = None
+    last_rejection_reason: str | None = None
+
+    @property
+    def approval_rate(self) -> float | None:
+        return self.approved / self.decided if self.decided else None
+
+
+@dataclass(frozen=True)
 class ReviewItem:
     """One draft as a review message shows it, with its decision once there is one."""
 
@@ -76,12 +110,8 @@ class ReviewItem:
     decided_by: str | None
     decided_at: datetime | None
     decision_reason: str | None
-
-
-@dataclass(frozen=True)
-class MessageRef:
-    channel: str
-    ts: str
+    similar: SimilarPost | None = None  # set when the score reaches the recipe's similar_warn
+    record: RecipeRecord | None = None
 
 
 class ReviewSurface(Protocol):

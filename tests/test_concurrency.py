@@ -102,7 +102,7 @@ def test_the_sweeper_never_deletes_a_claim_whose_draft_was_stored_meanwhile(
     clock.advance(recipe.takeover_after + timedelta(seconds=1))
     reply = ModelReply("the paid answer", "m", "req", "end_turn", 10, 20, 0, 0)
 
-    with hook("sweeper_after_read", lambda: holder._store_draft(claim, number, 0.0, reply)):
+    with hook("sweeper_after_read", lambda: holder._store_draft(recipe, claim, number, 0.0, reply)):
         swept = sweep_expired_claims(store, clock)
 
     assert swept == []

@@ -1,0 +1,96 @@
+"""The facts a reviewer decides on, added to each review message on its way out: how
+much the draft reads like one people already saw, and how the recipe's drafts fared
+with reviewers lately (approval rate over 30 days, the last rejection and its reason).
+
+`AnnotatedReviewSurface` wraps any `ReviewSurface`; the outbox posts and updates
+through it, so a draft made anywhere reaches people with its facts. Read-only; knows
+nothing of Slack markup: the adapter renders the facts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+from sqlmodel import Session, col, select
+
+from core.config import SIMILAR_WARN_DEFAULT, Config
+from core.models import DraftRow
+from core.ports import Clock, MessageRef, RecipeRecord, ReviewItem, ReviewSurface
+from core.similarity import similar_post
+from core.states import DraftState
+from core.store import Store
+
+RECORD_DAYS = 30
+APPROVED_STATES = (DraftState.APPROVED, DraftState.PUBLISHED)
+# The same drafts the daily digest counts: an expired draft is one nobody wanted either.
+DECIDED_STATES = (*APPROVED_STATES, DraftState.REJECTED, DraftState.EXPIRED)
+
+
+def recipe_record(
+    session: Session, recipe: str, now: datetime, days: int = RECORD_DAYS
+) -> RecipeRecord:
+    """Drafts of `recipe` decided in the last `days` (by the time they reached their
+    state), and its latest rejection at any time. Reads ix_drafts_recipe_state_updated."""
+    counts = dict(
+        session.execute(
+            sa.select(col(DraftRow.state), sa.func.count())
+            .where(
+                col(DraftRow.recipe) == recipe,
+                col(DraftRow.state).in_(DECIDED_STATES),
+                col(DraftRow.updated_at) >= now - timedelta(days=days),
+            )
+            .group_by(col(DraftRow.state))
+        ).all()
+    )
+    last = session.exec(
+        select(DraftRow)
+        .where(col(DraftRow.recipe) == recipe, col(DraftRow.state) == DraftState.REJECTED)
+        .order_by(col(DraftRow.updated_at).desc())
+        .limit(1)
+    ).first()
+    return RecipeRecord(
+        recipe=recipe,
+        days=days,
+        approved=sum(counts.get(state, 0) for state in APPROVED_STATES),
+        decided=sum(counts.values()),
+        last_rejected_at=last.updated_at if last else None,
+        last_rejection_reason=last.decision_reason if last else None,
+    )
+
+
+def annotate(store: Store, config: Config, now: datetime, item: ReviewItem) -> ReviewItem:
+    """`item` with its near-duplicate (when at or above the recipe's `similar_warn`) and
+    its recipe's record. Only drafts waiting for a decision carry them."""
+    if item.state != DraftState.READY:
+        return item
+    recipe = config.recipes.get(item.recipe)
+    warn = recipe.similar_warn if recipe else SIMILAR_WARN_DEFAULT
+    with store.transaction() as session:
+        draft = session.get(DraftRow, item.draft_key)
+        similar = similar_post(session, draft, warn) if draft else None
+        record = recipe_record(session, item.recipe, now)
+    return dataclasses.replace(item, similar=similar, record=record)
+
+
+class AnnotatedReviewSurface:
+    """A `ReviewSurface` whose review messages carry the facts above."""
+
+    def __init__(self, surface: ReviewSurface, store: Store, config: Config, clock: Clock) -> None:
+        self.surface, self.store, self.config, self.clock = surface, store, config, clock
+
+    def post_review(self, item: ReviewItem) -> MessageRef:
+        return self.surface.post_review(self._annotated(item))
+
+    def update_review(self, ref: MessageRef, item: ReviewItem) -> None:
+        self.surface.update_review(ref, self._annotated(item))
+
+    def find_review(self, draft_key: str) -> MessageRef | None:
+        return self.surface.find_review(draft_key)
+
+    def announce(self, text: str) -> MessageRef:
+        return self.surface.announce(text)
+
+    def _annotated(self, item: ReviewItem) -> ReviewItem:
+        return annotate(self.store, self.config, self.clock.now(), item)

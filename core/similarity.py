@@ -1,0 +1,236 @@
+"""Near-duplicates: how much a fresh draft reads like one people already saw.
+
+When a draft becomes `ready`, inside the transaction that stores it, it is compared with
+the drafts of its recipe and platform that wait for review, and with those approved or
+published within `similar_window`; the closest one, its score and the method are stored
+on the draft, once. Never calls the model or Slack, and never compares more than
+`MAX_COMPARED` texts, however long the history is.
+
+The method is rapidfuzz's token-set ratio on lower-cased words without punctuation: a
+rewording that keeps the facts and moves sentences around keeps its words, so it scores
+high, while a post on the same topic with other news shares only the template. Measured
+on tests/data/similar_pairs.jsonl by bench/similarity.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, NamedTuple
+
+import sqlalchemy as sa
+from rapidfuzz import fuzz, process, utils
+from sqlmodel import Session, col, select
+
+from core.claims import Claim
+from core.config import Recipe
+from core.gate import tokens_today
+from core.identity import review_effect_key
+from core.models import AttemptRow, DraftRow, EffectRow
+from core.policies import OnSimilar, SimilarityMethod
+from core.ports import DraftRequest, MessageRef, ModelReply, SimilarPost
+from core.states import DraftState, EffectState
+from core.store import Store
+
+METHOD = SimilarityMethod.TOKEN_SET
+# A recipe posting five times a day for 90 days still fits; past that the oldest are
+# left out, so one check costs at most this many comparisons (see bench/similarity.py).
+MAX_COMPARED = 500
+SEEN_STATES = (DraftState.APPROVED, DraftState.PUBLISHED)
+_SLACK_PUBLISH = "|publish:slack:"
+
+
+def similarity(text: str, other: str) -> int:
+    """0-100: how much `text` reads like `other`; case, punctuation and order do not count."""
+    return round(fuzz.token_set_ratio(text, other, processor=utils.default_process))
+
+
+class Candidate(NamedTuple):  # a tuple, not a dataclass: hundreds are built per check
+    key: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Match:
+    key: str
+    text: str
+    score: int
+
+
+def comparison_set(
+    session: Session,
+    *,
+    recipe: str,
+    platform: str,
+    exclude: str,
+    since: datetime,
+    limit: int = MAX_COMPARED,
+) -> list[Candidate]:
+    """The texts a draft is compared with: its recipe's and platform's drafts waiting for
+    review, then the newest approvals and publications since `since`.
+
+    Both reads seek ix_drafts_recipe_state_updated, so a long history costs nothing."""
+    same = (
+        col(DraftRow.recipe) == recipe,
+        col(DraftRow.platform) == platform,
+        col(DraftRow.key) != exclude,
+    )
+    columns = (col(DraftRow.key), col(DraftRow.text), col(DraftRow.updated_at))
+    waiting = session.execute(
+        sa.select(*columns).where(*same, col(DraftRow.state) == DraftState.READY)
+    ).all()
+    seen: list[sa.Row[Any]] = []
+    for state in SEEN_STATES:  # one state per query: read in index order, stop at the cap
+        seen += session.execute(
+            sa.select(*columns)
+            .where(*same, col(DraftRow.state) == state, col(DraftRow.updated_at) >= since)
+            .order_by(col(DraftRow.updated_at).desc())
+            .limit(limit)
+        ).all()
+    seen = sorted(seen, key=lambda row: row.updated_at, reverse=True)[:limit]
+    return [Candidate(key, text) for key, text, _ in [*waiting, *seen] if text]
+
+
+def closest(text: str, candidates: list[Candidate]) -> Match | None:
+    """The candidate `text` reads most like (the first one on a tie), or None."""
+    if not candidates or not text.strip():
+        return None
+    found = process.extractOne(
+        text,
+        [c.text for c in candidates],
+        scorer=fuzz.token_set_ratio,
+        processor=utils.default_process,
+    )
+    if found is None:
+        return None
+    _, score, index = found
+    best = candidates[index]
+    return Match(best.key, best.text, round(score))
+
+
+def record_similarity(
+    session: Session, draft: DraftRow, window: timedelta, now: datetime
+) -> Match | None:
+    """Store the closest draft people saw on `draft`, in the caller's transaction: the one
+    that makes the draft `ready`, so the check is never lost nor made twice."""
+    candidates = comparison_set(
+        session,
+        recipe=draft.recipe,
+        platform=draft.platform,
+        exclude=draft.key,
+        since=now - window,
+    )
+    match = closest(draft.text or "", candidates)
+    draft.similar_to = match.key if match else None
+    draft.similar_score = match.score if match else 0
+    draft.similar_method = METHOD
+    session.add(draft)
+    return match
+
+
+@dataclass(frozen=True)
+class RedraftReason:
+    """Why a first answer is drafted once more: the text it repeats, and what it was
+    compared with, so the second answer is scored against the same posts."""
+
+    match: Match
+    candidates: list[Candidate]
+
+    def prefers(self, text: str) -> bool:
+        """True when `text` reads less like what people saw than the first answer did."""
+        if not text.strip():
+            return False
+        other = closest(text, self.candidates)
+        return (other.score if other else 0) < self.match.score
+
+
+def redraft_reason(
+    store: Store, recipe: Recipe, claim: Claim, reply: ModelReply, now: datetime
+) -> RedraftReason | None:
+    """With `on_similar = "redraft"`: the match that makes the model worth asking again,
+    or None (below `similar_warn`, the slot was already re-drafted once, or the day's
+    token budget is spent)."""
+    if recipe.on_similar != OnSimilar.REDRAFT:
+        return None
+    with store.transaction() as session:
+        if redrafted(session, claim.run_id):
+            return None
+        budget = recipe.daily_token_budget
+        spent = reply.input_tokens + reply.output_tokens  # not in the ledger until stored
+        if budget and tokens_today(session, recipe, now) + spent >= budget:
+            return None
+        candidates = comparison_set(
+            session,
+            recipe=recipe.name,
+            platform=recipe.platform,
+            exclude=claim.draft_key,
+            since=now - recipe.similar_window,
+        )
+    match = closest(reply.text, candidates)
+    if match is None or match.score < recipe.similar_warn:
+        return None
+    return RedraftReason(match, candidates)
+
+
+def redrafted(session: Session, run_id: str) -> bool:
+    """Whether this slot already asked the model to avoid a near-duplicate (the attempts
+    ledger says so, so a crash and a takeover do not ask twice)."""
+    query = (
+        select(sa.func.count())
+        .select_from(AttemptRow)
+        .where(col(AttemptRow.run_id) == run_id, col(AttemptRow.redraft).is_(True))
+    )
+    return bool(session.exec(query).one())
+
+
+def avoiding(request: DraftRequest, earlier: str) -> DraftRequest:
+    """The same request, told which text people already saw and must not read again."""
+    prompt = (
+        f"{request.prompt}\n\n"
+        "People have already read the post below. Write one that does not repeat it: "
+        "other points, other wording.\n\n"
+        f"<already_seen>\n{earlier}\n</already_seen>"
+    )
+    return dataclasses.replace(request, prompt=prompt)
+
+
+def similar_post(session: Session, draft: DraftRow, warn: int | None) -> SimilarPost | None:
+    """What a review message says about the draft's closest match: None until checked,
+    when nothing was close, or when the score is below `warn`."""
+    if draft.similar_to is None or draft.similar_score is None:
+        return None
+    if warn is not None and draft.similar_score < warn:
+        return None
+    match = session.exec(select(DraftRow).where(col(DraftRow.key) == draft.similar_to)).first()
+    if match is None:
+        return None
+    at = match.ready_at if match.state == DraftState.READY and match.ready_at else match.updated_at
+    return SimilarPost(
+        draft_key=match.key,
+        score=draft.similar_score,
+        method=draft.similar_method or METHOD,
+        state=match.state,
+        at=at,
+        message=message_of(session, match.key),
+    )
+
+
+def message_of(session: Session, draft_key: str) -> MessageRef | None:
+    """Where people saw a draft: its publication when it went to a Slack channel, else its
+    review message; None when no receipt says."""
+    receipts = session.exec(
+        select(EffectRow).where(
+            col(EffectRow.draft_key) == draft_key, col(EffectRow.state) == EffectState.SUCCEEDED
+        )
+    ).all()
+    for receipt in receipts:
+        channel = receipt.key.partition(_SLACK_PUBLISH)[2]
+        if channel and receipt.external_id:
+            return MessageRef(channel, receipt.external_id)
+    for receipt in receipts:
+        if receipt.key == review_effect_key(draft_key) and receipt.result:
+            shown = json.loads(receipt.result)
+            return MessageRef(str(shown["channel"]), str(shown["ts"]))
+    return None
