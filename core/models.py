@@ -108,6 +108,20 @@ class DraftRow(SQLModel, table=True):
     updated_at: datetime = _utc(nullable=False)
 
 
+class DraftRevisionRow(SQLModel, table=True):
+    """One revision of a draft's text, kept once it is edited: revision 1 is the
+    model's, each later one a person's. The draft row holds the current one."""
+
+    __tablename__ = "draft_revisions"
+
+    draft_key: str = Field(foreign_key="drafts.key", primary_key=True, max_length=300)
+    revision: int = Field(primary_key=True)
+    text: str = Field(sa_type=sa.Text)
+    text_hash: str = Field(max_length=64)
+    written_by: str = Field(max_length=200)
+    written_at: datetime = _utc(nullable=False)
+
+
 class AttemptRow(SQLModel, table=True):
     """One model call: the cost ledger. Written before the call, finished after it."""
 

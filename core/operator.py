@@ -1,70 +1,70 @@
 """The operator API: what the CLI, the `/galley` command and a notebook call.
 
-    >>> from core.operator import Galley
-    >>> galley = Galley.from_settings()        # reads GALLEY_CONFIG, GALLEY_DATABASE_URL
-    >>> galley.status().to_json()
-    >>> galley.draft("weekly-update")          # the most recent due slot, now
+    >>> import galley                          # the notebook's import (see galley/)
+    >>> g = galley.connect(user="U0EDITOR")    # GALLEY_CONFIG, GALLEY_DATABASE_URL
+    >>> g.status()                             # renders as a table in Jupyter
+    >>> d = g.show(g.drafts()[0].key)          # one draft: text, revisions, ledger
+    >>> g.approve(d)                           # exactly the revision shown, if still fresh
 
 Knows nothing of Slack. Every change names its actor, which lands in the event rows.
+Reads need no running bot. Writes go through the same core functions and permission
+rules as Slack's buttons and `/galley`: a Galley opened as a person (`user=`) may
+decide drafts only as an approver and run Galley only as an admin. The CLI and the
+bot open it without a person: the shell and Slack authenticate their own users.
+Read models and rendering live in `core/views.py`, queries in `core/queries.py`,
+plots in `core/plots.py`.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from datetime import datetime
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING
 
-import sqlalchemy as sa
 from sqlmodel import col, select
 
 from core.anthropic_drafter import AnthropicDrafter
 from core.claims import DraftResult, ensure_recipe_row, sweep_expired_claims
 from core.config import Config, Recipe, load_config
 from core.drafting import Backoff, DraftingService
-from core.errors import ConfigError, SlotError
+from core.errors import ConfigError, NotPermitted, RevisionRequired, SlotError, UnknownRun
 from core.gate import ready_count
 from core.history import move_draft, move_run, record_event
-from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
-from core.ports import Clock, Drafter, SystemClock
+from core.models import DraftRow, RecipeRow, RunRow
+from core.permissions import ListedOnly, Role, has_role
+from core.ports import Clock, Directory, Drafter, SystemClock
+from core.queries import (
+    draft_detail,
+    list_attempts,
+    list_drafts,
+    list_effects,
+    list_events,
+    list_runs,
+)
 from core.resolution import Finding, Resolver
+from core.review import Verdict, decide, edit
 from core.schedule import Slot, latest_slot_at_or_before, next_slots, slot_at_instant, slot_at_wall
 from core.settings import Settings
 from core.states import DraftState, RunState
 from core.store import Store
+from core.views import (
+    Answer,
+    AttemptList,
+    DraftDetail,
+    DraftList,
+    EffectList,
+    EventList,
+    RecipeStatus,
+    RunList,
+    RunSummary,
+    Status,
+)
+
+if TYPE_CHECKING:
+    from core.plots import Plots
 
 ALL = "all"
-
-
-@dataclass(frozen=True)
-class RecipeStatus:
-    name: str
-    version: int
-    paused: bool
-    pending: int
-    pending_limit: int
-    next_slot: str | None
-    paused_reason: str | None = None
-
-
-@dataclass(frozen=True)
-class Status:
-    recipes: list[RecipeStatus]
-    uncertain: list[str]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"recipes": [asdict(r) for r in self.recipes], "uncertain": self.uncertain}
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    id: str
-    recipe: str
-    slot: str
-    state: str
-    reason: str | None
-    draft_key: str | None
-    attempts: int
+__all__ = ["ALL", "Galley", "RecipeStatus", "RunSummary", "Status"]
 
 
 class Galley:
@@ -78,19 +78,29 @@ class Galley:
         drafter: Drafter | None = None,
         clock: Clock | None = None,
         backoff: Backoff | None = None,
+        user: str | None = None,
+        directory: Directory | None = None,
     ) -> None:
         self.config = config
         self.store = store
         self.clock = clock or SystemClock()
+        self.user = user  # the person acting, when opened as one (a notebook)
+        self.directory = directory or ListedOnly()  # resolves user groups (S…) in config
         self._drafter = drafter
         self._backoff = backoff
         self._service: DraftingService | None = None
 
     @classmethod
     def from_settings(
-        cls, settings: Settings | None = None, *, clock: Clock | None = None
+        cls,
+        settings: Settings | None = None,
+        *,
+        clock: Clock | None = None,
+        user: str | None = None,
+        directory: Directory | None = None,
     ) -> Galley:
-        """`clock` is for tests and replays; the bot and the CLI use the system clock."""
+        """`clock` is for tests and replays; the bot and the CLI use the system clock.
+        `user` opens it as a person (a notebook): their permissions are checked."""
         settings = settings or Settings()
         config = load_config(settings.galley_config)
         store = Store(settings.galley_database_url)
@@ -99,7 +109,7 @@ class Galley:
             settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else ""
         )
         drafter = AnthropicDrafter(api_key, settings.anthropic_base_url) if api_key else None
-        return cls(config, store, drafter=drafter, clock=clock)
+        return cls(config, store, drafter=drafter, clock=clock, user=user, directory=directory)
 
     @property
     def drafting(self) -> DraftingService:
@@ -134,9 +144,10 @@ class Galley:
             raise SlotError(f"{recipe.name}: {exc}") from None
 
     def draft(
-        self, recipe_name: str, slot: str | datetime | None = None, *, actor: str = "cli"
+        self, recipe_name: str, slot: str | datetime | None = None, *, actor: str | None = None
     ) -> DraftResult:
         """Draft one slot now: a person's explicit request, so misfire_grace does not apply."""
+        actor = self.acting(actor, Role.ADMIN) if actor or self.user else "cli"
         recipe = self.recipe(recipe_name)
         resolved = self.resolve_slot(recipe, slot)
         return self.drafting.draft_slot(recipe, resolved, manual=True, actor=actor)
@@ -167,32 +178,13 @@ class Galley:
             ).all()
         return Status(recipes=recipes, uncertain=list(uncertain))
 
-    def runs(self, state: RunState | None = None, limit: int = 50) -> list[RunSummary]:
-        with self.store.transaction() as session:
-            query = select(RunRow).order_by(col(RunRow.slot_at).desc()).limit(limit)
-            if state is not None:
-                query = query.where(col(RunRow.state) == state)
-            rows = session.exec(query).all()
-            counts = dict(
-                session.exec(
-                    select(AttemptRow.run_id, sa.func.count())
-                    .where(col(AttemptRow.run_id).in_([r.id for r in rows]))
-                    .group_by(col(AttemptRow.run_id))
-                ).all()
-            )
-        return [
-            RunSummary(
-                r.id, r.recipe, r.slot_wall, r.state, r.reason, r.draft_key, counts.get(r.id, 0)
-            )
-            for r in rows
-        ]
-
-    def bump(self, recipe_name: str, *, actor: str, reason: str | None = None) -> int:
+    def bump(self, recipe_name: str, *, actor: str | None = None, reason: str | None = None) -> int:
         """New version: the only way to a second draft for a slot that has one.
 
         Drafts of older versions still waiting for review are superseded (they leave the
         review queue) and their runs return to `pending`, to be drafted at the new version.
         """
+        actor = self.acting(actor, Role.ADMIN)
         self.recipe(recipe_name)
         with self.store.transaction() as session:
             now = self.clock.now()
@@ -224,11 +216,13 @@ class Galley:
                     move_run(session, run, RunState.PENDING, actor=actor, at=now, reason=why)
             return row.version
 
-    def pause(self, target: str, *, actor: str, reason: str | None = None) -> list[str]:
-        return self._set_paused(target, True, actor=actor, reason=reason)
+    def pause(
+        self, target: str, *, actor: str | None = None, reason: str | None = None
+    ) -> list[str]:
+        return self._set_paused(target, True, actor=self.acting(actor, Role.ADMIN), reason=reason)
 
-    def resume(self, target: str, *, actor: str) -> list[str]:
-        return self._set_paused(target, False, actor=actor, reason=None)
+    def resume(self, target: str, *, actor: str | None = None) -> list[str]:
+        return self._set_paused(target, False, actor=self.acting(actor, Role.ADMIN), reason=None)
 
     def _set_paused(
         self, target: str, paused: bool, *, actor: str, reason: str | None
@@ -259,11 +253,191 @@ class Galley:
     def resolver(self) -> Resolver:
         return Resolver(self.store, self.config, self.clock)
 
-    def resolve(self, run_id: str, finding: Finding, *, actor: str) -> str:
-        return self.resolver.resolve(run_id, finding, actor=actor)
+    def resolve(self, run_id: str, finding: Finding | str, *, actor: str | None = None) -> str:
+        actor = self.acting(actor, Role.ADMIN)
+        return self.resolver.resolve(run_id, Finding(finding), actor=actor)
 
-    def retry(self, run_id: str, *, actor: str) -> str:
-        return self.resolver.retry(run_id, actor=actor)
+    def retry(self, run_id: str, *, actor: str | None = None) -> str:
+        """An uncertain publication: publish once more. A failed draft: draft it again
+        (a person's explicit request, like `galley draft` of that slot; no bump)."""
+        actor = self.acting(actor, Role.ADMIN)
+        with self.store.transaction() as session:
+            run = session.exec(select(RunRow).where(col(RunRow.id) == run_id)).one_or_none()
+        if run is None:
+            raise UnknownRun(f"no run {run_id!r}")
+        if run.state != RunState.FAILED:
+            return self.resolver.retry(run_id, actor=actor)
+        recipe = self.recipe(run.recipe)
+        slot = slot_at_instant(recipe, run.slot_at)
+        result = self.drafting.draft_slot(recipe, slot, manual=True, actor=actor)
+        why = f" ({result.detail or result.reason})" if result.reason else ""
+        return f"`{run_id}` drafted again: {result.outcome}{why}."
 
-    def cancel(self, run_id: str, *, actor: str) -> str:
-        return self.resolver.cancel(run_id, actor=actor)
+    def cancel(self, run_id: str, *, actor: str | None = None) -> str:
+        return self.resolver.cancel(run_id, actor=self.acting(actor, Role.ADMIN))
+
+    # --- acting as a person -------------------------------------------------------------
+
+    def acting(self, actor: str | None, role: Role) -> str:
+        """Who acts: the person this Galley was opened as (their `role` checked with the
+        same rule as Slack), or else the `actor` the CLI or the bot names."""
+        if self.user is None:
+            if not actor:
+                raise NotPermitted("say who is acting: connect(user=...) or actor=...")
+            return actor
+        if actor and actor != self.user:
+            raise NotPermitted(f"opened as {self.user}: cannot act as {actor}")
+        if not has_role(self.config.slack, self.directory, self.user, role):
+            raise NotPermitted(f"{self.user} is not one of this Galley's {role}s")
+        return self.user
+
+    def _may_decide(self, user: str | None) -> tuple[str, bool]:
+        person = user or self.user
+        if not person:
+            raise NotPermitted("say who is deciding: connect(user=...) or user=...")
+        if self.user and person != self.user:
+            raise NotPermitted(f"opened as {self.user}: cannot decide as {person}")
+        return person, has_role(self.config.slack, self.directory, person, Role.APPROVER)
+
+    # --- reviewing drafts ---------------------------------------------------------------
+
+    def approve(
+        self, draft: DraftDetail | str, revision: int | None = None, *, user: str | None = None
+    ) -> Answer:
+        """Approve exactly the revision read (a `show()` result carries it). Refused,
+        changing nothing, if the draft was edited, bumped, expired or decided since."""
+        return self._decide(draft, revision, Verdict.APPROVED, user, None)
+
+    def reject(
+        self,
+        draft: DraftDetail | str,
+        revision: int | None = None,
+        *,
+        reason: str | None = None,
+        user: str | None = None,
+    ) -> Answer:
+        return self._decide(draft, revision, Verdict.REJECTED, user, reason)
+
+    def edit(
+        self,
+        draft: DraftDetail | str,
+        text: str,
+        revision: int | None = None,
+        *,
+        user: str | None = None,
+    ) -> Answer:
+        """Save `text` as the next revision of the revision read; approvals bind to
+        revisions, so an approval of the old text no longer counts."""
+        key, read = _bound(draft, revision)
+        person, permitted = self._may_decide(user)
+        answer = edit(
+            self.store,
+            self.config,
+            self.clock,
+            draft_key=key,
+            revision=read,
+            text=text,
+            user=person,
+            permitted=permitted,
+        )
+        return Answer(
+            answer.accepted, answer.message, key, answer.item.state if answer.item else None
+        )
+
+    def _decide(
+        self,
+        draft: DraftDetail | str,
+        revision: int | None,
+        verdict: Verdict,
+        user: str | None,
+        reason: str | None,
+    ) -> Answer:
+        key, read = _bound(draft, revision)
+        person, permitted = self._may_decide(user)
+        answer = decide(
+            self.store,
+            self.config,
+            self.clock,
+            draft_key=key,
+            revision=read,
+            verdict=verdict,
+            user=person,
+            permitted=permitted,
+            reason=reason,
+        )
+        return Answer(
+            answer.accepted, answer.message, key, answer.item.state if answer.item else None
+        )
+
+    # --- reading ------------------------------------------------------------------------
+
+    def runs(self, state: RunState | str | None = None, limit: int | None = 50) -> RunList:
+        """Newest slot first; `limit=None` for the whole history."""
+        with self.store.transaction() as session:
+            return list_runs(session, RunState(state) if state else None, limit)
+
+    def drafts(
+        self,
+        state: DraftState | str | None = DraftState.READY,
+        *,
+        recipe: str | None = None,
+        limit: int | None = 100,
+    ) -> DraftList:
+        """Drafts waiting for people by default (oldest first); `state=None` for all."""
+        with self.store.transaction() as session:
+            return list_drafts(
+                session,
+                state=DraftState(state) if state else None,
+                recipe=recipe,
+                limit=limit,
+                now=self.clock.now(),
+            )
+
+    def show(self, ref: str) -> DraftDetail:
+        """A run id or a draft key: the text, its revisions, decisions, attempts (with
+        causes) and effects (with external ids). What `galley show` prints."""
+        with self.store.transaction() as session:
+            return draft_detail(session, ref)
+
+    def events(self, run: str | None = None, *, limit: int | None = 200) -> EventList:
+        """A run's history in order, or the newest events of all."""
+        with self.store.transaction() as session:
+            return list_events(session, run_id=run, subject_id=None, limit=limit)
+
+    def attempts(
+        self, run: str | None = None, *, recipe: str | None = None, limit: int | None = 200
+    ) -> AttemptList:
+        """Model calls from the cost ledger, with outcome, cause, tokens and cost."""
+        with self.store.transaction() as session:
+            return list_attempts(session, run_id=run, recipe=recipe, limit=limit)
+
+    def effects(
+        self, run: str | None = None, *, state: str | None = None, limit: int | None = 200
+    ) -> EffectList:
+        """Receipts of Slack posts and publications, with their external ids."""
+        with self.store.transaction() as session:
+            return list_effects(session, run_id=run, state=state, limit=limit)
+
+    def run_now(self, recipe_name: str) -> DraftResult:
+        """`/galley run`: draft the recipe's most recent slot now."""
+        return self.draft(recipe_name)
+
+    @cached_property
+    def plots(self) -> Plots:
+        """Figures of the history (needs `pip install galley[notebook]`)."""
+        from core.plots import Plots
+
+        return Plots(self.store, self.config)
+
+
+def _bound(draft: DraftDetail | str, revision: int | None) -> tuple[str, int]:
+    """The draft key and the revision a person read: a decision binds to both."""
+    if isinstance(draft, DraftDetail):
+        if draft.key is None or draft.revision is None:
+            raise UnknownRun(f"{draft.run.id} has no draft to decide on")
+        return draft.key, revision if revision is not None else draft.revision
+    if revision is None:
+        raise RevisionRequired(
+            "say which revision you read: approve(galley.show(key)) or approve(key, revision=N)"
+        )
+    return draft, revision

@@ -1,0 +1,35 @@
+"""Keep every revision of a draft's text: people editing a draft must be able to see
+what the model wrote and what each edit changed (`galley show`, the notebook).
+
+Revision ID: 0004_draft_revisions
+Revises: 0003
+Create Date: 2026-12-01
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0004_draft_revisions"
+down_revision = "0003"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_table(
+        "draft_revisions",
+        sa.Column("draft_key", sa.String(length=300), nullable=False),
+        sa.Column("revision", sa.Integer(), nullable=False),
+        sa.Column("text", sa.Text(), nullable=False),
+        sa.Column("text_hash", sa.String(length=64), nullable=False),
+        sa.Column("written_by", sa.String(length=200), nullable=False),
+        sa.Column("written_at", sa.DateTime(timezone=True), nullable=False),
+        sa.ForeignKeyConstraint(["draft_key"], ["drafts.key"]),
+        sa.PrimaryKeyConstraint("draft_key", "revision"),
+    )
+
+
+def downgrade() -> None:
+    op.drop_table("draft_revisions")

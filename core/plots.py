@@ -1,0 +1,173 @@
+"""Figures of Galley's history, one call each: `galley.plots.queue_depth()` and friends.
+
+Needs the `notebook` extra (matplotlib); nothing in the bot imports this module. The
+numbers come from `core/analytics.py`, counted by the database. Figures are built
+without pyplot (no global state, no GUI backend), so they render the same in a kernel,
+a test and a headless server.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from core.analytics import (
+    OUTCOMES,
+    daily_cost,
+    decision_rates,
+    decision_times,
+    queue_depth,
+    skipped_slots,
+)
+from core.config import Config
+from core.errors import UnknownRun
+from core.queries import list_events
+from core.store import Store
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+SUBJECT_LANES = ("recipe", "run", "draft", "effect")
+
+
+def _figure(width: float = 9.0, height: float = 4.0) -> Figure:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+class Plots:
+    def __init__(self, store: Store, config: Config) -> None:
+        self.store, self.config = store, config
+
+    def _read(self, query: Any, *args: Any) -> Any:
+        with self.store.transaction() as session:
+            return query(session, *args)
+
+    def queue_depth(self) -> Figure:
+        """Drafts waiting for review per recipe, day by day, against `pending_limit`."""
+        series: dict[str, tuple[list[Any], list[int]]] = defaultdict(lambda: ([], []))
+        for point in self._read(queue_depth):
+            days, depths = series[point.recipe]
+            days.append(point.day)
+            depths.append(point.depth)
+        figure = _figure()
+        axes = figure.subplots()
+        for recipe, (days, depths) in sorted(series.items()):
+            (line,) = axes.step(days, depths, where="post", label=recipe)
+            limit = self.config.recipes.get(recipe)
+            if limit is not None:
+                axes.axhline(
+                    limit.pending_limit,
+                    color=line.get_color(),
+                    linestyle="--",
+                    label=f"{recipe} pending_limit",
+                )
+        axes.set(title="Review queue depth", xlabel="day (UTC)", ylabel="drafts waiting")
+        _legend(axes, series)
+        figure.autofmt_xdate()
+        return figure
+
+    def decision_rates(self) -> Figure:
+        """Share of drafts approved, rejected and expired, per recipe per week: which
+        recipe produces work nobody wants."""
+        points = self._read(decision_rates)
+        recipes = sorted({p.recipe for p in points}) or ["(no decisions yet)"]
+        figure = _figure(9.0, 2.6 * len(recipes))
+        grid = figure.subplots(len(recipes), 1, squeeze=False, sharex=True)
+        for axes, recipe in zip(grid[:, 0], recipes, strict=True):
+            for outcome in OUTCOMES:
+                chosen = [p for p in points if p.recipe == recipe and p.outcome == outcome]
+                if chosen:
+                    axes.plot(
+                        [p.week for p in chosen],
+                        [p.rate for p in chosen],
+                        marker="o",
+                        label=outcome,
+                    )
+            axes.set(title=recipe, ylabel="share of drafts", ylim=(-0.05, 1.05))
+            _legend(axes, points)
+        grid[-1, 0].set_xlabel("week the draft became ready (UTC)")
+        figure.autofmt_xdate()
+        return figure
+
+    def time_to_decision(self) -> Figure:
+        """Hours from a draft being ready to a person deciding, per recipe."""
+        times = self._read(decision_times)
+        recipes = sorted({t.recipe for t in times})
+        figure = _figure()
+        axes = figure.subplots()
+        for position, recipe in enumerate(recipes, start=1):
+            hours = [t.hours for t in times if t.recipe == recipe]
+            axes.boxplot([hours], positions=[position], widths=0.5, showfliers=False)
+            axes.scatter([position] * len(hours), hours, s=10, alpha=0.5, label=recipe)
+        axes.set_xticks(range(1, len(recipes) + 1), recipes)
+        axes.set(title="Time from draft to decision", ylabel="hours")
+        return figure
+
+    def cost(self) -> Figure:
+        """Model tokens and estimated cost (USD) per recipe per day."""
+        points = self._read(daily_cost)
+        figure = _figure(9.0, 6.0)
+        tokens_axes, cost_axes = figure.subplots(2, 1, sharex=True)
+        for recipe in sorted({p.recipe for p in points}):
+            chosen = sorted((p for p in points if p.recipe == recipe), key=lambda p: p.day)
+            days = [p.day for p in chosen]
+            tokens_axes.plot(
+                days, [p.input_tokens + p.output_tokens for p in chosen], marker="o", label=recipe
+            )
+            cost_axes.plot(days, [p.est_cost_usd for p in chosen], marker="o", label=recipe)
+        tokens_axes.set(title="Model tokens per day (input + output)", ylabel="tokens")
+        cost_axes.set(title="Estimated cost per day", ylabel="USD", xlabel="day (UTC)")
+        _legend(tokens_axes, points)
+        figure.autofmt_xdate()
+        return figure
+
+    def skipped(self) -> Figure:
+        """Slots skipped, per reason, stacked per recipe."""
+        counts = self._read(skipped_slots)
+        recipes = sorted({c.recipe for c in counts})
+        figure = _figure()
+        axes = figure.subplots()
+        bottoms = [0] * len(recipes)
+        for reason in sorted({c.reason for c in counts}):
+            heights = [
+                sum(c.runs for c in counts if c.recipe == r and c.reason == reason) for r in recipes
+            ]
+            axes.bar(recipes, heights, bottom=bottoms, label=reason)
+            bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
+        axes.set(title="Skipped slots by reason", ylabel="runs")
+        _legend(axes, counts)
+        return figure
+
+    def timeline(self, run_id: str) -> Figure:
+        """One run's events in time: the run, its drafts and its effects, one lane each."""
+        events = self._read(
+            lambda session: list_events(session, run_id=run_id, subject_id=None, limit=None)
+        )
+        if not events:
+            raise UnknownRun(f"no events for run {run_id!r}")
+        figure = _figure(9.0, 3.0)
+        axes = figure.subplots()
+        lanes = [s for s in SUBJECT_LANES if any(e.subject == s for e in events)]
+        for lane, subject in enumerate(lanes):
+            chosen = [e for e in events if e.subject == subject]
+            axes.scatter([e.at for e in chosen], [lane] * len(chosen), label=subject, zorder=3)
+            for event in chosen:
+                axes.annotate(
+                    f"{event.to_state} ({event.actor})",
+                    (event.at, lane),
+                    textcoords="offset points",
+                    xytext=(0, 8),
+                    rotation=30,
+                    fontsize=8,
+                )
+        axes.set_yticks(range(len(lanes)), lanes)
+        axes.set(title=f"Timeline of {run_id}", xlabel="time (UTC)", ylim=(-0.5, len(lanes)))
+        figure.autofmt_xdate()
+        return figure
+
+
+def _legend(axes: Any, data: Any) -> None:
+    if data:
+        axes.legend(loc="best", fontsize=8)
