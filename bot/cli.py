@@ -145,6 +145,20 @@ def runs(
 
 
 @app.command()
+def show(
+    ref: Annotated[str, typer.Argument(metavar="RUN|DRAFT_KEY", help="A run id or a draft key.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """A draft's text, revisions, decisions, attempts (with causes) and effects."""
+    with explained_errors():
+        detail = open_galley().show(ref)
+    if as_json:
+        print_json(detail.to_json())
+    else:
+        out.print(str(detail), markup=False, highlight=False)
+
+
+@app.command()
 def bump(
     recipe: Annotated[str, typer.Argument(help="Recipe name.")],
     reason: Annotated[str | None, typer.Option(help="Why, for the history.")] = None,

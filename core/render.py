@@ -86,15 +86,20 @@ class Rows(list[T]):
     row_type: ClassVar[type[Any] | None] = None  # a dataclass: its fields are the columns
     columns: ClassVar[tuple[str, ...]] = ()  # or a chosen few of them
 
-    def column_names(self) -> tuple[str, ...]:
-        if self.columns:
-            return self.columns
+    def field_names(self) -> tuple[str, ...]:
+        """Every field: what JSON and DataFrames carry."""
         if self.row_type is not None and is_dataclass(self.row_type):
             return tuple(f.name for f in fields(self.row_type))
-        return ()
+        return self.columns
 
-    def records(self, limit: int | None = None) -> list[tuple[Any, ...]]:
-        names = self.column_names()
+    def column_names(self) -> tuple[str, ...]:
+        """The fields a person reads in a table."""
+        return self.columns or self.field_names()
+
+    def records(
+        self, names: tuple[str, ...] | None = None, limit: int | None = None
+    ) -> list[tuple[Any, ...]]:
+        names = names or self.field_names()
         shown = self if limit is None else self[:limit]
         return [tuple(getattr(item, name) for name in names) for item in shown]
 
@@ -105,7 +110,8 @@ class Rows(list[T]):
         """A `pandas.DataFrame`, one row per item (needs `pip install galley[notebook]`)."""
         import pandas as pd  # the notebook extra; the bot never gets here
 
-        return pd.DataFrame.from_records(self.records(), columns=list(self.column_names()))
+        names = self.field_names()
+        return pd.DataFrame.from_records(self.records(names), columns=list(names))
 
     def _caption(self) -> str:
         more = len(self) - SHOWN_ROWS
@@ -113,7 +119,9 @@ class Rows(list[T]):
         return f"{self.title} ({count})" if self.title else count
 
     def _repr_html_(self) -> str:
-        return html_table(self._caption(), self.column_names(), self.records(SHOWN_ROWS))
+        names = self.column_names()
+        return html_table(self._caption(), names, self.records(names, SHOWN_ROWS))
 
     def __str__(self) -> str:
-        return text_table(self._caption(), self.column_names(), self.records(SHOWN_ROWS))
+        names = self.column_names()
+        return text_table(self._caption(), names, self.records(names, SHOWN_ROWS))

@@ -75,7 +75,6 @@ class RunSummary:
 class RunList(Rows[RunSummary]):
     title = "runs"
     row_type = RunSummary
-    columns = ("id", "recipe", "slot", "state", "reason", "draft_key", "attempts")
 
 
 @dataclass(frozen=True)
