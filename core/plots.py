@@ -9,6 +9,7 @@ a test and a headless server.
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from core.analytics import (
@@ -153,15 +154,21 @@ class Plots:
         for lane, subject in enumerate(lanes):
             chosen = [e for e in events if e.subject == subject]
             axes.scatter([e.at for e in chosen], [lane] * len(chosen), label=subject, zorder=3)
+            labels: dict[Any, list[str]] = defaultdict(list)  # one label per instant
             for event in chosen:
+                labels[event.at].append(f"{event.to_state} ({event.actor})")
+            for at, texts in labels.items():
                 axes.annotate(
-                    f"{event.to_state} ({event.actor})",
-                    (event.at, lane),
+                    " → ".join(texts),
+                    (at, lane),
                     textcoords="offset points",
                     xytext=(0, 8),
                     rotation=30,
                     fontsize=8,
                 )
+        first, last = min(e.at for e in events), max(e.at for e in events)
+        pad = max((last - first) / 10, timedelta(minutes=5))
+        axes.set_xlim(first - pad, last + pad)
         axes.set_yticks(range(len(lanes)), lanes)
         axes.set(title=f"Timeline of {run_id}", xlabel="time (UTC)", ylim=(-0.5, len(lanes)))
         figure.autofmt_xdate()
