@@ -138,7 +138,7 @@ def runs(
     with explained_errors():
         found = open_galley().runs(state, limit)
     if as_json:
-        print_json({"runs": [vars(r) for r in found]})
+        print_json({"runs": found.to_json()})
         return
     rows = [[r.id, r.state, r.reason, r.draft_key, r.attempts] for r in found]
     out.print(table("runs", ["run", "state", "reason", "draft key", "attempts"], rows))

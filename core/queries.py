@@ -60,7 +60,7 @@ def list_runs(session: Session, state: RunState | None, limit: int | None) -> Ru
         col(RunRow.id),
         col(RunRow.recipe),
         col(RunRow.slot_wall),
-        col(RunRow.state),
+        sa.type_coerce(col(RunRow.state), sa.String),  # the stored value, no enum round trip
         col(RunRow.reason),
         col(RunRow.draft_key),
         attempts,
@@ -69,8 +69,8 @@ def list_runs(session: Session, state: RunState | None, limit: int | None) -> Ru
         query = query.where(col(RunRow.state) == state)
     if limit is not None:
         query = query.limit(limit)
-    rows = session.execute(query).all()
-    return RunList(RunSummary(r[0], r[1], r[2], str(r[3]), r[4], r[5], r[6]) for r in rows)
+    rows = session.connection().execute(query).all()  # plain rows: no ORM loading cost
+    return RunList(RunSummary(*row) for row in rows)
 
 
 def run_summary(session: Session, run_id: str) -> RunSummary | None:
@@ -277,6 +277,7 @@ def _attempt(a: AttemptRow) -> AttemptView:
     return AttemptView(
         id=a.id,
         run_id=a.run_id,
+        recipe=a.recipe,
         draft_key=a.draft_key,
         number=a.number,
         model=a.model,

@@ -61,7 +61,7 @@ class Status:
         return text + ("\nuncertain runs: " + ", ".join(self.uncertain) if self.uncertain else "")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RunSummary:
     id: str
     recipe: str
@@ -123,6 +123,7 @@ class AttemptView:
 
     id: str
     run_id: str
+    recipe: str
     draft_key: str
     number: int
     model: str
