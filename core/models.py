@@ -67,7 +67,10 @@ class RecipeRow(SQLModel, table=True):
 
 class RunRow(SQLModel, table=True):
     __tablename__ = "runs"
-    __table_args__ = (sa.Index("ix_runs_recipe_state", "recipe", "state"),)
+    __table_args__ = (
+        sa.Index("ix_runs_recipe_state", "recipe", "state"),
+        sa.Index("ix_runs_slot_at", "slot_at"),  # newest runs first, without a sort
+    )
 
     id: str = Field(primary_key=True, max_length=200)
     recipe: str = Field(foreign_key="recipes.name", max_length=64)

@@ -1,7 +1,8 @@
-"""Keep every revision of a draft's text: people editing a draft must be able to see
-what the model wrote and what each edit changed (`galley show`, the notebook).
+"""What the operator API reads: every revision of a draft's text (people must be able
+to see what the model wrote and what each edit changed: `galley show`, the notebook),
+and runs indexed by slot, so the newest runs are read without sorting the history.
 
-Revision ID: 0004_draft_revisions
+Revision ID: 0004_notebook_reads
 Revises: 0003
 Create Date: 2026-12-01
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0004_draft_revisions"
+revision = "0004_notebook_reads"
 down_revision = "0003"
 branch_labels = None
 depends_on = None
@@ -29,7 +30,9 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(["draft_key"], ["drafts.key"]),
         sa.PrimaryKeyConstraint("draft_key", "revision"),
     )
+    op.create_index("ix_runs_slot_at", "runs", ["slot_at"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_runs_slot_at", table_name="runs")
     op.drop_table("draft_revisions")
