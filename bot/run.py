@@ -117,6 +117,7 @@ class Bot:
         )
         self._publishers: dict[str, Publisher] = {}
         self.host = SchedulerHost(self.galley, housekeeping_every=housekeeping_every)
+        self.galley.background = self.host.submit  # a failed run's re-draft, from Slack
         self.host.add_interval_job("outbox", self.sync_slack, outbox_every)
         self.host.add_interval_job("reconciler", self.reconcile, outbox_every)
         self.ledger = ledger

@@ -39,9 +39,10 @@ class RatePoint:
 
 
 @dataclass(frozen=True)
-class DecisionTime:
+class DecisionTimes:
     recipe: str
-    hours: float
+    hour: int  # decided this many whole hours after the draft was ready
+    drafts: int
 
 
 @dataclass(frozen=True)
@@ -75,10 +76,15 @@ def week_of(session: Session, column: Any) -> Any:
     return sa.func.date(column, days_back)
 
 
-def hours_between(session: Session, start: Any, end: Any) -> Any:
+def whole_hours_between(session: Session, start: Any, end: Any) -> Any:
+    """Whole hours from `start` to `end`, counted on whole seconds (exact integers,
+    so a decision made exactly N hours later falls in hour N on both backends)."""
     if _dialect(session) == "postgresql":
-        return sa.func.extract("epoch", end - start) / 3600.0
-    return (sa.func.julianday(end) - sa.func.julianday(start)) * 24.0
+        return sa.func.floor(sa.func.extract("epoch", end - start) / 3600)
+    seconds = sa.cast(sa.func.strftime("%s", end), sa.Integer) - sa.cast(
+        sa.func.strftime("%s", start), sa.Integer
+    )
+    return seconds // 3600
 
 
 def queue_depth(session: Session) -> list[DepthPoint]:
@@ -133,15 +139,18 @@ def decision_rates(session: Session) -> list[RatePoint]:
     return [RatePoint(r[0], _date(r[1]), str(r[2]), int(r[3]), float(r[4])) for r in rows]
 
 
-def decision_times(session: Session) -> list[DecisionTime]:
-    """Hours from ready to a person's decision, for every decided draft."""
-    hours = hours_between(session, col(DraftRow.ready_at), col(DraftRow.decided_at))
+def decision_times(session: Session) -> list[DecisionTimes]:
+    """How many drafts were decided 0, 1, 2… whole hours after they were ready."""
+    hour = whole_hours_between(session, col(DraftRow.ready_at), col(DraftRow.decided_at)).label(
+        "hour"
+    )
     rows = session.execute(
-        sa.select(col(DraftRow.recipe), hours)
+        sa.select(col(DraftRow.recipe), hour, sa.func.count())
         .where(col(DraftRow.ready_at).is_not(None), col(DraftRow.decided_at).is_not(None))
-        .order_by(col(DraftRow.recipe), hours)
+        .group_by(col(DraftRow.recipe), hour)
+        .order_by(col(DraftRow.recipe), hour)
     ).all()
-    return [DecisionTime(r[0], float(r[1])) for r in rows]
+    return [DecisionTimes(r[0], int(r[1]), int(r[2])) for r in rows]
 
 
 def daily_cost(session: Session) -> list[CostPoint]:

@@ -17,6 +17,7 @@ plots in `core/plots.py`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -86,6 +87,9 @@ class Galley:
         self.clock = clock or SystemClock()
         self.user = user  # the person acting, when opened as one (a notebook)
         self.directory = directory or ListedOnly()  # resolves user groups (S…) in config
+        # Where slow work a person asked for runs: inline (CLI, notebook), or handed to
+        # the bot's drafting pool so a Slack listener never waits on the model.
+        self.background: Callable[[Callable[[], object]], None] | None = None
         self._drafter = drafter
         self._backoff = backoff
         self._service: DraftingService | None = None
@@ -269,7 +273,14 @@ class Galley:
             return self.resolver.retry(run_id, actor=actor)
         recipe = self.recipe(run.recipe)
         slot = slot_at_instant(recipe, run.slot_at)
-        result = self.drafting.draft_slot(recipe, slot, manual=True, actor=actor)
+
+        def redraft() -> DraftResult:
+            return self.drafting.draft_slot(recipe, slot, manual=True, actor=actor)
+
+        if self.background is not None:  # the bot: never wait on the model in a listener
+            self.background(redraft)
+            return f"`{run_id}` is being drafted again; it will be posted for review."
+        result = redraft()
         why = f" ({result.detail or result.reason})" if result.reason else ""
         return f"`{run_id}` drafted again: {result.outcome}{why}."
 

@@ -93,17 +93,25 @@ class Plots:
         return figure
 
     def time_to_decision(self) -> Figure:
-        """Hours from a draft being ready to a person deciding, per recipe."""
-        times = self._read(decision_times)
-        recipes = sorted({t.recipe for t in times})
+        """How long drafts wait for a person: decisions per hour after ready, per recipe."""
+        counts = self._read(decision_times)
         figure = _figure()
         axes = figure.subplots()
-        for position, recipe in enumerate(recipes, start=1):
-            hours = [t.hours for t in times if t.recipe == recipe]
-            axes.boxplot([hours], positions=[position], widths=0.5, showfliers=False)
-            axes.scatter([position] * len(hours), hours, s=10, alpha=0.5, label=recipe)
-        axes.set_xticks(range(1, len(recipes) + 1), recipes)
-        axes.set(title="Time from draft to decision", ylabel="hours")
+        for recipe in sorted({c.recipe for c in counts}):
+            chosen = [c for c in counts if c.recipe == recipe]
+            axes.step(
+                [c.hour for c in chosen],
+                [c.drafts for c in chosen],
+                where="post",
+                marker=".",
+                label=recipe,
+            )
+        axes.set(
+            title="Time from draft to decision",
+            xlabel="hours after the draft was ready",
+            ylabel="drafts decided",
+        )
+        _legend(axes, counts)
         return figure
 
     def cost(self) -> Figure:
