@@ -24,15 +24,16 @@ from typing import TYPE_CHECKING
 
 from sqlmodel import col, select
 
+from core.acting import Desk, People
 from core.anthropic_drafter import AnthropicDrafter
 from core.claims import DraftResult, ensure_recipe_row, sweep_expired_claims
 from core.config import Config, Recipe, load_config
 from core.drafting import Backoff, DraftingService
-from core.errors import ConfigError, NotPermitted, RevisionRequired, SlotError, UnknownRun
+from core.errors import ConfigError, SlotError, UnknownRun
 from core.gate import ready_count
 from core.history import move_draft, move_run, record_event
 from core.models import DraftRow, RecipeRow, RunRow
-from core.permissions import ListedOnly, Role, has_role
+from core.permissions import ListedOnly, Role
 from core.ports import Clock, Directory, Drafter, SystemClock
 from core.queries import (
     draft_detail,
@@ -43,7 +44,7 @@ from core.queries import (
     list_runs,
 )
 from core.resolution import Finding, Resolver
-from core.review import Verdict, decide, edit
+from core.review import Verdict
 from core.schedule import Slot, latest_slot_at_or_before, next_slots, slot_at_instant, slot_at_wall
 from core.settings import Settings
 from core.states import DraftState, RunState
@@ -289,35 +290,25 @@ class Galley:
 
     # --- acting as a person -------------------------------------------------------------
 
+    @property
+    def people(self) -> People:
+        return People(self.config.slack, self.directory, self.user)
+
     def acting(self, actor: str | None, role: Role) -> str:
         """Who acts: the person this Galley was opened as (their `role` checked with the
         same rule as Slack), or else the `actor` the CLI or the bot names."""
-        if self.user is None:
-            if not actor:
-                raise NotPermitted("say who is acting: connect(user=...) or actor=...")
-            return actor
-        if actor and actor != self.user:
-            raise NotPermitted(f"opened as {self.user}: cannot act as {actor}")
-        if not has_role(self.config.slack, self.directory, self.user, role):
-            raise NotPermitted(f"{self.user} is not one of this Galley's {role}s")
-        return self.user
+        return self.people.acting(actor, role)
 
-    def _may_decide(self, user: str | None) -> tuple[str, bool]:
-        person = user or self.user
-        if not person:
-            raise NotPermitted("say who is deciding: connect(user=...) or user=...")
-        if self.user and person != self.user:
-            raise NotPermitted(f"opened as {self.user}: cannot decide as {person}")
-        return person, has_role(self.config.slack, self.directory, person, Role.APPROVER)
-
-    # --- reviewing drafts ---------------------------------------------------------------
+    @property
+    def desk(self) -> Desk:
+        return Desk(self.store, self.config, self.clock, self.people)
 
     def approve(
         self, draft: DraftDetail | str, revision: int | None = None, *, user: str | None = None
     ) -> Answer:
         """Approve exactly the revision read (a `show()` result carries it). Refused,
         changing nothing, if the draft was edited, bumped, expired or decided since."""
-        return self._decide(draft, revision, Verdict.APPROVED, user, None)
+        return self.desk.decide(draft, revision, Verdict.APPROVED, user=user)
 
     def reject(
         self,
@@ -327,7 +318,7 @@ class Galley:
         reason: str | None = None,
         user: str | None = None,
     ) -> Answer:
-        return self._decide(draft, revision, Verdict.REJECTED, user, reason)
+        return self.desk.decide(draft, revision, Verdict.REJECTED, user=user, reason=reason)
 
     def edit(
         self,
@@ -339,46 +330,7 @@ class Galley:
     ) -> Answer:
         """Save `text` as the next revision of the revision read; approvals bind to
         revisions, so an approval of the old text no longer counts."""
-        key, read = _bound(draft, revision)
-        person, permitted = self._may_decide(user)
-        answer = edit(
-            self.store,
-            self.config,
-            self.clock,
-            draft_key=key,
-            revision=read,
-            text=text,
-            user=person,
-            permitted=permitted,
-        )
-        return Answer(
-            answer.accepted, answer.message, key, answer.item.state if answer.item else None
-        )
-
-    def _decide(
-        self,
-        draft: DraftDetail | str,
-        revision: int | None,
-        verdict: Verdict,
-        user: str | None,
-        reason: str | None,
-    ) -> Answer:
-        key, read = _bound(draft, revision)
-        person, permitted = self._may_decide(user)
-        answer = decide(
-            self.store,
-            self.config,
-            self.clock,
-            draft_key=key,
-            revision=read,
-            verdict=verdict,
-            user=person,
-            permitted=permitted,
-            reason=reason,
-        )
-        return Answer(
-            answer.accepted, answer.message, key, answer.item.state if answer.item else None
-        )
+        return self.desk.edit(draft, text, revision, user=user)
 
     # --- reading ------------------------------------------------------------------------
 
@@ -439,16 +391,3 @@ class Galley:
         from core.plots import Plots
 
         return Plots(self.store, self.config)
-
-
-def _bound(draft: DraftDetail | str, revision: int | None) -> tuple[str, int]:
-    """The draft key and the revision a person read: a decision binds to both."""
-    if isinstance(draft, DraftDetail):
-        if draft.key is None or draft.revision is None:
-            raise UnknownRun(f"{draft.run.id} has no draft to decide on")
-        return draft.key, revision if revision is not None else draft.revision
-    if revision is None:
-        raise RevisionRequired(
-            "say which revision you read: approve(galley.show(key)) or approve(key, revision=N)"
-        )
-    return draft, revision
