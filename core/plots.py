@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 SUBJECT_LANES = ("recipe", "run", "draft", "effect")
+MARKERS_UP_TO = 120
 
 
 def _figure(width: float = 9.0, height: float = 4.0) -> Figure:
@@ -83,7 +84,7 @@ class Plots:
                     axes.plot(
                         [p.week for p in chosen],
                         [p.rate for p in chosen],
-                        marker="o",
+                        marker=_marker(chosen),
                         label=outcome,
                     )
             axes.set(title=recipe, ylabel="share of drafts", ylim=(-0.05, 1.05))
@@ -103,7 +104,7 @@ class Plots:
                 [c.hour for c in chosen],
                 [c.drafts for c in chosen],
                 where="post",
-                marker=".",
+                marker=_marker(chosen),
                 label=recipe,
             )
         axes.set(
@@ -122,10 +123,10 @@ class Plots:
         for recipe in sorted({p.recipe for p in points}):
             chosen = sorted((p for p in points if p.recipe == recipe), key=lambda p: p.day)
             days = [p.day for p in chosen]
-            tokens_axes.plot(
-                days, [p.input_tokens + p.output_tokens for p in chosen], marker="o", label=recipe
-            )
-            cost_axes.plot(days, [p.est_cost_usd for p in chosen], marker="o", label=recipe)
+            tokens = [p.input_tokens + p.output_tokens for p in chosen]
+            tokens_axes.plot(days, tokens, marker=_marker(chosen), label=recipe)
+            costs = [p.est_cost_usd for p in chosen]
+            cost_axes.plot(days, costs, marker=_marker(chosen), label=recipe)
         tokens_axes.set(title="Model tokens per day (input + output)", ylabel="tokens")
         cost_axes.set(title="Estimated cost per day", ylabel="USD", xlabel="day (UTC)")
         _legend(tokens_axes, points)
@@ -181,6 +182,12 @@ class Plots:
         axes.set(title=f"Timeline of {run_id}", xlabel="time (UTC)", ylim=(-0.5, len(lanes)))
         figure.autofmt_xdate()
         return figure
+
+
+def _marker(points: list[Any]) -> str | None:
+    """Dots while a person can count them; a plain line over years of history (markers
+    on 10,000 points cost seconds to draw and show nothing more)."""
+    return "o" if len(points) <= MARKERS_UP_TO else None
 
 
 def _legend(axes: Any, data: Any) -> None:

@@ -75,7 +75,21 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-class Rows(list[T]):
+class Printable:
+    """IPython shows `str(self)`, the text table, in a terminal and as Jupyter's plain
+    text; `repr` stays the debugging one."""
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # IPython looks for `_repr_pretty_` in each class's own namespace, and takes a
+        # dataclass's own `__repr__` before an inherited one.
+        super().__init_subclass__(**kwargs)
+        cls._repr_pretty_ = Printable._repr_pretty_  # type: ignore[method-assign]
+
+
+class Rows(Printable, list[T]):
     """A list of read-model rows (dataclasses) that renders itself.
 
     Subclasses name a `title` and a `row_type`; the columns are its fields unless

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from core.render import Rows, html_block, html_table, jsonable, text_table
+from core.render import Printable, Rows, html_block, html_table, jsonable, text_table
 from core.states import RunState
 
 NEEDS_A_PERSON = frozenset({RunState.UNCERTAIN, RunState.FAILED})
@@ -29,7 +29,7 @@ class RecipeStatus:
 
 
 @dataclass(frozen=True)
-class Status:
+class Status(Printable):
     recipes: list[RecipeStatus]
     uncertain: list[str]
 
@@ -193,7 +193,7 @@ class DraftInfo:
 
 
 @dataclass(frozen=True)
-class DraftDetail:
+class DraftDetail(Printable):
     """Everything about one draft (or one run's current draft): what `galley show` prints.
 
     `revision` is what an approval binds to: `galley.approve(detail)` approves exactly
@@ -293,7 +293,7 @@ class DraftDetail:
 
 
 @dataclass(frozen=True)
-class Answer:
+class Answer(Printable):
     """What a decision from the API came to: whether it counted, and why not."""
 
     accepted: bool

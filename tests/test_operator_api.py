@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from IPython.lib.pretty import pretty
 from sqlmodel import col, select
 from typer.testing import CliRunner
 
@@ -221,6 +222,13 @@ def test_collections_convert_to_data_frames(connect: Connect) -> None:
     assert len(admin.attempts().to_frame()) == 2
     assert admin.effects().to_frame().empty
     assert {"run_id", "actor", "to_state"} <= set(admin.events().to_frame().columns)
+    # and in a terminal (IPython) each reads as a text table, not a list of dataclasses
+    assert pretty(admin.runs()).splitlines()[:2] == [
+        "runs (2 rows)",
+        "id                              recipe         slot              state            "
+        "reason  draft_key                                   attempts",
+    ]
+    assert pretty(admin.status()).splitlines()[0] == "status"
 
 
 def test_a_failed_draft_is_drafted_again_by_retry_without_a_bump(
