@@ -16,20 +16,28 @@ from core.review import ReviewAnswer, Verdict, decide, edit
 from core.store import Store
 from core.views import Answer, DraftDetail
 
+_WHO = "reading only: say who you are with GALLEY_USER or galley.connect(user='U…')"
+
 
 class People:
-    """The person a Galley was opened as (`user`), or nobody (the CLI, the bot: the
-    shell and Slack authenticate their own users and name the actor)."""
+    """The person a Galley was opened as (`as_person`: a notebook, `galley.connect`), or
+    nobody (the CLI, the bot: the shell and Slack authenticate their own users and name
+    the actor). A person who did not say who they are may read, not write."""
 
-    def __init__(self, slack: SlackSection, directory: Directory, user: str | None) -> None:
+    def __init__(
+        self, slack: SlackSection, directory: Directory, user: str | None, *, as_person: bool
+    ) -> None:
         self.slack, self.directory, self.user = slack, directory, user
+        self.as_person = as_person or user is not None
 
     def acting(self, actor: str | None, role: Role) -> str:
         """Who acts: the person (their `role` checked as Slack checks it), else `actor`."""
-        if self.user is None:
+        if not self.as_person:
             if not actor:
-                raise NotPermitted("say who is acting: connect(user=...) or actor=...")
+                raise NotPermitted("say who is acting: actor=...")
             return actor
+        if self.user is None:
+            raise NotPermitted(_WHO)
         if actor and actor != self.user:
             raise NotPermitted(f"opened as {self.user}: cannot act as {actor}")
         if not has_role(self.slack, self.directory, self.user, role):
@@ -39,10 +47,10 @@ class People:
     def deciding(self, user: str | None) -> tuple[str, bool]:
         """Who decides, and whether they are an approver. A refusal is `decide`'s to
         give, in the same words as a click in Slack."""
-        person = user or self.user
+        person = self.user if self.as_person else user
         if not person:
-            raise NotPermitted("say who is deciding: connect(user=...) or user=...")
-        if self.user and person != self.user:
+            raise NotPermitted(_WHO if self.as_person else "say who is deciding: user=...")
+        if user and person != user:
             raise NotPermitted(f"opened as {self.user}: cannot decide as {person}")
         return person, has_role(self.slack, self.directory, person, Role.APPROVER)
 

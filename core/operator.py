@@ -82,11 +82,13 @@ class Galley:
         backoff: Backoff | None = None,
         user: str | None = None,
         directory: Directory | None = None,
+        as_person: bool = False,
     ) -> None:
         self.config = config
         self.store = store
         self.clock = clock or SystemClock()
         self.user = user  # the person acting, when opened as one (a notebook)
+        self.as_person = as_person or user is not None  # writes need `user`, checked
         self.directory = directory or ListedOnly()  # resolves user groups (S…) in config
         # Where slow work a person asked for runs: inline (CLI, notebook), or handed to
         # the bot's drafting pool so a Slack listener never waits on the model.
@@ -103,6 +105,7 @@ class Galley:
         clock: Clock | None = None,
         user: str | None = None,
         directory: Directory | None = None,
+        as_person: bool = False,
     ) -> Galley:
         """`clock` is for tests and replays; the bot and the CLI use the system clock.
         `user` opens it as a person (a notebook): their permissions are checked."""
@@ -114,7 +117,15 @@ class Galley:
             settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else ""
         )
         drafter = AnthropicDrafter(api_key, settings.anthropic_base_url) if api_key else None
-        return cls(config, store, drafter=drafter, clock=clock, user=user, directory=directory)
+        return cls(
+            config,
+            store,
+            drafter=drafter,
+            clock=clock,
+            user=user,
+            directory=directory,
+            as_person=as_person,
+        )
 
     @property
     def drafting(self) -> DraftingService:
@@ -152,7 +163,7 @@ class Galley:
         self, recipe_name: str, slot: str | datetime | None = None, *, actor: str | None = None
     ) -> DraftResult:
         """Draft one slot now: a person's explicit request, so misfire_grace does not apply."""
-        actor = self.acting(actor, Role.ADMIN) if actor or self.user else "cli"
+        actor = self.acting(actor, Role.ADMIN) if actor or self.as_person else "cli"
         recipe = self.recipe(recipe_name)
         resolved = self.resolve_slot(recipe, slot)
         return self.drafting.draft_slot(recipe, resolved, manual=True, actor=actor)
@@ -292,7 +303,7 @@ class Galley:
 
     @property
     def people(self) -> People:
-        return People(self.config.slack, self.directory, self.user)
+        return People(self.config.slack, self.directory, self.user, as_person=self.as_person)
 
     def acting(self, actor: str | None, role: Role) -> str:
         """Who acts: the person this Galley was opened as (their `role` checked with the

@@ -75,13 +75,16 @@ def connect(
     clock: Clock | None = None,
 ) -> Galley:
     """Open Galley as a person: `user` (a Slack user id), else `GALLEY_USER`. Reading
-    needs nobody; deciding needs an approver, running Galley an admin."""
+    needs nobody; deciding needs an approver, running Galley an admin; without a user
+    it only reads."""
     settings = settings or Settings()
     person = user or os.environ.get(USER_VARIABLE) or None
     if directory is None and settings.slack_bot_token:
         directory = _slack_directory(settings)
     _show_figures_inline()
-    return Galley.from_settings(settings, clock=clock, user=person, directory=directory)
+    return Galley.from_settings(
+        settings, clock=clock, user=person, directory=directory, as_person=True
+    )
 
 
 def _slack_directory(settings: Settings) -> Directory:

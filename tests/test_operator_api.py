@@ -138,6 +138,26 @@ def test_a_stranger_cannot_decide_and_an_approver_cannot_administer(connect: Con
     assert [e.actor for e in admin.events() if e.to_state == "v2"] == ["U0ADMIN"]
 
 
+def test_a_notebook_that_does_not_say_who_it_is_only_reads(
+    connect: Connect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(galley.USER_VARIABLE, raising=False)
+    admin, nobody = connect("U0ADMIN"), connect(None)
+    admin.draft(RECIPE, SLOT)
+
+    shown = nobody.show(KEY)
+    for write in (
+        lambda: nobody.approve(shown),
+        lambda: nobody.approve(shown, user="U0EDITOR"),
+        lambda: nobody.bump(RECIPE, actor="U0ADMIN"),
+        lambda: nobody.draft(RECIPE, SLOT),
+    ):
+        with pytest.raises(galley.NotPermitted, match="reading only"):
+            write()
+    [draft] = rows(admin.store, DraftRow)
+    assert (draft.state, draft.decided_by) == (DraftState.READY, None)
+
+
 def test_a_decision_must_say_which_revision_it_read(connect: Connect) -> None:
     admin, editor = connect("U0ADMIN"), connect("U0EDITOR")
     admin.draft(RECIPE, SLOT)
