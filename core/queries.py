@@ -8,6 +8,7 @@ second; counts are done by the database.
 from __future__ import annotations
 
 from datetime import datetime
+from itertools import starmap
 from typing import Any
 
 import sqlalchemy as sa
@@ -48,14 +49,24 @@ DECISION_STATES = frozenset(
 
 
 def list_runs(session: Session, state: RunState | None, limit: int | None) -> RunList:
-    """Newest slot first; the attempt count is a correlated count on the indexed run id,
-    so its cost follows the rows returned, not the history."""
-    attempts = (
-        sa.select(sa.func.count())
-        .where(col(AttemptRow.run_id) == col(RunRow.id))
-        .correlate(RunRow)
-        .scalar_subquery()
-    )
+    """Newest slot first, with each run's attempt count. A page of runs counts its own
+    attempts (a correlated count on the indexed run id: cost follows the rows returned);
+    the whole history joins one GROUP BY over the attempts instead of 100,000 lookups."""
+    attempts: Any
+    if limit is None:
+        counted = (
+            sa.select(col(AttemptRow.run_id).label("run_id"), sa.func.count().label("n"))
+            .group_by(col(AttemptRow.run_id))
+            .subquery()
+        )
+        attempts = sa.func.coalesce(counted.c.n, 0)
+    else:
+        attempts = (
+            sa.select(sa.func.count())
+            .where(col(AttemptRow.run_id) == col(RunRow.id))
+            .correlate(RunRow)
+            .scalar_subquery()
+        )
     query = sa.select(
         col(RunRow.id),
         col(RunRow.recipe),
@@ -65,12 +76,14 @@ def list_runs(session: Session, state: RunState | None, limit: int | None) -> Ru
         col(RunRow.draft_key),
         attempts,
     ).order_by(col(RunRow.slot_at).desc(), col(RunRow.id))
+    if limit is None:
+        query = query.outerjoin(counted, counted.c.run_id == col(RunRow.id))
+    else:
+        query = query.limit(limit)
     if state is not None:
         query = query.where(col(RunRow.state) == state)
-    if limit is not None:
-        query = query.limit(limit)
     rows = session.connection().execute(query).all()  # plain rows: no ORM loading cost
-    return RunList(RunSummary(*row) for row in rows)
+    return RunList(starmap(RunSummary, rows))
 
 
 def run_summary(session: Session, run_id: str) -> RunSummary | None:

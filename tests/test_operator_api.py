@@ -238,6 +238,8 @@ def test_collections_convert_to_data_frames(connect: Connect) -> None:
     ]
     assert sorted(runs["id"]) == [RUN, f"{RECIPE}@2026-11-30T09:00"]
     assert list(runs["attempts"]) == [1, 1]
+    assert admin.runs(limit=None) == admin.runs()  # the whole-history query agrees
+    assert admin.runs(state="awaiting_review", limit=None) == admin.runs("awaiting_review")
     assert len(admin.drafts().to_frame()) == 2
     assert len(admin.attempts().to_frame()) == 2
     assert admin.effects().to_frame().empty
