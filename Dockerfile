@@ -6,6 +6,7 @@ RUN pip install --no-cache-dir uv==0.13.9
 COPY requirements.lock pyproject.toml README.md ./
 COPY core ./core
 COPY bot ./bot
+COPY galley ./galley
 # Runtime dependencies only, each at its pinned version (the lock also pins dev tools).
 RUN uv venv /venv \
     && uv pip install --no-cache -p /venv -c requirements.lock .

@@ -138,10 +138,24 @@ def runs(
     with explained_errors():
         found = open_galley().runs(state, limit)
     if as_json:
-        print_json({"runs": [vars(r) for r in found]})
+        print_json({"runs": found.to_json()})
         return
     rows = [[r.id, r.state, r.reason, r.draft_key, r.attempts] for r in found]
     out.print(table("runs", ["run", "state", "reason", "draft key", "attempts"], rows))
+
+
+@app.command()
+def show(
+    ref: Annotated[str, typer.Argument(metavar="RUN|DRAFT_KEY", help="A run id or a draft key.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """A draft's text, revisions, decisions, attempts (with causes) and effects."""
+    with explained_errors():
+        detail = open_galley().show(ref)
+    if as_json:
+        print_json(detail.to_json())
+    else:
+        out.print(str(detail), markup=False, highlight=False)
 
 
 @app.command()

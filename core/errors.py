@@ -29,6 +29,14 @@ class UnknownRun(GalleyError):
     """A command named a run id that is not in the database."""
 
 
+class NotPermitted(GalleyError):
+    """The person acting may not do this: not an approver, or not an admin."""
+
+
+class RevisionRequired(GalleyError):
+    """A decision must say which revision of the text it binds to (DESIGN.md §4.6)."""
+
+
 class IllegalTransition(GalleyError):
     """A state change the state machine does not allow."""
 

@@ -67,7 +67,10 @@ class RecipeRow(SQLModel, table=True):
 
 class RunRow(SQLModel, table=True):
     __tablename__ = "runs"
-    __table_args__ = (sa.Index("ix_runs_recipe_state", "recipe", "state"),)
+    __table_args__ = (
+        sa.Index("ix_runs_recipe_state", "recipe", "state"),
+        sa.Index("ix_runs_slot_at", "slot_at"),  # newest runs first, without a sort
+    )
 
     id: str = Field(primary_key=True, max_length=200)
     recipe: str = Field(foreign_key="recipes.name", max_length=64)
@@ -115,6 +118,20 @@ class DraftRow(SQLModel, table=True):
     similar_method: str | None = Field(default=None, max_length=64)  # a SimilarityMethod
     created_at: datetime = _utc(nullable=False)
     updated_at: datetime = _utc(nullable=False)
+
+
+class DraftRevisionRow(SQLModel, table=True):
+    """One revision of a draft's text, kept once it is edited: revision 1 is the
+    model's, each later one a person's. The draft row holds the current one."""
+
+    __tablename__ = "draft_revisions"
+
+    draft_key: str = Field(foreign_key="drafts.key", primary_key=True, max_length=300)
+    revision: int = Field(primary_key=True)
+    text: str = Field(sa_type=sa.Text)
+    text_hash: str = Field(max_length=64)
+    written_by: str = Field(max_length=200)
+    written_at: datetime = _utc(nullable=False)
 
 
 class AttemptRow(SQLModel, table=True):

@@ -1,23 +1,29 @@
 """The operator API: what the CLI, the `/galley` command and a notebook call.
 
-    >>> from core.operator import Galley
-    >>> galley = Galley.from_settings()        # reads GALLEY_CONFIG, GALLEY_DATABASE_URL
-    >>> galley.status().to_json()
-    >>> galley.draft("weekly-update")          # the most recent due slot, now
+    >>> import galley                          # the notebook's import (see galley/)
+    >>> g = galley.connect(user="U0EDITOR")    # GALLEY_CONFIG, GALLEY_DATABASE_URL
+    >>> g.status()                             # renders as a table in Jupyter
+    >>> d = g.show(g.drafts()[0].key)          # one draft: text, revisions, ledger
+    >>> g.approve(d)                           # exactly the revision shown, if still fresh
 
 Knows nothing of Slack. Every change names its actor, which lands in the event rows.
+Reads need no running bot. Writes go through the same core functions and permission
+rules as Slack's buttons and `/galley`: a Galley opened as a person (`user=`) may
+decide drafts only as an approver and run Galley only as an admin. The CLI and the
+bot open it without a person: the shell and Slack authenticate their own users.
+Read models and rendering live in `core/views.py`, queries in `core/queries.py`,
+plots in `core/plots.py`.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from datetime import datetime
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING
 
-import sqlalchemy as sa
 from sqlmodel import col, select
 
+from core.acting import Desk, People
 from core.anthropic_drafter import AnthropicDrafter
 from core.claims import DraftResult, lock_recipe_row, sweep_expired_claims
 from core.config import Config, Recipe, load_config
@@ -26,10 +32,20 @@ from core.errors import ConfigError, SlotError, UnknownRun
 from core.failpoints import failpoint
 from core.gate import ready_count
 from core.history import move_draft, move_run, record_event
-from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
+from core.models import DraftRow, RecipeRow, RunRow
+from core.permissions import ListedOnly, Role
 from core.policies import FailReason, Finding
-from core.ports import Clock, Drafter, RecipeRecord, SimilarPost, SystemClock
+from core.ports import Clock, Directory, Drafter, RecipeRecord, SimilarPost, SystemClock
+from core.queries import (
+    draft_detail,
+    list_attempts,
+    list_drafts,
+    list_effects,
+    list_events,
+    list_runs,
+)
 from core.resolution import Resolver
+from core.review import Verdict
 from core.review_facts import recipe_record
 from core.schedule import (
     Slot,
@@ -43,40 +59,25 @@ from core.settings import Settings
 from core.similarity import similar_post
 from core.states import DraftState, RunState
 from core.store import Store
+from core.views import (
+    Answer,
+    AttemptList,
+    DraftDetail,
+    DraftList,
+    EffectList,
+    EventList,
+    RecipeStatus,
+    RunList,
+    RunSummary,
+    Status,
+)
+
+if TYPE_CHECKING:
+    from core.plots import Plots
 
 ALL = "all"
 DRAFTING_FAILURES = [reason.value for reason in FailReason if reason.while_drafting]
-
-
-@dataclass(frozen=True)
-class RecipeStatus:
-    name: str
-    version: int
-    paused: bool
-    pending: int
-    pending_limit: int
-    next_slot: str | None
-    paused_reason: str | None = None
-
-
-@dataclass(frozen=True)
-class Status:
-    recipes: list[RecipeStatus]
-    uncertain: list[str]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"recipes": [asdict(r) for r in self.recipes], "uncertain": self.uncertain}
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    id: str
-    recipe: str
-    slot: str
-    state: str
-    reason: str | None
-    draft_key: str | None
-    attempts: int
+__all__ = ["ALL", "Galley", "RecipeStatus", "RunSummary", "Status"]
 
 
 class Galley:
@@ -90,19 +91,32 @@ class Galley:
         drafter: Drafter | None = None,
         clock: Clock | None = None,
         backoff: Backoff | None = None,
+        user: str | None = None,
+        directory: Directory | None = None,
+        as_person: bool = False,
     ) -> None:
         self.config = config
         self.store = store
         self.clock = clock or SystemClock()
+        self.user = user  # the person acting, when opened as one (a notebook)
+        self.as_person = as_person or user is not None  # writes need `user`, checked
+        self.directory = directory or ListedOnly()  # resolves user groups (S…) in config
         self._drafter = drafter
         self._backoff = backoff
         self._service: DraftingService | None = None
 
     @classmethod
     def from_settings(
-        cls, settings: Settings | None = None, *, clock: Clock | None = None
+        cls,
+        settings: Settings | None = None,
+        *,
+        clock: Clock | None = None,
+        user: str | None = None,
+        directory: Directory | None = None,
+        as_person: bool = False,
     ) -> Galley:
-        """`clock` is for tests and replays; the bot and the CLI use the system clock."""
+        """`clock` is for tests and replays; the bot and the CLI use the system clock.
+        `user` opens it as a person (a notebook): their permissions are checked."""
         settings = settings or Settings()
         config = load_config(settings.galley_config)
         store = Store(settings.galley_database_url)
@@ -111,7 +125,15 @@ class Galley:
             settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else ""
         )
         drafter = AnthropicDrafter(api_key, settings.anthropic_base_url) if api_key else None
-        return cls(config, store, drafter=drafter, clock=clock)
+        return cls(
+            config,
+            store,
+            drafter=drafter,
+            clock=clock,
+            user=user,
+            directory=directory,
+            as_person=as_person,
+        )
 
     @property
     def drafting(self) -> DraftingService:
@@ -146,9 +168,10 @@ class Galley:
             raise SlotError(f"{recipe.name}: {exc}") from None
 
     def draft(
-        self, recipe_name: str, slot: str | datetime | None = None, *, actor: str = "cli"
+        self, recipe_name: str, slot: str | datetime | None = None, *, actor: str | None = None
     ) -> DraftResult:
         """Draft one slot now: a person's explicit request, so misfire_grace does not apply."""
+        actor = self.acting(actor, Role.ADMIN) if actor or self.as_person else "cli"
         recipe = self.recipe(recipe_name)
         resolved = self.resolve_slot(recipe, slot)
         return self.drafting.draft_slot(recipe, resolved, manual=True, actor=actor)
@@ -179,32 +202,13 @@ class Galley:
             ).all()
         return Status(recipes=recipes, uncertain=list(uncertain))
 
-    def runs(self, state: RunState | None = None, limit: int = 50) -> list[RunSummary]:
-        with self.store.transaction() as session:
-            query = select(RunRow).order_by(col(RunRow.slot_at).desc()).limit(limit)
-            if state is not None:
-                query = query.where(col(RunRow.state) == state)
-            rows = session.exec(query).all()
-            counts = dict(
-                session.exec(
-                    select(AttemptRow.run_id, sa.func.count())
-                    .where(col(AttemptRow.run_id).in_([r.id for r in rows]))
-                    .group_by(col(AttemptRow.run_id))
-                ).all()
-            )
-        return [
-            RunSummary(
-                r.id, r.recipe, r.slot_wall, r.state, r.reason, r.draft_key, counts.get(r.id, 0)
-            )
-            for r in rows
-        ]
-
-    def bump(self, recipe_name: str, *, actor: str, reason: str | None = None) -> int:
+    def bump(self, recipe_name: str, *, actor: str | None = None, reason: str | None = None) -> int:
         """New version: the only way to a second draft for a slot that has one.
 
         Drafts of older versions still waiting for review are superseded (they leave the
         review queue) and their runs return to `pending`, to be drafted at the new version.
         """
+        actor = self.acting(actor, Role.ADMIN)
         self.recipe(recipe_name)
         with self.store.transaction() as session:
             now = self.clock.now()
@@ -240,11 +244,13 @@ class Galley:
                     move_run(session, run, RunState.PENDING, actor=actor, at=now, reason=why)
             return row.version
 
-    def pause(self, target: str, *, actor: str, reason: str | None = None) -> list[str]:
-        return self._set_paused(target, True, actor=actor, reason=reason)
+    def pause(
+        self, target: str, *, actor: str | None = None, reason: str | None = None
+    ) -> list[str]:
+        return self._set_paused(target, True, actor=self.acting(actor, Role.ADMIN), reason=reason)
 
-    def resume(self, target: str, *, actor: str) -> list[str]:
-        return self._set_paused(target, False, actor=actor, reason=None)
+    def resume(self, target: str, *, actor: str | None = None) -> list[str]:
+        return self._set_paused(target, False, actor=self.acting(actor, Role.ADMIN), reason=None)
 
     def _set_paused(
         self, target: str, paused: bool, *, actor: str, reason: str | None
@@ -275,8 +281,9 @@ class Galley:
     def resolver(self) -> Resolver:
         return Resolver(self.store, self.config, self.clock)
 
-    def resolve(self, run_id: str, finding: Finding, *, actor: str) -> str:
-        return self.resolver.resolve(run_id, finding, actor=actor)
+    def resolve(self, run_id: str, finding: Finding | str, *, actor: str | None = None) -> str:
+        actor = self.acting(actor, Role.ADMIN)
+        return self.resolver.resolve(run_id, Finding(finding), actor=actor)
 
     def failed_drafting(self, run_id: str) -> tuple[Recipe, Slot] | None:
         """The recipe and slot of a run that failed before it had a draft (a retry drafts
@@ -291,20 +298,24 @@ class Galley:
         slot = None if recipe is None else slot_of_run(recipe, run.id, run.slot_at)
         return None if recipe is None or slot is None else (recipe, slot)
 
-    def retry(self, run_id: str, *, actor: str) -> str:
-        """A failed draft: draft the slot again now (pause and backpressure still apply).
-        An uncertain publication: try it once more, under the same key."""
+    def retry(self, run_id: str, *, actor: str | None = None) -> str:
+        """A failed draft: draft the slot again now, a person's explicit request like
+        `galley draft` of that slot (no bump; pause and backpressure still apply). An
+        uncertain publication: try it once more, under the same key. The bot hands a
+        failed draft's re-draft to its pool instead (bot/commands.py `retry_run`)."""
+        actor = self.acting(actor, Role.ADMIN)
         failed = self.failed_drafting(run_id)
         if failed is None:
             return self.resolver.retry(run_id, actor=actor)
         recipe, slot = failed
         return self.drafting.draft_slot(recipe, slot, manual=True, actor=actor).describe()
 
-    def skip(self, run_id: str, *, actor: str) -> str:
-        return self.resolver.skip(run_id, actor=actor)
+    def skip(self, run_id: str, *, actor: str | None = None) -> str:
+        """Give up on a failed run's slot (the alert's Skip button)."""
+        return self.resolver.skip(run_id, actor=self.acting(actor, Role.ADMIN))
 
-    def cancel(self, run_id: str, *, actor: str) -> str:
-        return self.resolver.cancel(run_id, actor=actor)
+    def cancel(self, run_id: str, *, actor: str | None = None) -> str:
+        return self.resolver.cancel(run_id, actor=self.acting(actor, Role.ADMIN))
 
     def closest_seen(self, draft_key: str) -> SimilarPost | None:
         """The post people saw that this draft reads most like, as stored when it became
@@ -318,3 +329,107 @@ class Galley:
         self.recipe(recipe_name)
         with self.store.transaction() as session:
             return recipe_record(session, recipe_name, self.clock.now())
+
+    # --- acting as a person -------------------------------------------------------------
+
+    @property
+    def people(self) -> People:
+        return People(self.config.slack, self.directory, self.user, as_person=self.as_person)
+
+    def acting(self, actor: str | None, role: Role) -> str:
+        """Who acts: the person this Galley was opened as (their `role` checked with the
+        same rule as Slack), or else the `actor` the CLI or the bot names."""
+        return self.people.acting(actor, role)
+
+    @property
+    def desk(self) -> Desk:
+        return Desk(self.store, self.config, self.clock, self.people)
+
+    def approve(
+        self, draft: DraftDetail | str, revision: int | None = None, *, user: str | None = None
+    ) -> Answer:
+        """Approve exactly the revision read (a `show()` result carries it). Refused,
+        changing nothing, if the draft was edited, bumped, expired or decided since."""
+        return self.desk.decide(draft, revision, Verdict.APPROVED, user=user)
+
+    def reject(
+        self,
+        draft: DraftDetail | str,
+        revision: int | None = None,
+        *,
+        reason: str | None = None,
+        user: str | None = None,
+    ) -> Answer:
+        return self.desk.decide(draft, revision, Verdict.REJECTED, user=user, reason=reason)
+
+    def edit(
+        self,
+        draft: DraftDetail | str,
+        text: str,
+        revision: int | None = None,
+        *,
+        user: str | None = None,
+    ) -> Answer:
+        """Save `text` as the next revision of the revision read; approvals bind to
+        revisions, so an approval of the old text no longer counts."""
+        return self.desk.edit(draft, text, revision, user=user)
+
+    # --- reading ------------------------------------------------------------------------
+
+    def runs(self, state: RunState | str | None = None, limit: int | None = 50) -> RunList:
+        """Newest slot first; `limit=None` for the whole history."""
+        with self.store.transaction() as session:
+            return list_runs(session, RunState(state) if state else None, limit)
+
+    def drafts(
+        self,
+        state: DraftState | str | None = DraftState.READY,
+        *,
+        recipe: str | None = None,
+        limit: int | None = 100,
+    ) -> DraftList:
+        """Drafts waiting for people by default (oldest first); `state=None` for all."""
+        with self.store.transaction() as session:
+            return list_drafts(
+                session,
+                state=DraftState(state) if state else None,
+                recipe=recipe,
+                limit=limit,
+                now=self.clock.now(),
+            )
+
+    def show(self, ref: str) -> DraftDetail:
+        """A run id or a draft key: the text, its revisions, decisions, attempts (with
+        causes) and effects (with external ids). What `galley show` prints."""
+        with self.store.transaction() as session:
+            return draft_detail(session, ref)
+
+    def events(self, run: str | None = None, *, limit: int | None = 200) -> EventList:
+        """A run's history in order, or the newest events of all."""
+        with self.store.transaction() as session:
+            return list_events(session, run_id=run, subject_id=None, limit=limit)
+
+    def attempts(
+        self, run: str | None = None, *, recipe: str | None = None, limit: int | None = 200
+    ) -> AttemptList:
+        """Model calls from the cost ledger, with outcome, cause, tokens and cost."""
+        with self.store.transaction() as session:
+            return list_attempts(session, run_id=run, recipe=recipe, limit=limit)
+
+    def effects(
+        self, run: str | None = None, *, state: str | None = None, limit: int | None = 200
+    ) -> EffectList:
+        """Receipts of Slack posts and publications, with their external ids."""
+        with self.store.transaction() as session:
+            return list_effects(session, run_id=run, state=state, limit=limit)
+
+    def run_now(self, recipe_name: str) -> DraftResult:
+        """`/galley run`: draft the recipe's most recent slot now."""
+        return self.draft(recipe_name)
+
+    @cached_property
+    def plots(self) -> Plots:
+        """Figures of the history (needs `pip install galley[notebook]`)."""
+        from core.plots import Plots
+
+        return Plots(self.store, self.config)

@@ -6,6 +6,8 @@ an empty admin list means the approvers.
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from core.config import SlackSection
 from core.ports import Directory
 
@@ -24,3 +26,22 @@ def may_administer(slack: SlackSection, directory: Directory, user: str) -> bool
     if slack.admins:
         return _listed(user, slack.admins, directory)
     return may_approve(slack, directory, user)
+
+
+class Role(StrEnum):
+    APPROVER = "approver"  # approve, reject, edit drafts
+    ADMIN = "admin"  # run, bump, pause, resume, resolve, retry, cancel
+
+
+def has_role(slack: SlackSection, directory: Directory, user: str, role: Role) -> bool:
+    if role == Role.APPROVER:
+        return may_approve(slack, directory, user)
+    return may_administer(slack, directory, user)
+
+
+class ListedOnly:
+    """A directory that knows no user groups: only people listed by id are recognised.
+    For a notebook without a Slack token; with one, `galley.connect` asks Slack."""
+
+    def group_members(self, group_id: str) -> frozenset[str]:
+        return frozenset()

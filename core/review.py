@@ -17,6 +17,7 @@ from core.history import move_draft, move_run, note_draft
 from core.identity import text_hash
 from core.models import DraftRow, RecipeRow, RunRow
 from core.ports import Clock, ReviewItem
+from core.revisions import keep_revisions
 from core.states import DraftState, RunState
 from core.store import Store
 
@@ -162,6 +163,7 @@ def edit(
         refusal = _stale(draft, recipe_row, revision, config, now)
         if refusal is not None:
             return ReviewAnswer(False, refusal, review_item(draft, run))
+        keep_revisions(session, draft, new_text=text, editor=user, at=now)
         draft.text, draft.text_hash, draft.revision = text, text_hash(text), draft.revision + 1
         draft.decision_reason = None  # a notice about the old revision no longer applies
         draft.updated_at = now

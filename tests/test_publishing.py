@@ -31,7 +31,7 @@ from bot.blocks import (
 )
 from bot.run import Bot
 from bot.slack_surface import SlackReviewSurface
-from core.effects import EffectLedger, EffectSpec
+from core.effects import EffectLedger, EffectSpec, EffectStart, Proof
 from core.errors import KeyPayloadConflict
 from core.identity import text_hash
 from core.models import DraftRow, EffectRow, RunRow
@@ -116,8 +116,8 @@ class HeldPublisher:
 class CrashAfterReceipt(EffectLedger):
     """A ledger whose process dies right after the receipt's `succeeded` commit."""
 
-    def succeed(self, key: str, external_id: str, *args: Any, **kwargs: Any) -> Any:
-        super().succeed(key, external_id, *args, **kwargs)
+    def succeed(self, start: EffectStart, proof: Proof) -> Any:
+        super().succeed(start, proof)
         raise Crash("killed after the receipt commit")
 
 

@@ -1,0 +1,120 @@
+"""Decisions and operations a person makes through the operator API (a notebook):
+who is acting, whether they may, and which revision their decision binds to.
+
+The permission rule is Slack's own (`core/permissions.py`) and the decision is Slack's
+own (`core/review.py` `decide` / `edit`): this module only says who, never bypasses a
+check, and never writes anything itself.
+"""
+
+from __future__ import annotations
+
+from core.config import Config, SlackSection
+from core.errors import NotPermitted, RevisionRequired, UnknownRun
+from core.permissions import Role, has_role
+from core.ports import Clock, Directory
+from core.review import ReviewAnswer, Verdict, decide, edit
+from core.store import Store
+from core.views import Answer, DraftDetail
+
+_WHO = "reading only: say who you are with GALLEY_USER or galley.connect(user='U…')"
+
+
+class People:
+    """The person a Galley was opened as (`as_person`: a notebook, `galley.connect`), or
+    nobody (the CLI, the bot: the shell and Slack authenticate their own users and name
+    the actor). A person who did not say who they are may read, not write."""
+
+    def __init__(
+        self, slack: SlackSection, directory: Directory, user: str | None, *, as_person: bool
+    ) -> None:
+        self.slack, self.directory, self.user = slack, directory, user
+        self.as_person = as_person or user is not None
+
+    def acting(self, actor: str | None, role: Role) -> str:
+        """Who acts: the person (their `role` checked as Slack checks it), else `actor`."""
+        if not self.as_person:
+            if not actor:
+                raise NotPermitted("say who is acting: actor=...")
+            return actor
+        if self.user is None:
+            raise NotPermitted(_WHO)
+        if actor and actor != self.user:
+            raise NotPermitted(f"opened as {self.user}: cannot act as {actor}")
+        if not has_role(self.slack, self.directory, self.user, role):
+            raise NotPermitted(f"{self.user} is not one of this Galley's {role}s")
+        return self.user
+
+    def deciding(self, user: str | None) -> tuple[str, bool]:
+        """Who decides, and whether they are an approver. A refusal is `decide`'s to
+        give, in the same words as a click in Slack."""
+        person = self.user if self.as_person else user
+        if not person:
+            raise NotPermitted(_WHO if self.as_person else "say who is deciding: user=...")
+        if user and person != user:
+            raise NotPermitted(f"opened as {self.user}: cannot decide as {person}")
+        return person, has_role(self.slack, self.directory, person, Role.APPROVER)
+
+
+def bound_revision(draft: DraftDetail | str, revision: int | None) -> tuple[str, int]:
+    """The draft key and the revision a person read: a decision binds to both."""
+    if isinstance(draft, DraftDetail):
+        if draft.key is None or draft.revision is None:
+            raise UnknownRun(f"{draft.run.id} has no draft to decide on")
+        return draft.key, revision if revision is not None else draft.revision
+    if revision is None:
+        raise RevisionRequired(
+            "say which revision you read: approve(galley.show(key)) or approve(key, revision=N)"
+        )
+    return draft, revision
+
+
+class Desk:
+    """A person's approve, reject and edit, through the same core functions as Slack."""
+
+    def __init__(self, store: Store, config: Config, clock: Clock, people: People) -> None:
+        self.store, self.config, self.clock, self.people = store, config, clock, people
+
+    def decide(
+        self,
+        draft: DraftDetail | str,
+        revision: int | None,
+        verdict: Verdict,
+        *,
+        user: str | None,
+        reason: str | None = None,
+    ) -> Answer:
+        key, read = bound_revision(draft, revision)
+        person, permitted = self.people.deciding(user)
+        answer = decide(
+            self.store,
+            self.config,
+            self.clock,
+            draft_key=key,
+            revision=read,
+            verdict=verdict,
+            user=person,
+            permitted=permitted,
+            reason=reason,
+        )
+        return _answer(key, answer)
+
+    def edit(
+        self, draft: DraftDetail | str, text: str, revision: int | None, *, user: str | None
+    ) -> Answer:
+        key, read = bound_revision(draft, revision)
+        person, permitted = self.people.deciding(user)
+        answer = edit(
+            self.store,
+            self.config,
+            self.clock,
+            draft_key=key,
+            revision=read,
+            text=text,
+            user=person,
+            permitted=permitted,
+        )
+        return _answer(key, answer)
+
+
+def _answer(key: str, answer: ReviewAnswer) -> Answer:
+    return Answer(answer.accepted, answer.message, key, answer.item.state if answer.item else None)

@@ -1,0 +1,195 @@
+"""Figures of Galley's history, one call each: `galley.plots.queue_depth()` and friends.
+
+Needs the `notebook` extra (matplotlib); nothing in the bot imports this module. The
+numbers come from `core/analytics.py`, counted by the database. Figures are built
+without pyplot (no global state, no GUI backend), so they render the same in a kernel,
+a test and a headless server.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from core.analytics import (
+    OUTCOMES,
+    daily_cost,
+    decision_rates,
+    decision_times,
+    queue_depth,
+    skipped_slots,
+)
+from core.config import Config
+from core.errors import UnknownRun
+from core.queries import list_events
+from core.store import Store
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+SUBJECT_LANES = ("recipe", "run", "draft", "effect")
+MARKERS_UP_TO = 120
+
+
+def _figure(width: float = 9.0, height: float = 4.0) -> Figure:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+class Plots:
+    def __init__(self, store: Store, config: Config) -> None:
+        self.store, self.config = store, config
+
+    def _read(self, query: Any, *args: Any) -> Any:
+        with self.store.transaction() as session:
+            return query(session, *args)
+
+    def queue_depth(self) -> Figure:
+        """Drafts waiting for review per recipe, day by day, against `pending_limit`."""
+        series: dict[str, tuple[list[Any], list[int]]] = defaultdict(lambda: ([], []))
+        for point in self._read(queue_depth):
+            days, depths = series[point.recipe]
+            days.append(point.day)
+            depths.append(point.depth)
+        figure = _figure()
+        axes = figure.subplots()
+        for recipe, (days, depths) in sorted(series.items()):
+            (line,) = axes.step(days, depths, where="post", label=recipe)
+            limit = self.config.recipes.get(recipe)
+            if limit is not None:
+                axes.axhline(
+                    limit.pending_limit,
+                    color=line.get_color(),
+                    linestyle="--",
+                    label=f"{recipe} pending_limit",
+                )
+        axes.set(title="Review queue depth", xlabel="day (UTC)", ylabel="drafts waiting")
+        _legend(axes, series)
+        figure.autofmt_xdate()
+        return figure
+
+    def decision_rates(self) -> Figure:
+        """Share of drafts approved, rejected and expired, per recipe per week: which
+        recipe produces work nobody wants."""
+        points = self._read(decision_rates)
+        recipes = sorted({p.recipe for p in points}) or ["(no decisions yet)"]
+        figure = _figure(9.0, 2.6 * len(recipes))
+        grid = figure.subplots(len(recipes), 1, squeeze=False, sharex=True)
+        for axes, recipe in zip(grid[:, 0], recipes, strict=True):
+            for outcome in OUTCOMES:
+                chosen = [p for p in points if p.recipe == recipe and p.outcome == outcome]
+                if chosen:
+                    axes.plot(
+                        [p.week for p in chosen],
+                        [p.rate for p in chosen],
+                        marker=_marker(chosen),
+                        label=outcome,
+                    )
+            axes.set(title=recipe, ylabel="share of drafts", ylim=(-0.05, 1.05))
+            _legend(axes, points)
+        grid[-1, 0].set_xlabel("week the draft became ready (UTC)")
+        figure.autofmt_xdate()
+        return figure
+
+    def time_to_decision(self) -> Figure:
+        """How long drafts wait for a person: decisions per hour after ready, per recipe."""
+        counts = self._read(decision_times)
+        figure = _figure()
+        axes = figure.subplots()
+        for recipe in sorted({c.recipe for c in counts}):
+            chosen = [c for c in counts if c.recipe == recipe]
+            axes.step(
+                [c.hour for c in chosen],
+                [c.drafts for c in chosen],
+                where="post",
+                marker=_marker(chosen),
+                label=recipe,
+            )
+        axes.set(
+            title="Time from draft to decision",
+            xlabel="hours after the draft was ready",
+            ylabel="drafts decided",
+        )
+        _legend(axes, counts)
+        return figure
+
+    def cost(self) -> Figure:
+        """Model tokens and estimated cost (USD) per recipe per day."""
+        points = self._read(daily_cost)
+        figure = _figure(9.0, 6.0)
+        tokens_axes, cost_axes = figure.subplots(2, 1, sharex=True)
+        for recipe in sorted({p.recipe for p in points}):
+            chosen = sorted((p for p in points if p.recipe == recipe), key=lambda p: p.day)
+            days = [p.day for p in chosen]
+            tokens = [p.input_tokens + p.output_tokens for p in chosen]
+            tokens_axes.plot(days, tokens, marker=_marker(chosen), label=recipe)
+            costs = [p.est_cost_usd for p in chosen]
+            cost_axes.plot(days, costs, marker=_marker(chosen), label=recipe)
+        tokens_axes.set(title="Model tokens per day (input + output)", ylabel="tokens")
+        cost_axes.set(title="Estimated cost per day", ylabel="USD", xlabel="day (UTC)")
+        _legend(tokens_axes, points)
+        figure.autofmt_xdate()
+        return figure
+
+    def skipped(self) -> Figure:
+        """Slots skipped, per reason, stacked per recipe."""
+        counts = self._read(skipped_slots)
+        recipes = sorted({c.recipe for c in counts})
+        figure = _figure()
+        axes = figure.subplots()
+        bottoms = [0] * len(recipes)
+        for reason in sorted({c.reason for c in counts}):
+            heights = [
+                sum(c.runs for c in counts if c.recipe == r and c.reason == reason) for r in recipes
+            ]
+            axes.bar(recipes, heights, bottom=bottoms, label=reason)
+            bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
+        axes.set(title="Skipped slots by reason", ylabel="runs")
+        _legend(axes, counts)
+        return figure
+
+    def timeline(self, run_id: str) -> Figure:
+        """One run's events in time: the run, its drafts and its effects, one lane each."""
+        events = self._read(
+            lambda session: list_events(session, run_id=run_id, subject_id=None, limit=None)
+        )
+        if not events:
+            raise UnknownRun(f"no events for run {run_id!r}")
+        figure = _figure(9.0, 3.0)
+        axes = figure.subplots()
+        lanes = [s for s in SUBJECT_LANES if any(e.subject == s for e in events)]
+        for lane, subject in enumerate(lanes):
+            chosen = [e for e in events if e.subject == subject]
+            axes.scatter([e.at for e in chosen], [lane] * len(chosen), label=subject, zorder=3)
+            labels: dict[Any, list[str]] = defaultdict(list)  # one label per instant
+            for event in chosen:
+                labels[event.at].append(f"{event.to_state} ({event.actor})")
+            for at, texts in labels.items():
+                axes.annotate(
+                    " → ".join(texts),
+                    (at, lane),
+                    textcoords="offset points",
+                    xytext=(0, 8),
+                    rotation=30,
+                    fontsize=8,
+                )
+        first, last = min(e.at for e in events), max(e.at for e in events)
+        pad = max((last - first) / 10, timedelta(minutes=5))
+        axes.set_xlim(first - pad, last + pad)
+        axes.set_yticks(range(len(lanes)), lanes)
+        axes.set(title=f"Timeline of {run_id}", xlabel="time (UTC)", ylim=(-0.5, len(lanes)))
+        figure.autofmt_xdate()
+        return figure
+
+
+def _marker(points: list[Any]) -> str | None:
+    """Dots while a person can count them; a plain line over years of history (markers
+    on 10,000 points cost seconds to draw and show nothing more)."""
+    return "o" if len(points) <= MARKERS_UP_TO else None
+
+
+def _legend(axes: Any, data: Any) -> None:
+    if data:
+        axes.legend(loc="best", fontsize=8)

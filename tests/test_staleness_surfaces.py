@@ -1,0 +1,131 @@
+"""One staleness table, two surfaces: approving a draft that was bumped, edited or
+expired after a person read it changes nothing and says why, the same way from the
+operator API (a notebook) as from a signed Slack click (DESIGN.md §4.6).
+
+Both surfaces run against a real `Bot` (fake Slack and Anthropic over real HTTP), so a
+decision made in the notebook is also shown to reach the Slack review message through
+the bot's outbox. Assertions are on rows and on the calls the fake Slack received.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+
+import galley
+from core.settings import Settings
+from core.states import DraftState, RunState
+from tests.test_slack_review import (
+    APPROVE,
+    KEY,
+    PEOPLE,
+    RESPONSE_URL,
+    SETTLE,
+    Harness,
+    StartBot,
+    _age_past_review_window,
+    _bump,
+    _edit,
+    button,
+    eventually,
+    start_bot,
+)
+
+__all__ = ["start_bot"]  # the fixture, shared with the Slack review tests
+
+EDITOR = "U0EDITOR"
+
+
+def notebook(h: Harness) -> galley.Galley:
+    """The notebook of an approver, on the bot's database and clock."""
+    settings = Settings(
+        galley_config=h.bot.settings.galley_config,
+        galley_database_url=h.bot.settings.galley_database_url,
+    )
+    return galley.connect(EDITOR, settings=settings, clock=h.bot.galley.clock)
+
+
+@dataclass(frozen=True)
+class Read:
+    """What a person saw before the change: the draft in the notebook, the message's
+    Approve button in Slack. Both carry revision 1."""
+
+    detail: galley.DraftDetail
+    button_value: str
+
+
+def approve_in_notebook(h: Harness, read: Read) -> str:
+    answer = notebook(h).approve(read.detail)
+    assert not answer.accepted
+    return answer.message
+
+
+def approve_in_slack(h: Harness, read: Read) -> str:
+    assert h.click(APPROVE, EDITOR, value=read.button_value).status_code == 200
+    [reply] = eventually(lambda: h.replies(EDITOR), "the refusal")
+    [call] = h.slack.calls(RESPONSE_URL)
+    assert call.params.get("response_type") == "ephemeral"
+    return reply
+
+
+Surface = Callable[[Harness, Read], str]
+
+
+@pytest.mark.parametrize(
+    "approve",
+    [pytest.param(approve_in_notebook, id="api"), pytest.param(approve_in_slack, id="slack")],
+)
+@pytest.mark.parametrize(
+    ("change", "says", "state_after"),
+    [
+        pytest.param(_bump, "superseded", DraftState.SUPERSEDED, id="bumped"),
+        pytest.param(_edit, "edited since", DraftState.READY, id="edited"),
+        pytest.param(_age_past_review_window, "review window", DraftState.EXPIRED, id="expired"),
+    ],
+)
+def test_a_stale_approval_decides_nothing_and_says_why_on_both_surfaces(
+    start_bot: StartBot,
+    db_url: str,
+    approve: Surface,
+    change: Callable[[Harness], None],
+    says: str,
+    state_after: DraftState,
+) -> None:
+    h = start_bot(db_url, slack=PEOPLE)
+    _, message = h.draft_and_post()
+    read = Read(notebook(h).show(KEY), button(message["blocks"], APPROVE))
+    assert read.detail.revision == 1
+    change(h)
+
+    said = approve(h, read)
+
+    assert says in said.lower()
+    time.sleep(SETTLE)
+    draft = h.draft_row()
+    assert (draft.state, draft.decided_by) == (state_after, None)
+    assert h.draft_events(DraftState.APPROVED) == []
+    run = h.run_row()
+    assert run is not None and run.state not in (RunState.APPROVED, RunState.SUCCEEDED)
+
+
+def test_a_notebook_decision_reaches_the_slack_message_through_the_outbox(
+    start_bot: StartBot, db_url: str
+) -> None:
+    h = start_bot(db_url, slack=PEOPLE)
+    h.draft_and_post()
+    assert h.calls("chat.update") == []
+
+    answer = notebook(h).approve(notebook(h).show(KEY))
+    assert answer.accepted, answer
+    h.bot.sync_slack()  # the running bot's outbox pass
+    h.bot.sync_slack()  # and once more: the update is made once
+
+    [update] = h.calls("chat.update")
+    shown = json.dumps(update.params["blocks"])
+    assert "Approved" in shown and f"<@{EDITOR}>" in shown
+    assert "galley_approve" not in shown  # the buttons are gone
+    assert h.draft_row().decided_by == EDITOR
