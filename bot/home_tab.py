@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from enum import StrEnum
 from typing import Any
 
 from slack_sdk import WebClient
@@ -26,8 +27,19 @@ from core.ports import Directory
 
 log = logging.getLogger(__name__)
 RECENT = 30 * 60.0  # seconds: a viewer who opened Home this recently is kept current
-# views.publish is Tier 4 (100+ per minute); stay well under it, across all viewers
+# views.publish is Tier 4 (100+ per minute, short bursts allowed): stay well under it,
+# across all viewers, with a small burst so a click's answer is not queued behind refreshes
 PUBLISHES_PER_MINUTE = 50
+BURST = 5
+
+
+class Publish(StrEnum):
+    """What one attempt to publish a viewer's Home came to."""
+
+    PUBLISHED = "published"
+    UNCHANGED = "unchanged"  # what they see has not changed since the last publish
+    PACED = "paced"  # no turn left under the pacer (or a 429's Retry-After)
+    REFUSED = "refused"  # Slack refused it or could not be reached
 
 
 class HomeTab:
@@ -43,11 +55,13 @@ class HomeTab:
     ) -> None:
         self.galley, self.client, self.directory = galley, client, directory
         self.recent, self.monotonic = recent, monotonic
-        self.spacing = 60.0 / per_minute
+        self.rate = per_minute / 60.0  # tokens per second
+        self._tokens = float(BURST)
+        self._refilled_at = monotonic()
         self._lock = threading.Lock()
         self._viewers: dict[str, float] = {}  # user -> when they last opened Home
         self._shown: dict[str, str] = {}  # user -> hash of what they were last shown
-        self._next_publish = 0.0  # monotonic time the pacer allows the next publish
+        self._blocked_until = 0.0  # monotonic time a 429's Retry-After ends
         self._workspace_url: str | None = None
 
     def opened(self, user: str) -> bool:
@@ -58,7 +72,8 @@ class HomeTab:
 
     def publish(self, user: str, notice: str | None = None) -> bool:
         """Publish `user`'s Home now (after a click, or when opened); True if Slack took it."""
-        return self._publish(user, read_home(self.galley), notice, wait=True)
+        outcome = self._publish(user, read_home(self.galley), notice, wait=True)
+        return outcome == Publish.PUBLISHED
 
     def refresh_recent(self) -> int:
         """Re-publish for recent viewers whose view changed; returns how many were published."""
@@ -71,13 +86,13 @@ class HomeTab:
         model = read_home(self.galley)  # one read for every viewer
         published = 0
         for user in viewers:
-            if self._publish(user, model, None, wait=False):
-                published += 1
-            elif self.monotonic() < self._next_publish:
-                break  # paced out (or told to back off): the rest wait for the next pass
+            outcome = self._publish(user, model, None, wait=False)
+            if outcome == Publish.PACED:
+                break  # the rest wait for the next pass
+            published += outcome == Publish.PUBLISHED
         return published
 
-    def _publish(self, user: str, model: HomeModel, notice: str | None, *, wait: bool) -> bool:
+    def _publish(self, user: str, model: HomeModel, notice: str | None, *, wait: bool) -> Publish:
         slack = self.galley.config.slack
         viewer = Viewer(
             user,
@@ -93,40 +108,43 @@ class HomeTab:
         )
         shown = _fingerprint(view)
         if notice is None and not wait and self._shown.get(user) == shown:
-            return False  # nothing they see has changed
+            return Publish.UNCHANGED
         if not self._take_turn(wait):
-            return False
+            return Publish.PACED
         try:
             self.client.views_publish(user_id=user, view=view)
         except SlackApiError as exc:
-            self._back_off(exc)
             log.warning("views.publish for %s refused: %s", user, exc.response.get("error"))
-            return False
+            return Publish.PACED if self._back_off(exc) else Publish.REFUSED
         except OSError as exc:
             log.warning("views.publish for %s failed: %s", user, exc)
-            return False
+            return Publish.REFUSED
         with self._lock:
             self._shown[user] = shown
-        return True
+        return Publish.PUBLISHED
 
     def _take_turn(self, wait: bool) -> bool:
-        """The pacer: one publish per `spacing` seconds across viewers."""
+        """The pacer, a token bucket: BURST at once, then `rate` a second across viewers."""
         with self._lock:
             now = self.monotonic()
-            delay = self._next_publish - now
+            elapsed, self._refilled_at = now - self._refilled_at, now
+            self._tokens = min(float(BURST), self._tokens + elapsed * self.rate)
+            delay = max((1 - self._tokens) / self.rate, self._blocked_until - now, 0.0)
             if delay > 0 and not wait:
                 return False
-            self._next_publish = max(now, self._next_publish) + self.spacing
+            self._tokens -= 1  # may go below zero: the next ones wait for it
         if delay > 0:
-            time.sleep(min(delay, 3.0))  # a person clicked: never hold them past Slack's 3 s
+            time.sleep(min(delay, 3.0))  # a person clicked: answer within a few seconds
         return True
 
-    def _back_off(self, exc: SlackApiError) -> None:
+    def _back_off(self, exc: SlackApiError) -> bool:
+        """Honour a 429's Retry-After; True if it was one."""
         if exc.response.get("error") != "ratelimited":
-            return
+            return False
         retry_after = float(exc.response.headers.get("Retry-After", "30"))
         with self._lock:
-            self._next_publish = max(self._next_publish, self.monotonic() + retry_after)
+            self._blocked_until = max(self._blocked_until, self.monotonic() + retry_after)
+        return True
 
     def _workspace(self) -> str | None:
         """The workspace URL (for links to review messages), asked of Slack once."""

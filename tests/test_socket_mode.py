@@ -81,6 +81,9 @@ class SocketSender:
     def interactive(self, payload: dict[str, Any], **_: Any) -> Reply:
         return self.envelope("interactive", payload)
 
+    def event(self, payload: dict[str, Any]) -> Reply:
+        return self.envelope("events_api", payload)
+
     def envelope(self, kind: str, payload: dict[str, Any], **options: Any) -> Reply:
         envelope_id = self.fake.send(kind, payload, **options)
         ack = self.fake.wait_ack(envelope_id, timeout=ACK_DEADLINE)
