@@ -195,22 +195,6 @@ def test_every_slash_command_is_acked_and_answered_over_socket_mode(
     assert len(acks) == 7 and all(a.latency < ACK_DEADLINE for a in acks)
 
 
-def test_approve_over_socket_mode_decides_once_and_shows_the_decision(
-    start_socket_bot: StartSocketBot, db_url: str
-) -> None:
-    h = start_socket_bot(db_url, slack=PEOPLE)
-    key, _ = h.draft_and_post()
-
-    reply = h.click(APPROVE, "U0EDITOR", key)
-
-    assert reply.acked
-    eventually(lambda: h.draft_row(key).state == DraftState.APPROVED, "the approval")
-    [update] = eventually(lambda: h.calls("chat.update"), "the decided message")
-    assert actions_of(update.params["blocks"]) == []
-    assert h.draft_row(key).decided_by == "U0EDITOR"
-    assert h.replies() == []
-
-
 def test_reject_and_edit_modals_work_over_socket_mode(
     start_socket_bot: StartSocketBot, sqlite_url: str
 ) -> None:
@@ -257,9 +241,9 @@ def test_reject_and_edit_modals_work_over_socket_mode(
 
 
 def test_stale_and_concurrent_clicks_over_socket_mode_decide_once_and_say_why(
-    start_socket_bot: StartSocketBot, db_url: str
+    start_socket_bot: StartSocketBot, sqlite_url: str
 ) -> None:
-    h = start_socket_bot(db_url, slack=PEOPLE)
+    h = start_socket_bot(sqlite_url, slack=PEOPLE)
     key, message = h.draft_and_post()
     stale_value = button(message["blocks"], APPROVE)
     barrier = threading.Barrier(2)
@@ -326,7 +310,7 @@ def test_every_envelope_is_acked_in_time_while_every_drafting_thread_waits_on_th
 ) -> None:
     h = start_socket_bot(sqlite_url, slack=PEOPLE, pending_limit=50)
     key, _ = h.draft_and_post()
-    h.anthropic.delay = 5.0  # every model call from here on hangs, longer than the clicks take
+    h.anthropic.delay = 3.0  # every model call from here on hangs, longer than the clicks take
     for wall in ("2026-10-05T09:00", "2026-10-12T09:00", "2026-10-19T09:00", "2026-10-26T09:00"):
         recipe = h.bot.galley.recipe(RECIPE)
         slot = h.bot.galley.resolve_slot(recipe, wall)
@@ -345,39 +329,45 @@ def test_every_envelope_is_acked_in_time_while_every_drafting_thread_waits_on_th
 # --- faults ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fault", ["reset", "close", "refresh", "eof", "blackhole", "restart"])
-def test_galley_reconnects_by_itself_within_10s_and_readiness_follows(
-    start_socket_bot: StartSocketBot, sqlite_url: str, fault: str
+FAULTS = ("reset", "close", "refresh", "eof", "blackhole", "restart")
+
+
+def test_galley_reconnects_by_itself_within_10s_after_each_fault_and_readiness_follows(
+    start_socket_bot: StartSocketBot, sqlite_url: str
 ) -> None:
+    """One bot through every fault in turn: RST, a close frame, a refresh, a TCP EOF
+    without a close frame, a silently half-open link, and the server going away for 2 s."""
     h = start_socket_bot(sqlite_url, slack=PEOPLE)
-    key, _ = h.draft_and_post()
-    before = h.link.last_connection()
-    statuses: list[int] = []
-    watching = threading.Event()
+    reconnected: dict[str, float] = {}
+    statuses: list[int] = []  # /readyz while the server was away
+    for fault in FAULTS:
+        before = h.link.last_connection()
+        watching = threading.Event()
 
-    def watch_readiness() -> None:
-        while not watching.is_set():
-            statuses.append(h.readyz())
-            time.sleep(0.05)
+        def watch_readiness(done: threading.Event = watching) -> None:
+            while not done.is_set():
+                statuses.append(h.readyz())
+                time.sleep(0.05)
 
-    watcher = threading.Thread(target=watch_readiness)
-    watcher.start()
-    try:
+        watcher = threading.Thread(target=watch_readiness)
         if fault == "restart":
+            watcher.start()
             h.link.restart(down_for=2.0)
         else:
             getattr(h.link, fault)()
-        seconds = h.link.wait_connected(1, timeout=10, after=before)
-        eventually(lambda: h.readyz() == 200, "readiness after reconnecting", 10)
-    finally:
-        watching.set()
-        watcher.join()
+        try:
+            reconnected[fault] = h.link.wait_connected(1, timeout=10, after=before)
+            eventually(lambda: h.readyz() == 200, f"readiness after {fault}", 10)
+        finally:
+            watching.set()
+            if watcher.is_alive():
+                watcher.join()
+        # the new link carries commands and their answers
+        assert "/galley run" in h.ask("help", f"U0{fault.upper()}")
 
-    assert seconds < 10
-    if fault == "restart":
-        assert 503 in statuses  # not ready while the server was away
-    assert h.click(APPROVE, "U0EDITOR", key).acked  # the new link carries clicks
-    eventually(lambda: h.draft_row(key).state == DraftState.APPROVED, "the approval")
+    assert all(seconds < 10 for seconds in reconnected.values()), reconnected
+    assert 503 in statuses  # not ready while the server was away
+    assert statuses[-1] == 200 or 200 in statuses
 
 
 def test_readiness_waits_for_hello(start_socket_bot: StartSocketBot, sqlite_url: str) -> None:
@@ -404,7 +394,9 @@ def test_a_redelivered_click_changes_state_once_and_is_not_shown_as_a_second_cli
     payload = h.click_payload(APPROVE, "U0EDITOR", key)
 
     first = h.sender.interactive(payload)
-    eventually(lambda: h.calls("chat.update"), "the decided message")
+    [update_call] = eventually(lambda: h.calls("chat.update"), "the decided message")
+    assert actions_of(update_call.params["blocks"]) == []  # "approved by", not buttons
+    assert h.draft_row(key).decided_by == "U0EDITOR"
     again = h.sender.envelope(
         "interactive", payload, envelope_id=first.envelope_id, retry_attempt=1
     )
@@ -417,9 +409,9 @@ def test_a_redelivered_click_changes_state_once_and_is_not_shown_as_a_second_cli
 
 
 def test_a_click_sent_just_before_a_drop_is_applied_once_after_redelivery(
-    start_socket_bot: StartSocketBot, db_url: str
+    start_socket_bot: StartSocketBot, sqlite_url: str
 ) -> None:
-    h = start_socket_bot(db_url, slack=PEOPLE)
+    h = start_socket_bot(sqlite_url, slack=PEOPLE)
     key, _ = h.draft_and_post()
     payload = h.click_payload(APPROVE, "U0EDITOR", key)
     before = h.link.last_connection()
