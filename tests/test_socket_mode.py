@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
@@ -20,6 +21,7 @@ import httpx
 import pytest
 from sqlmodel import col, update
 
+from core.deliveries import first_delivery, forget_old_deliveries
 from core.models import RunRow
 from core.states import DraftState, RunState
 from core.store import Store
@@ -461,3 +463,27 @@ def test_two_replicas_decide_each_click_once_wherever_slack_sends_it(
     assert loser == f"Already approved by <@{winner}>."
     assert len(first.slack.calls(RESPONSE_URL)) == 1
     assert len(second.calls("chat.update")) == 2
+
+
+def test_one_delivery_of_an_envelope_wins_among_concurrent_ones_and_old_ones_are_pruned(
+    store: Store,
+) -> None:
+    now = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
+    barrier = threading.Barrier(6)
+    wins: list[bool] = []
+
+    def deliver() -> None:
+        barrier.wait()
+        wins.append(first_delivery(store, "Env-1", now))
+
+    threads = [threading.Thread(target=deliver) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    first_delivery(store, "Env-2", now + timedelta(minutes=50))
+
+    assert sorted(wins) == [False] * 5 + [True]
+    assert forget_old_deliveries(store, now + timedelta(minutes=70)) == 1  # Env-1 only
+    assert first_delivery(store, "Env-1", now + timedelta(minutes=70)) is True
+    assert first_delivery(store, "Env-2", now + timedelta(minutes=70)) is False
