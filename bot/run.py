@@ -144,6 +144,9 @@ class Bot:
             process_before_response=False,
         )
         self.home = HomeTab(self.galley, self.client, self.directory)
+        # Home tabs whose queue, runs or recipes changed; its own job, so a failing
+        # outbox pass never leaves them stale
+        self.host.add_interval_job("home", self.home.refresh_recent, outbox_every)
         deps = BotDeps(
             self.galley, self.outbox, self.directory, self.start_draft, self.publish_soon, self.home
         )
@@ -218,7 +221,6 @@ class Bot:
         self.outbox.sync_messages()
         limits = {name: r.pending_limit for name, r in self.galley.config.recipes.items()}
         self.outbox.announce_backpressure(limits)
-        self.home.refresh_recent()  # Home tabs whose queue, runs or recipes changed
 
     def ready(self) -> tuple[bool, str]:
         if self._stop.is_set():

@@ -243,7 +243,7 @@ def home_cycle(h: Harness) -> None:
     assert "Paused: *weekly-update*" in texts(paused[-1])
     assert ACTION_HOME_RESUME in action_ids(paused[-1])
 
-    # A decision changes what every viewer sees: outbox passes refresh each Home once,
+    # A decision changes what every viewer sees: home passes refresh each Home once,
     # paced (the clicks above used the burst), and not again while nothing changes.
     assert h.click(APPROVE, "U0EDITOR", key).status_code == 200
     eventually(lambda: h.draft_row(key).state == DraftState.APPROVED, "the approval")
@@ -251,12 +251,12 @@ def home_cycle(h: Harness) -> None:
     before = {u: len(published_for(h, u)) for u in ("U0EDITOR", "U0STRANGER", "U0ADMIN")}
 
     def refreshed() -> bool:
-        h.bot.sync_slack()
+        h.bot.home.refresh_recent()  # the bot's "home" job, driven by the test
         return all(len(published_for(h, u)) > n for u, n in before.items())
 
     eventually(refreshed, "every viewer's refreshed Home", timeout=10)
     time.sleep(1.5)  # the pacer has tokens again
-    h.bot.sync_slack()
+    h.bot.home.refresh_recent()
     after = {u: len(published_for(h, u)) for u in before}
     assert after == {u: n + 1 for u, n in before.items()}
     assert "Nothing waits for you." in texts(published_for(h, "U0EDITOR")[-1])
