@@ -331,14 +331,15 @@ def test_every_envelope_is_acked_in_time_while_every_drafting_thread_waits_on_th
 # --- faults ----------------------------------------------------------------------------------
 
 
-FAULTS = ("reset", "close", "refresh", "eof", "blackhole", "restart")
+FAULTS = ("reset", "close", "refresh", "warning", "eof", "blackhole", "restart")
 
 
 def test_galley_reconnects_by_itself_within_10s_after_each_fault_and_readiness_follows(
     start_socket_bot: StartSocketBot, sqlite_url: str
 ) -> None:
-    """One bot through every fault in turn: RST, a close frame, a refresh, a TCP EOF
-    without a close frame, a silently half-open link, and the server going away for 2 s."""
+    """One bot through every fault in turn: RST, a close frame, a refresh, a disconnect
+    warning, a TCP EOF without a close frame, a silently half-open link, and the server
+    going away for 2 s."""
     h = start_socket_bot(sqlite_url, slack=PEOPLE)
     reconnected: dict[str, float] = {}
     statuses: list[int] = []  # /readyz while the server was away
@@ -355,6 +356,8 @@ def test_galley_reconnects_by_itself_within_10s_after_each_fault_and_readiness_f
         if fault == "restart":
             watcher.start()
             h.link.restart(down_for=2.0)
+        elif fault == "warning":
+            h.link.refresh("warning")  # Slack will close soon: the client moves now
         else:
             getattr(h.link, fault)()
         try:
