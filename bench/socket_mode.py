@@ -47,7 +47,9 @@ FAULTS: dict[str, Callable[[FakeSocketMode], None]] = {
     "eof": FakeSocketMode.eof,
     "half-open": FakeSocketMode.blackhole,
 }
-CLIENTS = ("builtin", "websocket_client", "aiohttp", "websockets", "galley")
+# builtin-bolt: the builtin client as Bolt's SocketModeHandler configures it (pinging
+# every 10 s), which is what `galley run` used before it chose its own
+CLIENTS = ("builtin", "builtin-bolt", "websocket_client", "aiohttp", "websockets", "galley")
 
 
 class SyncClient:
@@ -66,10 +68,11 @@ class SyncClient:
     @staticmethod
     def _sync_client(name: str, slack_url: str) -> Any:
         web = WebClient(token="xoxb-bench", base_url=slack_url + "/api/", retry_handlers=[])
-        if name == "builtin":
+        if name in ("builtin", "builtin-bolt"):
             from slack_sdk.socket_mode.builtin import SocketModeClient
 
-            client: Any = SocketModeClient(app_token=APP_TOKEN, web_client=web)
+            ping = 10.0 if name == "builtin-bolt" else 5.0  # Bolt's default, the SDK's
+            client: Any = SocketModeClient(app_token=APP_TOKEN, web_client=web, ping_interval=ping)
         elif name == "websocket_client":
             from slack_sdk.socket_mode.websocket_client import SocketModeClient as WsClient
 
@@ -245,6 +248,7 @@ def main() -> None:
     parser.add_argument("--skip-acks", action="store_true")
     args = parser.parse_args()
     logging.basicConfig(level=logging.CRITICAL)
+    logging.getLogger("websocket").setLevel(logging.CRITICAL)  # it logs each drop as ERROR
     if not args.skip_reconnect:
         reconnect_table(args.clients.split(","), args.faults.split(","), args.cap)
     if not args.skip_acks:
