@@ -226,7 +226,8 @@ def run(
         logging.getLogger(noisy).setLevel(logging.WARNING)
     with explained_errors():
         bot = Bot(Settings(), shutdown_grace=timedelta(seconds=shutdown_grace))
-    raise typer.Exit(bot.serve())
+        code = bot.serve()  # a refused app token is found when the socket opens
+    raise typer.Exit(code)
 
 
 @app.command()

@@ -263,7 +263,12 @@ class Bot:
                 store=self.galley.store,
                 clock=self.galley.clock,
             )
-            self._socket.connect()
+            try:
+                self._socket.connect()
+            except ConfigError:
+                self._socket = None
+                self.stop()
+                raise
         log.info("galley running: %d recipes", len(self.galley.config.recipes))
 
     @property

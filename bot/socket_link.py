@@ -19,12 +19,14 @@ from slack_bolt import App
 from slack_bolt.adapter.socket_mode.base_handler import BaseSocketModeHandler
 from slack_bolt.adapter.socket_mode.internals import run_bolt_app, send_response
 from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
 from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.socket_mode.websocket_client import SocketModeClient
 from websocket import WebSocketTimeoutException
 
 from core.deliveries import first_delivery
+from core.errors import ConfigError
 from core.ports import Clock
 from core.store import Store
 
@@ -111,8 +113,18 @@ class SocketLink(BaseSocketModeHandler):
         send_response(client, req, run_bolt_app(self.app, req), started)
 
     def connect(self) -> None:
-        """Open the first connection (asks `apps.connections.open`; raises if refused)."""
-        self.client.connect()
+        """Open the first connection; an app token Slack refuses is an operator error."""
+        try:
+            self.client.connect()
+        except SlackApiError as exc:
+            self.close()
+            error = exc.response.get("error")
+            raise ConfigError(
+                [f"SLACK_APP_TOKEN was refused by Slack (apps.connections.open: {error})"]
+            ) from None
+        except OSError as exc:
+            self.close()
+            raise ConfigError([f"Slack is unreachable for Socket Mode: {exc}"]) from None
 
     def close(self) -> None:
         self.client.close()

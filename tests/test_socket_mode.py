@@ -22,6 +22,7 @@ import pytest
 from sqlmodel import col, update
 
 from core.deliveries import first_delivery, forget_old_deliveries
+from core.errors import ConfigError
 from core.models import RunRow
 from core.states import DraftState, RunState
 from core.store import Store
@@ -490,3 +491,25 @@ def test_one_delivery_of_an_envelope_wins_among_concurrent_ones_and_old_ones_are
     assert forget_old_deliveries(store, now + timedelta(minutes=70)) == 1  # Env-1 only
     assert first_delivery(store, "Env-1", now + timedelta(minutes=70)) is True
     assert first_delivery(store, "Env-2", now + timedelta(minutes=70)) is False
+
+
+def test_an_app_token_slack_refuses_stops_the_start_with_one_line_naming_it(
+    tmp_path: Path, fake_anthropic: FakeAnthropic, sqlite_url: str
+) -> None:
+    config = tmp_path / "galley.toml"
+    config.write_text(config_text())
+    with FakeSlack() as web, FakeSocketMode(web) as link:
+        with pytest.raises(ConfigError) as refused:
+            bots.start_bot(
+                config=config,
+                db_url=sqlite_url,
+                anthropic_url=fake_anthropic.url,
+                slack_url=web.url,
+                secret=SECRET,
+                app_token="xapp-1-not-this-app",
+            )
+        assert link.connections == []
+        assert len(web.calls("apps.connections.open")) == 1
+    assert str(refused.value) == (
+        "SLACK_APP_TOKEN was refused by Slack (apps.connections.open: invalid_auth)"
+    )
