@@ -14,7 +14,7 @@ import pytest
 from slack_sdk.models.blocks import Block
 from slack_sdk.models.views import View
 
-from bot.alert_blocks import alert_message, resolved_blocks
+from bot.alert_blocks import alert_message, publication_message, resolved_blocks
 from bot.app_home import (
     ACTION_HOME_BUMP,
     ACTION_HOME_PAUSE,
@@ -23,6 +23,7 @@ from bot.app_home import (
     Viewer,
     home_view,
 )
+from bot.blocks import notice_blocks
 from core.home import HomeModel, RecipeLine, RunNeedingPerson, WaitingDraft
 from core.operator import RecipeStatus
 from core.ports import RunAlert
@@ -180,7 +181,7 @@ def test_a_home_past_100_blocks_is_summarised_and_still_valid(
     assert "more" in texts(view)
 
 
-def test_alert_messages_pass_slack_sdk_validation() -> None:
+def test_alert_publication_and_notice_messages_pass_slack_sdk_validation() -> None:
     alert = RunAlert(
         run_id=f"{RECIPE}@2026-11-23T09:00",
         recipe=RECIPE,
@@ -191,6 +192,9 @@ def test_alert_messages_pass_slack_sdk_validation() -> None:
     message = alert_message(alert)
     assert_valid_message(message["blocks"])
     assert_valid_message(resolved_blocks(message["blocks"], "<@U0ADMIN>: marked published"))
+    long_draft = "A long approved post & more <!channel>. " * 2000  # ~80,000 characters
+    assert_valid_message(publication_message(long_draft, "k|publish:slack")["blocks"])
+    assert_valid_message(notice_blocks("Drafting paused for *weekly-update*: 3 drafts waiting."))
 
 
 # --- end to end ------------------------------------------------------------------------------
