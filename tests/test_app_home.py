@@ -28,6 +28,7 @@ from core.home import HomeModel, RecipeLine, RunNeedingPerson, WaitingDraft
 from core.operator import RecipeStatus
 from core.ports import RunAlert
 from core.states import DraftState
+from tests.fakes.slack_api import rate_limited
 from tests.slack_requests import app_home_opened, block_actions, text_input, view_submission
 from tests.test_slack_review import (
     APPROVE,
@@ -304,3 +305,22 @@ def test_every_message_and_modal_of_the_review_loop_passes_slack_sdk_validation(
     assert kinds == {"chat.postMessage", "chat.update", "views.open"}
     assert assert_everything_sent_is_valid(h) >= 5
     assert message["blocks"]
+
+
+def test_home_refreshes_honour_a_429_and_catch_up_after_it(
+    start_bot: StartBot, sqlite_url: str
+) -> None:
+    h = start_bot(sqlite_url, slack=PEOPLE)
+    open_home(h, "U0EDITOR")
+    h.slack.script("views.publish", rate_limited(1))
+    h.draft()  # what the editor sees has changed
+
+    assert h.bot.home.refresh_recent() == 0  # refused with Retry-After: 1
+    assert h.bot.home.refresh_recent() == 0  # waits it out: no call at all
+    calls_while_blocked = len(h.calls("views.publish"))
+    time.sleep(1.1)
+    assert h.bot.home.refresh_recent() == 1
+
+    assert calls_while_blocked == 2  # the open, then the refused refresh
+    assert len(published_for(h, "U0EDITOR")) == 3
+    assert "Waiting for your decision* (1)" in texts(published_for(h, "U0EDITOR")[-1])
