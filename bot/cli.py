@@ -240,7 +240,7 @@ def run(
         logging.getLogger(noisy).setLevel(logging.WARNING)
     with explained_errors():
         bot = Bot(Settings(), shutdown_grace=timedelta(seconds=shutdown_grace))
-    code = bot.serve()
+        code = bot.serve()  # a refused app token is found when the socket opens
     # Drafting threads still waiting on a model call past the grace must not hold the
     # process open (the interpreter would join them at exit): leave now; their claims
     # stop beating and another process takes them over within takeover_after.

@@ -5,6 +5,7 @@ renders the answer. No listener waits on the model: drafting runs on its own poo
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +14,7 @@ from slack_bolt import Ack, App, Respond
 from slack_sdk import WebClient
 
 from bot.alert_blocks import alert_run_id, resolved_blocks
+from bot.app_home import command_words
 from bot.blocks import (
     ACTION_ALERT_CANCEL,
     ACTION_ALERT_PUBLISHED,
@@ -30,6 +32,7 @@ from bot.blocks import (
     reject_reason,
 )
 from bot.commands import CommandContext, StartDraft, answer, retry_run
+from bot.home_tab import HomeTab
 from core.operator import Galley
 from core.outbox import ReviewOutbox
 from core.permissions import may_administer, may_approve
@@ -48,6 +51,7 @@ class BotDeps:
     directory: Directory
     start_draft: StartDraft  # hands a manual run to the drafting pool
     publish_soon: Callable[[str], None]  # hands a run id to the publishing pool
+    home: HomeTab | None = None  # the App Home tab, when the bot publishes one
 
 
 def register(app: App, deps: BotDeps) -> None:
@@ -190,6 +194,23 @@ def register(app: App, deps: BotDeps) -> None:
 
         context = CommandContext(galley, deps.directory, command["user_id"], deps.start_draft, tell)
         tell(answer(command.get("text", ""), context))
+
+    @app.event("app_home_opened")
+    def on_home_opened(event: dict[str, Any]) -> None:
+        if deps.home is not None and event.get("tab") == "home":
+            deps.home.opened(event["user"])
+
+    @app.action(re.compile(r"^galley_home_"))
+    def on_home_button(ack: Ack, body: dict[str, Any]) -> None:
+        """A Home button is its `/galley` command: the same checks, the answer on Home."""
+        ack()
+        home, user, action = deps.home, body["user"]["id"], body["actions"][0]
+        if home is None:
+            return
+        text = command_words(action["action_id"], action["value"])
+        tell = lambda reply: home.publish(user, notice=reply)  # noqa: E731
+        context = CommandContext(galley, deps.directory, user, deps.start_draft, tell)
+        home.publish(user, notice=answer(text, context))
 
 
 def _ephemeral(client: WebClient, channel: str, user: str, text: str) -> None:

@@ -18,17 +18,19 @@ from zoneinfo import ZoneInfo
 import uvicorn
 from apscheduler.triggers.cron import CronTrigger
 from slack_bolt import App
-from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_sdk import WebClient
 
 from bot.apscheduler_host import SchedulerHost
 from bot.blocks import notice_blocks
 from bot.handlers import BotDeps, register
+from bot.home_tab import HomeTab
 from bot.server import web_app
 from bot.slack_publishing import SlackAlerter, SlackChannelPublisher
 from bot.slack_surface import SlackChannels, SlackDirectory, SlackReviewSurface
+from bot.socket_link import SocketLink
 from core.alerts import AlertService
 from core.config import Recipe, SlackTarget, WebhookTarget
+from core.deliveries import forget_old_deliveries
 from core.digest import post_digest
 from core.effects import EffectLedger
 from core.errors import ConfigError
@@ -134,6 +136,11 @@ class Bot:
         )
         self.host.add_interval_job("outbox", self.sync_slack, outbox_every)
         self.host.add_interval_job("reconciler", self.reconcile, outbox_every)
+        self.host.add_interval_job(
+            "deliveries",
+            lambda: forget_old_deliveries(self.galley.store, self.galley.clock.now()),
+            housekeeping_every,
+        )
         self.ledger = ledger
         if slack.digest:
             hour, minute = (int(part) for part in slack.digest_at.split(":"))
@@ -151,14 +158,18 @@ class Bot:
             request_verification_enabled=not settings.slack_app_token,
             process_before_response=False,
         )
+        self.home = HomeTab(self.galley, self.client, self.directory)
+        # Home tabs whose queue, runs or recipes changed; its own job, so a failing
+        # outbox pass never leaves them stale
+        self.host.add_interval_job("home", self.home.refresh_recent, outbox_every)
         deps = BotDeps(
-            self.galley, self.outbox, self.directory, self.start_draft, self.publish_soon
+            self.galley, self.outbox, self.directory, self.start_draft, self.publish_soon, self.home
         )
         register(self.bolt, deps)
         self._stop = threading.Event()
         self._server: uvicorn.Server | None = None
         self._http_thread: threading.Thread | None = None
-        self._socket: SocketModeHandler | None = None
+        self._socket: SocketLink | None = None
         self.http_host = "0.0.0.0"
 
     def start_draft(
@@ -224,6 +235,8 @@ class Bot:
             self.galley.store.ensure_schema()
         except Exception as exc:
             return False, f"database: {exc}"
+        if self._socket is not None and not self._socket.is_connected():
+            return False, "socket mode: disconnected"
         return (
             self.host.scheduler.running,
             "scheduler running" if self.host.scheduler.running else "starting",
@@ -250,8 +263,18 @@ class Bot:
         self._http_thread.start()
         self.host.start()
         if socket_mode:
-            self._socket = SocketModeHandler(self.bolt, _secret(self.settings.slack_app_token))
-            self._socket.connect()  # type: ignore[no-untyped-call]
+            self._socket = SocketLink(
+                self.bolt,
+                _secret(self.settings.slack_app_token),
+                store=self.galley.store,
+                clock=self.galley.clock,
+            )
+            try:
+                self._socket.connect()
+            except ConfigError:
+                self._socket = None
+                self.stop()
+                raise
         log.info("galley running: %d recipes", len(self.galley.config.recipes))
 
     @property
@@ -270,7 +293,7 @@ class Bot:
         log.info("stopping: no new runs; waiting up to %s for running calls", self.shutdown_grace)
         finished = self.host.stop(self.shutdown_grace)
         if self._socket is not None:
-            self._socket.close()  # type: ignore[no-untyped-call]
+            self._socket.close()
         if self._server is not None:
             self._server.should_exit = True
         if self._http_thread is not None:

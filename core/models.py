@@ -198,3 +198,12 @@ class EventRow(SQLModel, table=True):
     to_state: str = Field(max_length=32)
     actor: str = Field(max_length=200)
     reason: str | None = None
+
+
+class DeliveryRow(SQLModel, table=True):
+    """One inbound delivery seen (a Socket Mode envelope id): a redelivery finds its row."""
+
+    __tablename__ = "deliveries"
+
+    id: str = Field(primary_key=True, max_length=200)
+    received_at: datetime = _utc(nullable=False, index=True)

@@ -33,9 +33,20 @@ class RunningClock:
         return self._start + timedelta(seconds=time.monotonic() - self._origin)
 
 
-def start_bot(*, config: Path, db_url: str, anthropic_url: str, slack_url: str, secret: str) -> Bot:
+def start_bot(
+    *,
+    config: Path,
+    db_url: str,
+    anthropic_url: str,
+    slack_url: str,
+    secret: str,
+    app_token: str | None = None,
+) -> Bot:
+    """With `app_token`, the bot runs in Socket Mode (it asks `slack_url` for the socket's
+    URL: attach a tests.fakes.socket_mode.FakeSocketMode to that fake first)."""
     settings = Settings(
         slack_bot_token="xoxb-test",
+        slack_app_token=app_token,
         slack_signing_secret=secret,
         anthropic_api_key="test-key",
         anthropic_base_url=anthropic_url,

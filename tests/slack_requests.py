@@ -153,6 +153,30 @@ def slash_command(*, text: str, user: str, response_url: str, channel: str = "C0
     )
 
 
+def app_home_opened(*, user: str, event_id: str = "Ev0HOME") -> dict[str, Any]:
+    """An Events API callback: `user` opened the app's Home tab."""
+    now = time.time()
+    return {
+        "token": LEGACY_TOKEN,
+        "team_id": TEAM,
+        "api_app_id": APP_ID,
+        "event": {
+            "type": "app_home_opened",
+            "user": user,
+            "channel": "D0GALLEY",
+            "tab": "home",
+            "event_ts": f"{now:.6f}",
+        },
+        "type": "event_callback",
+        "event_id": event_id,
+        "event_time": int(now),
+        "authorizations": [
+            {"team_id": TEAM, "user_id": "UBOT", "is_bot": True, "is_enterprise_install": False}
+        ],
+        "is_ext_shared_channel": False,
+    }
+
+
 class SlackSender:
     """Posts signed requests to an app's `/slack/events` over real HTTP."""
 
@@ -168,6 +192,12 @@ class SlackSender:
 
     def interactive(self, payload: dict[str, Any], **signing: Any) -> httpx.Response:
         return self.send(interactive_body(payload), **signing)
+
+    def event(self, payload: dict[str, Any]) -> httpx.Response:
+        """An Events API callback: JSON, signed like the rest."""
+        body = json.dumps(payload)
+        headers = signed_headers(self.secret, body) | {"Content-Type": "application/json"}
+        return self.http.post(self.url, content=body.encode(), headers=headers)
 
     def close(self) -> None:
         self.http.close()

@@ -191,6 +191,8 @@ class FakeSlack(server.FakeServer):
         self._rate_limit: float | None = None
         self._last_post: dict[str, float] = {}  # channel -> monotonic time of last accepted post
         self._last_us = 0
+        self.home_views: dict[str, dict[str, Any]] = {}  # user -> the last published Home
+        self.socket_mode: Any = None  # a tests.fakes.socket_mode.FakeSocketMode, once attached
         if self.state_file is not None:
             for channel, msgs in read_messages(self.state_file).items():
                 self._messages[channel] = msgs
@@ -260,9 +262,10 @@ class FakeSlack(server.FakeServer):
             return 200, {"ok": False, "error": "unknown_method"}, {}
         if not headers.get("authorization", "").startswith("Bearer ") and not params.get("token"):
             return 200, {"ok": False, "error": "not_authed"}, {}
+        bearer = headers.get("authorization", "").removeprefix("Bearer ")
         try:
             with self._lock:
-                result = handler(self, params, state)
+                result = handler(self, {**params, "_bearer": bearer}, state)
         except (ValueError, TypeError, KeyError, ArithmeticError):  # e.g. limit=abc, oldest=x
             return 200, {"ok": False, "error": "invalid_arguments"}, {}
         return result if isinstance(result, tuple) else (200, result, {})
@@ -353,6 +356,26 @@ class FakeSlack(server.FakeServer):
     def _not_allowed(self, p: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         return {"ok": False, "error": "not_allowed_in_fake"}
 
+    def _connections_open(self, p: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+        """A Socket Mode URL for the app token only (Slack refuses a bot token here)."""
+        if self.socket_mode is None:
+            return {"ok": False, "error": "not_allowed_in_fake"}
+        token = str(p.get("_bearer") or p.get("token") or "")
+        if not token.startswith("xapp-"):
+            return {"ok": False, "error": "not_allowed_token_type"}
+        url = self.socket_mode.issue_url(token)
+        return {"ok": True, "url": url} if url else {"ok": False, "error": "invalid_auth"}
+
+    def _views_publish(self, p: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+        """The Home tab: one view per user, replaced on each publish."""
+        view = p.get("view")
+        if not isinstance(view, dict) or view.get("type") != "home" or not p.get("user_id"):
+            return {"ok": False, "error": "invalid_arguments"}
+        if len(view.get("blocks") or []) > 100:
+            return {"ok": False, "error": "invalid_blocks"}
+        self.home_views[str(p["user_id"])] = view
+        return {"ok": True, "view": {**view, "id": f"V{next(self._view_ids):08d}"}}
+
 
 _METHODS: dict[str, Any] = {
     "auth.test": FakeSlack._auth_test,
@@ -364,7 +387,8 @@ _METHODS: dict[str, Any] = {
     "views.open": FakeSlack._view,
     "views.update": FakeSlack._view,
     "views.push": FakeSlack._view,
-    "apps.connections.open": FakeSlack._not_allowed,
+    "apps.connections.open": FakeSlack._connections_open,
+    "views.publish": FakeSlack._views_publish,
 }
 
 

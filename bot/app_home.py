@@ -1,0 +1,262 @@
+"""Block Kit for Galley's App Home tab: pure functions from `core.home.HomeModel` to a
+`home` view (a plain dict), no I/O.
+
+Approvers see the drafts waiting for them (each linked to its review message); everyone
+sees each recipe's queue against `pending_limit`, paused state, next slot and last
+outcome; admins also get the runs that need a person and the buttons `/galley` offers
+them. A view never exceeds Block Kit's 100 blocks: past that, lists are summarised.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from bot.blocks import escape_mrkdwn
+from core.home import HomeModel, RecipeLine, RunNeedingPerson, WaitingDraft
+
+VIEW_BLOCK_LIMIT = 100
+ACTION_HOME_PAUSE = "galley_home_pause"
+ACTION_HOME_RESUME = "galley_home_resume"
+ACTION_HOME_RUN = "galley_home_run"
+ACTION_HOME_BUMP = "galley_home_bump"
+ACTION_HOME_PUBLISHED = "galley_home_mark_published"
+ACTION_HOME_RETRY = "galley_home_retry"
+ACTION_HOME_CANCEL = "galley_home_cancel"
+# a Home button -> the `/galley` words it stands for (the value completes them)
+HOME_COMMANDS = {
+    ACTION_HOME_PAUSE: "pause",
+    ACTION_HOME_RESUME: "resume",
+    ACTION_HOME_RUN: "run",
+    ACTION_HOME_BUMP: "bump",
+    ACTION_HOME_PUBLISHED: "resolve {} published",
+    ACTION_HOME_RETRY: "retry",
+    ACTION_HOME_CANCEL: "cancel",
+}
+Block = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Viewer:
+    user: str
+    approver: bool
+    admin: bool
+
+
+@dataclass
+class _Part:
+    """One list on the Home tab: its heading, one block group per item, and how to say
+    how many items were left out."""
+
+    heading: list[Block]
+    items: list[list[Block]]
+    more: str  # "{n} more …"
+    hidden: int = 0
+    empty: list[Block] = field(default_factory=list)
+
+    def blocks(self) -> list[Block]:
+        shown = [b for item in self.items for b in item] or self.empty
+        summary = [_context(self.more.format(n=self.hidden))] if self.hidden else []
+        return self.heading + shown + summary
+
+
+def command_words(action_id: str, value: str) -> str:
+    """The `/galley` text a Home button stands for."""
+    words = HOME_COMMANDS[action_id]
+    return words.format(value) if "{}" in words else f"{words} {value}"
+
+
+def home_view(
+    model: HomeModel,
+    viewer: Viewer,
+    *,
+    now: datetime,
+    workspace_url: str | None = None,
+    notice: str | None = None,
+) -> dict[str, Any]:
+    """The Home tab for `viewer`; `notice` is the answer to their last button, if any."""
+    top = [{"type": "header", "text": _plain("Galley")}]
+    if notice:
+        top.append(_section(notice))
+    parts = [_waiting_part(model, viewer, workspace_url), _recipes_part(model, viewer)]
+    if viewer.admin:
+        parts.append(_needing_part(model))
+    footer = [_context(f"Updated {_date(now)} · `/galley help` for every command")]
+    blocks = _fit(top, parts, footer)
+    return {"type": "home", "callback_id": "galley_home", "blocks": blocks}
+
+
+def _fit(top: list[Block], parts: list[_Part], footer: list[Block]) -> list[Block]:
+    """Drop items from the longest list, counting them, until the view fits."""
+
+    def assembled() -> list[Block]:
+        middle = [b for part in parts for b in [_divider(), *part.blocks()]]
+        return top + middle + footer
+
+    blocks = assembled()
+    while len(blocks) > VIEW_BLOCK_LIMIT:
+        longest = max(parts, key=lambda p: sum(len(i) for i in p.items))
+        if not longest.items:
+            break
+        longest.items.pop()
+        longest.hidden += 1
+        blocks = assembled()
+    return blocks
+
+
+def _waiting_part(model: HomeModel, viewer: Viewer, workspace_url: str | None) -> _Part:
+    if not viewer.approver:
+        return _Part(
+            [_section("*Drafts waiting for review*")],
+            [],
+            "",
+            empty=[
+                _context(
+                    f"{model.waiting_total} waiting. You are not one of Galley's approvers, "
+                    "so none of them waits for your decision."
+                )
+            ],
+        )
+    items = [[_section(_waiting_line(d, workspace_url))] for d in model.waiting]
+    heading = [_section(f"*Waiting for your decision* ({model.waiting_total})")]
+    hidden = model.waiting_total - len(model.waiting)
+    return _Part(
+        heading,
+        items,
+        "…and {n} more in the review channel, oldest first above.",
+        hidden=hidden,
+        empty=[_context("Nothing waits for you.")],
+    )
+
+
+def _waiting_line(draft: WaitingDraft, workspace_url: str | None) -> str:
+    ready = f" · ready {_date(draft.ready_at)}" if draft.ready_at else ""
+    run = escape_mrkdwn(draft.run_id)
+    line = f"*{escape_mrkdwn(draft.recipe)}* · `{run}` · revision {draft.revision}{ready}"
+    if draft.review_channel and draft.review_ts:
+        if workspace_url:
+            link = _permalink(workspace_url, draft.review_channel, draft.review_ts)
+            return f"{line}\n<{link}|Open the review message>"
+        return f"{line}\nIn <#{draft.review_channel}>"
+    return f"{line}\n_Not posted for review yet._"
+
+
+def _recipes_part(model: HomeModel, viewer: Viewer) -> _Part:
+    items = []
+    for line in model.recipes:
+        item = [_section(_recipe_text(line))]
+        if viewer.admin:
+            item.append(_recipe_buttons(line))
+        items.append(item)
+    return _Part(
+        [_section("*Recipes*")],
+        items,
+        "…and {n} more recipes: `/galley status` lists them all.",
+        empty=[_context("No recipes.")],
+    )
+
+
+def _recipe_text(line: RecipeLine) -> str:
+    s = line.status
+    queue = f"{s.pending}/{s.pending_limit} waiting"
+    if s.pending >= s.pending_limit:
+        queue += " (full: drafting waits for reviews)"
+    parts = [f"*{escape_mrkdwn(s.name)}* v{s.version}", queue]
+    if s.paused:
+        parts.append(f"paused ({escape_mrkdwn(s.paused_reason or 'no reason given')})")
+    if s.next_slot:
+        parts.append(f"next {_date(datetime.fromisoformat(s.next_slot))}")
+    text = " · ".join(parts)
+    if line.last_run:
+        why = f" ({escape_mrkdwn(line.last_reason)})" if line.last_reason else ""
+        text += f"\nLast run `{escape_mrkdwn(line.last_run)}`: {line.last_state}{why}"
+    return text
+
+
+def _recipe_buttons(line: RecipeLine) -> Block:
+    name = line.status.name
+    toggle = (
+        _button("Resume", ACTION_HOME_RESUME, name, "primary")
+        if line.status.paused
+        else _button("Pause", ACTION_HOME_PAUSE, name)
+    )
+    bump = _button("Bump", ACTION_HOME_BUMP, name) | {
+        "confirm": _confirm(
+            f"Bump {name}?",
+            "A new version may draft the slots that already have a draft. Older drafts "
+            "still waiting are superseded.",
+            "Bump",
+        )
+    }
+    return {
+        "type": "actions",
+        "block_id": f"home_recipe:{name}",
+        "elements": [toggle, _button("Run now", ACTION_HOME_RUN, name), bump],
+    }
+
+
+def _needing_part(model: HomeModel) -> _Part:
+    items = [[_section(_run_text(run)), _run_buttons(run)] for run in model.needing_person]
+    return _Part(
+        [_section(f"*Runs needing a person* ({len(model.needing_person)})")],
+        items,
+        "…and {n} more: `/galley runs uncertain` lists them.",
+        empty=[_context("None: nothing is uncertain or stuck.")],
+    )
+
+
+def _run_text(run: RunNeedingPerson) -> str:
+    what = "stuck " if run.stuck else ""
+    why = f" ({escape_mrkdwn(run.reason)})" if run.reason else ""
+    return f"`{escape_mrkdwn(run.id)}` {what}{run.state}{why} since {_date(run.since)}"
+
+
+def _run_buttons(run: RunNeedingPerson) -> Block:
+    elements = []
+    if run.state == "uncertain":
+        elements.append(_button("Mark published", ACTION_HOME_PUBLISHED, run.id, "primary"))
+    elements += [
+        _button("Retry", ACTION_HOME_RETRY, run.id),
+        _button("Cancel", ACTION_HOME_CANCEL, run.id, "danger"),
+    ]
+    return {"type": "actions", "block_id": f"home_run:{run.id}"[:255], "elements": elements}
+
+
+def _permalink(workspace_url: str, channel: str, ts: str) -> str:
+    return f"{workspace_url.rstrip('/')}/archives/{channel}/p{ts.replace('.', '')}"
+
+
+def _date(moment: datetime) -> str:
+    fallback = moment.isoformat(timespec="minutes")
+    return f"<!date^{int(moment.timestamp())}^{{date_short_pretty}} {{time}}|{fallback}>"
+
+
+def _confirm(title: str, text: str, confirm: str) -> Block:
+    return {
+        "title": _plain(title),
+        "text": {"type": "mrkdwn", "text": text},
+        "confirm": _plain(confirm),
+        "deny": _plain("Cancel"),
+    }
+
+
+def _button(text: str, action_id: str, value: str, style: str | None = None) -> Block:
+    button = {"type": "button", "text": _plain(text), "action_id": action_id, "value": value}
+    return button | ({"style": style} if style else {})
+
+
+def _section(mrkdwn: str) -> Block:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": mrkdwn[:3000]}}
+
+
+def _context(mrkdwn: str) -> Block:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": mrkdwn}]}
+
+
+def _divider() -> Block:
+    return {"type": "divider"}
+
+
+def _plain(text: str) -> Block:
+    return {"type": "plain_text", "text": text, "emoji": True}

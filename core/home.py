@@ -1,0 +1,139 @@
+"""The App Home read model: what one look at Galley's Home tab shows, read in one short
+transaction. It knows nothing of Slack and decides nothing; the Slack side renders it.
+
+Every query is bounded by the work to show (ready drafts, one latest run per recipe,
+runs needing a person), never by the history: a million old runs cost nothing here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlmodel import Session, col, select
+
+from core.alerts import STUCK_PUBLISHING_CALLS, STUCK_RUNNING_LEASES
+from core.config import Config
+from core.identity import review_effect_key
+from core.models import DraftRow, EffectRow, RunRow
+from core.operator import Galley, RecipeStatus
+from core.states import DraftState, EffectState, RunState
+
+WAITING_LIMIT = 60  # more than a Home tab can show; the rest is counted, not listed
+
+
+@dataclass(frozen=True)
+class WaitingDraft:
+    key: str
+    run_id: str
+    recipe: str
+    revision: int
+    ready_at: datetime | None
+    review_channel: str | None  # where its review message is, once posted
+    review_ts: str | None
+
+
+@dataclass(frozen=True)
+class RecipeLine:
+    status: RecipeStatus
+    last_run: str | None  # the latest run's id, state and reason: its last outcome
+    last_state: str | None
+    last_reason: str | None
+
+
+@dataclass(frozen=True)
+class RunNeedingPerson:
+    id: str
+    recipe: str
+    state: str
+    reason: str | None
+    since: datetime
+    stuck: bool  # running or publishing far past its deadline (core.alerts' thresholds)
+
+
+@dataclass(frozen=True)
+class HomeModel:
+    waiting: list[WaitingDraft]  # oldest first
+    waiting_total: int
+    recipes: list[RecipeLine]
+    needing_person: list[RunNeedingPerson]  # uncertain and stuck runs
+
+
+def read_home(galley: Galley) -> HomeModel:
+    """Everything the Home tab shows, for every viewer; who sees what is the renderer's."""
+    status = {r.name: r for r in galley.status().recipes}
+    now = galley.clock.now()
+    names = list(galley.config.recipes)
+    with galley.store.transaction() as session:
+        ready = session.exec(
+            select(DraftRow)
+            .where(col(DraftRow.recipe).in_(names), col(DraftRow.state) == DraftState.READY)
+            .order_by(col(DraftRow.ready_at))
+        ).all()
+        refs = _review_refs(session, [d.key for d in ready[:WAITING_LIMIT]])
+        waiting = [
+            WaitingDraft(
+                d.key, d.run_id, d.recipe, d.revision, d.ready_at, *refs.get(d.key, (None, None))
+            )
+            for d in ready[:WAITING_LIMIT]
+        ]
+        recipes = [_recipe_line(session, status[name]) for name in names]
+        needing = _runs_needing_person(session, galley.config, now)
+    return HomeModel(waiting, len(ready), recipes, needing)
+
+
+def _review_refs(session: Session, keys: list[str]) -> dict[str, tuple[str, str]]:
+    """draft key -> (channel, ts) of its posted review message."""
+    receipts = session.exec(
+        select(EffectRow).where(
+            col(EffectRow.key).in_([review_effect_key(k) for k in keys]),
+            col(EffectRow.state) == EffectState.SUCCEEDED,
+        )
+    ).all()
+    refs = {}
+    for receipt in receipts:
+        if receipt.result:
+            where = json.loads(receipt.result)
+            refs[receipt.draft_key] = (str(where["channel"]), str(where["ts"]))
+    return refs
+
+
+def _recipe_line(session: Session, status: RecipeStatus) -> RecipeLine:
+    # Run ids are "<recipe>@<wall time>": the primary key's order is the slots' order,
+    # so the latest run is one index probe however long the history.
+    latest = session.exec(
+        select(RunRow)
+        .where(col(RunRow.id) > f"{status.name}@", col(RunRow.id) < f"{status.name}@~")
+        .order_by(col(RunRow.id).desc())
+        .limit(1)
+    ).one_or_none()
+    if latest is None:
+        return RecipeLine(status, None, None, None)
+    return RecipeLine(status, latest.id, str(latest.state), latest.reason)
+
+
+def _runs_needing_person(session: Session, config: Config, now: datetime) -> list[RunNeedingPerson]:
+    rows = session.exec(
+        select(RunRow)
+        .where(col(RunRow.state).in_([RunState.UNCERTAIN, RunState.RUNNING, RunState.PUBLISHING]))
+        .order_by(col(RunRow.updated_at))
+    ).all()
+    found = []
+    for run in rows:
+        recipe = config.recipes.get(run.recipe)
+        age = now - run.updated_at
+        stuck = recipe is not None and (
+            (run.state == RunState.RUNNING and age > recipe.claim_lease * STUCK_RUNNING_LEASES)
+            or (
+                run.state == RunState.PUBLISHING
+                and age > recipe.call_timeout * STUCK_PUBLISHING_CALLS
+            )
+        )
+        if run.state == RunState.UNCERTAIN or stuck:
+            found.append(
+                RunNeedingPerson(
+                    run.id, run.recipe, str(run.state), run.reason, run.updated_at, stuck
+                )
+            )
+    return found
