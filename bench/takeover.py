@@ -58,11 +58,12 @@ def takeover_seconds(db_url: str, tmp: Path) -> float:
             GALLEY_SLACK_API_URL=slack_url + "/api/",
             GALLEY_HTTP_PORT="0",
         )
+        store = Store(db_url)
+        store.upgrade()  # before the replicas, so polling finds the tables
         replicas = [
             subprocess.Popen([str(GALLEY), "run"], env=env, stderr=subprocess.DEVNULL)
             for _ in range(2)
         ]
-        store = Store(db_url)
         try:
             wait_for(lambda: len(attempts(store)) == 1, 90, "the first model call")
             [first] = attempts(store)

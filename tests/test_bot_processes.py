@@ -12,14 +12,14 @@ import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from sqlmodel import col, select
 
 from core.failpoints import FAILPOINT_EXIT_CODE
-from core.models import DraftRow, EffectRow, RunRow
+from core.models import AttemptRow, DraftRow, EffectRow, RunRow
 from core.states import DraftState, EffectState, RunState
 from core.store import Store
 from tests.conftest import config_text
@@ -205,3 +205,62 @@ def _review_receipt(deployment: Deployment) -> str | None:
             select(EffectRow).where(col(EffectRow.step) == "review")
         ).one_or_none()
         return None if receipt is None else str(receipt.state)
+
+
+@pytest.fixture
+def three_replicas(tmp_path: Path, pg_url: str) -> Iterator[Deployment]:
+    """Replicas share PostgreSQL (DESIGN.md §8); the default heartbeat (2 s), take-over
+    (8 s) and overlap (skip) apply."""
+    yield from deployment(tmp_path, pg_url, "* * * * *")
+
+
+def _attempts(deployment: Deployment) -> list[AttemptRow]:
+    with deployment.store.transaction() as session:
+        return list(session.exec(select(AttemptRow).order_by(col(AttemptRow.started_at))).all())
+
+
+def _state(deployment: Deployment, run_id: str) -> str | None:
+    with deployment.store.transaction() as session:
+        run = session.exec(select(RunRow).where(col(RunRow.id) == run_id)).one_or_none()
+        return None if run is None else str(run.state)
+
+
+def test_a_replica_killed_as_a_slot_fires_loses_no_slot(three_replicas: Deployment) -> None:
+    """The chaos floor: three replicas, the one drafting a slot is SIGKILLed in its first
+    seconds. Another replica drafts that slot again, and the next slot still runs (a
+    dead holder's claim neither strands its slot nor counts as a running overlap)."""
+    write_script(three_replicas.anthropic_state, [], delay=3.0)  # a kill lands mid-call
+    now = datetime.now(UTC)
+    into_minute = now.second + now.microsecond / 1e6
+    if into_minute > 5:  # start as a minute begins: the next slot is a minute away
+        time.sleep(60.5 - into_minute)
+    replicas = [three_replicas.start() for _ in range(3)]
+    try:
+        wait_for(lambda: len(_attempts(three_replicas)) >= 1, 60, "the slot's first call")
+        [first] = _attempts(three_replicas)
+        [holder] = [r for r in replicas if f":{r.pid}:" in first.worker]
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=10)
+        killed_run = first.run_id
+        wait_for(
+            lambda: _state(three_replicas, killed_run) == RunState.AWAITING_REVIEW,
+            45,
+            "the killed slot drafted again by another replica",
+        )
+        slot = datetime.fromisoformat(killed_run.partition("@")[2])
+        next_run = f"weekly-update@{(slot + timedelta(minutes=1)).isoformat(timespec='minutes')}"
+        wait_for(
+            lambda: _state(three_replicas, next_run) == RunState.AWAITING_REVIEW,
+            100,
+            "the next slot drafted",
+        )
+    finally:
+        for replica in replicas:
+            if replica.poll() is None:
+                stop(replica)
+
+    drafts = three_replicas.drafts()
+    assert len({d.run_id for d in drafts}) == len(drafts)  # no slot drafted twice
+    assert {killed_run, next_run} <= {d.run_id for d in drafts}
+    takeover = [a for a in _attempts(three_replicas) if a.run_id == killed_run]
+    assert [a.outcome for a in takeover] == ["abandoned", "ok"]
