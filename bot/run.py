@@ -209,6 +209,7 @@ class Bot:
             self.publishing.publish_pending()
         finally:
             self.alerts.sweep()
+            self.alerts.settle_resolved()
 
     def post_digest(self) -> bool:
         """Today's digest in the alert channel, once per day across replicas."""

@@ -37,3 +37,6 @@ class SlackAlerter:
 
     def alert(self, alert: RunAlert) -> MessageRef:
         return self.channels.post(self.channel, **alert_message(alert))
+
+    def settle(self, ref: MessageRef, alert: RunAlert) -> None:
+        self.channels.update(ref, **alert_message(alert, actionable=False))

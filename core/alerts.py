@@ -6,6 +6,7 @@ uncertain or stuck run waits on someone; a failure is told once, with its cause.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
@@ -14,9 +15,9 @@ from sqlmodel import col, select
 from core.causes import last_attempt_cause
 from core.config import Config
 from core.effects import EffectLedger, EffectSpec, Proof
-from core.models import AttemptRow, EffectRow, RunRow
+from core.models import AttemptRow, EffectRow, EventRow, RunRow
 from core.policies import AlertKind, FailReason
-from core.ports import Alerter, Clock, ReviewItem, RunAlert
+from core.ports import Alerter, Clock, MessageRef, ReviewItem, RunAlert
 from core.states import EffectState, RunState
 from core.store import Store
 
@@ -57,6 +58,68 @@ class AlertService:
         with self.store.transaction() as session:
             runs = session.exec(select(RunRow).where(watched | failed)).all()
         return sum(self._alert_if_due(run, now) for run in runs)
+
+    def settle_resolved(self) -> int:
+        """Alerts whose run has since moved on (retried and drafted, published, cancelled,
+        skipped) are rewritten to say so, once each; their buttons go. Only alerts of the
+        last FAILED_WINDOW are looked at: older ones were settled or are history."""
+        now = self.clock.now()
+        with self.store.transaction() as session:
+            posted = session.exec(
+                select(EffectRow).where(
+                    col(EffectRow.step) == "alert",
+                    col(EffectRow.state) == EffectState.SUCCEEDED,
+                    col(EffectRow.created_at) > now - FAILED_WINDOW,
+                    col(EffectRow.key).not_like("alert|review-post|%"),
+                )
+            ).all()
+            alerted = [(e, *_run_and_state(e.key)) for e in posted]
+            runs = {
+                r.id: r
+                for r in session.exec(
+                    select(RunRow).where(col(RunRow.id).in_({run_id for _, run_id, _ in alerted}))
+                ).all()
+            }
+        settled = 0
+        for receipt, run_id, alerted_state in alerted:
+            run = runs.get(run_id)
+            if run is None or run.state == alerted_state or not receipt.result:
+                continue
+            settled += self._settle_once(receipt, run)
+        return settled
+
+    def _settle_once(self, receipt: EffectRow, run: RunRow) -> int:
+        ref = MessageRef(**json.loads(receipt.result or "{}"))
+        spec = EffectSpec(
+            f"{receipt.key}|settled",
+            draft_key=run.draft_key or "",
+            step="alert-settled",
+            payload={"alert": receipt.key},
+            lease=timedelta(minutes=5),
+            run_id=run.id,
+        )
+        if self.ledger.get(spec.key) is not None:
+            return 0
+        with self.store.transaction() as session:
+            moved_by = session.exec(
+                select(EventRow.actor)
+                .where(col(EventRow.subject) == "run", col(EventRow.subject_id) == run.id)
+                .order_by(col(EventRow.id).desc())
+                .limit(1)
+            ).first()
+        alert = RunAlert(
+            run_id=run.id,
+            recipe=run.recipe,
+            headline=f"Settled: run `{run.id}` is now {run.state}.",
+            facts=[f"By {moved_by or 'Galley'}, {run.updated_at:%Y-%m-%d %H:%M} UTC" + _why(run)],
+            mentions=[],
+        )
+
+        def rewrite() -> Proof:
+            self.alerter.settle(ref, alert)
+            return Proof(ref.ts)
+
+        return 1 if self.ledger.perform(spec, rewrite, repeatable=True) else 0
 
     def alert_review_post(self, item: ReviewItem, why: str) -> bool:
         """A review post whose outcome is unknown and that no lookup can find or rule out:
@@ -193,6 +256,16 @@ class AlertService:
                 + (f" ({effect.detail})" if effect.detail else "")
             )
         return facts
+
+
+def _run_and_state(alert_key: str) -> tuple[str, str]:
+    """`alert|<run id>|<state>|<since>[|reminder:n]`: the run, and the state alerted on."""
+    _, run_id, state, *_ = alert_key.split("|")
+    return run_id, state
+
+
+def _why(run: RunRow) -> str:
+    return f" ({run.reason})." if run.reason else "."
 
 
 def _minutes(delta: timedelta) -> str:

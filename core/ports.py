@@ -185,3 +185,7 @@ class Alerter(Protocol):
     def alert(self, alert: RunAlert) -> MessageRef:
         """Post one alert (with Mark published / Retry / Cancel where they apply)."""
         ...
+
+    def settle(self, ref: MessageRef, alert: RunAlert) -> None:
+        """Rewrite an earlier alert to say how it was settled; its buttons go."""
+        ...

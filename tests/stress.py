@@ -61,6 +61,9 @@ class QuietAlerter:
     def alert(self, alert: RunAlert) -> MessageRef:
         return MessageRef("C0ALERTS", alert.run_id)
 
+    def settle(self, ref: MessageRef, alert: RunAlert) -> None:
+        return None
+
 
 @dataclass
 class Worker:

@@ -40,10 +40,14 @@ QUICK = Backoff(base_seconds=0.01, cap_seconds=0.02)
 class RecordingAlerter:
     def __init__(self) -> None:
         self.sent: list[RunAlert] = []
+        self.settled: list[tuple[MessageRef, RunAlert]] = []
 
     def alert(self, alert: RunAlert) -> MessageRef:
         self.sent.append(alert)
         return MessageRef("C0ALERTS", f"{len(self.sent)}.0")
+
+    def settle(self, ref: MessageRef, alert: RunAlert) -> None:
+        self.settled.append((ref, alert))
 
 
 def alerts_for(
@@ -99,6 +103,10 @@ def test_a_failed_draft_is_told_once_with_its_cause_and_retried_without_a_bump(
     answer = up.retry(RUN, actor="U0ADMIN")
 
     assert "drafted" in answer
+    assert alerts.settle_resolved() == 1  # the alert now says the run moved on
+    assert alerts.settle_resolved() == 0
+    [(ref, settled)] = alerter.settled
+    assert ref.ts == "1.0" and settled.headline == f"Settled: run `{RUN}` is now awaiting_review."
     run = run_row(store)
     assert (run.state, run.version) == (RunState.AWAITING_REVIEW, 1)  # no bump needed
     with store.transaction() as session:
