@@ -32,7 +32,7 @@ from core.states import DraftState, EffectState, RunState
 from core.store import Store
 from tests import bots
 from tests.conftest import config_text
-from tests.fakes.anthropic_api import FakeAnthropic, ok
+from tests.fakes.anthropic_api import FakeAnthropic, ok, status
 from tests.fakes.slack_api import (
     RESPONSE_URL,
     FakeSlack,
@@ -897,6 +897,24 @@ def test_slash_admin_commands_check_the_caller_and_answer_in_one_sentence(
     assert "nope" in unknown and "\n" not in unknown and "Traceback" not in unknown
     assert h.ask("bump", "U0ADMIN") == "Usage: `/galley bump <recipe> [reason]`"
     assert h.recipe_row().version == 1
+
+
+def test_slash_retry_drafts_a_failed_run_again_without_a_bump(
+    start_bot: StartBot, sqlite_url: str
+) -> None:
+    h = start_bot(sqlite_url, slack=PEOPLE, max_attempts=1)
+    h.anthropic.script(status(500))  # the only attempt fails: the run fails
+    failed = h.bot.galley.draft(RECIPE, SLOT)
+    assert failed.outcome == DraftOutcome.FAILED
+
+    reply = h.ask(f"retry {RUN}", "U0ADMIN")
+
+    assert "being drafted again" in reply
+    [outcome] = eventually(lambda: h.replies("U0ADMIN")[1:], "the outcome")
+    assert "drafted" in outcome
+    run = h.run_row()
+    assert run is not None and (run.state, run.version) == (RunState.AWAITING_REVIEW, 1)
+    assert h.recipe_row().version == 1  # no bump
 
 
 def test_slash_run_answers_at_once_and_the_draft_follows(
