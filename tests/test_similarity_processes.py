@@ -66,9 +66,9 @@ def wait_for_requests(state_file: Path, count: int, timeout: float = 30.0) -> No
 def test_a_worker_killed_mid_redraft_is_taken_over_without_a_second_redraft(
     tmp_path: Path, db_url: str
 ) -> None:
-    text = config_text(claim_lease="3s", model_timeout="2s").replace(
-        "[defaults]\n", '[defaults]\non_similar = "redraft"\n'
-    )
+    text = config_text(
+        claim_lease="3s", model_timeout="2s", heartbeat="1s", takeover_after="3s"
+    ).replace("[defaults]\n", '[defaults]\non_similar = "redraft"\n')
     (tmp_path / "galley.toml").write_text(text)
     state_file = tmp_path / "fake-anthropic.json"
     with fake_server("tests.fakes.anthropic_api", state_file) as url:
