@@ -10,6 +10,7 @@ from datetime import datetime
 
 from sqlmodel import Session
 
+from core import observe
 from core.models import DraftRow, EffectRow, EventRow, RunRow
 from core.states import DraftState, EffectState, RunState, check_draft, check_effect, check_run
 
@@ -37,6 +38,16 @@ def record_event(
             actor=actor,
             reason=reason,
         )
+    )
+    observe.state_changed(
+        session,
+        subject=subject,
+        subject_id=subject_id,
+        run_id=run_id,
+        from_state=from_state,
+        to_state=to_state,
+        actor=actor,
+        reason=reason,
     )
 
 
