@@ -17,9 +17,17 @@ from core.settings import LogFormat, LogLevel
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 QUIET_LOGGERS = ("alembic", "httpx2", "httpx", "apscheduler", "slack_bolt.App")
-# APScheduler warns on every skipped run of an interval job that is still running; for
-# the housekeeping passes that is expected (the next pass does the work), not news.
-SKIPPED_RUN_MESSAGE = "skipped: maximum number of running instances reached"
+NOISE = (
+    # APScheduler warns on every skipped run of an interval job that is still running;
+    # for the housekeeping passes that is expected (the next pass does the work).
+    "skipped: maximum number of running instances reached",
+    # Bolt reads SLACK_BOT_TOKEN itself and warns that the client Galley built (with its
+    # own timeout and no retry handlers) is used instead: that is the intent.
+    "`token` will be unused",
+    # slack_sdk logs every refused connection at ERROR; Galley reports each failed call
+    # itself, classified (galley.slack lines and galley_slack_calls_total).
+    "Failed to send a request to Slack API server",
+)
 
 
 class JsonFormatter(logging.Formatter):
@@ -40,11 +48,12 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(document, default=str, ensure_ascii=False)
 
 
-class HousekeepingOverlapFilter(logging.Filter):
-    """Drops APScheduler's "maximum number of running instances" lines."""
+class NoiseFilter(logging.Filter):
+    """Drops the library warnings in NOISE: expected, repeated, and not actionable."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return SKIPPED_RUN_MESSAGE not in record.getMessage()
+        message = record.getMessage()
+        return not any(noise in message for noise in NOISE)
 
 
 def configure_logging(log_format: LogFormat, level: LogLevel) -> None:
@@ -54,7 +63,7 @@ def configure_logging(log_format: LogFormat, level: LogLevel) -> None:
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter(TEXT_FORMAT))
-    handler.addFilter(HousekeepingOverlapFilter())
+    handler.addFilter(NoiseFilter())
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

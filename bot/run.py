@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -25,13 +26,21 @@ from bot.apscheduler_host import SchedulerHost
 from bot.blocks import notice_blocks
 from bot.handlers import BotDeps, register
 from bot.server import web_app
+from bot.slack_check import check_slack
 from bot.slack_publishing import SlackAlerter, SlackChannelPublisher
 from bot.slack_surface import SlackChannels, SlackDirectory, SlackReviewSurface
 from core.alerts import AlertService
 from core.config import Recipe, SlackTarget, WebhookTarget
 from core.digest import build_digest
 from core.effects import EffectDecision, EffectLedger
-from core.errors import ConfigError, EffectNotSent, EffectOutcomeUnknown
+from core.errors import (
+    ConfigError,
+    EffectNotSent,
+    EffectOutcomeUnknown,
+    GalleyError,
+    PortUnavailable,
+)
+from core.metrics import DATABASE_GAUGES
 from core.operator import Galley
 from core.outbox import ReviewOutbox
 from core.ports import Clock, Publisher
@@ -79,6 +88,7 @@ class Bot:
         self.settings = settings
         self.shutdown_grace = shutdown_grace
         self.galley = Galley.from_settings(settings, clock=clock)
+        DATABASE_GAUGES.watch(self.galley.store, self.galley.config, self.galley.clock)
         recipes = list(self.galley.config.recipes.values())
         call_timeout = min((r.call_timeout for r in recipes), default=DEFAULT_CALL_TIMEOUT)
         self.client = WebClient(
@@ -87,6 +97,7 @@ class Bot:
             timeout=int(call_timeout.total_seconds()),
             retry_handlers=[],  # no blind re-sends: Galley decides what may be repeated
         )
+        self.slack_identity = check_slack(self.client)  # before Bolt: errors name the variable
         slack = self.galley.config.slack
         self.channels = SlackChannels(self.client)
         self.surface = SlackReviewSurface(self.channels, slack.review_channel)
@@ -212,16 +223,37 @@ class Bot:
         self.outbox.announce_backpressure(limits)
 
     def ready(self) -> tuple[bool, str]:
+        """Ready once the scheduler runs, Slack answered auth.test and the database
+        answers now (its schema at the newest revision)."""
         if self._stop.is_set():
             return False, "stopping"
+        if not self.host.scheduler.running:
+            return False, "starting: scheduler not running yet"
+        if not self.slack_identity:
+            return False, "slack: auth.test has not answered"
         try:
-            self.galley.store.ensure_schema()
-        except Exception as exc:
+            revision = self.galley.store.current_revision()
+        except GalleyError as exc:
             return False, f"database: {exc}"
-        return (
-            self.host.scheduler.running,
-            "scheduler running" if self.host.scheduler.running else "starting",
-        )
+        if revision != self.galley.store.head_revision():
+            return False, f"database: schema at {revision}, not the newest"
+        return True, "scheduler running, slack and database answered"
+
+    def bind_http(self) -> socket.socket:
+        """The HTTP port, bound now: a port taken is an error at start, not a log line
+        from a server thread that dies while the bot carries on without health checks."""
+        port = self.settings.galley_http_port
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            listener.bind((self.http_host, port))
+        except OSError as exc:
+            listener.close()
+            raise PortUnavailable(
+                f"GALLEY_HTTP_PORT: cannot listen on {self.http_host}:{port} ({exc.strerror})"
+            ) from None
+        listener.set_inheritable(True)
+        return listener
 
     def serve(self) -> int:
         """Start everything, then block until SIGTERM or SIGINT; returns the exit code."""
@@ -233,14 +265,15 @@ class Bot:
 
     def start(self) -> None:
         socket_mode = bool(self.settings.slack_app_token)
+        listener = self.bind_http()
         server_config = uvicorn.Config(
             web_app(None if socket_mode else self.bolt, self.ready),
-            host=self.http_host,
-            port=self.settings.galley_http_port,
             log_level="warning",
         )
         self._server = uvicorn.Server(server_config)
-        self._http_thread = threading.Thread(target=self._server.run, name="http", daemon=True)
+        self._http_thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [listener]}, name="http", daemon=True
+        )
         self._http_thread.start()
         self.host.start()
         if socket_mode:

@@ -5,6 +5,7 @@ Served by uvicorn; Bolt's sync dispatch runs in a worker thread, off the event l
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
@@ -15,6 +16,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+
+from core.metrics import SLACK_ACK_LATENCY
 
 
 def web_app(bolt: App | None, ready: Callable[[], tuple[bool, str]]) -> Starlette:
@@ -40,8 +43,11 @@ def web_app(bolt: App | None, ready: Callable[[], tuple[bool, str]]) -> Starlett
     if bolt is not None:
 
         async def slack_events(request: Request) -> Response:
+            received = time.perf_counter()
             body = await request.body()
             bolt_response = await run_in_threadpool(bolt.dispatch, to_bolt_request(request, body))
+            # Listeners run after the ack (process_before_response=False): this is the ack.
+            SLACK_ACK_LATENCY.observe(time.perf_counter() - received)
             return to_starlette_response(bolt_response)
 
         routes.append(Route("/slack/events", slack_events, methods=["POST"]))

@@ -5,9 +5,13 @@ unknown is found in the channel history before anything is sent again.
 
 from __future__ import annotations
 
+import logging
+
 from bot.alert_blocks import PUBLISH_EVENT_TYPE, alert_message, publication_message
 from bot.slack_surface import SlackChannels
 from core.ports import MessageRef, Publication, RunAlert
+
+alert_log = logging.getLogger("galley.alert")
 
 
 class SlackChannelPublisher:
@@ -36,4 +40,14 @@ class SlackAlerter:
         self.channel = channel
 
     def alert(self, alert: RunAlert) -> MessageRef:
-        return self.channels.post(self.channel, **alert_message(alert))
+        ref = self.channels.post(self.channel, **alert_message(alert))
+        fields = {"event": "alert", "run_id": alert.run_id, "recipe": alert.recipe}
+        fields |= {"headline": alert.headline, "channel": ref.channel, "ts": ref.ts}
+        alert_log.warning(
+            "alert for %s posted to %s: %s",
+            alert.run_id,
+            ref.channel,
+            alert.headline,
+            extra={"galley": fields},
+        )
+        return ref

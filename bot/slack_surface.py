@@ -28,6 +28,7 @@ from bot.blocks import (
     notice_blocks,
     review_message,
 )
+from core import observe
 from core.errors import EffectNotSent, EffectOutcomeUnknown, LookupUnavailable
 from core.ports import MessageRef, ReviewItem
 from core.states import DraftState
@@ -113,6 +114,7 @@ class SlackChannels:
                 page = self.client.conversations_history(
                     channel=channel, limit=200, include_all_metadata=True, cursor=cursor
                 )
+                observe.slack_called("conversations.history", "ok")
                 messages: list[dict[str, Any]] = page.get("messages") or []
                 for message in messages:
                     if _carries(message, event_type, field, value):
@@ -121,26 +123,37 @@ class SlackChannels:
                 if not cursor:
                     return None
         except (SlackApiError, urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+            observe.slack_called("conversations.history", "failed")
             raise LookupUnavailable(f"conversations.history failed: {exc}") from exc
         raise LookupUnavailable(f"not in the newest {HISTORY_PAGES * 200} messages")
 
     def call(self, method: Any, *, channel: str, **fields: Any) -> dict[str, Any]:
-        """One Web API call; only a 429 (a refusal, so nothing happened) is repeated."""
+        """One Web API call; only a 429 (a refusal, so nothing happened) is repeated.
+        Every try is counted and, for posts and updates, logged with its outcome."""
+        name = api_method(method)
         for _ in range(MAX_RATE_LIMIT_WAITS):
             self.pacer.wait_turn(channel)
             try:
-                return dict(method(channel=channel, **fields).data)
+                answer = dict(method(channel=channel, **fields).data)
             except SlackApiError as exc:
                 if exc.response.status_code != 429:
+                    observe.slack_called(name, "refused", channel=channel, error=_error(exc))
                     raise _classify_answer(exc) from exc
+                observe.slack_called(name, "rate_limited", channel=channel)
                 retry_after = float(exc.response.headers.get("Retry-After", 1))
                 self.pacer.back_off(channel, retry_after)
             except urllib.error.URLError as exc:
                 if isinstance(exc.reason, _NOT_SENT_REASONS):
+                    observe.slack_called(name, "unreachable", channel=channel)
                     raise EffectNotSent(f"Slack unreachable: {exc.reason}") from exc
+                observe.slack_called(name, "no_answer", channel=channel)
                 raise EffectOutcomeUnknown(f"no answer from Slack: {exc.reason}") from exc
             except (TimeoutError, ConnectionError, http.client.HTTPException) as exc:
+                observe.slack_called(name, "no_answer", channel=channel)
                 raise EffectOutcomeUnknown(f"no complete answer from Slack: {exc!r}") from exc
+            else:
+                observe.slack_called(name, "ok", channel=channel, ts=answer.get("ts"))
+                return answer
         raise EffectNotSent(f"still rate limited after {MAX_RATE_LIMIT_WAITS} waits")
 
 
@@ -175,6 +188,16 @@ class SlackReviewSurface:
         return self.channels.find(self.channel, DRAFT_EVENT_TYPE, "draft_key", draft_key)
 
 
+def api_method(bound: Any) -> str:
+    """`client.chat_postMessage` → "chat.postMessage", the name Slack documents."""
+    return str(getattr(bound, "__name__", "unknown")).replace("_", ".")
+
+
+def _error(exc: SlackApiError) -> str:
+    data = exc.response.data
+    return str(data.get("error")) if isinstance(data, dict) else str(exc.response.status_code)
+
+
 def _classify_answer(exc: SlackApiError) -> EffectNotSent | EffectOutcomeUnknown:
     status = exc.response.status_code
     error = exc.response.get("error") if isinstance(exc.response.data, dict) else None
@@ -204,7 +227,9 @@ class SlackDirectory:
                 return cached[1]
         try:
             users = frozenset(self.client.usergroups_users_list(usergroup=group_id)["users"])
+            observe.slack_called("usergroups.users.list", "ok")
         except SlackApiError:
+            observe.slack_called("usergroups.users.list", "refused")
             users = frozenset()  # an unknown group grants nothing
         with self._lock:
             self._cache[group_id] = (time.monotonic(), users)

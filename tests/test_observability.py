@@ -1,0 +1,200 @@
+"""Galley's own metrics and logs (issue 10): a real Bot's `/metrics` after an end-to-end
+run, and a real `galley run` process whose JSON log has one state-change line per row
+of the events table. Counters are process-wide, so the in-process test checks what
+changed between two scrapes.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from sqlmodel import col, select
+
+from bot.blocks import button_value
+from bot.run import Bot
+from core.models import AttemptRow, EffectRow, EventRow
+from core.states import EffectState, RunState
+from core.store import Store
+from tests import bots
+from tests.conftest import config_text
+from tests.fakes.anthropic_api import FakeAnthropic
+from tests.fakes.slack_api import FakeSlack, rate_limited
+from tests.processes import GALLEY, fake_server, galley_env, wait_for
+from tests.slack_requests import SlackSender, block_actions
+
+SECRET = "8f742231b10e8888abcd99yyyzzz85a5-galley-test"
+RECIPE = "weekly-update"
+SLOT = "2026-11-23T09:00"  # the latest due Monday at bots.BOT_EPOCH: a misfire at start
+KEY = f"linkedin|{RECIPE}@{SLOT}|v1"
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def scrape(bot: Bot) -> Samples:
+    text = httpx.get(f"http://127.0.0.1:{bot.http_port}/metrics", timeout=10).text
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+@pytest.fixture
+def bot(tmp_path: Path, db_url: str, fake_anthropic: FakeAnthropic) -> Iterator[Bot]:
+    config = tmp_path / "galley.toml"
+    config.write_text(config_text())
+    with FakeSlack() as slack:
+        started = bots.start_bot(
+            config=config,
+            db_url=db_url,
+            anthropic_url=fake_anthropic.url,
+            slack_url=slack.url,
+            secret=SECRET,
+        )
+        started.fake_slack = slack  # type: ignore[attr-defined]
+        try:
+            yield started
+        finally:
+            started.stop()
+            started.galley.store.dispose()
+
+
+def test_metrics_count_a_draft_from_model_call_to_approval(bot: Bot) -> None:
+    slack: FakeSlack = bot.fake_slack  # type: ignore[attr-defined]
+    before = scrape(bot)  # the start-up catch-up already skipped SLOT as a misfire
+
+    slack.script("chat.postMessage", rate_limited(1))  # one 429, then the post goes through
+    assert bot.galley.draft(RECIPE, SLOT).outcome == "drafted"
+    bot.sync_slack()
+    waiting = scrape(bot)
+    [message] = slack.messages("C0REVIEW")
+    click = block_actions(
+        user="U0EDITOR",
+        action_id="galley_approve",
+        value=button_value(KEY, 1),
+        message_ts=message["ts"],
+        response_url=slack.response_url("U0EDITOR"),
+        message=message,
+    )
+    sender = SlackSender(f"http://127.0.0.1:{bot.http_port}/slack/events", SECRET)
+    try:
+        assert sender.interactive(click).status_code == 200
+    finally:
+        sender.close()
+    wait_for(lambda: _run_state(bot) == RunState.SUCCEEDED, 10, "the approval")
+    bot.sync_slack()
+    after = scrape(bot)
+
+    def delta(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    with bot.galley.store.transaction() as session:
+        [attempt] = session.exec(select(AttemptRow)).all()
+    assert delta("galley_model_calls_total", recipe=RECIPE, model="claude-test", outcome="ok") == 1
+    assert delta("galley_model_call_duration_seconds_count", outcome="ok") == 1
+    assert delta("galley_model_tokens_total", recipe=RECIPE, kind="input") == attempt.input_tokens
+    assert delta("galley_model_tokens_total", recipe=RECIPE, kind="output") == attempt.output_tokens
+    assert delta("galley_model_cost_usd_total", recipe=RECIPE) > 0
+    assert delta("galley_runs_finished_total", recipe=RECIPE, state="succeeded", reason="") == 1
+    assert delta("galley_draft_transitions_total", recipe=RECIPE, state="approved") == 1
+    posts = len(slack.calls("chat.postMessage"))
+    assert delta("galley_slack_calls_total", method="chat.postMessage", outcome="ok") == posts - 1
+    assert delta("galley_slack_calls_total", method="chat.postMessage", outcome="rate_limited") == 1
+    assert delta("galley_slack_calls_total", method="chat.update", outcome="ok") == len(
+        slack.calls("chat.update")
+    )
+    assert delta("galley_slack_ack_duration_seconds_count") == 1
+    assert value(waiting, "galley_review_queue_depth", recipe=RECIPE) == 1
+    assert value(after, "galley_review_queue_depth", recipe=RECIPE) == 0
+    assert value(after, "galley_drafts", state="approved") == 1
+    assert value(after, "galley_runs_uncertain") == 0
+
+
+def test_start_up_misfire_is_counted_by_reason(bot: Bot) -> None:
+    samples = scrape(bot)
+    reason = {"recipe": RECIPE, "state": "skipped", "reason": "misfire"}
+    assert value(samples, "galley_runs_finished_total", **reason) >= 1
+    assert _run_state(bot) == RunState.SKIPPED
+
+
+def _run_state(bot: Bot) -> str | None:
+    from core.models import RunRow
+
+    with bot.galley.store.transaction() as session:
+        run = session.exec(select(RunRow).where(col(RunRow.id) == f"{RECIPE}@{SLOT}")).one()
+        return str(run.state)
+
+
+# --- the JSON log of a real process --------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_json_log_has_one_state_change_line_per_event_row(tmp_path: Path, db_url: str) -> None:
+    config = tmp_path / "galley.toml"
+    text = config_text().replace('"0 9 * * mon"', '"0 9 * * *"')  # daily: a slot within grace
+    config.write_text(text.replace("[defaults]", '[defaults]\nmisfire_grace = "25h"'))
+    anthropic_state, slack_state = tmp_path / "anthropic.json", tmp_path / "slack.json"
+    store = Store(db_url)
+    with (
+        fake_server("tests.fakes.anthropic_api", anthropic_state) as anthropic_url,
+        fake_server("tests.fakes.slack_api", slack_state) as slack_url,
+    ):
+        env = galley_env(
+            GALLEY_CONFIG=str(config),
+            GALLEY_DATABASE_URL=db_url,
+            ANTHROPIC_API_KEY="test-key",
+            ANTHROPIC_BASE_URL=anthropic_url,
+            SLACK_BOT_TOKEN="xoxb-test",
+            SLACK_SIGNING_SECRET="test-secret",
+            GALLEY_SLACK_API_URL=slack_url + "/api/",
+            GALLEY_HTTP_PORT="0",
+            GALLEY_LOG_FORMAT="json",
+        )
+        proc = subprocess.Popen(
+            [str(GALLEY), "run", "--shutdown-grace", "5"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            wait_for(lambda: _review_posted(store), 60, "the start-up draft's review post")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stderr
+    lines = [json.loads(line) for line in stderr.splitlines()]  # every line is one object
+    told = [
+        (line["subject"], line["subject_id"], line["from_state"], line["to_state"])
+        for line in lines
+        if line.get("event") == "state_change"
+    ]
+    with store.transaction() as session:
+        events = session.exec(select(EventRow).order_by(col(EventRow.id))).all()
+    store.dispose()
+    recorded = [(e.subject, e.subject_id, e.from_state, e.to_state) for e in events]
+    assert sorted(told, key=repr) == sorted(recorded, key=repr)
+    assert ("run", f"{RECIPE}@", "running", "awaiting_review") in {
+        (s, i.split("@")[0] + "@", f, t) for s, i, f, t in told
+    }
+    assert any(line.get("event") == "model_call" and line["outcome"] == "ok" for line in lines)
+    assert any(line.get("event") == "slack_call" for line in lines)
+    assert all({"time", "level", "logger", "message"} <= set(line) for line in lines)
+
+
+def _review_posted(store: Store) -> bool:
+    with store.transaction() as session:
+        receipt = session.exec(
+            select(EffectRow).where(col(EffectRow.step) == "review")
+        ).one_or_none()
+    return receipt is not None and receipt.state == EffectState.SUCCEEDED
