@@ -1,7 +1,9 @@
 """Block Kit for Galley's messages and modals: pure functions returning plain dicts, no I/O.
 
 Model output is untrusted (DESIGN.md §4.9): it is escaped before it reaches mrkdwn, so a
-draft never pings anyone, and every payload stays within Block Kit's limits."""
+draft never pings anyone, and its sections are `verbatim` so Slack links nothing in it.
+Every payload stays within Block Kit's limits whatever the input: text is clipped at
+the boundary, never through an entity (`&amp;`) or a mention (`<@U…>`)."""
 
 from __future__ import annotations
 
@@ -29,9 +31,11 @@ BLOCK_LIMIT = 50  # blocks in one message
 # characters in total), so the draft text shown in one message has its own budget.
 DRAFT_TEXT_BUDGET = 12_000
 BUTTON_VALUE_LIMIT = 2000  # characters in a button's value
+CONTEXT_LIMIT = 3000  # characters of one context element's text
 INPUT_LIMIT = 3000  # plain_text_input max_length
 MODAL_BLOCK_LIMIT = 100
 REASON_LIMIT = 500  # characters of a rejection reason kept in the message
+LABEL_LIMIT = 100  # characters of a recipe, platform, model or user shown in a line
 FALLBACK_SNIPPET = 150
 
 _ENTITY_MAX = len("&amp;")
@@ -82,6 +86,18 @@ class Decision:
 def escape_mrkdwn(text: str) -> str:
     """Make text inert in mrkdwn: `&` first, so the entities added for `<` `>` survive."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def inert(text: str, limit: int) -> str:
+    """Untrusted text escaped and clipped to `limit` characters (with "…" when cut)."""
+    return clip_mrkdwn(escape_mrkdwn(text), limit)
+
+
+def clip_mrkdwn(mrkdwn: str, limit: int) -> str:
+    """Mrkdwn clipped to `limit` characters with "…", never inside `&…;` or `<…>`."""
+    if len(mrkdwn) <= limit:
+        return mrkdwn
+    return mrkdwn[: _safe_cut(mrkdwn, limit - 1)] + "…"
 
 
 def split_for_sections(text: str, limit: int = SECTION_LIMIT) -> list[str]:
@@ -144,8 +160,7 @@ def review_message(view: DraftView) -> tuple[str, list[dict[str, Any]]]:
     }
     blocks = [*_draft_blocks(view, trailing=3 if view.notice else 2), _details(view)]
     if view.notice:
-        text = f":leftwards_arrow_with_hook: {escape_mrkdwn(view.notice)}"
-        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": text}]})
+        blocks.append(_context(f":leftwards_arrow_with_hook: {escape_mrkdwn(view.notice)}"))
     return "Draft for review: " + _snippet(view.text), [*blocks, actions]
 
 
@@ -200,9 +215,7 @@ def edited_text(view_state_values: dict[str, Any]) -> str:
 
 def notice_blocks(text: str) -> list[dict[str, Any]]:
     """One section for Galley's own mrkdwn (already safe), cut to fit if it must be."""
-    if len(text) > SECTION_LIMIT:
-        text = text[: _hard_cut(text, 0, SECTION_LIMIT - 1)] + "…"
-    return [_section(text or " ")]
+    return [_section(clip_mrkdwn(text, SECTION_LIMIT) or " ")]
 
 
 def help_text() -> str:
@@ -264,6 +277,15 @@ def _hard_cut(escaped: str, start: int, limit: int) -> int:
     return hard
 
 
+def _safe_cut(mrkdwn: str, limit: int) -> int:
+    """`limit`, or earlier so the cut splits no entity and no `<…>` link or mention."""
+    cut = _hard_cut(mrkdwn, 0, limit)
+    opening = mrkdwn.rfind("<", 0, cut)
+    if opening != -1 and mrkdwn.rfind(">", opening, cut) == -1:
+        cut = opening
+    return cut
+
+
 def _unescape(escaped: str) -> str:
     return escaped.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
@@ -271,11 +293,12 @@ def _unescape(escaped: str) -> str:
 def _draft_blocks(view: DraftView, trailing: int) -> list[dict[str, Any]]:
     """The heading and the draft's sections, leaving room for `trailing` blocks."""
     heading = _section(
-        f"*Draft for review* · {escape_mrkdwn(view.recipe)} · {escape_mrkdwn(view.platform)}"
+        f"*Draft for review* · {inert(view.recipe, LABEL_LIMIT)} · "
+        f"{inert(view.platform, LABEL_LIMIT)}"
     )
     escaped = escape_mrkdwn(view.text)
     if not escaped:
-        return [heading, _section(" ")]
+        return [heading, _section(" ", verbatim=True)]
     spans = _section_spans(escaped, SECTION_LIMIT)
     room = BLOCK_LIMIT - 1 - trailing
     shown, used = 0, 0
@@ -284,7 +307,8 @@ def _draft_blocks(view: DraftView, trailing: int) -> list[dict[str, Any]]:
         if shown + 1 + notice > room or used + end - start > DRAFT_TEXT_BUDGET:
             break
         shown, used = shown + 1, used + end - start
-    blocks = [heading, *(_section(escaped[start:end]) for start, end in spans[:shown])]
+    shown_spans = spans[:shown]
+    blocks = [heading, *(_section(escaped[start:end], verbatim=True) for start, end in shown_spans)]
     if shown < len(spans):
         hidden = len(_unescape(escaped[spans[shown][0] :]))
         note = f"_… draft truncated here: {hidden:,} more characters; open Edit to see it all_"
@@ -293,9 +317,9 @@ def _draft_blocks(view: DraftView, trailing: int) -> list[dict[str, Any]]:
 
 
 def _details(view: DraftView) -> dict[str, Any]:
-    model = [escape_mrkdwn(view.model)] if view.model else []
+    model = [inert(view.model, LABEL_LIMIT)] if view.model else []
     tokens = f"{view.input_tokens:,} in / {view.output_tokens:,} out tokens"
-    recipe, platform = escape_mrkdwn(view.recipe), escape_mrkdwn(view.platform)
+    recipe, platform = inert(view.recipe, LABEL_LIMIT), inert(view.platform, LABEL_LIMIT)
     parts = [recipe, platform, _slack_date(view.slot_at), f"v{view.version}", *model, tokens]
     return _context(" · ".join(parts))
 
@@ -309,7 +333,7 @@ def _decision_line(decision: Decision) -> str:
         case Verdict.REJECTED:
             line = f"❌ Rejected{who} {when}"
             if decision.reason:
-                line += f" — reason: {escape_mrkdwn(_clip(decision.reason, REASON_LIMIT))}"
+                line += f" — reason: {inert(decision.reason, REASON_LIMIT)}"
             return line
         case Verdict.EXPIRED:
             return f"⌛ Expired unreviewed (review window passed) {when}"
@@ -319,7 +343,14 @@ def _decision_line(decision: Decision) -> str:
 
 def _mention(user_id: str) -> str:
     """`<@U…>` for a real user id; anything else is shown as inert text."""
-    return f"<@{user_id}>" if _USER_ID.fullmatch(user_id) else escape_mrkdwn(user_id)
+    if _USER_ID.fullmatch(user_id) and len(user_id) <= LABEL_LIMIT:
+        return f"<@{user_id}>"
+    return inert(user_id, LABEL_LIMIT)
+
+
+def mention_user(user_id: str) -> str:
+    """A person who acted, as a mention when the id is a real user id."""
+    return _mention(user_id)
 
 
 def _slack_date(moment: datetime) -> str:
@@ -397,12 +428,24 @@ def _button(text: str, action_id: str, value: str, style: str | None = None) -> 
     return button | ({"style": style} if style else {})
 
 
-def _section(mrkdwn: str) -> dict[str, Any]:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": mrkdwn}}
+def _section(mrkdwn: str, *, verbatim: bool = False) -> dict[str, Any]:
+    """`verbatim` for model text: Slack then turns no bare URL, channel or name into a link."""
+    text = {"type": "mrkdwn", "text": mrkdwn} | ({"verbatim": True} if verbatim else {})
+    return {"type": "section", "text": text}
+
+
+def section(mrkdwn: str, *, verbatim: bool = False) -> dict[str, Any]:
+    return _section(mrkdwn, verbatim=verbatim)
+
+
+def context(mrkdwn: str, block_id: str | None = None) -> dict[str, Any]:
+    """One mrkdwn context element, clipped to fit."""
+    return _context(mrkdwn, block_id)
 
 
 def _context(mrkdwn: str, block_id: str | None = None) -> dict[str, Any]:
-    block = {"type": "context", "elements": [{"type": "mrkdwn", "text": mrkdwn}]}
+    text = clip_mrkdwn(mrkdwn, CONTEXT_LIMIT)
+    block = {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
     return block | ({"block_id": block_id} if block_id else {})
 
 

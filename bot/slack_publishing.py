@@ -7,8 +7,14 @@ from __future__ import annotations
 
 import logging
 
-from bot.alert_blocks import PUBLISH_EVENT_TYPE, alert_message, publication_message
+from bot.alert_blocks import (
+    PUBLISH_EVENT_TYPE,
+    MessageTooLong,
+    alert_message,
+    publication_message,
+)
 from bot.slack_surface import SlackChannels
+from core.errors import EffectNotSent
 from core.ports import MessageRef, Publication, RunAlert
 
 alert_log = logging.getLogger("galley.alert")
@@ -24,10 +30,11 @@ class SlackChannelPublisher:
         return f"slack:{self.channel}"
 
     def publish(self, publication: Publication) -> str:
-        ref = self.channels.post(
-            self.channel, **publication_message(publication.text, publication.effect_key)
-        )
-        return ref.ts
+        try:
+            message = publication_message(publication.text, publication.effect_key)
+        except MessageTooLong as exc:  # refused before sending: repeating cannot help
+            raise EffectNotSent(str(exc), permanent=True) from exc
+        return self.channels.post(self.channel, **message).ts
 
     def lookup(self, effect_key: str) -> str | None:
         found = self.channels.find(self.channel, PUBLISH_EVENT_TYPE, "effect_key", effect_key)
