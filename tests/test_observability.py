@@ -198,3 +198,20 @@ def _review_posted(store: Store) -> bool:
             select(EffectRow).where(col(EffectRow.step) == "review")
         ).one_or_none()
     return receipt is not None and receipt.state == EffectState.SUCCEEDED
+
+
+def test_readyz_is_true_once_running_and_false_when_stopping(bot: Bot) -> None:
+    url = f"http://127.0.0.1:{bot.http_port}/readyz"
+    answer = httpx.get(url, timeout=10)
+    assert (answer.status_code, answer.json()["ready"]) == (200, True)
+    assert bot.slack_identity["user_id"] == "UBOT"
+    bot._stop.set()  # what SIGTERM sets first
+    answer = httpx.get(url, timeout=10)
+    assert (answer.status_code, answer.json()["ready"]) == (503, False)
+
+
+def test_readyz_is_false_before_the_scheduler_runs(bot: Bot) -> None:
+    bot.host.scheduler.pause()
+    bot.host.scheduler.shutdown(wait=False)
+    answer = httpx.get(f"http://127.0.0.1:{bot.http_port}/readyz", timeout=10)
+    assert (answer.status_code, answer.json()["ready"]) == (503, False)
