@@ -1,4 +1,4 @@
-"""The `galley` command line (DESIGN.md §6): a thin shell over `core.operator.Galley`.
+"""The `galley` command line (README: Command line): a thin shell over `core.operator.Galley`.
 
 Exit codes: 0 for every outcome but `failed` (1); 2 for usage, config and operator
 errors (a database or Slack that cannot be reached, a port that is taken), each one
