@@ -20,7 +20,6 @@ import uvicorn
 from apscheduler.triggers.cron import CronTrigger
 from slack_bolt import App
 from slack_bolt.adapter.socket_mode import SocketModeHandler
-from slack_sdk import WebClient
 
 from bot.apscheduler_host import SchedulerHost
 from bot.blocks import notice_blocks
@@ -28,7 +27,12 @@ from bot.handlers import BotDeps, register
 from bot.server import web_app
 from bot.slack_check import check_slack
 from bot.slack_publishing import SlackAlerter, SlackChannelPublisher
-from bot.slack_surface import SlackChannels, SlackDirectory, SlackReviewSurface
+from bot.slack_surface import (
+    CountedWebClient,
+    SlackChannels,
+    SlackDirectory,
+    SlackReviewSurface,
+)
 from core.alerts import AlertService
 from core.config import Recipe, SlackTarget, WebhookTarget
 from core.digest import build_digest
@@ -91,7 +95,7 @@ class Bot:
         DATABASE_GAUGES.watch(self.galley.store, self.galley.config, self.galley.clock)
         recipes = list(self.galley.config.recipes.values())
         call_timeout = min((r.call_timeout for r in recipes), default=DEFAULT_CALL_TIMEOUT)
-        self.client = WebClient(
+        self.client = CountedWebClient(
             token=_secret(settings.slack_bot_token),
             base_url=settings.galley_slack_api_url,
             timeout=int(call_timeout.total_seconds()),

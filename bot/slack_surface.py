@@ -40,6 +40,28 @@ HISTORY_PAGES = 5  # how far back a lookup reads: 5 pages of 200 messages
 _NOT_SENT_REASONS = (ConnectionRefusedError, socket.gaierror)
 
 
+class CountedWebClient(WebClient):
+    """The Web API client whose every call, by anyone (Galley, Bolt's listeners), is
+    counted in `galley_slack_calls_total` by method and outcome, 429s included."""
+
+    def api_call(self, api_method: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            response = super().api_call(api_method, *args, **kwargs)
+        except SlackApiError as exc:
+            status = exc.response.status_code
+            observe.slack_counted(api_method, "rate_limited" if status == 429 else "refused")
+            raise
+        except urllib.error.URLError as exc:
+            sent = not isinstance(exc.reason, _NOT_SENT_REASONS)
+            observe.slack_counted(api_method, "no_answer" if sent else "unreachable")
+            raise
+        except (TimeoutError, ConnectionError, http.client.HTTPException):
+            observe.slack_counted(api_method, "no_answer")
+            raise
+        observe.slack_counted(api_method, "ok")
+        return response
+
+
 class ChannelPacer:
     """Spaces posts to one channel; a 429's Retry-After pushes the next slot back."""
 
@@ -114,7 +136,6 @@ class SlackChannels:
                 page = self.client.conversations_history(
                     channel=channel, limit=200, include_all_metadata=True, cursor=cursor
                 )
-                observe.slack_called("conversations.history", "ok")
                 messages: list[dict[str, Any]] = page.get("messages") or []
                 for message in messages:
                     if _carries(message, event_type, field, value):
@@ -123,13 +144,12 @@ class SlackChannels:
                 if not cursor:
                     return None
         except (SlackApiError, urllib.error.URLError, OSError, http.client.HTTPException) as exc:
-            observe.slack_called("conversations.history", "failed")
             raise LookupUnavailable(f"conversations.history failed: {exc}") from exc
         raise LookupUnavailable(f"not in the newest {HISTORY_PAGES * 200} messages")
 
     def call(self, method: Any, *, channel: str, **fields: Any) -> dict[str, Any]:
         """One Web API call; only a 429 (a refusal, so nothing happened) is repeated.
-        Every try is counted and, for posts and updates, logged with its outcome."""
+        Posts and updates are logged with their outcome (CountedWebClient counts them)."""
         name = api_method(method)
         for _ in range(MAX_RATE_LIMIT_WAITS):
             self.pacer.wait_turn(channel)
@@ -137,22 +157,22 @@ class SlackChannels:
                 answer = dict(method(channel=channel, **fields).data)
             except SlackApiError as exc:
                 if exc.response.status_code != 429:
-                    observe.slack_called(name, "refused", channel=channel, error=_error(exc))
+                    observe.slack_logged(name, "refused", channel=channel, error=_error(exc))
                     raise _classify_answer(exc) from exc
-                observe.slack_called(name, "rate_limited", channel=channel)
+                observe.slack_logged(name, "rate_limited", channel=channel)
                 retry_after = float(exc.response.headers.get("Retry-After", 1))
                 self.pacer.back_off(channel, retry_after)
             except urllib.error.URLError as exc:
                 if isinstance(exc.reason, _NOT_SENT_REASONS):
-                    observe.slack_called(name, "unreachable", channel=channel)
+                    observe.slack_logged(name, "unreachable", channel=channel)
                     raise EffectNotSent(f"Slack unreachable: {exc.reason}") from exc
-                observe.slack_called(name, "no_answer", channel=channel)
+                observe.slack_logged(name, "no_answer", channel=channel)
                 raise EffectOutcomeUnknown(f"no answer from Slack: {exc.reason}") from exc
             except (TimeoutError, ConnectionError, http.client.HTTPException) as exc:
-                observe.slack_called(name, "no_answer", channel=channel)
+                observe.slack_logged(name, "no_answer", channel=channel)
                 raise EffectOutcomeUnknown(f"no complete answer from Slack: {exc!r}") from exc
             else:
-                observe.slack_called(name, "ok", channel=channel, ts=answer.get("ts"))
+                observe.slack_logged(name, "ok", channel=channel, ts=answer.get("ts"))
                 return answer
         raise EffectNotSent(f"still rate limited after {MAX_RATE_LIMIT_WAITS} waits")
 
@@ -227,9 +247,7 @@ class SlackDirectory:
                 return cached[1]
         try:
             users = frozenset(self.client.usergroups_users_list(usergroup=group_id)["users"])
-            observe.slack_called("usergroups.users.list", "ok")
         except SlackApiError:
-            observe.slack_called("usergroups.users.list", "refused")
             users = frozenset()  # an unknown group grants nothing
         with self._lock:
             self._cache[group_id] = (time.monotonic(), users)

@@ -222,19 +222,20 @@ def estimated_cost(reply: ModelReply) -> float:
     return (input_equivalent * per_input + reply.output_tokens * per_output) / 1_000_000
 
 
-def slack_called(method: str, outcome: str, **fields: Any) -> None:
-    """One Slack Web API call: counted always; posts and updates are also logged."""
+def slack_counted(method: str, outcome: str) -> None:
+    """One Slack Web API call, by method and outcome (ok, rate_limited, refused, ...)."""
     _metrics().SLACK_CALLS.labels(method, outcome).inc()
-    if method in ("chat.postMessage", "chat.update"):
-        where = fields.get("channel", "?")
-        ts = f" ts={fields['ts']}" if fields.get("ts") else ""
-        slack_log.info(
-            "slack %s to %s: %s%s",
-            method,
-            where,
-            outcome,
-            ts,
-            extra={
-                "galley": {"event": "slack_call", "method": method, "outcome": outcome} | fields
-            },
-        )
+
+
+def slack_logged(method: str, outcome: str, **fields: Any) -> None:
+    """A log line for a Slack post or update: where, how it ended, the message ts."""
+    where = fields.get("channel", "?")
+    ts = f" ts={fields['ts']}" if fields.get("ts") else ""
+    slack_log.info(
+        "slack %s to %s: %s%s",
+        method,
+        where,
+        outcome,
+        ts,
+        extra={"galley": {"event": "slack_call", "method": method, "outcome": outcome} | fields},
+    )

@@ -72,6 +72,7 @@ def bot(tmp_path: Path, db_url: str, fake_anthropic: FakeAnthropic) -> Iterator[
 def test_metrics_count_a_draft_from_model_call_to_approval(bot: Bot) -> None:
     slack: FakeSlack = bot.fake_slack  # type: ignore[attr-defined]
     before = scrape(bot)  # the start-up catch-up already skipped SLOT as a misfire
+    calls_before = len(slack.calls())
 
     slack.script("chat.postMessage", rate_limited(1))  # one 429, then the post goes through
     assert bot.galley.draft(RECIPE, SLOT).outcome == "drafted"
@@ -114,6 +115,18 @@ def test_metrics_count_a_draft_from_model_call_to_approval(bot: Bot) -> None:
         slack.calls("chat.update")
     )
     assert delta("galley_slack_ack_duration_seconds_count") == 1
+    received: dict[str, int] = {}
+    for call in slack.calls()[calls_before:]:
+        if call.method.count(".") >= 1:  # Web API methods, not response_url posts
+            received[call.method] = received.get(call.method, 0) + 1
+    counted = {
+        method: sum(
+            delta("galley_slack_calls_total", method=method, outcome=outcome)
+            for outcome in ("ok", "rate_limited", "refused", "unreachable", "no_answer")
+        )
+        for method in received
+    }
+    assert counted == received  # every Web API call, Bolt's listeners' included
     assert value(waiting, "galley_review_queue_depth", recipe=RECIPE) == 1
     assert value(after, "galley_review_queue_depth", recipe=RECIPE) == 0
     assert value(after, "galley_drafts", state="approved") == 1
