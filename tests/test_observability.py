@@ -52,7 +52,7 @@ def value(samples: Samples, name: str, **labels: str) -> float:
 @pytest.fixture
 def bot(tmp_path: Path, db_url: str, fake_anthropic: FakeAnthropic) -> Iterator[Bot]:
     config = tmp_path / "galley.toml"
-    config.write_text(config_text())
+    config.write_text(config_text() + 'publish = { to = "slack", channel = "C0ANNOUNCE" }\n')
     with FakeSlack() as slack:
         started = bots.start_bot(
             config=config,
@@ -92,7 +92,7 @@ def test_metrics_count_a_draft_from_model_call_to_approval(bot: Bot) -> None:
         assert sender.interactive(click).status_code == 200
     finally:
         sender.close()
-    wait_for(lambda: _run_state(bot) == RunState.SUCCEEDED, 10, "the approval")
+    wait_for(lambda: _run_state(bot) == RunState.SUCCEEDED, 10, "the publication")
     bot.sync_slack()
     after = scrape(bot)
 
@@ -108,6 +108,9 @@ def test_metrics_count_a_draft_from_model_call_to_approval(bot: Bot) -> None:
     assert delta("galley_model_cost_usd_total", recipe=RECIPE) > 0
     assert delta("galley_runs_finished_total", recipe=RECIPE, state="succeeded", reason="") == 1
     assert delta("galley_draft_transitions_total", recipe=RECIPE, state="approved") == 1
+    assert delta("galley_draft_transitions_total", recipe=RECIPE, state="published") == 1
+    assert delta("galley_publications_total", recipe=RECIPE, outcome="succeeded") == 1
+    assert len(slack.messages("C0ANNOUNCE")) == 1
     posts = len(slack.calls("chat.postMessage"))
     assert delta("galley_slack_calls_total", method="chat.postMessage", outcome="ok") == posts - 1
     assert delta("galley_slack_calls_total", method="chat.postMessage", outcome="rate_limited") == 1
@@ -129,7 +132,7 @@ def test_metrics_count_a_draft_from_model_call_to_approval(bot: Bot) -> None:
     assert counted == received  # every Web API call, Bolt's listeners' included
     assert value(waiting, "galley_review_queue_depth", recipe=RECIPE) == 1
     assert value(after, "galley_review_queue_depth", recipe=RECIPE) == 0
-    assert value(after, "galley_drafts", state="approved") == 1
+    assert value(after, "galley_drafts", state="approved") == 0  # published since
     assert value(after, "galley_runs_uncertain") == 0
 
 
