@@ -24,7 +24,7 @@ from slack_bolt.adapter.socket_mode import SocketModeHandler
 from bot.apscheduler_host import SchedulerHost
 from bot.blocks import notice_blocks
 from bot.handlers import BotDeps, register
-from bot.server import web_app
+from bot.server import timed_ack, web_app
 from bot.slack_check import check_slack
 from bot.slack_publishing import SlackAlerter, SlackChannelPublisher
 from bot.slack_surface import (
@@ -154,6 +154,8 @@ class Bot:
         deps = BotDeps(
             self.galley, self.outbox, self.directory, self.start_draft, self.publish_soon
         )
+        if settings.slack_app_token:
+            self.bolt.use(timed_ack)  # HTTP mode times acks at /slack/events instead
         register(self.bolt, deps)
         self._stop = threading.Event()
         self._server: uvicorn.Server | None = None

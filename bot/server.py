@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
-from slack_bolt import App
+from slack_bolt import App, BoltResponse
 from slack_bolt.adapter.starlette.handler import to_bolt_request, to_starlette_response
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -18,6 +18,16 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from core.metrics import SLACK_ACK_LATENCY
+
+
+def timed_ack(next_: Callable[[], BoltResponse]) -> BoltResponse:
+    """Bolt middleware for Socket Mode, where no HTTP route sees the request: the rest of
+    the chain returns once the listener has acked (process_before_response=False)."""
+    received = time.perf_counter()
+    try:
+        return next_()
+    finally:
+        SLACK_ACK_LATENCY.observe(time.perf_counter() - received)
 
 
 def web_app(bolt: App | None, ready: Callable[[], tuple[bool, str]]) -> Starlette:

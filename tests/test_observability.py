@@ -11,23 +11,27 @@ import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import parse_qsl
 
 import httpx
 import pytest
+from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
+from slack_bolt import BoltRequest
 from sqlmodel import col, select
 
 from bot.blocks import button_value
 from bot.run import Bot
 from core.models import AttemptRow, EffectRow, EventRow
+from core.settings import Settings
 from core.states import EffectState, RunState
 from core.store import Store
 from tests import bots
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import FakeAnthropic
-from tests.fakes.slack_api import FakeSlack, rate_limited
+from tests.fakes.slack_api import RESPONSE_URL, FakeSlack, rate_limited
 from tests.processes import GALLEY, fake_server, galley_env, wait_for
-from tests.slack_requests import SlackSender, block_actions
+from tests.slack_requests import SlackSender, block_actions, slash_command
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5-galley-test"
 RECIPE = "weekly-update"
@@ -231,3 +235,33 @@ def test_readyz_is_false_before_the_scheduler_runs(bot: Bot) -> None:
     bot.host.scheduler.shutdown(wait=False)
     answer = httpx.get(f"http://127.0.0.1:{bot.http_port}/readyz", timeout=10)
     assert (answer.status_code, answer.json()["ready"]) == (503, False)
+
+
+def test_socket_mode_acks_are_timed_too(
+    tmp_path: Path, sqlite_url: str, fake_anthropic: FakeAnthropic
+) -> None:
+    """No HTTP route sees a Socket Mode request: Bolt middleware times its ack."""
+    config = tmp_path / "galley.toml"
+    config.write_text(config_text())
+    with FakeSlack() as slack:
+        settings = Settings(
+            slack_bot_token="xoxb-test",
+            slack_app_token="xapp-test",
+            anthropic_api_key="test-key",
+            anthropic_base_url=fake_anthropic.url,
+            galley_config=config,
+            galley_database_url=sqlite_url,
+            galley_slack_api_url=slack.url + "/api/",
+            galley_http_port=0,
+        )
+        bot = Bot(settings, clock=bots.RunningClock())
+        try:
+            acks = "galley_slack_ack_duration_seconds_count"
+            before = REGISTRY.get_sample_value(acks) or 0.0
+            body = slash_command(text="help", user="U1", response_url=slack.response_url("U1"))
+            request = BoltRequest(body=dict(parse_qsl(body)), mode="socket_mode")
+            assert bot.bolt.dispatch(request).status == 200
+            assert (REGISTRY.get_sample_value(acks) or 0.0) - before == 1
+            wait_for(lambda: bool(slack.calls(RESPONSE_URL)), 10, "the reply to /galley help")
+        finally:
+            bot.galley.store.dispose()
