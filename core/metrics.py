@@ -93,7 +93,7 @@ SLACK_CALLS = Counter(
 )
 SLACK_ACK_LATENCY = Histogram(
     "galley_slack_ack_duration_seconds",
-    "Time from receiving a Slack request at /slack/events to acknowledging it.",
+    "Time from receiving a Slack request (HTTP or Socket Mode) to acknowledging it.",
     buckets=ACK_BUCKETS,
 )
 SCHEDULER_FIRES = Counter(
