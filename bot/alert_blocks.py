@@ -13,15 +13,11 @@ from bot.blocks import (
     ACTION_ALERT_RETRY,
     BLOCK_LIMIT,
     DRAFT_TEXT_BUDGET,
-    SECTION_LIMIT,
-    clip_mrkdwn,
     context,
-    escape_mrkdwn,
-    inert,
     mention_user,
     section,
-    split_for_sections,
 )
+from bot.mrkdwn import SECTION_LIMIT, clip_mrkdwn, escape_mrkdwn, inert, split_for_sections
 from core.ports import RunAlert
 
 PUBLISH_EVENT_TYPE = "galley_publish"

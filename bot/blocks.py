@@ -14,6 +14,16 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from bot.mrkdwn import (
+    SECTION_LIMIT,
+    clip_mrkdwn,
+    escape_mrkdwn,
+    inert,
+    section_spans,
+    unescape,
+)
+from bot.mrkdwn import split_for_sections as split_for_sections
+
 ACTION_APPROVE = "galley_approve"
 ACTION_REJECT = "galley_reject"
 ACTION_EDIT = "galley_edit"
@@ -25,7 +35,6 @@ EDIT_MODAL = "galley_edit_modal"
 DRAFT_EVENT_TYPE = "galley_draft"
 REVIEW_BLOCK_ID = "galley_review"
 
-SECTION_LIMIT = 3000  # characters of text in one section block
 BLOCK_LIMIT = 50  # blocks in one message
 # Slack answers `msg_blocks_too_long` well below 50 full sections (reported near 13,000
 # characters in total), so the draft text shown in one message has its own budget.
@@ -38,7 +47,6 @@ REASON_LIMIT = 500  # characters of a rejection reason kept in the message
 LABEL_LIMIT = 100  # characters of a recipe, platform, model or user shown in a line
 FALLBACK_SNIPPET = 150
 
-_ENTITY_MAX = len("&amp;")
 _USER_ID = re.compile(r"[UW][A-Z0-9]+")
 _PART_ID = re.compile(r"part_(\d+)")
 
@@ -81,39 +89,6 @@ class Decision:
         # Accept the plain state string from the store; reject anything that is not one.
         object.__setattr__(self, "verdict", Verdict(self.verdict))
         _require_aware(self.at, "at")
-
-
-def escape_mrkdwn(text: str) -> str:
-    """Make text inert in mrkdwn: `&` first, so the entities added for `<` `>` survive."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def inert(text: str, limit: int) -> str:
-    """Untrusted text escaped and clipped to `limit` characters (with "…" when cut)."""
-    return clip_mrkdwn(escape_mrkdwn(text), limit)
-
-
-def clip_mrkdwn(mrkdwn: str, limit: int) -> str:
-    """Mrkdwn clipped to `limit` characters with "…", never inside `&…;` or `<…>`."""
-    if len(mrkdwn) <= limit:
-        return mrkdwn
-    return mrkdwn[: _safe_cut(mrkdwn, limit - 1)] + "…"
-
-
-def split_for_sections(text: str, limit: int = SECTION_LIMIT) -> list[str]:
-    """Escape `text` and cut it into chunks of at most `limit` characters.
-
-    A cut goes at the last paragraph break ("\\n\\n") in the second half of the window,
-    else the last line break, else the last space, and that one separator is dropped.
-    With none of them, it is a hard cut that drops nothing and moves back before an
-    entity (`&amp;`, `&lt;`, `&gt;`) rather than split it. So the escaped text is
-    `chunk0 + sep0 + chunk1 + sep1 + …` with each sep one of "\\n\\n", "\\n", " ", "".
-    Every chunk is non-empty; empty text gives `[" "]` because Slack rejects empty text.
-    """
-    escaped = escape_mrkdwn(text)
-    if not escaped:
-        return [" "]
-    return [escaped[start:end] for start, end in _section_spans(escaped, limit)]
 
 
 def draft_metadata(draft_key: str, revision: int) -> dict[str, Any]:
@@ -160,13 +135,13 @@ def review_message(view: DraftView) -> tuple[str, list[dict[str, Any]]]:
     }
     blocks = [*_draft_blocks(view, trailing=3 if view.notice else 2), _details(view)]
     if view.notice:
-        blocks.append(_context(f":leftwards_arrow_with_hook: {escape_mrkdwn(view.notice)}"))
+        blocks.append(context(f":leftwards_arrow_with_hook: {escape_mrkdwn(view.notice)}"))
     return "Draft for review: " + _snippet(view.text), [*blocks, actions]
 
 
 def decided_message(view: DraftView, decision: Decision) -> tuple[str, list[dict[str, Any]]]:
     """The review message once decided: the buttons give way to who decided and when."""
-    outcome = _context(_decision_line(decision), block_id="galley_decision")
+    outcome = context(_decision_line(decision), block_id="galley_decision")
     blocks = [*_draft_blocks(view, trailing=2), _details(view), outcome]
     return f"Draft {decision.verdict}: " + _snippet(view.text), blocks
 
@@ -188,7 +163,7 @@ def edit_modal(draft_key: str, revision: int, text: str) -> dict[str, Any]:
     """A modal holding the raw draft in parts of at most 3,000 characters, plus an
     empty part for additions. ValueError if the draft needs more parts than fit."""
     parts = _edit_parts(text)
-    hint = _context(
+    hint = context(
         "Long drafts are split across boxes; the boxes are joined exactly as they are, "
         "with nothing added between them."
     )
@@ -215,7 +190,7 @@ def edited_text(view_state_values: dict[str, Any]) -> str:
 
 def notice_blocks(text: str) -> list[dict[str, Any]]:
     """One section for Galley's own mrkdwn (already safe), cut to fit if it must be."""
-    return [_section(clip_mrkdwn(text, SECTION_LIMIT) or " ")]
+    return [section(clip_mrkdwn(text, SECTION_LIMIT) or " ")]
 
 
 def help_text() -> str:
@@ -244,62 +219,16 @@ def _require_aware(moment: datetime, name: str) -> None:
         raise ValueError(f"{name} must be timezone-aware, got {moment.isoformat()}")
 
 
-def _section_spans(escaped: str, limit: int) -> list[tuple[int, int]]:
-    """(start, end) of each chunk of non-empty escaped text; see `split_for_sections`."""
-    if limit < _ENTITY_MAX:
-        raise ValueError(f"limit must be at least {_ENTITY_MAX}, got {limit}")
-    spans: list[tuple[int, int]] = []
-    start = 0
-    while len(escaped) - start > limit:
-        # Only the second half of the window: an early break would waste a block. The
-        # separator must end before the text does, so the next chunk is never empty.
-        floor, hard = start + max(1, limit // 2), start + limit
-        for separator in ("\n\n", "\n", " "):
-            end = escaped.rfind(separator, floor, min(hard + len(separator), len(escaped) - 1))
-            if end != -1:
-                spans.append((start, end))
-                start = end + len(separator)
-                break
-        else:
-            end = _hard_cut(escaped, start, limit)
-            spans.append((start, end))
-            start = end
-    spans.append((start, len(escaped)))
-    return spans
-
-
-def _hard_cut(escaped: str, start: int, limit: int) -> int:
-    """`start + limit`, or earlier so as not to split an entity (every `&` starts one)."""
-    hard = start + limit
-    amp = escaped.rfind("&", max(start + 1, hard - _ENTITY_MAX + 1), hard)
-    if amp != -1 and escaped.find(";", amp) + 1 > hard:
-        return amp
-    return hard
-
-
-def _safe_cut(mrkdwn: str, limit: int) -> int:
-    """`limit`, or earlier so the cut splits no entity and no `<…>` link or mention."""
-    cut = _hard_cut(mrkdwn, 0, limit)
-    opening = mrkdwn.rfind("<", 0, cut)
-    if opening != -1 and mrkdwn.rfind(">", opening, cut) == -1:
-        cut = opening
-    return cut
-
-
-def _unescape(escaped: str) -> str:
-    return escaped.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
-
-
 def _draft_blocks(view: DraftView, trailing: int) -> list[dict[str, Any]]:
     """The heading and the draft's sections, leaving room for `trailing` blocks."""
-    heading = _section(
+    heading = section(
         f"*Draft for review* · {inert(view.recipe, LABEL_LIMIT)} · "
         f"{inert(view.platform, LABEL_LIMIT)}"
     )
     escaped = escape_mrkdwn(view.text)
     if not escaped:
-        return [heading, _section(" ", verbatim=True)]
-    spans = _section_spans(escaped, SECTION_LIMIT)
+        return [heading, section(" ", verbatim=True)]
+    spans = section_spans(escaped, SECTION_LIMIT)
     room = BLOCK_LIMIT - 1 - trailing
     shown, used = 0, 0
     for start, end in spans:
@@ -308,11 +237,11 @@ def _draft_blocks(view: DraftView, trailing: int) -> list[dict[str, Any]]:
             break
         shown, used = shown + 1, used + end - start
     shown_spans = spans[:shown]
-    blocks = [heading, *(_section(escaped[start:end], verbatim=True) for start, end in shown_spans)]
+    blocks = [heading, *(section(escaped[start:end], verbatim=True) for start, end in shown_spans)]
     if shown < len(spans):
-        hidden = len(_unescape(escaped[spans[shown][0] :]))
+        hidden = len(unescape(escaped[spans[shown][0] :]))
         note = f"_… draft truncated here: {hidden:,} more characters; open Edit to see it all_"
-        blocks.append(_section(note))
+        blocks.append(section(note))
     return blocks
 
 
@@ -321,12 +250,12 @@ def _details(view: DraftView) -> dict[str, Any]:
     tokens = f"{view.input_tokens:,} in / {view.output_tokens:,} out tokens"
     recipe, platform = inert(view.recipe, LABEL_LIMIT), inert(view.platform, LABEL_LIMIT)
     parts = [recipe, platform, _slack_date(view.slot_at), f"v{view.version}", *model, tokens]
-    return _context(" · ".join(parts))
+    return context(" · ".join(parts))
 
 
 def _decision_line(decision: Decision) -> str:
     when = _slack_date(decision.at)
-    who = f" by {_mention(decision.by)}" if decision.by else ""
+    who = f" by {mention_user(decision.by)}" if decision.by else ""
     match decision.verdict:
         case Verdict.APPROVED:
             return f"✅ Approved{who} {when}"
@@ -341,16 +270,11 @@ def _decision_line(decision: Decision) -> str:
             return f"↪️ Superseded by a newer version {when}"
 
 
-def _mention(user_id: str) -> str:
+def mention_user(user_id: str) -> str:
     """`<@U…>` for a real user id; anything else is shown as inert text."""
     if _USER_ID.fullmatch(user_id) and len(user_id) <= LABEL_LIMIT:
         return f"<@{user_id}>"
     return inert(user_id, LABEL_LIMIT)
-
-
-def mention_user(user_id: str) -> str:
-    """A person who acted, as a mention when the id is a real user id."""
-    return _mention(user_id)
 
 
 def _slack_date(moment: datetime) -> str:
@@ -428,22 +352,14 @@ def _button(text: str, action_id: str, value: str, style: str | None = None) -> 
     return button | ({"style": style} if style else {})
 
 
-def _section(mrkdwn: str, *, verbatim: bool = False) -> dict[str, Any]:
+def section(mrkdwn: str, *, verbatim: bool = False) -> dict[str, Any]:
     """`verbatim` for model text: Slack then turns no bare URL, channel or name into a link."""
     text = {"type": "mrkdwn", "text": mrkdwn} | ({"verbatim": True} if verbatim else {})
     return {"type": "section", "text": text}
 
 
-def section(mrkdwn: str, *, verbatim: bool = False) -> dict[str, Any]:
-    return _section(mrkdwn, verbatim=verbatim)
-
-
 def context(mrkdwn: str, block_id: str | None = None) -> dict[str, Any]:
     """One mrkdwn context element, clipped to fit."""
-    return _context(mrkdwn, block_id)
-
-
-def _context(mrkdwn: str, block_id: str | None = None) -> dict[str, Any]:
     text = clip_mrkdwn(mrkdwn, CONTEXT_LIMIT)
     block = {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
     return block | ({"block_id": block_id} if block_id else {})
