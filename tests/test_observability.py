@@ -161,8 +161,10 @@ def _run_state(bot: Bot) -> str | None:
 @pytest.mark.slow
 def test_json_log_has_one_state_change_line_per_event_row(tmp_path: Path, db_url: str) -> None:
     config = tmp_path / "galley.toml"
-    text = config_text().replace('"0 9 * * mon"', '"0 9 * * *"')  # daily: a slot within grace
-    config.write_text(text.replace("[defaults]", '[defaults]\nmisfire_grace = "25h"'))
+    # Daily at 09:00 with a grace longer than any day (25 h at a DST change): whatever
+    # today is, the latest due slot is drafted at start-up.
+    text = config_text().replace('"0 9 * * mon"', '"0 9 * * *"')
+    config.write_text(text.replace("[defaults]", '[defaults]\nmisfire_grace = "26h"'))
     anthropic_state, slack_state = tmp_path / "anthropic.json", tmp_path / "slack.json"
     store = Store(db_url)
     with (
