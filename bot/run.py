@@ -25,7 +25,7 @@ from bot.apscheduler_host import SchedulerHost
 from bot.blocks import notice_blocks
 from bot.handlers import BotDeps, register
 from bot.server import timed_ack, web_app
-from bot.slack_check import check_slack
+from bot.slack_check import check_slack, connect_socket_mode
 from bot.slack_publishing import SlackAlerter, SlackChannelPublisher
 from bot.slack_surface import (
     CountedWebClient,
@@ -280,11 +280,11 @@ class Bot:
         self._http_thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [listener]}, name="http", daemon=True
         )
+        if socket_mode:  # before any work starts: a refused app token exits cleanly
+            self._socket = SocketModeHandler(self.bolt, _secret(self.settings.slack_app_token))
+            connect_socket_mode(self._socket)
         self._http_thread.start()
         self.host.start()
-        if socket_mode:
-            self._socket = SocketModeHandler(self.bolt, _secret(self.settings.slack_app_token))
-            self._socket.connect()  # type: ignore[no-untyped-call]
         log.info("galley running: %d recipes", len(self.galley.config.recipes))
 
     @property

@@ -1,6 +1,6 @@
-"""`galley run` asks Slack who it is (`auth.test`) before anything else talks to it, so
-a wrong URL, an unreachable API or a refused token is one line naming the variable to
-fix, not a traceback from the first listener.
+"""`galley run` asks Slack who it is (`auth.test`) before anything else talks to it, and
+opens Socket Mode before any work starts, so a wrong URL, an unreachable API or a
+refused token is one line naming the variable to fix, not a traceback.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import http.client
 import urllib.error
 from typing import Any
 
+from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
@@ -19,6 +20,7 @@ TOKEN_ERRORS = frozenset(
 )
 URL_VARIABLE = "GALLEY_SLACK_API_URL"
 TOKEN_VARIABLE = "SLACK_BOT_TOKEN"
+APP_TOKEN_VARIABLE = "SLACK_APP_TOKEN"
 
 
 def check_slack(client: WebClient) -> dict[str, Any]:
@@ -55,3 +57,20 @@ def _refusal(exc: SlackApiError, url: str) -> SlackUnavailable:
     return SlackUnavailable(
         f"{URL_VARIABLE}: auth.test at {url} failed: HTTP {status} ({error or 'no error'})"
     )
+
+
+def connect_socket_mode(handler: SocketModeHandler) -> None:
+    """Open the Socket Mode connection; `SlackUnavailable` naming SLACK_APP_TOKEN when
+    Slack refuses it (`apps.connections.open` needs an xapp- token with connections:write)."""
+    try:
+        handler.connect()  # type: ignore[no-untyped-call]
+    except SlackApiError as exc:
+        data = exc.response.data
+        error = data.get("error") if isinstance(data, dict) else exc.response.status_code
+        raise SlackUnavailable(
+            f"{APP_TOKEN_VARIABLE}: Slack refused to open Socket Mode ({error})"
+        ) from exc
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+        raise SlackUnavailable(
+            f"{APP_TOKEN_VARIABLE}: Socket Mode could not connect ({exc})"
+        ) from exc

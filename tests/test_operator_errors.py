@@ -152,3 +152,12 @@ def test_run_with_the_http_port_taken_exits_at_once(
         env = run_env(config, tmp_path, slack.url + "/api/", GALLEY_HTTP_PORT=port)
         result = galley("run", timeout=30, **env)
     assert_one_line_error(result, "GALLEY_HTTP_PORT", port)
+
+
+def test_run_with_a_refused_app_token_names_the_app_token_variable(
+    config: Path, tmp_path: Path, slack: FakeSlack
+) -> None:
+    slack.script("apps.connections.open", error("invalid_auth"))
+    env = run_env(config, tmp_path, slack.url + "/api/", SLACK_APP_TOKEN="xapp-test")
+    result = galley("run", **env)
+    assert_one_line_error(result, "SLACK_APP_TOKEN", "invalid_auth")
