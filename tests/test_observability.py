@@ -10,11 +10,13 @@ import json
 import signal
 import subprocess
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import parse_qsl
 
 import httpx
 import pytest
+from apscheduler.events import EVENT_JOB_MISSED, JobExecutionEvent
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 from slack_bolt import BoltRequest
@@ -22,12 +24,15 @@ from sqlmodel import col, select
 
 from bot.blocks import button_value
 from bot.run import Bot
-from core.models import AttemptRow, EffectRow, EventRow
+from core.claims import claim_slot
+from core.history import record_event
+from core.models import AttemptRow, EffectRow, EventRow, RunRow
+from core.operator import Galley
 from core.settings import Settings
 from core.states import EffectState, RunState
 from core.store import Store
 from tests import bots
-from tests.conftest import config_text
+from tests.conftest import FakeClock, config_text, make_config
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.slack_api import RESPONSE_URL, FakeSlack, rate_limited
 from tests.processes import GALLEY, fake_server, galley_env, wait_for
@@ -148,8 +153,6 @@ def test_start_up_misfire_is_counted_by_reason(bot: Bot) -> None:
 
 
 def _run_state(bot: Bot) -> str | None:
-    from core.models import RunRow
-
     with bot.galley.store.transaction() as session:
         run = session.exec(select(RunRow).where(col(RunRow.id) == f"{RECIPE}@{SLOT}")).one()
         return str(run.state)
@@ -267,3 +270,61 @@ def test_socket_mode_acks_are_timed_too(
             wait_for(lambda: bool(slack.calls(RESPONSE_URL)), 10, "the reply to /galley help")
         finally:
             bot.galley.store.dispose()
+
+
+# --- the hook's counting, without a bot -------------------------------------------------------
+
+
+def sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def test_a_claim_taken_over_is_counted_once(store: Store) -> None:
+    galley = Galley(make_config(claim_lease="10m"), store)
+    recipe = galley.recipe(RECIPE)
+    slot = galley.resolve_slot(recipe, SLOT)
+    clock = FakeClock()
+    before = sample("galley_claim_takeovers_total", recipe=RECIPE)
+    claim_slot(store, recipe, slot, worker="dead", actor="dead", manual=True, clock=clock)
+    clock.advance(recipe.claim_lease + timedelta(seconds=1))
+    taken = claim_slot(store, recipe, slot, worker="b", actor="b", manual=True, clock=clock)
+    assert getattr(taken, "took_over", False)
+    assert sample("galley_claim_takeovers_total", recipe=RECIPE) - before == 1
+
+
+def test_a_rolled_back_change_is_not_counted(store: Store) -> None:
+    labels = {"subject": "recipe", "to_state": "paused"}
+    before = sample("galley_state_changes_total", **labels)
+    with pytest.raises(RuntimeError), store.transaction() as session:
+        record_event(
+            session,
+            subject="recipe",
+            subject_id=RECIPE,
+            to_state="paused",
+            actor="t",
+            at=bots.BOT_EPOCH,
+        )
+        raise RuntimeError("roll back")
+    assert sample("galley_state_changes_total", **labels) == before
+    with store.transaction() as session:
+        record_event(
+            session,
+            subject="recipe",
+            subject_id=RECIPE,
+            to_state="paused",
+            actor="t",
+            at=bots.BOT_EPOCH,
+        )
+    assert sample("galley_state_changes_total", **labels) - before == 1
+
+
+def test_scheduler_fires_and_misfires_are_counted(bot: Bot) -> None:
+    fires = sample("galley_scheduler_fires_total", recipe=RECIPE)
+    misfires = sample("galley_scheduler_misfires_total", recipe=RECIPE)
+    now = bot.galley.clock.now()
+    bot.host._on_fire(RECIPE, scheduled_at=now)
+    missed = JobExecutionEvent(EVENT_JOB_MISSED, f"recipe:{RECIPE}", "default", now)
+    bot.host._on_missed(missed)
+    bot.host.wait_idle(10)
+    assert sample("galley_scheduler_fires_total", recipe=RECIPE) - fires == 1
+    assert sample("galley_scheduler_misfires_total", recipe=RECIPE) - misfires == 1
