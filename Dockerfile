@@ -8,8 +8,10 @@ COPY core ./core
 COPY bot ./bot
 COPY galley ./galley
 # Runtime dependencies only, each at its pinned version (the lock also pins dev tools).
+# Bytecode is compiled here: the runtime user cannot write .pyc files into /venv, and
+# without them every `galley` command would compile its imports again (seconds).
 RUN uv venv /venv \
-    && uv pip install --no-cache -p /venv -c requirements.lock .
+    && uv pip install --no-cache --compile-bytecode -p /venv -c requirements.lock .
 
 FROM python:3.11-slim
 RUN useradd --create-home --uid 10001 galley
@@ -17,10 +19,16 @@ COPY --from=build /venv /venv
 ENV PATH="/venv/bin:$PATH" \
     PYTHONUNBUFFERED=1 \
     GALLEY_CONFIG=/config/galley.toml \
-    GALLEY_DATABASE_URL=sqlite:////data/galley.db
+    GALLEY_DATABASE_URL=sqlite:////data/galley.db \
+    GALLEY_HTTP_PORT=3000
 RUN mkdir -p /data /config && chown galley:galley /data
 USER 10001
 WORKDIR /data
+VOLUME ["/data"]
 EXPOSE 3000
-HEALTHCHECK --interval=30s --timeout=3s CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:3000/healthz')"]
-CMD ["galley", "run"]
+# Ready, not merely alive: the scheduler runs, Slack answered auth.test and the database
+# answers (a 503 from /readyz makes urlopen raise, so the probe exits non-zero).
+HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/readyz' % os.environ.get('GALLEY_HTTP_PORT', '3000'), timeout=4)"]
+# SIGTERM lets running model calls finish for --shutdown-grace seconds: give the
+# container a longer stop timeout than that (docker run --stop-timeout 45).
+CMD ["galley", "run", "--shutdown-grace", "30"]

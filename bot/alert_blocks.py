@@ -13,22 +13,39 @@ from bot.blocks import (
     ACTION_ALERT_RETRY,
     ACTION_ALERT_SKIP,
     BLOCK_LIMIT,
-    escape_mrkdwn,
-    split_for_sections,
+    DRAFT_TEXT_BUDGET,
+    context,
+    mention_user,
+    section,
 )
+from bot.mrkdwn import SECTION_LIMIT, clip_mrkdwn, escape_mrkdwn, inert, split_for_sections
 from core.policies import AlertKind
 from core.ports import RunAlert
 
 PUBLISH_EVENT_TYPE = "galley_publish"
 ALERT_EVENT_TYPE = "galley_alert"
+FALLBACK_LIMIT = 3000  # characters of a message's notification text
+OUTCOME_LIMIT = 2000  # characters of a person's decision shown under an alert
+
+
+class MessageTooLong(ValueError):
+    """The text does not fit one Slack message; it is refused, never cut silently."""
 
 
 def publication_message(text: str, effect_key: str) -> dict[str, Any]:
-    """`chat.postMessage` fields for an approved draft, findable by its effect key."""
-    chunks = split_for_sections(text)[:BLOCK_LIMIT]
+    """`chat.postMessage` fields for an approved draft, findable by its effect key.
+
+    The text must fit the same budget as the review message (the one people approved
+    showed all of it only when it fit); `MessageTooLong` otherwise."""
+    chunks = split_for_sections(text)
+    if len(chunks) > BLOCK_LIMIT or sum(len(c) for c in chunks) > DRAFT_TEXT_BUDGET:
+        raise MessageTooLong(
+            f"a draft of {len(text):,} characters is too long for one Slack message "
+            f"({DRAFT_TEXT_BUDGET:,} characters after escaping, {BLOCK_LIMIT} blocks)"
+        )
     return {
-        "text": escape_mrkdwn(text)[:3000],
-        "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": c}} for c in chunks],
+        "text": inert(" ".join(text.split()), FALLBACK_LIMIT) or " ",
+        "blocks": [section(chunk, verbatim=True) for chunk in chunks],
         "metadata": {"event_type": PUBLISH_EVENT_TYPE, "event_payload": {"effect_key": effect_key}},
         "unfurl_links": False,
         "unfurl_media": False,
@@ -46,13 +63,13 @@ def alert_message(alert: RunAlert, *, actionable: bool = True) -> dict[str, Any]
     headline = f"{mentions} {escape_mrkdwn(alert.headline)}".strip()
     facts = "\n".join(f"• {escape_mrkdwn(fact)}" for fact in alert.facts)
     blocks: list[dict[str, Any]] = [
-        {"type": "section", "text": {"type": "mrkdwn", "text": f":warning: {headline}"}},
-        {"type": "section", "text": {"type": "mrkdwn", "text": facts[:3000] or " "}},
+        section(clip_mrkdwn(f":warning: {headline}", SECTION_LIMIT)),
+        section(clip_mrkdwn(facts, SECTION_LIMIT) or " "),
     ]
     if actionable and BUTTONS[alert.kind]:
         blocks.append(alert_actions(alert.run_id, alert.kind))
     return {
-        "text": f"Galley needs a person: run {alert.run_id}",
+        "text": inert(f"Galley needs a person: run {alert.run_id}", FALLBACK_LIMIT),
         "blocks": blocks,
         "metadata": {"event_type": ALERT_EVENT_TYPE, "event_payload": {"run": alert.run_id}},
     }
@@ -97,8 +114,8 @@ def alert_run_id(value: str) -> str:
     return run
 
 
-def resolved_blocks(blocks: list[dict[str, Any]], outcome: str) -> list[dict[str, Any]]:
-    """The alert's blocks with its buttons replaced by what a person decided."""
-    kept = [b for b in blocks if b.get("type") != "actions"]
-    note = {"type": "context", "elements": [{"type": "mrkdwn", "text": outcome}]}
-    return [*kept, note]
+def resolved_blocks(blocks: list[dict[str, Any]], outcome: str, *, by: str) -> list[dict[str, Any]]:
+    """The alert's blocks with its buttons replaced by what a person decided. The
+    outcome may quote a destination's answer (an external id): it is escaped and clipped."""
+    kept = [b for b in blocks if b.get("type") != "actions"][: BLOCK_LIMIT - 1]
+    return [*kept, context(f"{mention_user(by)}: {inert(outcome, OUTCOME_LIMIT)}")]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from bot.blocks import escape_mrkdwn
+from bot.mrkdwn import escape_mrkdwn
 from core.home import HomeModel, RecipeLine, RunNeedingPerson, WaitingDraft
 
 VIEW_BLOCK_LIMIT = 100

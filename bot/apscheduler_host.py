@@ -24,6 +24,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from core.config import Recipe
 from core.dispatch import SlotDispatcher
 from core.identity import run_of_draft_key
+from core.metrics import SCHEDULER_FIRES, SCHEDULER_MISFIRES
 from core.operator import Galley
 from core.review import expire_overdue_drafts
 from core.schedule import next_slots
@@ -171,6 +172,7 @@ class SchedulerHost:
         """`scheduled_at` comes from NominalTimeExecutor (the default only satisfies
         APScheduler's signature check; without it the latest due slot is used)."""
         recipe = self.galley.config.recipes[recipe_name]
+        SCHEDULER_FIRES.labels(recipe_name).inc()
         self._submit(self.dispatcher.fire, recipe, scheduled_at or self.galley.clock.now())
 
     def _on_missed(self, event: JobExecutionEvent) -> None:
@@ -178,6 +180,12 @@ class SchedulerHost:
         if not event.job_id.startswith(RECIPE_JOB_PREFIX):
             return
         recipe = self.galley.config.recipes[event.job_id.removeprefix(RECIPE_JOB_PREFIX)]
+        SCHEDULER_MISFIRES.labels(recipe.name).inc()
+        log.info(
+            "missed fire of %s at %s (past misfire_grace): recorded as skipped",
+            recipe.name,
+            event.scheduled_run_time,
+        )
         self._submit(self.dispatcher.fire, recipe, event.scheduled_run_time)
 
     def _sweep_and_resume(self) -> None:

@@ -1,7 +1,9 @@
 """Block Kit for Galley's messages and modals: pure functions returning plain dicts, no I/O.
 
 Model output is untrusted (DESIGN.md §4.9): it is escaped before it reaches mrkdwn, so a
-draft never pings anyone, and every payload stays within Block Kit's limits."""
+draft never pings anyone, and its sections are `verbatim` so Slack links nothing in it.
+Every payload stays within Block Kit's limits whatever the input: text is clipped at
+the boundary, never through an entity (`&amp;`) or a mention (`<@U…>`)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
+
+from bot.mrkdwn import (
+    SECTION_LIMIT,
+    clip_mrkdwn,
+    escape_mrkdwn,
+    inert,
+    section_spans,
+    unescape,
+)
+from bot.mrkdwn import split_for_sections as split_for_sections
 
 ACTION_APPROVE = "galley_approve"
 ACTION_REJECT = "galley_reject"
@@ -24,18 +36,18 @@ EDIT_MODAL = "galley_edit_modal"
 DRAFT_EVENT_TYPE = "galley_draft"
 REVIEW_BLOCK_ID = "galley_review"
 
-SECTION_LIMIT = 3000  # characters of text in one section block
 BLOCK_LIMIT = 50  # blocks in one message
 # Slack answers `msg_blocks_too_long` well below 50 full sections (reported near 13,000
 # characters in total), so the draft text shown in one message has its own budget.
 DRAFT_TEXT_BUDGET = 12_000
 BUTTON_VALUE_LIMIT = 2000  # characters in a button's value
+CONTEXT_LIMIT = 3000  # characters of one context element's text
 INPUT_LIMIT = 3000  # plain_text_input max_length
 MODAL_BLOCK_LIMIT = 100
 REASON_LIMIT = 500  # characters of a rejection reason kept in the message
+LABEL_LIMIT = 100  # characters of a recipe, platform, model or user shown in a line
 FALLBACK_SNIPPET = 150
 
-_ENTITY_MAX = len("&amp;")
 _USER_ID = re.compile(r"[UW][A-Z0-9]+")
 _PART_ID = re.compile(r"part_(\d+)")
 
@@ -79,27 +91,6 @@ class Decision:
         # Accept the plain state string from the store; reject anything that is not one.
         object.__setattr__(self, "verdict", Verdict(self.verdict))
         _require_aware(self.at, "at")
-
-
-def escape_mrkdwn(text: str) -> str:
-    """Make text inert in mrkdwn: `&` first, so the entities added for `<` `>` survive."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def split_for_sections(text: str, limit: int = SECTION_LIMIT) -> list[str]:
-    """Escape `text` and cut it into chunks of at most `limit` characters.
-
-    A cut goes at the last paragraph break ("\\n\\n") in the second half of the window,
-    else the last line break, else the last space, and that one separator is dropped.
-    With none of them, it is a hard cut that drops nothing and moves back before an
-    entity (`&amp;`, `&lt;`, `&gt;`) rather than split it. So the escaped text is
-    `chunk0 + sep0 + chunk1 + sep1 + …` with each sep one of "\\n\\n", "\\n", " ", "".
-    Every chunk is non-empty; empty text gives `[" "]` because Slack rejects empty text.
-    """
-    escaped = escape_mrkdwn(text)
-    if not escaped:
-        return [" "]
-    return [escaped[start:end] for start, end in _section_spans(escaped, limit)]
 
 
 def draft_metadata(draft_key: str, revision: int) -> dict[str, Any]:
@@ -147,15 +138,14 @@ def review_message(view: DraftView) -> tuple[str, list[dict[str, Any]]]:
     trailing = 2 + (1 if view.notice else 0) + len(view.facts)
     blocks = [*_draft_blocks(view, trailing=trailing), _details(view)]
     if view.notice:
-        text = f":leftwards_arrow_with_hook: {escape_mrkdwn(view.notice)}"
-        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": text}]})
-    blocks += [_context(fact) for fact in view.facts]  # right above the buttons
+        blocks.append(context(f":leftwards_arrow_with_hook: {escape_mrkdwn(view.notice)}"))
+    blocks += [context(fact) for fact in view.facts]  # right above the buttons
     return "Draft for review: " + _snippet(view.text), [*blocks, actions]
 
 
 def decided_message(view: DraftView, decision: Decision) -> tuple[str, list[dict[str, Any]]]:
     """The review message once decided: the buttons give way to who decided and when."""
-    outcome = _context(_decision_line(decision), block_id="galley_decision")
+    outcome = context(_decision_line(decision), block_id="galley_decision")
     blocks = [*_draft_blocks(view, trailing=2), _details(view), outcome]
     return f"Draft {decision.verdict}: " + _snippet(view.text), blocks
 
@@ -177,7 +167,7 @@ def edit_modal(draft_key: str, revision: int, text: str) -> dict[str, Any]:
     """A modal holding the raw draft in parts of at most 3,000 characters, plus an
     empty part for additions. ValueError if the draft needs more parts than fit."""
     parts = _edit_parts(text)
-    hint = _context(
+    hint = context(
         "Long drafts are split across boxes; the boxes are joined exactly as they are, "
         "with nothing added between them."
     )
@@ -204,9 +194,7 @@ def edited_text(view_state_values: dict[str, Any]) -> str:
 
 def notice_blocks(text: str) -> list[dict[str, Any]]:
     """One section for Galley's own mrkdwn (already safe), cut to fit if it must be."""
-    if len(text) > SECTION_LIMIT:
-        text = text[: _hard_cut(text, 0, SECTION_LIMIT - 1)] + "…"
-    return [_section(text or " ")]
+    return [section(clip_mrkdwn(text, SECTION_LIMIT) or " ")]
 
 
 def help_text() -> str:
@@ -235,52 +223,16 @@ def _require_aware(moment: datetime, name: str) -> None:
         raise ValueError(f"{name} must be timezone-aware, got {moment.isoformat()}")
 
 
-def _section_spans(escaped: str, limit: int) -> list[tuple[int, int]]:
-    """(start, end) of each chunk of non-empty escaped text; see `split_for_sections`."""
-    if limit < _ENTITY_MAX:
-        raise ValueError(f"limit must be at least {_ENTITY_MAX}, got {limit}")
-    spans: list[tuple[int, int]] = []
-    start = 0
-    while len(escaped) - start > limit:
-        # Only the second half of the window: an early break would waste a block. The
-        # separator must end before the text does, so the next chunk is never empty.
-        floor, hard = start + max(1, limit // 2), start + limit
-        for separator in ("\n\n", "\n", " "):
-            end = escaped.rfind(separator, floor, min(hard + len(separator), len(escaped) - 1))
-            if end != -1:
-                spans.append((start, end))
-                start = end + len(separator)
-                break
-        else:
-            end = _hard_cut(escaped, start, limit)
-            spans.append((start, end))
-            start = end
-    spans.append((start, len(escaped)))
-    return spans
-
-
-def _hard_cut(escaped: str, start: int, limit: int) -> int:
-    """`start + limit`, or earlier so as not to split an entity (every `&` starts one)."""
-    hard = start + limit
-    amp = escaped.rfind("&", max(start + 1, hard - _ENTITY_MAX + 1), hard)
-    if amp != -1 and escaped.find(";", amp) + 1 > hard:
-        return amp
-    return hard
-
-
-def _unescape(escaped: str) -> str:
-    return escaped.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
-
-
 def _draft_blocks(view: DraftView, trailing: int) -> list[dict[str, Any]]:
     """The heading and the draft's sections, leaving room for `trailing` blocks."""
-    heading = _section(
-        f"*Draft for review* · {escape_mrkdwn(view.recipe)} · {escape_mrkdwn(view.platform)}"
+    heading = section(
+        f"*Draft for review* · {inert(view.recipe, LABEL_LIMIT)} · "
+        f"{inert(view.platform, LABEL_LIMIT)}"
     )
     escaped = escape_mrkdwn(view.text)
     if not escaped:
-        return [heading, _section(" ")]
-    spans = _section_spans(escaped, SECTION_LIMIT)
+        return [heading, section(" ", verbatim=True)]
+    spans = section_spans(escaped, SECTION_LIMIT)
     room = BLOCK_LIMIT - 1 - trailing
     shown, used = 0, 0
     for start, end in spans:
@@ -288,32 +240,33 @@ def _draft_blocks(view: DraftView, trailing: int) -> list[dict[str, Any]]:
         if shown + 1 + notice > room or used + end - start > DRAFT_TEXT_BUDGET:
             break
         shown, used = shown + 1, used + end - start
-    blocks = [heading, *(_section(escaped[start:end]) for start, end in spans[:shown])]
+    shown_spans = spans[:shown]
+    blocks = [heading, *(section(escaped[start:end], verbatim=True) for start, end in shown_spans)]
     if shown < len(spans):
-        hidden = len(_unescape(escaped[spans[shown][0] :]))
+        hidden = len(unescape(escaped[spans[shown][0] :]))
         note = f"_… draft truncated here: {hidden:,} more characters; open Edit to see it all_"
-        blocks.append(_section(note))
+        blocks.append(section(note))
     return blocks
 
 
 def _details(view: DraftView) -> dict[str, Any]:
-    model = [escape_mrkdwn(view.model)] if view.model else []
+    model = [inert(view.model, LABEL_LIMIT)] if view.model else []
     tokens = f"{view.input_tokens:,} in / {view.output_tokens:,} out tokens"
-    recipe, platform = escape_mrkdwn(view.recipe), escape_mrkdwn(view.platform)
+    recipe, platform = inert(view.recipe, LABEL_LIMIT), inert(view.platform, LABEL_LIMIT)
     parts = [recipe, platform, _slack_date(view.slot_at), f"v{view.version}", *model, tokens]
-    return _context(" · ".join(parts))
+    return context(" · ".join(parts))
 
 
 def _decision_line(decision: Decision) -> str:
     when = _slack_date(decision.at)
-    who = f" by {_mention(decision.by)}" if decision.by else ""
+    who = f" by {mention_user(decision.by)}" if decision.by else ""
     match decision.verdict:
         case Verdict.APPROVED:
             return f"✅ Approved{who} {when}"
         case Verdict.REJECTED:
             line = f"❌ Rejected{who} {when}"
             if decision.reason:
-                line += f" — reason: {escape_mrkdwn(_clip(decision.reason, REASON_LIMIT))}"
+                line += f" — reason: {inert(decision.reason, REASON_LIMIT)}"
             return line
         case Verdict.EXPIRED:
             return f"⌛ Expired unreviewed (review window passed) {when}"
@@ -321,9 +274,11 @@ def _decision_line(decision: Decision) -> str:
             return f"↪️ Superseded by a newer version {when}"
 
 
-def _mention(user_id: str) -> str:
+def mention_user(user_id: str) -> str:
     """`<@U…>` for a real user id; anything else is shown as inert text."""
-    return f"<@{user_id}>" if _USER_ID.fullmatch(user_id) else escape_mrkdwn(user_id)
+    if _USER_ID.fullmatch(user_id) and len(user_id) <= LABEL_LIMIT:
+        return f"<@{user_id}>"
+    return inert(user_id, LABEL_LIMIT)
 
 
 def _slack_date(moment: datetime) -> str:
@@ -401,12 +356,16 @@ def _button(text: str, action_id: str, value: str, style: str | None = None) -> 
     return button | ({"style": style} if style else {})
 
 
-def _section(mrkdwn: str) -> dict[str, Any]:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": mrkdwn}}
+def section(mrkdwn: str, *, verbatim: bool = False) -> dict[str, Any]:
+    """`verbatim` for model text: Slack then turns no bare URL, channel or name into a link."""
+    text = {"type": "mrkdwn", "text": mrkdwn} | ({"verbatim": True} if verbatim else {})
+    return {"type": "section", "text": text}
 
 
-def _context(mrkdwn: str, block_id: str | None = None) -> dict[str, Any]:
-    block = {"type": "context", "elements": [{"type": "mrkdwn", "text": mrkdwn}]}
+def context(mrkdwn: str, block_id: str | None = None) -> dict[str, Any]:
+    """One mrkdwn context element, clipped to fit."""
+    text = clip_mrkdwn(mrkdwn, CONTEXT_LIMIT)
+    block = {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
     return block | ({"block_id": block_id} if block_id else {})
 
 

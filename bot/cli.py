@@ -1,7 +1,12 @@
-"""The `galley` command line (DESIGN.md §6): a thin shell over `core.operator.Galley`.
+"""The `galley` command line (README: Command line): a thin shell over `core.operator.Galley`.
 
-Exit codes: 0 for every outcome but `failed` (1); 2 for usage and config errors.
+Exit codes: 0 for every outcome but `failed` (1); 2 for usage, config and operator
+errors (a database or Slack that cannot be reached, a port that is taken), each one
+line naming the variable; `--debug` or GALLEY_LOG_LEVEL=debug adds the traceback.
 `--json` prints exactly one JSON document on stdout; human output uses tables.
+
+Imports here stay light: `--help` loads no database or HTTP library, and each command
+loads only what it uses (the Anthropic SDK only when a model is called).
 """
 
 from __future__ import annotations
@@ -10,33 +15,56 @@ import json
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import Annotated, Any
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from core.errors import (
     ConfigError,
     DatabaseNotReady,
+    DatabaseUnavailable,
     GalleyError,
+    PortUnavailable,
+    SlackUnavailable,
     SlotError,
     UnknownRecipe,
     UnknownRun,
 )
-from core.operator import Galley
-from core.policies import DraftOutcome, Finding
-from core.schedule import describe, next_slots
-from core.settings import Settings
+from core.policies import DraftOutcome
 from core.states import RunState
-from core.store import Store
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from core.operator import Galley
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
-USAGE_ERRORS = (ConfigError, UnknownRecipe, UnknownRun, SlotError, DatabaseNotReady)
+USAGE_ERRORS = (
+    ConfigError,
+    UnknownRecipe,
+    UnknownRun,
+    SlotError,
+    DatabaseNotReady,
+    DatabaseUnavailable,
+    SlackUnavailable,
+    PortUnavailable,
+)
+
+
+class FoundAtDestination(StrEnum):
+    """`core.resolution.Finding`, without importing the store for `--help` (a test keeps
+    the two equal)."""
+
+    PUBLISHED = "published"
+    ABSENT = "absent"
+
 
 app = typer.Typer(
     name="galley",
@@ -44,15 +72,27 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
-db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
+db_app = typer.Typer(help="Database schema.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(db_app, name="db")
 # Piped output is read by scripts and people's terminals alike: never cut a run id.
 out = Console(width=None if sys.stdout.isatty() else 200, soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
+_debug = {"on": False}
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
 Actor = Annotated[str, typer.Option("--as", help="Who is acting (recorded in history).")]
+
+
+@app.callback()
+def options(
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show the traceback behind an error.")
+    ] = False,
+) -> None:
+    """Galley drafts posts with Claude on a schedule, and never twice."""
+    _debug["on"] = debug or os.environ.get("GALLEY_LOG_LEVEL", "").lower() == "debug"
 
 
 @contextmanager
@@ -61,13 +101,18 @@ def explained_errors() -> Iterator[None]:
     try:
         yield
     except GalleyError as exc:
+        if _debug["on"]:
+            traceback.print_exc()
         for line in str(exc).splitlines():
             err.print(line, markup=False, highlight=False, style="red")
         raise typer.Exit(EXIT_USAGE if isinstance(exc, USAGE_ERRORS) else EXIT_FAILED) from None
 
 
 def open_galley() -> Galley:
-    return Galley.from_settings(Settings())
+    from core.operator import Galley
+    from core.settings import load_settings
+
+    return Galley.from_settings(load_settings())
 
 
 def print_json(document: Any) -> None:
@@ -75,6 +120,8 @@ def print_json(document: Any) -> None:
 
 
 def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
+    from rich.table import Table
+
     grid = Table(title=title, title_justify="left")
     for column in columns:
         grid.add_column(column)
@@ -196,12 +243,17 @@ def resume(
 @app.command()
 def resolve(
     run_id: Annotated[str, typer.Argument(metavar="RUN", help="The run id.")],
-    finding: Annotated[Finding, typer.Argument(help="What you found at the destination.")],
+    finding: Annotated[
+        FoundAtDestination, typer.Argument(help="What you found at the destination.")
+    ],
     actor: Actor = "cli",
 ) -> None:
     """Settle an uncertain run: `published` closes it; `absent` publishes it once."""
+    from core.resolution import Finding
+
     with explained_errors():
-        out.print(open_galley().resolve(run_id, finding, actor=actor), highlight=False)
+        galley = open_galley()
+        out.print(galley.resolve(run_id, Finding(finding), actor=actor), highlight=False)
 
 
 @app.command()
@@ -231,15 +283,15 @@ def run(
     ] = 30,
 ) -> None:
     """Run the bot: scheduler, Slack, review outbox, sweeper, health and metrics."""
-    from bot.run import Bot  # Slack and uvicorn load only for the bot itself
+    from bot.logs import configure_logging
+    from core.settings import load_settings
 
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    for noisy in ("alembic", "httpx2", "apscheduler", "slack_bolt.App"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
     with explained_errors():
-        bot = Bot(Settings(), shutdown_grace=timedelta(seconds=shutdown_grace))
+        settings = load_settings()
+        configure_logging(settings.galley_log_format, settings.galley_log_level)
+        from bot.run import Bot  # Slack and uvicorn load only for the bot itself
+
+        bot = Bot(settings, shutdown_grace=timedelta(seconds=shutdown_grace))
         code = bot.serve()  # a refused app token is found when the socket opens
     # Drafting threads still waiting on a model call past the grace must not hold the
     # process open (the interpreter would join them at exit): leave now; their claims
@@ -252,6 +304,8 @@ def run(
 @app.command()
 def check(as_json: JsonFlag = False) -> None:
     """Validate the config and the database; show each recipe's next five slots."""
+    from core.schedule import describe, next_slots
+
     with explained_errors():
         galley = open_galley()
         now = galley.clock.now()
@@ -295,8 +349,11 @@ def check(as_json: JsonFlag = False) -> None:
 @db_app.command("upgrade")
 def db_upgrade() -> None:
     """Create or migrate the database schema to the newest version."""
+    from core.settings import load_settings
+    from core.store import Store
+
     with explained_errors():
-        store = Store(Settings().galley_database_url)
+        store = Store(load_settings().galley_database_url)
         store.upgrade()
     out.print(f"database at revision {store.current_revision()}", highlight=False)
 

@@ -163,7 +163,7 @@ def register(app: App, deps: BotDeps) -> None:
                 channel=body["container"]["channel_id"],
                 ts=message["ts"],
                 text=message.get("text", ""),
-                blocks=resolved_blocks(message.get("blocks", []), f"<@{user}>: {outcome}"),
+                blocks=resolved_blocks(message.get("blocks", []), outcome, by=user),
             )
 
         return listener

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from bot.blocks import escape_mrkdwn
+from bot.mrkdwn import escape_mrkdwn
 from core.ports import MessageRef, RecipeRecord, ReviewItem, SimilarPost
 from core.states import DraftState
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -18,22 +19,28 @@ from zoneinfo import ZoneInfo
 import uvicorn
 from apscheduler.triggers.cron import CronTrigger
 from slack_bolt import App
-from slack_sdk import WebClient
 
 from bot.apscheduler_host import SchedulerHost
 from bot.blocks import notice_blocks
 from bot.handlers import BotDeps, register
 from bot.home_tab import HomeTab
-from bot.server import web_app
+from bot.server import timed_ack, web_app
+from bot.slack_check import check_slack
 from bot.slack_publishing import SlackAlerter, SlackChannelPublisher
-from bot.slack_surface import SlackChannels, SlackDirectory, SlackReviewSurface
+from bot.slack_surface import (
+    CountedWebClient,
+    SlackChannels,
+    SlackDirectory,
+    SlackReviewSurface,
+)
 from bot.socket_link import SocketLink
 from core.alerts import AlertService
 from core.config import Recipe, SlackTarget, WebhookTarget
 from core.deliveries import forget_old_deliveries
 from core.digest import post_digest
 from core.effects import EffectLedger
-from core.errors import ConfigError
+from core.errors import ConfigError, GalleyError, PortUnavailable
+from core.metrics import DATABASE_GAUGES
 from core.operator import Galley
 from core.outbox import ReviewOutbox
 from core.ports import Clock, MessageRef, Publisher
@@ -85,14 +92,16 @@ class Bot:
         self.settings = settings
         self.shutdown_grace = shutdown_grace
         self.galley = Galley.from_settings(settings, clock=clock)
+        DATABASE_GAUGES.watch(self.galley.store, self.galley.config, self.galley.clock)
         recipes = list(self.galley.config.recipes.values())
         call_timeout = min((r.call_timeout for r in recipes), default=DEFAULT_CALL_TIMEOUT)
-        self.client = WebClient(
+        self.client = CountedWebClient(
             token=_secret(settings.slack_bot_token),
             base_url=settings.galley_slack_api_url,
             timeout=int(call_timeout.total_seconds()),
             retry_handlers=[],  # no blind re-sends: Galley decides what may be repeated
         )
+        self.slack_identity = check_slack(self.client)  # before Bolt: errors name the variable
         slack = self.galley.config.slack
         self.channels = SlackChannels(self.client)
         self.surface = AnnotatedReviewSurface(  # near-duplicates and the recipe's record
@@ -165,6 +174,8 @@ class Bot:
         deps = BotDeps(
             self.galley, self.outbox, self.directory, self.start_draft, self.publish_soon, self.home
         )
+        if settings.slack_app_token:
+            self.bolt.use(timed_ack)  # HTTP mode times acks at /slack/events instead
         register(self.bolt, deps)
         self._stop = threading.Event()
         self._server: uvicorn.Server | None = None
@@ -230,18 +241,39 @@ class Bot:
         self.outbox.announce_backpressure(limits)
 
     def ready(self) -> tuple[bool, str]:
+        """Ready once the scheduler runs, Slack answered auth.test and the database
+        answers now (its schema at the newest revision)."""
         if self._stop.is_set():
             return False, "stopping"
+        if not self.host.scheduler.running:
+            return False, "starting: scheduler not running yet"
+        if not self.slack_identity:
+            return False, "slack: auth.test has not answered"
         try:
-            self.galley.store.ensure_schema()
-        except Exception as exc:
+            revision = self.galley.store.current_revision()
+        except GalleyError as exc:
             return False, f"database: {exc}"
+        if revision != self.galley.store.head_revision():
+            return False, f"database: schema at {revision}, not the newest"
         if self._socket is not None and not self._socket.is_connected():
             return False, "socket mode: disconnected"
-        return (
-            self.host.scheduler.running,
-            "scheduler running" if self.host.scheduler.running else "starting",
-        )
+        return True, "scheduler running, slack and database answered"
+
+    def bind_http(self) -> socket.socket:
+        """The HTTP port, bound now: a port taken is an error at start, not a log line
+        from a server thread that dies while the bot carries on without health checks."""
+        port = self.settings.galley_http_port
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            listener.bind((self.http_host, port))
+        except OSError as exc:
+            listener.close()
+            raise PortUnavailable(
+                f"GALLEY_HTTP_PORT: cannot listen on {self.http_host}:{port} ({exc.strerror})"
+            ) from None
+        listener.set_inheritable(True)
+        return listener
 
     def serve(self) -> int:
         """Start everything, then block until SIGTERM or SIGINT; returns the exit code."""
@@ -253,29 +285,25 @@ class Bot:
 
     def start(self) -> None:
         socket_mode = bool(self.settings.slack_app_token)
+        listener = self.bind_http()
         server_config = uvicorn.Config(
             web_app(None if socket_mode else self.bolt, self.ready),
-            host=self.http_host,
-            port=self.settings.galley_http_port,
             log_level="warning",
         )
         self._server = uvicorn.Server(server_config)
-        self._http_thread = threading.Thread(target=self._server.run, name="http", daemon=True)
-        self._http_thread.start()
-        self.host.start()
-        if socket_mode:
+        self._http_thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [listener]}, name="http", daemon=True
+        )
+        if socket_mode:  # before any work starts: a refused app token exits cleanly
             self._socket = SocketLink(
                 self.bolt,
                 _secret(self.settings.slack_app_token),
                 store=self.galley.store,
                 clock=self.galley.clock,
             )
-            try:
-                self._socket.connect()
-            except ConfigError:
-                self._socket = None
-                self.stop()
-                raise
+            self._socket.connect()  # an app token Slack refuses is one line (ConfigError)
+        self._http_thread.start()
+        self.host.start()
         log.info("galley running: %d recipes", len(self.galley.config.recipes))
 
     @property

@@ -5,16 +5,29 @@ Served by uvicorn; Bolt's sync dispatch runs in a worker thread, off the event l
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
-from slack_bolt import App
+from slack_bolt import App, BoltResponse
 from slack_bolt.adapter.starlette.handler import to_bolt_request, to_starlette_response
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+
+from core.metrics import SLACK_ACK_LATENCY
+
+
+def timed_ack(next_: Callable[[], BoltResponse]) -> BoltResponse:
+    """Bolt middleware for Socket Mode, where no HTTP route sees the request: the rest of
+    the chain returns once the listener has acked (process_before_response=False)."""
+    received = time.perf_counter()
+    try:
+        return next_()
+    finally:
+        SLACK_ACK_LATENCY.observe(time.perf_counter() - received)
 
 
 def web_app(bolt: App | None, ready: Callable[[], tuple[bool, str]]) -> Starlette:
@@ -40,8 +53,11 @@ def web_app(bolt: App | None, ready: Callable[[], tuple[bool, str]]) -> Starlett
     if bolt is not None:
 
         async def slack_events(request: Request) -> Response:
+            received = time.perf_counter()
             body = await request.body()
             bolt_response = await run_in_threadpool(bolt.dispatch, to_bolt_request(request, body))
+            # Listeners run after the ack (process_before_response=False): this is the ack.
+            SLACK_ACK_LATENCY.observe(time.perf_counter() - received)
             return to_starlette_response(bolt_response)
 
         routes.append(Route("/slack/events", slack_events, methods=["POST"]))

@@ -5,9 +5,19 @@ unknown is found in the channel history before anything is sent again.
 
 from __future__ import annotations
 
-from bot.alert_blocks import PUBLISH_EVENT_TYPE, alert_message, publication_message
+import logging
+
+from bot.alert_blocks import (
+    PUBLISH_EVENT_TYPE,
+    MessageTooLong,
+    alert_message,
+    publication_message,
+)
 from bot.slack_surface import SlackChannels
+from core.errors import EffectNotSent
 from core.ports import MessageRef, Publication, RunAlert
+
+alert_log = logging.getLogger("galley.alert")
 
 
 class SlackChannelPublisher:
@@ -20,10 +30,11 @@ class SlackChannelPublisher:
         return f"slack:{self.channel}"
 
     def publish(self, publication: Publication) -> str:
-        ref = self.channels.post(
-            self.channel, **publication_message(publication.text, publication.effect_key)
-        )
-        return ref.ts
+        try:
+            message = publication_message(publication.text, publication.effect_key)
+        except MessageTooLong as exc:  # refused before sending: repeating cannot help
+            raise EffectNotSent(str(exc), permanent=True) from exc
+        return self.channels.post(self.channel, **message).ts
 
     def lookup(self, effect_key: str) -> str | None:
         found = self.channels.find(self.channel, PUBLISH_EVENT_TYPE, "effect_key", effect_key)
@@ -36,7 +47,17 @@ class SlackAlerter:
         self.channel = channel
 
     def alert(self, alert: RunAlert) -> MessageRef:
-        return self.channels.post(self.channel, **alert_message(alert))
+        ref = self.channels.post(self.channel, **alert_message(alert))
+        fields = {"event": "alert", "run_id": alert.run_id, "recipe": alert.recipe}
+        fields |= {"headline": alert.headline, "channel": ref.channel, "ts": ref.ts}
+        alert_log.warning(
+            "alert for %s posted to %s: %s",
+            alert.run_id,
+            ref.channel,
+            alert.headline,
+            extra={"galley": fields},
+        )
+        return ref
 
     def settle(self, ref: MessageRef, alert: RunAlert) -> None:
         self.channels.update(ref, **alert_message(alert, actionable=False))

@@ -29,6 +29,7 @@ from bot.blocks import (
     review_message,
 )
 from bot.review_facts import Permalink, fact_lines
+from core import observe
 from core.errors import EffectNotSent, EffectOutcomeUnknown, LookupUnavailable
 from core.ports import MessageRef, ReviewItem
 from core.states import DraftState
@@ -38,6 +39,28 @@ POSTS_PER_CHANNEL_SECONDS = 1.05  # Slack allows about one message per second pe
 MAX_RATE_LIMIT_WAITS = 30
 HISTORY_PAGES = 5  # how far back a lookup reads: 5 pages of 200 messages
 _NOT_SENT_REASONS = (ConnectionRefusedError, socket.gaierror)
+
+
+class CountedWebClient(WebClient):
+    """The Web API client whose every call, by anyone (Galley, Bolt's listeners), is
+    counted in `galley_slack_calls_total` by method and outcome, 429s included."""
+
+    def api_call(self, api_method: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            response = super().api_call(api_method, *args, **kwargs)
+        except SlackApiError as exc:
+            status = exc.response.status_code
+            observe.slack_counted(api_method, "rate_limited" if status == 429 else "refused")
+            raise
+        except urllib.error.URLError as exc:
+            sent = not isinstance(exc.reason, _NOT_SENT_REASONS)
+            observe.slack_counted(api_method, "no_answer" if sent else "unreachable")
+            raise
+        except (TimeoutError, ConnectionError, http.client.HTTPException):
+            observe.slack_counted(api_method, "no_answer")
+            raise
+        observe.slack_counted(api_method, "ok")
+        return response
 
 
 class ChannelPacer:
@@ -143,22 +166,32 @@ class SlackChannels:
         raise LookupUnavailable(f"not in the newest {HISTORY_PAGES * 200} messages")
 
     def call(self, method: Any, *, channel: str, **fields: Any) -> dict[str, Any]:
-        """One Web API call; only a 429 (a refusal, so nothing happened) is repeated."""
+        """One Web API call; only a 429 (a refusal, so nothing happened) is repeated.
+        Posts and updates are logged with their outcome (CountedWebClient counts them)."""
+        name = api_method(method)
         for _ in range(MAX_RATE_LIMIT_WAITS):
             self.pacer.wait_turn(channel)
             try:
-                return dict(method(channel=channel, **fields).data)
+                answer = dict(method(channel=channel, **fields).data)
             except SlackApiError as exc:
                 if exc.response.status_code != 429:
+                    observe.slack_logged(name, "refused", channel=channel, error=_error(exc))
                     raise _classify_answer(exc) from exc
+                observe.slack_logged(name, "rate_limited", channel=channel)
                 retry_after = float(exc.response.headers.get("Retry-After", 1))
                 self.pacer.back_off(channel, retry_after)
             except urllib.error.URLError as exc:
                 if isinstance(exc.reason, _NOT_SENT_REASONS):
+                    observe.slack_logged(name, "unreachable", channel=channel)
                     raise EffectNotSent(f"Slack unreachable: {exc.reason}") from exc
+                observe.slack_logged(name, "no_answer", channel=channel)
                 raise EffectOutcomeUnknown(f"no answer from Slack: {exc.reason}") from exc
             except (TimeoutError, ConnectionError, http.client.HTTPException) as exc:
+                observe.slack_logged(name, "no_answer", channel=channel)
                 raise EffectOutcomeUnknown(f"no complete answer from Slack: {exc!r}") from exc
+            else:
+                observe.slack_logged(name, "ok", channel=channel, ts=answer.get("ts"))
+                return answer
         raise EffectNotSent(f"still rate limited after {MAX_RATE_LIMIT_WAITS} waits")
 
 
@@ -191,6 +224,16 @@ class SlackReviewSurface:
 
     def find_review(self, draft_key: str) -> MessageRef | None:
         return self.channels.find(self.channel, DRAFT_EVENT_TYPE, "draft_key", draft_key)
+
+
+def api_method(bound: Any) -> str:
+    """`client.chat_postMessage` → "chat.postMessage", the name Slack documents."""
+    return str(getattr(bound, "__name__", "unknown")).replace("_", ".")
+
+
+def _error(exc: SlackApiError) -> str:
+    data = exc.response.data
+    return str(data.get("error")) if isinstance(data, dict) else str(exc.response.status_code)
 
 
 def _classify_answer(exc: SlackApiError) -> EffectNotSent | EffectOutcomeUnknown:

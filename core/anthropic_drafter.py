@@ -2,32 +2,56 @@
 
 The SDK's own retries are off (`max_retries=0`): every attempt goes through Galley's
 ledger, so a retry is a decision recorded in the database, never a hidden re-send.
+The SDK is imported on the first model call, never at import: it costs seconds, and
+`galley status` or `--help` must not pay for a client they never use.
 """
 
 from __future__ import annotations
 
 import time
 from email.utils import parsedate_to_datetime
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
-import anthropic
-import httpx2
-
+from core import observe
 from core.errors import ModelCallFailed
 from core.policies import AttemptOutcome
 from core.ports import DraftRequest, ModelReply
 
+if TYPE_CHECKING:
+    import anthropic
+
 CONNECT_TIMEOUT_SECONDS = 10.0
-_NEVER_SENT = (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout)
 
 
 class AnthropicDrafter:
     """Drafts with the official client; one HTTP request per `draft` call."""
 
     def __init__(self, api_key: str, base_url: str | None = None) -> None:
-        self._client = anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=0)
+        self._api_key = api_key
+        self._base_url = base_url
+
+    @cached_property
+    def _client(self) -> anthropic.Anthropic:
+        import anthropic
+
+        return anthropic.Anthropic(api_key=self._api_key, base_url=self._base_url, max_retries=0)
 
     def draft(self, request: DraftRequest) -> ModelReply:
+        """One model call, timed, logged and counted whatever its outcome."""
+        started = time.monotonic()
+        try:
+            reply = self._call(request)
+        except ModelCallFailed as exc:
+            observe.model_called(request, exc.outcome, time.monotonic() - started)
+            raise
+        observe.model_called(request, AttemptOutcome.OK, time.monotonic() - started, reply)
+        return reply
+
+    def _call(self, request: DraftRequest) -> ModelReply:
+        import anthropic
+        import httpx2
+
         timeout = httpx2.Timeout(
             request.timeout.total_seconds(),
             connect=min(CONNECT_TIMEOUT_SECONDS, request.timeout.total_seconds()),
@@ -59,10 +83,14 @@ class AnthropicDrafter:
 
 def classify(exc: anthropic.AnthropicError) -> ModelCallFailed:
     """Map an SDK error to the retry table of DESIGN.md §4.4."""
+    import anthropic
+    import httpx2
+
+    never_sent = (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout)
     if isinstance(exc, anthropic.APIStatusError):
         return _classify_status(exc)
     if isinstance(exc, anthropic.APIConnectionError):
-        if isinstance(exc.__cause__, _NEVER_SENT):
+        if isinstance(exc.__cause__, never_sent):
             return ModelCallFailed(AttemptOutcome.NOT_SENT, f"request never sent: {exc.__cause__}")
         cause = type(exc.__cause__).__name__ if exc.__cause__ else type(exc).__name__
         return ModelCallFailed(

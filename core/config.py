@@ -37,6 +37,11 @@ TEMPLATE_FIELDS = ("recipe", "platform", "slot", "version")
 # Measured on tests/data/similar_pairs.jsonl (bench/similarity.py): precision 0.92,
 # recall 0.94 at 78; below it same-template posts start to warn, above it paraphrases slip.
 SIMILAR_WARN_DEFAULT = 78
+# Both are part of every draft key, which travels in Slack button values, modal metadata
+# and message metadata (2,000 to 3,000 characters at most): short caps keep a key well
+# inside them (DESIGN.md §2: keys stay readable).
+NAME_MAX_LENGTH = 64
+PLATFORM_MAX_LENGTH = 40
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -136,8 +141,8 @@ class RecipeSettings(_Strict):
 class Recipe(RecipeSettings):
     """One recipe with the defaults already applied: everything a run needs."""
 
-    name: str = Field(pattern=NAME_PATTERN.pattern)
-    platform: str = Field(min_length=1, pattern=r"^[^|]+$")
+    name: str = Field(pattern=NAME_PATTERN.pattern, max_length=NAME_MAX_LENGTH)
+    platform: str = Field(min_length=1, max_length=PLATFORM_MAX_LENGTH, pattern=r"^[^|]+$")
     schedule: str
     system: str = ""
     prompt: str = Field(min_length=1)

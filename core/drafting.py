@@ -338,6 +338,7 @@ def build_request(recipe: Recipe, slot: Slot, version: int) -> DraftRequest:
         prompt=render(recipe.prompt),
         max_tokens=recipe.max_tokens,
         timeout=recipe.model_timeout,
+        recipe=recipe.name,
     )
 
 

@@ -63,6 +63,18 @@ class DatabaseNotReady(GalleyError):
     """The database schema is missing or behind; run `galley db upgrade`."""
 
 
+class DatabaseUnavailable(GalleyError):
+    """GALLEY_DATABASE_URL is malformed, of an unsupported kind, or cannot be reached."""
+
+
+class SlackUnavailable(GalleyError):
+    """Slack cannot be reached, refuses the bot token, or the API URL is wrong."""
+
+
+class PortUnavailable(GalleyError):
+    """GALLEY_HTTP_PORT cannot be bound (taken, or not ours to take)."""
+
+
 class ModelCallFailed(GalleyError):
     """One model call failed; `outcome` says whether and how to retry it."""
 

@@ -61,7 +61,8 @@ def gate_reason(
     if depth >= recipe.pending_limit:
         return (
             SkipReason.BACKPRESSURE,
-            f"drafting paused: {depth} drafts waiting (limit {recipe.pending_limit})",
+            f"drafting paused: {depth} draft{'' if depth == 1 else 's'} waiting "
+            f"(limit {recipe.pending_limit})",
         )
     if recipe.daily_token_budget:
         spent = tokens_today(session, recipe, now)

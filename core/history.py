@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, SQLModel
 
+from core import observe
 from core.errors import ConcurrentChange
 from core.models import DraftRow, EffectRow, EventRow, RunRow
 from core.states import DraftState, EffectState, RunState, check_draft, check_effect, check_run
@@ -47,6 +48,16 @@ def record_event(
             actor=actor,
             reason=reason,
         )
+    )
+    observe.state_changed(
+        session,
+        subject=subject,
+        subject_id=subject_id,
+        run_id=run_id,
+        from_state=from_state,
+        to_state=to_state,
+        actor=actor,
+        reason=reason,
     )
 
 

@@ -31,6 +31,7 @@ class DraftRequest:
     prompt: str
     max_tokens: int
     timeout: timedelta
+    recipe: str = ""  # for metrics and logs only; never sent to the model
 
 
 @dataclass(frozen=True)

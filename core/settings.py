@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 
-from pydantic import SecretStr
+from pydantic import SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from core.errors import ConfigError
+
+
+class LogFormat(StrEnum):
+    TEXT = "text"
+    JSON = "json"  # one JSON object per line
+
+
+class LogLevel(StrEnum):
+    DEBUG = "debug"  # also shows the traceback behind an operator error
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
 
 
 class Settings(BaseSettings):
@@ -22,3 +37,22 @@ class Settings(BaseSettings):
     galley_database_url: str = "sqlite:///galley.db"
     galley_slack_api_url: str = "https://slack.com/api/"
     galley_http_port: int = 3000
+    galley_log_format: LogFormat = LogFormat.TEXT
+    galley_log_level: LogLevel = LogLevel.INFO
+
+    @field_validator("galley_log_format", "galley_log_level", mode="before")
+    @classmethod
+    def _lower_case(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
+
+
+def load_settings() -> Settings:
+    """The environment's settings; a bad value is a `ConfigError` naming its variable."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            variable = str(error["loc"][0]).upper() if error["loc"] else "environment"
+            problems.append(f"{variable}: {error['msg']} (got {error.get('input')!r})")
+        raise ConfigError(problems) from None

@@ -2,27 +2,33 @@
 
 Never hold a transaction across a network call (DESIGN.md §4.2): callers open
 `store.transaction()` around reads and writes only, and call the model or Slack outside.
+A URL that is malformed, of an unsupported kind or unreachable is a `DatabaseUnavailable`
+naming GALLEY_DATABASE_URL, never a driver traceback. Alembic loads only to migrate.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config as AlembicConfig
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from core.errors import DatabaseNotReady
+from core.errors import DatabaseNotReady, DatabaseUnavailable
+
+if TYPE_CHECKING:
+    from alembic.config import Config as AlembicConfig
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+SUPPORTED_BACKENDS = ("sqlite", "postgresql")
+URL_VARIABLE = "GALLEY_DATABASE_URL"
+_REVISION = re.compile(r"^revision\s*=\s*[\"']([^\"']+)[\"']", re.MULTILINE)
+_DOWN_REVISION = re.compile(r"^down_revision\s*=\s*[\"']([^\"']+)[\"']", re.MULTILINE)
 
 
 def normalise_url(url: str) -> str:
@@ -33,8 +39,26 @@ def normalise_url(url: str) -> str:
     return url
 
 
+def check_url(url: str) -> sa.URL:
+    """The parsed URL; `DatabaseUnavailable` if it is not one Galley can use."""
+    try:
+        parsed = sa.make_url(url)
+    except sa.exc.ArgumentError:
+        raise DatabaseUnavailable(
+            f"{URL_VARIABLE}: {url!r} is not a database URL "
+            "(use sqlite:///path/galley.db or postgresql://user@host/database)"
+        ) from None
+    if parsed.get_backend_name() not in SUPPORTED_BACKENDS:
+        raise DatabaseUnavailable(
+            f"{URL_VARIABLE}: {parsed.get_backend_name()!r} databases are not supported "
+            "(use sqlite:///path/galley.db or postgresql://user@host/database)"
+        )
+    return parsed
+
+
 def make_engine(url: str) -> Engine:
     url = normalise_url(url)
+    check_url(url)
     if url.startswith("sqlite"):
         engine = sa.create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
         _configure_sqlite(engine)
@@ -83,23 +107,57 @@ class Store:
             yield session
 
     def _alembic_config(self) -> AlembicConfig:
+        from alembic.config import Config as AlembicConfig
+
         config = AlembicConfig()
         config.set_main_option("script_location", str(MIGRATIONS))
         return config
 
     def upgrade(self) -> None:
         """Bring the schema to the newest migration (safe to run from several processes)."""
+        from alembic import command
+
         config = self._alembic_config()
-        with self.engine.begin() as connection:
+        with self.reachable(), self.engine.begin() as connection:
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
 
     def current_revision(self) -> str | None:
-        with self.engine.connect() as connection:
-            return MigrationContext.configure(connection).get_current_revision()
+        """The revision in `alembic_version`, read as Alembic does; None when unversioned."""
+        with self.reachable(), self.engine.connect() as connection:
+            if not sa.inspect(connection).has_table("alembic_version"):
+                return None
+            versions = connection.execute(sa.text("SELECT version_num FROM alembic_version"))
+            current = versions.scalar()
+            return None if current is None else str(current)
 
     def head_revision(self) -> str | None:
-        return ScriptDirectory.from_config(self._alembic_config()).get_current_head()
+        """The newest migration, read from the files' `revision` lines (no Alembic import);
+        Alembic itself decides when the files do not form one chain."""
+        revisions: set[str] = set()
+        parents: set[str] = set()
+        for path in (MIGRATIONS / "versions").glob("*.py"):
+            text = path.read_text()
+            revisions.update(_REVISION.findall(text))
+            parents.update(_DOWN_REVISION.findall(text))
+        heads = revisions - parents
+        if len(heads) == 1:
+            return heads.pop()
+        from alembic.script import ScriptDirectory
+
+        head = ScriptDirectory.from_config(self._alembic_config()).get_current_head()
+        return None if head is None else str(head)
+
+    @contextmanager
+    def reachable(self) -> Iterator[None]:
+        """Connection failures become one line naming GALLEY_DATABASE_URL."""
+        try:
+            yield
+        except sa.exc.OperationalError as exc:
+            url = self.engine.url.set(drivername=self.engine.url.get_backend_name())
+            shown = url.render_as_string(hide_password=True)
+            cause = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+            raise DatabaseUnavailable(f"{URL_VARIABLE}: cannot use {shown}: {cause}") from exc
 
     def ensure_schema(self) -> None:
         """Upgrade an SQLite file or an empty database by itself; refuse a stale one."""
@@ -115,7 +173,8 @@ class Store:
         )
 
     def _has_tables(self) -> bool:
-        return bool(sa.inspect(self.engine).get_table_names())
+        with self.reachable():
+            return bool(sa.inspect(self.engine).get_table_names())
 
     def dispose(self) -> None:
         self.engine.dispose()

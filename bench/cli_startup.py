@@ -1,0 +1,81 @@
+"""How long a `galley` command takes from exec to exit, against `python -c pass`.
+
+    .venv/bin/python -m bench.cli_startup [--runs 15]
+
+Runs `galley --help`, `galley status` and `galley check` on an empty SQLite database
+(created and migrated before timing) with a copy of `examples/galley.toml`, each
+`--runs` times after one untimed warm-up, and prints min, median and max wall time and
+the median's ratio to `python -c pass`. Compiled bytecode goes to a temporary
+PYTHONPYCACHEPREFIX, filled by the warm-up, so a figure is the import and run cost,
+not compiling (as in the Docker image, which compiles at build time). Goal (issue 10):
+`--help` and `status` under 0.5 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+GALLEY = Path(sys.prefix) / "bin" / "galley"
+GOAL_SECONDS = 0.5
+COMMANDS = {
+    "python -c pass": [sys.executable, "-c", "pass"],
+    "galley --help": [str(GALLEY), "--help"],
+    "galley status": [str(GALLEY), "status"],
+    "galley check": [str(GALLEY), "check"],
+}
+
+
+def timed(argv: list[str], env: dict[str, str], cwd: Path) -> float:
+    started = time.perf_counter()
+    subprocess.run(argv, env=env, cwd=cwd, check=True, capture_output=True)
+    return time.perf_counter() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=15)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="galley-cli-bench-") as tmp:
+        work = Path(tmp)
+        shutil.copy(REPO / "examples" / "galley.toml", work / "galley.toml")
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env |= {
+            "PYTHONPYCACHEPREFIX": str(work / "pycache"),
+            "GALLEY_CONFIG": str(work / "galley.toml"),
+            "GALLEY_DATABASE_URL": f"sqlite:///{work / 'galley.db'}",
+            "ANTHROPIC_API_KEY": "bench-key",
+        }
+        subprocess.run([str(GALLEY), "db", "upgrade"], env=env, cwd=work, check=True)
+        print(f"{'command':<16} {'min s':>7} {'median s':>9} {'max s':>7} {'x pass':>7}")
+        baseline = None
+        missed = []
+        for name, argv in COMMANDS.items():
+            timed(argv, env, work)  # warm-up: fills the bytecode cache
+            times = [timed(argv, env, work) for _ in range(args.runs)]
+            median = statistics.median(times)
+            baseline = baseline or median
+            print(
+                f"{name:<16} {min(times):>7.3f} {median:>9.3f} {max(times):>7.3f} "
+                f"{median / baseline:>7.1f}"
+            )
+            if name in ("galley --help", "galley status") and median >= GOAL_SECONDS:
+                missed.append(name)
+    load = os.getloadavg()[0]
+    python = sys.version.split()[0]
+    print(f"{args.runs} runs each; 1-minute load average {load:.2f}; Python {python}")
+    for name in missed:
+        print(f"goal missed: {name} median is not under {GOAL_SECONDS} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

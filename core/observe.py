@@ -1,0 +1,241 @@
+"""What Galley tells an operator about its own work: one log line and the matching
+metrics for each state change, model call and Slack call (core/metrics.py names them).
+
+A state change is told only once its transaction has committed, so the log and the
+counters never show a change that was rolled back. Nothing here may raise into the
+caller: a broken log handler must not break a transition. prometheus_client loads on
+the first thing told, so a CLI command that changes nothing never pays for it.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass
+from types import ModuleType
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session, SessionTransaction
+
+from core.models import RunRow
+from core.policies import FailReason, SkipReason
+from core.ports import DraftRequest, ModelReply
+from core.states import DraftState, EffectState, RunState
+
+state_log = logging.getLogger("galley.state")
+model_log = logging.getLogger("galley.model")
+slack_log = logging.getLogger("galley.slack")
+
+_PENDING = "galley_state_changes"
+FINAL_RUN_STATES = frozenset(
+    {
+        RunState.SUCCEEDED,
+        RunState.SKIPPED,
+        RunState.REJECTED,
+        RunState.EXPIRED,
+        RunState.FAILED,
+        RunState.CANCELLED,
+        RunState.UNCERTAIN,
+    }
+)
+OUTCOME_STATES = frozenset({EffectState.SUCCEEDED, EffectState.FAILED, EffectState.UNCERTAIN})
+_REASONS = frozenset(SkipReason) | frozenset(FailReason)
+# US dollars per million tokens (input, output), by model family; an estimate from list
+# prices: a cache write costs 1.25 input tokens, a cache read 0.1.
+PRICES_PER_MILLION = {"opus": (15.0, 75.0), "sonnet": (3.0, 15.0), "haiku": (1.0, 5.0)}
+DEFAULT_PRICE = PRICES_PER_MILLION["sonnet"]
+
+
+@dataclass(frozen=True)
+class StateChange:
+    subject: str  # run | draft | effect | recipe
+    subject_id: str
+    run_id: str | None
+    from_state: str | None
+    to_state: str
+    actor: str
+    reason: str | None
+    run_reason: str | None  # the run's stored reason (an enum value) when it is a run
+
+
+def state_changed(
+    session: Session,
+    *,
+    subject: str,
+    subject_id: str,
+    run_id: str | None,
+    from_state: str | None,
+    to_state: str,
+    actor: str,
+    reason: str | None,
+) -> None:
+    """Called for every event row; told (logged and counted) when the session commits."""
+    run_reason = None
+    if subject == "run":
+        run = session.identity_map.get(sa.orm.util.identity_key(RunRow, subject_id))
+        run_reason = getattr(run, "reason", None)
+    change = StateChange(
+        subject,
+        subject_id,
+        run_id,
+        None if from_state is None else str(from_state),
+        str(to_state),
+        actor,
+        reason,
+        run_reason,
+    )
+    session.info.setdefault(_PENDING, []).append(change)
+
+
+@sa.event.listens_for(Session, "after_commit")
+def _tell_committed(session: Session) -> None:
+    for change in session.info.pop(_PENDING, []):
+        try:
+            _tell(change)
+        except Exception:  # never let telling break the work
+            state_log.exception("could not record a state change")
+
+
+@sa.event.listens_for(Session, "after_transaction_end")
+def _forget_rolled_back(session: Session, transaction: SessionTransaction) -> None:
+    if transaction.parent is None:
+        session.info.pop(_PENDING, None)
+
+
+def _tell(change: StateChange) -> None:
+    recipe = recipe_of(change)
+    fields = asdict(change) | {"event": "state_change", "recipe": recipe}
+    fields.pop("run_reason")
+    if change.subject == "draft":
+        fields["draft_key"] = change.subject_id
+    why = f" ({change.reason})" if change.reason else ""
+    state_log.info(
+        "%s %s: %s -> %s%s by %s",
+        change.subject,
+        change.subject_id,
+        change.from_state or "new",
+        change.to_state,
+        why,
+        change.actor,
+        extra={"galley": fields},
+    )
+    _count(change, recipe)
+
+
+def _metrics() -> ModuleType:
+    from core import metrics
+
+    return metrics
+
+
+def _count(change: StateChange, recipe: str) -> None:
+    metrics = _metrics()
+    to_state = change.to_state
+    if change.subject == "recipe" and to_state.startswith("v"):
+        to_state = "bumped"  # a new version: one series, not one per version
+    metrics.STATE_CHANGES.labels(change.subject, to_state).inc()
+    if change.subject == "run" and to_state in FINAL_RUN_STATES:
+        reason = change.run_reason if change.run_reason in _REASONS else ""
+        metrics.RUNS_FINISHED.labels(recipe, to_state, reason).inc()
+    elif change.subject == "draft":
+        if to_state in set(DraftState):
+            metrics.DRAFT_TRANSITIONS.labels(recipe, to_state).inc()
+        if change.from_state == change.to_state == DraftState.CLAIMED and (
+            change.reason or ""
+        ).startswith("took over"):
+            metrics.CLAIM_TAKEOVERS.labels(recipe).inc()
+    elif change.subject == "effect" and to_state in OUTCOME_STATES:
+        step = effect_step(change.subject_id)
+        if step == "publish":
+            metrics.PUBLICATIONS.labels(recipe, to_state).inc()
+        elif step == "alert":
+            metrics.ALERTS.labels(to_state).inc()
+
+
+def effect_step(effect_key: str) -> str:
+    """review | publish | alert | digest, from an effect key (DESIGN.md §2)."""
+    head = effect_key.split("|", 1)[0]
+    if head in ("alert", "digest"):
+        return head
+    return effect_key.rsplit("|", 1)[-1].split(":", 1)[0]
+
+
+def recipe_of(change: StateChange) -> str:
+    """The recipe a change belongs to ("" when it belongs to none, like the digest)."""
+    if change.subject == "recipe":
+        return change.subject_id
+    run = change.run_id
+    if run is None and change.subject in ("draft", "effect") and "|" in change.subject_id:
+        parts = change.subject_id.split("|")
+        run = parts[2] if parts[0] == "alert" else parts[1]
+    if run is None and change.subject == "run":
+        run = change.subject_id
+    return "" if run is None or "@" not in run else run.partition("@")[0]
+
+
+def model_called(
+    request: DraftRequest, outcome: str, seconds: float, reply: ModelReply | None = None
+) -> None:
+    """One model call: a log line (outcome, latency, tokens) and its metrics."""
+    recipe = request.recipe
+    model = reply.model if reply is not None else request.model
+    fields: dict[str, Any] = {
+        "event": "model_call",
+        "recipe": recipe,
+        "model": model,
+        "outcome": outcome,
+        "latency_s": round(seconds, 3),
+    }
+    metrics = _metrics()
+    metrics.MODEL_CALLS.labels(recipe, request.model, outcome).inc()
+    metrics.MODEL_LATENCY.labels(outcome).observe(seconds)
+    if reply is not None:
+        tokens = {
+            "input": reply.input_tokens,
+            "output": reply.output_tokens,
+            "cache_creation": reply.cache_creation_tokens,
+            "cache_read": reply.cache_read_tokens,
+        }
+        for kind, count in tokens.items():
+            metrics.MODEL_TOKENS.labels(recipe, kind).inc(count)
+        cost = estimated_cost(reply)
+        metrics.MODEL_COST.labels(recipe).inc(cost)
+        fields |= {"request_id": reply.request_id, "cost_usd": round(cost, 6)}
+        fields |= {f"{kind}_tokens": count for kind, count in tokens.items()}
+    model_log.info(
+        "model call for %s: %s in %.2fs%s",
+        recipe or "?",
+        outcome,
+        seconds,
+        f" ({reply.input_tokens} in / {reply.output_tokens} out tokens)" if reply else "",
+        extra={"galley": fields},
+    )
+
+
+def estimated_cost(reply: ModelReply) -> float:
+    """US dollars at list prices for the model's family (an estimate, never billed)."""
+    family = next((f for f in PRICES_PER_MILLION if f in reply.model), None)
+    per_input, per_output = PRICES_PER_MILLION[family] if family else DEFAULT_PRICE
+    input_equivalent = (
+        reply.input_tokens + 1.25 * reply.cache_creation_tokens + 0.1 * reply.cache_read_tokens
+    )
+    return (input_equivalent * per_input + reply.output_tokens * per_output) / 1_000_000
+
+
+def slack_counted(method: str, outcome: str) -> None:
+    """One Slack Web API call, by method and outcome (ok, rate_limited, refused, ...)."""
+    _metrics().SLACK_CALLS.labels(method, outcome).inc()
+
+
+def slack_logged(method: str, outcome: str, **fields: Any) -> None:
+    """A log line for a Slack post or update: where, how it ended, the message ts."""
+    where = fields.get("channel", "?")
+    ts = f" ts={fields['ts']}" if fields.get("ts") else ""
+    slack_log.info(
+        "slack %s to %s: %s%s",
+        method,
+        where,
+        outcome,
+        ts,
+        extra={"galley": {"event": "slack_call", "method": method, "outcome": outcome} | fields},
+    )
