@@ -23,6 +23,7 @@ from core.errors import DatabaseNotReady
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+READ_ONLY = "galley_read_only"  # execution option of `Store.read()`'s connections
 
 
 def normalise_url(url: str) -> str:
@@ -43,11 +44,12 @@ def make_engine(url: str) -> Engine:
 
 
 def _configure_sqlite(engine: Engine) -> None:
-    """WAL, busy timeout, foreign keys, and BEGIN IMMEDIATE for every transaction.
+    """WAL, busy timeout, foreign keys, and BEGIN IMMEDIATE for every read-write transaction.
 
     A deferred transaction that reads and then writes cannot wait for the lock (SQLite
-    answers "database is locked" at once), so every transaction takes the write lock
-    up front and waits up to the busy timeout instead.
+    answers "database is locked" at once), so every transaction that may write takes the
+    write lock up front and waits up to the busy timeout instead. `Store.read()` begins
+    deferred: under WAL a reader sees a snapshot and never holds up a writer.
     """
 
     @sa.event.listens_for(engine, "connect")
@@ -62,7 +64,8 @@ def _configure_sqlite(engine: Engine) -> None:
 
     @sa.event.listens_for(engine, "begin")
     def _on_begin(connection: sa.Connection) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        read_only = connection.get_execution_options().get(READ_ONLY, False)
+        connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
 
 class Store:
@@ -71,6 +74,10 @@ class Store:
     def __init__(self, url: str) -> None:
         self.url = normalise_url(url)
         self.engine = make_engine(self.url)
+        options: dict[str, Any] = {READ_ONLY: True}
+        if self.engine.dialect.name == "postgresql":
+            options["postgresql_readonly"] = True  # a write in `read()` fails loudly
+        self._reader = self.engine.execution_options(**options)
 
     @property
     def dialect(self) -> str:
@@ -80,6 +87,13 @@ class Store:
     def transaction(self) -> Iterator[Session]:
         """One short transaction: commits on success, rolls back on any error."""
         with Session(self.engine, expire_on_commit=False) as session, session.begin():
+            yield session
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        """A read-only transaction for passes and reports: one consistent snapshot that
+        takes no write lock (SQLite: a deferred BEGIN; PostgreSQL: READ ONLY)."""
+        with Session(self._reader, expire_on_commit=False) as session, session.begin():
             yield session
 
     def _alembic_config(self) -> AlembicConfig:
