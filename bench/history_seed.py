@@ -220,8 +220,8 @@ def _draft(
         "decision_reason": None,
         "created_at": slot,
         "updated_at": ready_at if waiting else decided,
-        # What the review message shows (the outbox's marker): state and revision.
-        "shown_state": "approved" if state == "published" else state,
+        # What the review message shows (the outbox's marker): settled, so the draft's own.
+        "shown_state": state,
         "shown_revision": 1,
     }
 

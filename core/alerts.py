@@ -23,6 +23,7 @@ AUTH_REASONS = [
     FailReason.AUTH.value,
     FailReason.PUBLISH_AUTH.value,
 ]  # refusals people must hear about
+ALERT_BATCH = 200  # runs one sweep reads of each kind
 AUTH_WINDOW = timedelta(days=1)  # older refusals were told already, or predate this process
 
 
@@ -51,12 +52,12 @@ class AlertService:
         now = self.clock.now()
         watched = col(RunRow.state).in_([RunState.UNCERTAIN, RunState.RUNNING, RunState.PUBLISHING])
         refused = (col(RunRow.state) == RunState.FAILED) & col(RunRow.reason).in_(AUTH_REASONS)
-        with self.store.transaction() as session:
-            runs = session.exec(
-                select(RunRow).where(
-                    watched | (refused & (col(RunRow.updated_at) > now - AUTH_WINDOW))
-                )
-            ).all()
+        recent = col(RunRow.updated_at) > now - AUTH_WINDOW
+        with self.store.read() as session:  # two index reads: open runs, then the last day
+            runs = [
+                *session.exec(select(RunRow).where(watched).limit(ALERT_BATCH)).all(),
+                *session.exec(select(RunRow).where(recent, refused).limit(ALERT_BATCH)).all(),
+            ]
         return sum(self._alert_if_due(run, now) for run in runs)
 
     def _alert_if_due(self, run: RunRow, now: datetime) -> bool:

@@ -28,6 +28,7 @@ from core.states import RUN_TRANSITIONS, DraftState, RunState
 from core.store import Store, insert_ignore
 
 QUEUED_REASON = "queued"
+SWEEP_BATCH = 100
 
 
 @dataclass(frozen=True)
@@ -331,12 +332,16 @@ class LeaseKeeper:
 def sweep_expired_claims(store: Store, clock: Clock, actor: str = "sweeper") -> list[str]:
     """Return expired claims to the pool: the draft row goes, the run is pending again."""
     swept: list[str] = []
+    lapsed = (col(DraftRow.state) == DraftState.CLAIMED) & (col(DraftRow.lease_until) < clock.now())
+    with store.read() as session:  # most passes find nothing, and take no write lock for it
+        if session.exec(select(DraftRow.key).where(lapsed).limit(1)).first() is None:
+            return swept
     with store.transaction() as session:
         now = clock.now()
         expired = session.exec(
-            select(DraftRow).where(
-                col(DraftRow.state) == DraftState.CLAIMED, col(DraftRow.lease_until) < now
-            )
+            select(DraftRow)
+            .where(col(DraftRow.state) == DraftState.CLAIMED, col(DraftRow.lease_until) < now)
+            .limit(SWEEP_BATCH)  # the write lock is held for one batch; the rest next pass
         ).all()
         for draft in expired:
             abandon_unfinished_attempts(session, draft.key, now)

@@ -80,7 +80,7 @@ class RunRow(SQLModel, table=True):
         sa.Index("ix_runs_slot", "slot_at", "id"),  # `galley runs`, newest first, keyset
         sa.Index("ix_runs_state_slot", "state", "slot_at", "id"),  # by state; open runs
         sa.Index("ix_runs_recipe_slot", "recipe", "slot_at"),  # a recipe's latest run
-        sa.Index("ix_runs_updated", "updated_at"),  # the last day's runs (digest, alerts)
+        sa.Index("ix_runs_state_updated", "state", "updated_at"),  # recent failures, skips
     )
 
     id: str = Field(primary_key=True, max_length=200)
@@ -100,7 +100,7 @@ class DraftRow(SQLModel, table=True):
     __tablename__ = "drafts"
     __table_args__ = (
         sa.Index("ix_drafts_recipe_state", "recipe", "state"),
-        sa.Index("ix_drafts_updated", "updated_at", "state", "recipe"),  # the digest's window
+        sa.Index("ix_drafts_state_updated", "state", "updated_at", "recipe"),  # digest counts
         _partial_index("ix_drafts_ready", "ready_at", where="state = 'ready'"),
         _partial_index("ix_drafts_claimed", "lease_until", where="state = 'claimed'"),
         _partial_index(

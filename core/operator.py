@@ -23,8 +23,8 @@ from core.claims import DraftResult, ensure_recipe_row, sweep_expired_claims
 from core.config import Config, Recipe, load_config
 from core.drafting import Backoff, DraftingService
 from core.errors import ConfigError, SlotError
-from core.gate import ready_count
 from core.history import move_draft, move_run, record_event
+from core.history_pages import ready_counts, runs_page
 from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
 from core.ports import Clock, Drafter, SystemClock
 from core.resolution import Finding, Resolver
@@ -144,8 +144,9 @@ class Galley:
     def status(self) -> Status:
         now = self.clock.now()
         recipes = []
-        with self.store.transaction() as session:
+        with self.store.read() as session:  # indexed counts, no write lock
             rows = {r.name: r for r in session.exec(select(RecipeRow)).all()}
+            pending = ready_counts(session)
             for recipe in self.config.recipes.values():
                 row = rows.get(recipe.name)
                 upcoming = next_slots(recipe, now, 1)
@@ -154,7 +155,7 @@ class Galley:
                         name=recipe.name,
                         version=row.version if row else 1,
                         paused=row.paused if row else False,
-                        pending=ready_count(session, recipe.name),
+                        pending=pending.get(recipe.name, 0),
                         pending_limit=recipe.pending_limit,
                         next_slot=upcoming[0].fire_at.astimezone(recipe.zone).isoformat()
                         if upcoming
@@ -163,16 +164,19 @@ class Galley:
                     )
                 )
             uncertain = session.exec(
-                select(RunRow.id).where(col(RunRow.state) == RunState.UNCERTAIN)
+                select(RunRow.id)
+                .where(col(RunRow.state) == RunState.UNCERTAIN)
+                .order_by(col(RunRow.slot_at))
             ).all()
         return Status(recipes=recipes, uncertain=list(uncertain))
 
-    def runs(self, state: RunState | None = None, limit: int = 50) -> list[RunSummary]:
-        with self.store.transaction() as session:
-            query = select(RunRow).order_by(col(RunRow.slot_at).desc()).limit(limit)
-            if state is not None:
-                query = query.where(col(RunRow.state) == state)
-            rows = session.exec(query).all()
+    def runs(
+        self, state: RunState | None = None, limit: int = 50, before: str | None = None
+    ) -> list[RunSummary]:
+        """Newest slot first, a page at a time: `before` is the last run id of the
+        previous page (keyset paging through ix_runs_slot / ix_runs_state_slot)."""
+        with self.store.read() as session:
+            rows = runs_page(session, state, limit, before)
             counts = dict(
                 session.exec(
                     select(AttemptRow.run_id, sa.func.count())

@@ -12,14 +12,13 @@ import json
 import logging
 from datetime import timedelta
 
-from sqlmodel import Session, col, select
-
+from core import review_messages
 from core.effects import EffectDecision, EffectLedger, EffectStart
 from core.errors import EffectInProgress, EffectNotSent, EffectOutcomeUnknown, LookupUnavailable
 from core.failpoints import failpoint
 from core.gate import ready_count
 from core.identity import review_effect_key
-from core.models import DraftRow, EffectRow, RecipeRow, RunRow
+from core.models import RecipeRow
 from core.ports import MessageRef, ReviewItem, ReviewSurface
 from core.review import review_item
 from core.states import DraftState, EffectState
@@ -67,6 +66,7 @@ class ReviewOutbox:
         except EffectInProgress:
             return None
         if start.decision == EffectDecision.DONE:
+            self._shown([item], unknown=True)  # posted by a process that stopped after it
             return _ref(start.receipt.result)
         if start.decision == EffectDecision.RECONCILE and not self._reconcile(key, item):
             return None
@@ -86,6 +86,7 @@ class ReviewOutbox:
             return None
         failpoint("after_review_post")  # posted, not yet recorded: the lookup must find it
         self.ledger.succeed(key, ref.ts, {"channel": ref.channel, "ts": ref.ts}, run_id=item.run_id)
+        self._shown([item])
         return ref
 
     def _reconcile(self, key: str, item: ReviewItem) -> bool:
@@ -99,6 +100,7 @@ class ReviewOutbox:
             self.ledger.fail(key, "not found in the channel history", run_id=item.run_id)
         else:
             self.ledger.succeed(key, found.ts, {"channel": found.channel, "ts": found.ts})
+            self._shown([item], unknown=True)
         return True
 
     def sync_messages(self) -> int:
@@ -132,7 +134,10 @@ class ReviewOutbox:
 
     def _update_once(self, item: ReviewItem, ref: MessageRef) -> int:
         key = f"{review_effect_key(item.draft_key)}-update:{item.state}:{item.revision}"
-        if self._begin_update(key, item, ref) is None:
+        start = self._begin_update(key, item, ref)
+        if start is None or start.decision == EffectDecision.DONE:
+            if start is not None:
+                self._shown([item])  # updated already, by another pass or replica
             return 0
         try:
             self.surface.update_review(ref, item)
@@ -141,7 +146,23 @@ class ReviewOutbox:
             self.ledger.fail(key, str(exc), run_id=item.run_id)
             return 0
         self.ledger.succeed(key, ref.ts, run_id=item.run_id)
+        self._shown([item])
         return 1
+
+    def _shown(self, items: list[ReviewItem], *, unknown: bool = False) -> None:
+        """Record what these messages show now (unknown: posted, revision not known)."""
+        review_messages.mark_shown(
+            self.store,
+            [
+                (
+                    i.draft_key,
+                    i.state,
+                    review_messages.POSTED_UNKNOWN_REVISION if unknown else i.revision,
+                )
+                for i in items
+            ],
+            unknown=unknown,
+        )
 
     def review_ref(self, draft_key: str) -> MessageRef | None:
         receipt = self.ledger.get(review_effect_key(draft_key))
@@ -152,17 +173,21 @@ class ReviewOutbox:
     def announce_backpressure(self, limits: dict[str, int]) -> int:
         """Tell people once when a recipe pauses for backpressure, and once when it resumes."""
         told = 0
-        with self.store.transaction() as session:
-            rows = session.exec(
-                select(RecipeRow).where(col(RecipeRow.backpressure_since).is_not(None))
-            ).all()
+        with self.store.read() as session:
+            rows = review_messages.in_backpressure(session)
+            episodes = {r.name: _episode(r) for r in rows}
+            done = review_messages.settled(
+                session, [f"{e}|{n}" for e in episodes.values() for n in ("paused", "resumed")]
+            )
         for row in rows:
-            assert row.backpressure_since is not None
-            episode = f"backpressure|{row.name}|{row.backpressure_since.isoformat()}"
-            with self.store.transaction() as session:
-                waiting = ready_count(session, row.name)
-            notices = [(f"{episode}|paused", _paused_text(row.name, waiting, limits.get(row.name)))]
-            if row.backpressure_resumed_at is not None:
+            episode = episodes[row.name]
+            notices = []
+            if f"{episode}|paused" not in done:
+                with self.store.read() as session:
+                    waiting = ready_count(session, row.name)
+                text = _paused_text(row.name, waiting, limits.get(row.name))
+                notices.append((f"{episode}|paused", text))
+            if row.backpressure_resumed_at is not None and f"{episode}|resumed" not in done:
                 notices.append((f"{episode}|resumed", f"Drafting resumed for *{row.name}*."))
             for key, text in notices:
                 told += self._announce_once(key, text)
@@ -197,68 +222,36 @@ class ReviewOutbox:
             )
         except EffectInProgress:
             return None
-        return start if start.decision != EffectDecision.DONE else None
+        return start
 
     def _unposted(self) -> list[ReviewItem]:
-        with self.store.transaction() as session:
-            rows = session.exec(
-                select(DraftRow, RunRow)
-                .join(RunRow, col(RunRow.id) == col(DraftRow.run_id))
-                .where(col(DraftRow.state) == DraftState.READY)
-                .order_by(col(DraftRow.ready_at))
-            ).all()
-            done = self._receipted(session, [d.key for d, _ in rows])
-            return [review_item(d, r) for d, r in rows if review_effect_key(d.key) not in done]
+        with self.store.read() as session:
+            return [review_item(d, r) for d, r in review_messages.unposted(session)]
 
     def _decided_with_unsettled_posts(self) -> list[ReviewItem]:
-        with self.store.transaction() as session:
-            rows = session.exec(
-                select(DraftRow, RunRow, EffectRow)
-                .join(RunRow, col(RunRow.id) == col(DraftRow.run_id))
-                .join(EffectRow, col(EffectRow.draft_key) == col(DraftRow.key))
-                .where(
-                    col(DraftRow.state).in_(SHOWN_STATES),
-                    col(EffectRow.step) == REVIEW_STEP,
-                    col(EffectRow.state).in_([EffectState.UNCERTAIN, EffectState.IN_FLIGHT]),
-                )
-            ).all()
-            return [review_item(draft, run) for draft, run, _ in rows]
+        with self.store.read() as session:
+            rows = review_messages.posts_not_settled(session, REVIEW_STEP, SHOWN_STATES)
+            return [review_item(draft, run) for draft, run in rows]
 
     def _messages_to_refresh(self) -> list[tuple[ReviewItem, MessageRef]]:
-        """Drafts whose message may be behind: decided ones, and edited ones."""
-        edited = (col(DraftRow.state) == DraftState.READY) & (col(DraftRow.revision) > 1)
-        with self.store.transaction() as session:
-            rows = session.exec(
-                select(DraftRow, RunRow)
-                .join(RunRow, col(RunRow.id) == col(DraftRow.run_id))
-                .where(col(DraftRow.state).in_(SHOWN_STATES) | edited)
-            ).all()
-            receipts = {
-                e.key: e
-                for e in session.exec(
-                    select(EffectRow).where(
-                        col(EffectRow.key).in_([review_effect_key(d.key) for d, _ in rows]),
-                        col(EffectRow.state) == EffectState.SUCCEEDED,
-                    )
-                ).all()
-            }
-        pairs = []
-        for draft, run in rows:
-            receipt = receipts.get(review_effect_key(draft.key))
-            if receipt is not None and receipt.result:
+        """Messages behind their draft that must say so: decided drafts, and edited ones.
+        The others (published, or a post found again) only record what they show."""
+        with self.store.read() as session:
+            rows = review_messages.behind(session)
+        pairs, nothing_to_show = [], []
+        for draft, run, receipt in rows:
+            edited = draft.state == DraftState.READY and draft.revision > 1
+            if receipt.result and (draft.state in SHOWN_STATES or edited):
                 pairs.append((review_item(draft, run), _ref_json(receipt.result)))
+            else:
+                nothing_to_show.append((draft.key, draft.state, draft.revision))
+        review_messages.mark_shown(self.store, nothing_to_show)
         return pairs
 
-    @staticmethod
-    def _receipted(session: Session, draft_keys: list[str]) -> set[str]:
-        keys = [review_effect_key(k) for k in draft_keys]
-        return set(
-            session.exec(
-                select(EffectRow.key).where(
-                    col(EffectRow.key).in_(keys), col(EffectRow.state) == EffectState.SUCCEEDED
-                )
-            ).all()
-        )
+
+def _episode(row: RecipeRow) -> str:
+    assert row.backpressure_since is not None
+    return f"backpressure|{row.name}|{row.backpressure_since.isoformat()}"
 
 
 def _paused_text(recipe: str, waiting: int, limit: int | None) -> str:

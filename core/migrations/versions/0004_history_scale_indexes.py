@@ -42,8 +42,8 @@ def upgrade() -> None:
     op.create_index("ix_runs_slot", "runs", ["slot_at", "id"])
     op.create_index("ix_runs_state_slot", "runs", ["state", "slot_at", "id"])
     op.create_index("ix_runs_recipe_slot", "runs", ["recipe", "slot_at"])
-    op.create_index("ix_runs_updated", "runs", ["updated_at"])
-    op.create_index("ix_drafts_updated", "drafts", ["updated_at", "state", "recipe"])
+    op.create_index("ix_runs_state_updated", "runs", ["state", "updated_at"])
+    op.create_index("ix_drafts_state_updated", "drafts", ["state", "updated_at", "recipe"])
     op.create_index("ix_attempts_recipe_started", "attempts", ["recipe", "started_at"])
     _partial("ix_drafts_ready", "drafts", ["ready_at"], READY)
     _partial("ix_drafts_claimed", "drafts", ["lease_until"], CLAIMED)
@@ -84,8 +84,8 @@ def downgrade() -> None:
         ("ix_drafts_claimed", "drafts"),
         ("ix_drafts_ready", "drafts"),
         ("ix_attempts_recipe_started", "attempts"),
-        ("ix_drafts_updated", "drafts"),
-        ("ix_runs_updated", "runs"),
+        ("ix_drafts_state_updated", "drafts"),
+        ("ix_runs_state_updated", "runs"),
         ("ix_runs_recipe_slot", "runs"),
         ("ix_runs_state_slot", "runs"),
         ("ix_runs_slot", "runs"),
