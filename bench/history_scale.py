@@ -35,6 +35,7 @@ from core.alerts import AlertService
 from core.claims import sweep_expired_claims
 from core.config import parse_config
 from core.digest import build_digest
+from core.dispatch import SlotDispatcher
 from core.drafting import DraftingService
 from core.effects import EffectLedger
 from core.operator import Galley
@@ -205,6 +206,14 @@ def measure(url: str, rows: int, repeats: int) -> list[Timing]:
         return drafting.draft_slot(recipe, slot_at_wall(recipe, wall), manual=True)
 
     timings.append(timed("one draft", one_draft, repeats, None))
+    dispatcher = SlotDispatcher(store, drafting, clock, recipes=config.recipes)
+    fire = timed(
+        "a fire's look at its recipe's runs",
+        lambda: dispatcher._unrun_slots(recipe, NOW),  # the query each fire makes
+        repeats,
+        None,
+    )
+    timings.append(fire)
     timings.append(Timing(f"longest write wait ({writes} writes)", [slowest], WRITE_WAIT_GOAL_MS))
     if world.calls:
         timings.append(Timing("calls to Slack/model with nothing to do", [], 0, f"{world.calls}"))

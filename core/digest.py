@@ -65,12 +65,15 @@ def build_digest(store: Store, config: Config, now: datetime) -> str:
 def _counts(
     session: Session, table: type[Any], columns: list[Any], *where: Any
 ) -> list[tuple[Any, ...]]:
-    """(column values..., count) per group. Counted here, not by GROUP BY: grouping
-    makes SQLite walk a whole (recipe, state) index to skip a sort, rather than read
-    the window from the (state, updated_at, ...) index."""
-    query = sa.select(*[col(c) for c in columns]).select_from(table).where(*where)
-    counted = Counter(tuple(row) for row in session.connection().execute(query))
-    return [(*group, count) for group, count in counted.items()]
+    """(column values..., count) per group, counted by the database over the window.
+
+    Grouped as `column || ''`: on the plain columns SQLite would rather walk a whole
+    (recipe, state) index in its order, to skip a sort, than read just the window
+    from the (state, updated_at, ...) index.
+    """
+    grouped = [col(c) + "" for c in columns]
+    query = sa.select(*grouped, sa.func.count()).select_from(table).where(*where)
+    return [tuple(row) for row in session.connection().execute(query.group_by(*grouped))]
 
 
 def _stuck(runs: Sequence[RunRow], config: Config, now: datetime) -> list[str]:
