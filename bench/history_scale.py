@@ -49,6 +49,7 @@ from core.store import Store, normalise_url
 PASS_GOAL_MS = 20.0
 OPERATOR_GOAL_MS = 50.0
 WRITE_WAIT_GOAL_MS = 100.0
+WRITER_WARMUP = 20  # writes before the measured ones
 TIME_BUDGET_S = 8.0  # a slow step is timed fewer times rather than for minutes
 
 
@@ -137,12 +138,15 @@ def timed(name: str, step: Callable[[], object], repeats: int, goal_ms: float | 
 
 
 def write_in_a_loop(url: str, stop: EventType, started: EventType, result: Any) -> None:
-    """Another process: one small write every 5 ms; records the slowest."""
+    """Another process: one small write every 5 ms; records the slowest. The first
+    writes (connecting, warming up) happen before the passes start and do not count."""
     store = Store(url)
     slowest = 0.0
-    writes = 0
-    started.set()
+    writes = -WRITER_WARMUP
     while not stop.is_set():
+        if writes == 0:
+            slowest = 0.0
+            started.set()
         began = time.perf_counter()
         with store.transaction() as session:
             session.execute(
@@ -152,7 +156,7 @@ def write_in_a_loop(url: str, stop: EventType, started: EventType, result: Any) 
         slowest = max(slowest, time.perf_counter() - began)
         writes += 1
         time.sleep(0.005)
-    result.put((slowest, writes))
+    result.put((slowest, max(writes, 0)))
     store.dispose()
 
 
@@ -184,7 +188,9 @@ def measure(url: str, rows: int, repeats: int) -> list[Timing]:
         ("alerts sweep", alerts.sweep, PASS_GOAL_MS),
         ("expired-claim sweep", lambda: sweep_expired_claims(store, clock), PASS_GOAL_MS),
         ("draft expiry", lambda: expire_overdue_drafts(store, config, clock), PASS_GOAL_MS),
-        ("daily digest", lambda: build_digest(store, config, NOW), PASS_GOAL_MS),
+        # A report over a fixed window (a day of runs, 30 days of decisions), never
+        # "nothing to do": held to the operator reads' goal.
+        ("daily digest", lambda: build_digest(store, config, NOW), OPERATOR_GOAL_MS),
         ("galley status", galley.status, OPERATOR_GOAL_MS),
         ("galley runs (first page)", galley.runs, OPERATOR_GOAL_MS),
     ]

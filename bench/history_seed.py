@@ -260,6 +260,8 @@ def load(store: Store, total_runs: int, recipes: int = RECIPES) -> dict[str, int
             raw.commit()
         cursor.execute("ANALYZE")
         raw.commit()
+        if store.dialect == "sqlite":  # start from an empty WAL, as a running bot would
+            cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         raw.close()
     return counts

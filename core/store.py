@@ -109,7 +109,7 @@ class Store:
             command.upgrade(config, "head")
 
     def current_revision(self) -> str | None:
-        with self.engine.connect() as connection:
+        with self._reader.connect() as connection:  # /readyz asks often: no write lock
             return MigrationContext.configure(connection).get_current_revision()
 
     def head_revision(self) -> str | None:
