@@ -6,6 +6,7 @@ Pure functions of their arguments: never use now() to name a slot.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -170,7 +171,7 @@ def _first_window(spec: ScheduleSpec, when: datetime, *, forward: bool) -> timed
     (Growing from one hour instead took five passes for a weekly schedule.)"""
     local = when.astimezone(spec.zone).replace(tzinfo=None, second=0, microsecond=0)
     try:
-        it = croniter(_cron(spec), local)
+        it = _iterator(_cron(spec), local)
         wall: datetime = it.get_next(datetime) if forward else it.get_prev(datetime)
     except CroniterBadDateError:
         return _MIN_WINDOW
@@ -202,7 +203,7 @@ def _between(spec: ScheduleSpec, start: datetime, end: datetime, cap: int | None
 
 def _walls(cron: str, lo: datetime, hi: datetime) -> Iterator[datetime]:
     """Naive wall times matching the cron with lo <= wall <= hi (minute grain)."""
-    it = croniter(cron, lo.replace(second=0, microsecond=0) - _MINUTE)
+    it = _iterator(cron, lo.replace(second=0, microsecond=0) - _MINUTE)
     while True:
         try:
             wall: datetime = it.get_next(datetime)
@@ -262,6 +263,22 @@ def _cron(spec: ScheduleSpec) -> str:
     if not _valid_cron(cron):
         raise ValueError(f"bad cron {cron!r}: want 5 fields (minute hour day month weekday)")
     return cron
+
+
+_ITERATORS = threading.local()
+
+
+def _iterator(cron: str, start: datetime) -> croniter:
+    """A croniter at `start`, reused per cron and thread: building one parses the cron
+    again, which costs more than the steps taken with it. Each use runs to its end
+    before the next starts in the same thread, so none is shared mid-walk."""
+    cache: dict[str, croniter] = _ITERATORS.__dict__.setdefault("by_cron", {})
+    it = cache.get(cron)
+    if it is None:
+        it = cache[cron] = croniter(cron, start)
+    else:
+        it.set_current(start, force=True)
+    return it
 
 
 @functools.lru_cache(maxsize=4096)
