@@ -21,6 +21,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
+from core.catch_up import SharedSchedules, latest_recorded_slots, plan_catch_up, record_skips
 from core.config import Recipe
 from core.dispatch import SlotDispatcher
 from core.identity import run_of_draft_key
@@ -112,10 +113,19 @@ class SchedulerHost:
         self.scheduler.add_listener(self._on_missed, EVENT_JOB_MISSED)
 
     def start(self) -> None:
-        """Catch up from the database first, then let the schedule run."""
+        """Catch up from the database first, then let the schedule run.
+
+        Catch-up is planned for all recipes at once (one query for every recipe's latest
+        run); the jobs are registered in one go with their first fire time, computed once
+        per distinct schedule rather than by each job's trigger.
+        """
         self._sweep_and_resume()  # claims a dead process left behind, now expired
-        for recipe in self.galley.config.recipes.values():
-            self._submit(self.dispatcher.catch_up, recipe)
+        recipes = list(self.galley.config.recipes.values())
+        self._catch_up(recipes)
+        schedules = SharedSchedules()
+        scheduler_now = datetime.now(UTC)  # the clock APScheduler's triggers read
+        for recipe in recipes:
+            first = schedules.next_after(recipe, scheduler_now)
             self.scheduler.add_job(
                 self._on_fire,
                 trigger=RecipeTrigger(recipe),
@@ -127,6 +137,7 @@ class SchedulerHost:
                 max_instances=1,
                 coalesce=True,
                 misfire_grace_time=int(recipe.misfire_grace.total_seconds()),
+                next_run_time=None if first is None else first.fire_at,
             )
         self.add_interval_job("sweeper", self._sweep_and_resume, self._sweep_every)
         self.add_interval_job("pending", self._settle_stale_pending, self._housekeeping_every)
@@ -158,6 +169,18 @@ class SchedulerHost:
         self._pool.shutdown(wait=False, cancel_futures=True)
         _, unfinished = wait(pending, timeout=deadline.total_seconds())
         return not [f for f in unfinished if not f.cancelled()]
+
+    def _catch_up(self, recipes: list[Recipe]) -> None:
+        """Record what is only to be skipped in batches (one task) and draft the slots
+        still within misfire_grace (a task each), as `SlotDispatcher.catch_up` would."""
+        store, now = self.galley.store, self.galley.clock.now()
+        with store.read() as session:
+            recorded = latest_recorded_slots(session)
+        plan = plan_catch_up(recipes, recorded, now, SharedSchedules())
+        if plan.to_skip:
+            self._submit(record_skips, store, plan.to_skip, now)
+        for recipe, slot in plan.to_run:
+            self._submit(self.dispatcher.run_slot, recipe, slot)
 
     def wait_idle(self, timeout: float | None = None) -> None:
         """Block until the drafting pool has nothing left (tests and benchmarks)."""

@@ -178,17 +178,26 @@ def status(as_json: JsonFlag = False) -> None:
 @app.command()
 def runs(
     state: Annotated[RunState | None, typer.Option(help="Only runs in this state.")] = None,
-    limit: Annotated[int, typer.Option(min=1, help="At most this many, newest first.")] = 50,
+    limit: Annotated[
+        int, typer.Option(min=1, max=1000, help="At most this many (up to 1000), newest first.")
+    ] = 50,
+    before: Annotated[
+        str | None,
+        typer.Option(metavar="RUN", help="Start below this run: the last one of a page."),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Recent runs, newest slot first."""
+    """Recent runs, newest slot first, a page at a time (`--before` the last run shown)."""
     with explained_errors():
-        found = open_galley().runs(state, limit)
-    if as_json:
+        found = open_galley().runs(state, limit, before)
+    if as_json:  # the next page: --before the last id of this one
         print_json({"runs": found.to_json()})
         return
+    following = found[-1].id if len(found) == limit else None
     rows = [[r.id, r.state, r.reason, r.draft_key, r.attempts] for r in found]
     out.print(table("runs", ["run", "state", "reason", "draft key", "attempts"], rows))
+    if following is not None:
+        out.print(f"older: galley runs --before {following}", highlight=False)
 
 
 @app.command()

@@ -234,11 +234,19 @@ class Bot:
         )
 
     def sync_slack(self) -> None:
-        """The outbox pass: post new drafts, refresh decided ones, tell of backpressure."""
-        self.outbox.post_ready_drafts()
-        self.outbox.sync_messages()
+        """The outbox pass: post new drafts, refresh decided ones, tell of backpressure.
+        A step that fails is logged and does not keep the others from running."""
         limits = {name: r.pending_limit for name, r in self.galley.config.recipes.items()}
-        self.outbox.announce_backpressure(limits)
+        steps: list[tuple[str, Callable[[], object]]] = [
+            ("posting ready drafts", self.outbox.post_ready_drafts),
+            ("updating review messages", self.outbox.sync_messages),
+            ("backpressure notices", lambda: self.outbox.announce_backpressure(limits)),
+        ]
+        for name, step in steps:
+            try:
+                step()
+            except Exception:
+                log.exception("outbox: %s failed; the next pass tries again", name)
 
     def ready(self) -> tuple[bool, str]:
         """Ready once the scheduler runs, Slack answered auth.test and the database

@@ -10,6 +10,7 @@ import json
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
+from sqlalchemy.orm import aliased
 from sqlmodel import col, select
 
 from core.causes import last_attempt_cause
@@ -25,6 +26,7 @@ STUCK_RUNNING_LEASES = 2  # a run drafting for two claim leases is stuck
 STUCK_PUBLISHING_CALLS = 10  # a run publishing for ten call timeouts is stuck
 FAILED_WINDOW = timedelta(days=1)  # older failures were told already, or predate this process
 WATCHED = [RunState.UNCERTAIN, RunState.RUNNING, RunState.PUBLISHING, RunState.APPROVED]
+ALERT_BATCH = 200  # runs one sweep reads of each kind
 
 
 class AlertService:
@@ -55,8 +57,11 @@ class AlertService:
         failed = (col(RunRow.state) == RunState.FAILED) & (
             col(RunRow.updated_at) > now - FAILED_WINDOW
         )
-        with self.store.transaction() as session:
-            runs = session.exec(select(RunRow).where(watched | failed)).all()
+        with self.store.read() as session:  # two index reads: open runs, then the last day
+            runs = [
+                *session.exec(select(RunRow).where(watched).limit(ALERT_BATCH)).all(),
+                *session.exec(select(RunRow).where(failed).limit(ALERT_BATCH)).all(),
+            ]
         return sum(self._alert_if_due(run, now) for run in runs)
 
     def settle_resolved(self) -> int:
@@ -64,13 +69,16 @@ class AlertService:
         skipped) are rewritten to say so, once each; their buttons go. Only alerts of the
         last FAILED_WINDOW are looked at: older ones were settled or are history."""
         now = self.clock.now()
-        with self.store.transaction() as session:
+        marker = aliased(EffectRow)
+        already = sa.exists().where(col(marker.key) == col(EffectRow.key).concat("|settled"))
+        with self.store.read() as session:  # ix_effects_alerts_posted: the last day's alerts
             posted = session.exec(
                 select(EffectRow).where(
                     col(EffectRow.step) == "alert",
                     col(EffectRow.state) == EffectState.SUCCEEDED,
                     col(EffectRow.created_at) > now - FAILED_WINDOW,
                     col(EffectRow.key).not_like("alert|review-post|%"),
+                    ~already,
                 )
             ).all()
             alerted = [(e, *_run_and_state(e.key)) for e in posted]

@@ -32,6 +32,7 @@ from core.states import RUN_TRANSITIONS, DraftState, RunState
 from core.store import Store, insert_ignore
 
 QUEUED_REASON = "queued"
+SWEEP_BATCH = 100
 
 
 @dataclass(frozen=True)
@@ -326,12 +327,16 @@ def sweep_expired_claims(store: Store, clock: Clock, actor: str = "sweeper") -> 
     as a draft after the read is left alone (PostgreSQL re-checks the row at delete time).
     """
     swept: list[str] = []
+    lapsed = (col(DraftRow.state) == DraftState.CLAIMED) & (col(DraftRow.lease_until) < clock.now())
+    with store.read() as session:  # most passes find nothing, and take no write lock for it
+        if session.exec(select(DraftRow.key).where(lapsed).limit(1)).first() is None:
+            return swept
     with store.transaction() as session:
         now = clock.now()
         expired = session.exec(
-            select(DraftRow).where(
-                col(DraftRow.state) == DraftState.CLAIMED, col(DraftRow.lease_until) < now
-            )
+            select(DraftRow)
+            .where(col(DraftRow.state) == DraftState.CLAIMED, col(DraftRow.lease_until) < now)
+            .limit(SWEEP_BATCH)  # the write lock is held for one batch; the rest next pass
         ).all()
         failpoint("sweeper_after_read")
         for draft in expired:

@@ -8,9 +8,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
-from sqlmodel import col, select
+import sqlalchemy as sa
+from sqlmodel import Session, col, select
 
 from core.config import Config
 from core.effects import EffectLedger, EffectSpec, Proof
@@ -23,6 +25,13 @@ DAY = timedelta(days=1)
 EXPIRY_WARNING = timedelta(hours=12)
 APPROVAL_WINDOW = timedelta(days=30)
 REPEATED_FAILURES = 2
+OPEN_STATES = [RunState.UNCERTAIN, RunState.RUNNING, RunState.PUBLISHING]
+DECIDED_STATES = [
+    DraftState.APPROVED,
+    DraftState.PUBLISHED,
+    DraftState.REJECTED,
+    DraftState.EXPIRED,
+]
 
 
 def post_digest(
@@ -52,28 +61,28 @@ def post_digest(
 
 
 def build_digest(store: Store, config: Config, now: datetime) -> str:
-    """The digest as mrkdwn lines (Galley's own text: recipe names and run ids only)."""
-    with store.transaction() as session:
-        open_runs = session.exec(
-            select(RunRow).where(
-                col(RunRow.state).in_([RunState.UNCERTAIN, RunState.RUNNING, RunState.PUBLISHING])
-            )
-        ).all()
-        recent = session.exec(select(RunRow).where(col(RunRow.updated_at) >= now - DAY)).all()
+    """The digest as mrkdwn lines (Galley's own text: recipe names and run ids only).
+
+    Counts are made by the database over indexed windows (the last day of runs, the
+    last 30 days of decisions), so the history before them is never read.
+    """
+    with store.read() as session:
+        open_runs = session.exec(select(RunRow).where(col(RunRow.state).in_(OPEN_STATES))).all()
+        recent = _counts(
+            session,
+            RunRow,
+            [RunRow.recipe, RunRow.state, RunRow.reason],
+            col(RunRow.updated_at) >= now - DAY,
+            col(RunRow.state).in_([RunState.FAILED, RunState.SKIPPED]),
+        )
         ready = session.exec(select(DraftRow).where(col(DraftRow.state) == DraftState.READY)).all()
-        decided = session.exec(
-            select(DraftRow).where(
-                col(DraftRow.updated_at) >= now - APPROVAL_WINDOW,
-                col(DraftRow.state).in_(
-                    [
-                        DraftState.APPROVED,
-                        DraftState.PUBLISHED,
-                        DraftState.REJECTED,
-                        DraftState.EXPIRED,
-                    ]
-                ),
-            )
-        ).all()
+        decided = _counts(
+            session,
+            DraftRow,
+            [DraftRow.recipe, DraftRow.state],
+            col(DraftRow.updated_at) >= now - APPROVAL_WINDOW,
+            col(DraftRow.state).in_(DECIDED_STATES),
+        )
     lines = [f"*Galley daily digest* · {now:%Y-%m-%d %H:%M} UTC"]
     lines += _stuck(open_runs, config, now)
     lines += _failing(recent)
@@ -81,6 +90,20 @@ def build_digest(store: Store, config: Config, now: datetime) -> str:
     lines += _expiring(ready, config, now)
     lines += _approval_rates(decided)
     return "\n".join(lines)
+
+
+def _counts(
+    session: Session, table: type[Any], columns: list[Any], *where: Any
+) -> list[tuple[Any, ...]]:
+    """(column values..., count) per group, counted by the database over the window.
+
+    Grouped as `column || ''`: on the plain columns SQLite would rather walk a whole
+    (recipe, state) index in its order, to skip a sort, than read just the window
+    from the (state, updated_at, ...) index.
+    """
+    grouped = [col(c) + "" for c in columns]
+    query = sa.select(*grouped, sa.func.count()).select_from(table).where(*where)
+    return [tuple(row) for row in session.connection().execute(query.group_by(*grouped))]
 
 
 def _stuck(runs: Sequence[RunRow], config: Config, now: datetime) -> list[str]:
@@ -97,16 +120,22 @@ def _stuck(runs: Sequence[RunRow], config: Config, now: datetime) -> list[str]:
     )
 
 
-def _failing(runs: Sequence[RunRow]) -> list[str]:
-    failures = Counter(r.recipe for r in runs if r.state == RunState.FAILED)
+def _failing(recent: list[tuple[Any, ...]]) -> list[str]:
+    failures: Counter[str] = Counter()
+    for recipe, state, _reason, count in recent:
+        if state == RunState.FAILED:
+            failures[recipe] += count
     repeated = [
         f"*{name}* x{count}" for name, count in failures.items() if count >= REPEATED_FAILURES
     ]
     return [f"• Failing repeatedly (24h): {', '.join(sorted(repeated))}"] if repeated else []
 
 
-def _skipped(runs: Sequence[RunRow]) -> list[str]:
-    reasons = Counter(r.reason or "unknown" for r in runs if r.state == RunState.SKIPPED)
+def _skipped(recent: list[tuple[Any, ...]]) -> list[str]:
+    reasons: Counter[str] = Counter()
+    for _recipe, state, reason, count in recent:
+        if state == RunState.SKIPPED:
+            reasons[reason or "unknown"] += count
     if not reasons:
         return []
     return [
@@ -126,11 +155,13 @@ def _expiring(ready: Sequence[DraftRow], config: Config, now: datetime) -> list[
     return [f"• About to expire unreviewed: {', '.join(soon)}"] if soon else []
 
 
-def _approval_rates(decided: Sequence[DraftRow]) -> list[str]:
-    totals: Counter[str] = Counter(d.recipe for d in decided)
-    approved = Counter(
-        d.recipe for d in decided if d.state in (DraftState.APPROVED, DraftState.PUBLISHED)
-    )
+def _approval_rates(decided: list[tuple[Any, ...]]) -> list[str]:
+    totals: Counter[str] = Counter()
+    approved: Counter[str] = Counter()
+    for recipe, state, count in decided:
+        totals[recipe] += count
+        if state in (DraftState.APPROVED, DraftState.PUBLISHED):
+            approved[recipe] += count
     if not totals:
         return []
     rates = ", ".join(

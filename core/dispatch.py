@@ -90,7 +90,7 @@ class SlotDispatcher:
         """Pending runs nobody has moved for a while: a crash between the sweep and its
         re-dispatch, a bump, a queued run left at shutdown. Nothing else looks at them."""
         now = self.clock.now()
-        with self.store.transaction() as session:
+        with self.store.read() as session:  # ix_runs_state_updated
             found = session.exec(
                 select(RunRow.id).where(
                     col(RunRow.state) == RunState.PENDING,

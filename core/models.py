@@ -48,12 +48,20 @@ def _state_type(enum: type[StrEnum]) -> sa.Enum:
     )
 
 
+def _partial_index(name: str, *columns: str, where: str) -> sa.Index:
+    """An index of only the rows a pass looks for (both backends support them)."""
+    return sa.Index(name, *columns, sqlite_where=sa.text(where), postgresql_where=sa.text(where))
+
+
 def _utc(nullable: bool = True, **kwargs: Any) -> Any:
     return Field(sa_type=UTCDateTime, nullable=nullable, **kwargs)
 
 
 class RecipeRow(SQLModel, table=True):
     __tablename__ = "recipes"
+    __table_args__ = (
+        _partial_index("ix_recipes_backpressure", "name", where="backpressure_since IS NOT NULL"),
+    )
 
     name: str = Field(primary_key=True, max_length=64)
     version: int = 1
@@ -69,7 +77,10 @@ class RunRow(SQLModel, table=True):
     __tablename__ = "runs"
     __table_args__ = (
         sa.Index("ix_runs_recipe_state", "recipe", "state"),
-        sa.Index("ix_runs_slot_at", "slot_at"),  # newest runs first, without a sort
+        sa.Index("ix_runs_slot", "slot_at", "id"),  # `galley runs`, newest first, keyset
+        sa.Index("ix_runs_state_slot", "state", "slot_at", "id"),  # by state; open runs
+        sa.Index("ix_runs_recipe_slot", "recipe", "slot_at"),  # a recipe's latest run
+        sa.Index("ix_runs_state_updated", "state", "updated_at"),  # recent failures, skips
     )
 
     id: str = Field(primary_key=True, max_length=200)
@@ -89,6 +100,14 @@ class DraftRow(SQLModel, table=True):
     __tablename__ = "drafts"
     __table_args__ = (
         sa.Index("ix_drafts_recipe_state", "recipe", "state"),
+        sa.Index("ix_drafts_state_updated", "state", "updated_at", "recipe"),  # digest counts
+        _partial_index("ix_drafts_ready", "ready_at", where="state = 'ready'"),
+        _partial_index("ix_drafts_claimed", "lease_until", where="state = 'claimed'"),
+        _partial_index(
+            "ix_drafts_message_behind",
+            "key",
+            where="shown_state <> state OR shown_revision <> revision",
+        ),
         # near-duplicates and the recipe record read the drafts that reached a state lately
         sa.Index("ix_drafts_recipe_state_updated", "recipe", "state", "updated_at"),
     )
@@ -113,6 +132,10 @@ class DraftRow(SQLModel, table=True):
     decided_by: str | None = None
     decided_at: datetime | None = _utc()
     decision_reason: str | None = None
+    # What the review message in Slack shows; NULL until it is posted. A draft whose
+    # state or revision differs is one whose message the outbox must bring up to date.
+    shown_state: str | None = Field(default=None, max_length=32)
+    shown_revision: int | None = None
     similar_to: str | None = Field(default=None, max_length=300)  # closest draft people saw
     similar_score: int | None = None  # 0-100; None until checked (set when it becomes ready)
     similar_method: str | None = Field(default=None, max_length=64)  # a SimilarityMethod
@@ -138,7 +161,10 @@ class AttemptRow(SQLModel, table=True):
     """One model call: the cost ledger. Written before the call, finished after it."""
 
     __tablename__ = "attempts"
-    __table_args__ = (sa.UniqueConstraint("run_id", "number", name="uq_attempts_run_number"),)
+    __table_args__ = (
+        sa.UniqueConstraint("run_id", "number", name="uq_attempts_run_number"),
+        sa.Index("ix_attempts_recipe_started", "recipe", "started_at"),  # tokens today
+    )
 
     id: str = Field(primary_key=True, max_length=210)
     run_id: str = Field(foreign_key="runs.id", index=True, max_length=200)
@@ -168,6 +194,15 @@ class EffectRow(SQLModel, table=True):
     """The receipt of one external effect, keyed by its effect key."""
 
     __tablename__ = "effects"
+    __table_args__ = (
+        _partial_index(
+            "ix_effects_unsettled", "step", where="state = 'in_flight' OR state = 'uncertain'"
+        ),
+        # alerts.settle_resolved: recent alerts posted, to rewrite once their run moved on
+        _partial_index(
+            "ix_effects_alerts_posted", "created_at", where="step = 'alert' AND state = 'succeeded'"
+        ),
+    )
 
     key: str = Field(primary_key=True, max_length=400)
     draft_key: str = Field(max_length=300, index=True)

@@ -30,8 +30,8 @@ from core.config import Config, Recipe, load_config
 from core.drafting import Backoff, DraftingService
 from core.errors import ConfigError, SlotError, UnknownRun
 from core.failpoints import failpoint
-from core.gate import ready_count
 from core.history import move_draft, move_run, record_event
+from core.history_pages import ready_counts
 from core.models import DraftRow, RecipeRow, RunRow
 from core.permissions import ListedOnly, Role
 from core.policies import FailReason, Finding
@@ -179,8 +179,9 @@ class Galley:
     def status(self) -> Status:
         now = self.clock.now()
         recipes = []
-        with self.store.transaction() as session:
+        with self.store.read() as session:  # indexed counts, no write lock
             rows = {r.name: r for r in session.exec(select(RecipeRow)).all()}
+            pending = ready_counts(session)
             for recipe in self.config.recipes.values():
                 row = rows.get(recipe.name)
                 upcoming = next_slots(recipe, now, 1)
@@ -189,7 +190,7 @@ class Galley:
                         name=recipe.name,
                         version=row.version if row else 1,
                         paused=row.paused if row else False,
-                        pending=ready_count(session, recipe.name),
+                        pending=pending.get(recipe.name, 0),
                         pending_limit=recipe.pending_limit,
                         next_slot=upcoming[0].fire_at.astimezone(recipe.zone).isoformat()
                         if upcoming
@@ -198,7 +199,9 @@ class Galley:
                     )
                 )
             uncertain = session.exec(
-                select(RunRow.id).where(col(RunRow.state) == RunState.UNCERTAIN)
+                select(RunRow.id)
+                .where(col(RunRow.state) == RunState.UNCERTAIN)
+                .order_by(col(RunRow.slot_at))
             ).all()
         return Status(recipes=recipes, uncertain=list(uncertain))
 
@@ -376,10 +379,16 @@ class Galley:
 
     # --- reading ------------------------------------------------------------------------
 
-    def runs(self, state: RunState | str | None = None, limit: int | None = 50) -> RunList:
-        """Newest slot first; `limit=None` for the whole history."""
-        with self.store.transaction() as session:
-            return list_runs(session, RunState(state) if state else None, limit)
+    def runs(
+        self,
+        state: RunState | str | None = None,
+        limit: int | None = 50,
+        before: str | None = None,
+    ) -> RunList:
+        """Newest slot first; `limit=None` for the whole history; `before` the last run
+        id of the previous page (keyset paging through an index)."""
+        with self.store.read() as session:
+            return list_runs(session, RunState(state) if state else None, limit, before)
 
     def drafts(
         self,

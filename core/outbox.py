@@ -15,14 +15,13 @@ import logging
 from collections.abc import Callable
 from datetime import timedelta
 
-from sqlmodel import Session, col, select
-
+from core import review_messages
 from core.effects import EffectLedger, EffectSpec, Proof, Receipt
 from core.errors import EffectInProgress, GalleyError, LookupUnavailable
 from core.failpoints import failpoint
 from core.gate import ready_count
 from core.identity import review_effect_key
-from core.models import DraftRow, EffectRow, RecipeRow, RunRow
+from core.models import RecipeRow
 from core.policies import EffectDecision
 from core.ports import MessageRef, ReviewItem, ReviewSurface
 from core.review import review_item
@@ -73,7 +72,10 @@ class ReviewOutbox:
             log.warning("cannot tell whether %s was posted: %s", item.draft_key, exc)
             self.unfindable(item, str(exc))
             return None
-        return _ref(receipt.result) if receipt else None
+        if receipt is None:
+            return None
+        self._shown([item], unknown=True)  # posted now or found: which revision, unsure
+        return _ref(receipt.result)
 
     def _review_spec(self, item: ReviewItem) -> EffectSpec:
         return EffectSpec(
@@ -113,6 +115,7 @@ class ReviewOutbox:
             self.ledger.fail(start, "not found in the channel history")
         else:
             self.ledger.succeed(start, found)
+            self._shown([item], unknown=True)
 
     def sync_messages(self) -> int:
         """Make decided, expired, superseded and edited drafts' messages say so (once each).
@@ -145,13 +148,32 @@ class ReviewOutbox:
             run_id=item.run_id,
         )
         if _done(self.ledger.get(spec.key)):
+            self._shown([item])  # updated already, by another pass or replica
             return 0
 
         def update() -> Proof:
             self.surface.update_review(ref, item)
             return Proof(ref.ts)
 
-        return 1 if self.ledger.perform(spec, update, repeatable=True) else 0
+        if self.ledger.perform(spec, update, repeatable=True) is None:
+            return 0
+        self._shown([item])
+        return 1
+
+    def _shown(self, items: list[ReviewItem], *, unknown: bool = False) -> None:
+        """Record what these messages show now (unknown: posted, revision not known)."""
+        review_messages.mark_shown(
+            self.store,
+            [
+                (
+                    i.draft_key,
+                    i.state,
+                    review_messages.POSTED_UNKNOWN_REVISION if unknown else i.revision,
+                )
+                for i in items
+            ],
+            unknown=unknown,
+        )
 
     def review_ref(self, draft_key: str) -> MessageRef | None:
         receipt = self.ledger.get(review_effect_key(draft_key))
@@ -166,17 +188,22 @@ class ReviewOutbox:
         waiting count in the text changes as people review. One notice that cannot be
         sent does not hold up the others."""
         told = 0
-        with self.store.transaction() as session:
-            rows = session.exec(
-                select(RecipeRow).where(col(RecipeRow.backpressure_since).is_not(None))
-            ).all()
+        with self.store.read() as session:  # one read decides which notices are still due
+            rows = review_messages.in_backpressure(session)
+            done = review_messages.settled(
+                session,
+                [_notice_key(r, kind) for r in rows for kind in ("paused", "resumed")],
+            )
         for row in rows:
             assert row.backpressure_since is not None
             episode = row.backpressure_since.isoformat()
-            with self.store.transaction() as session:
-                waiting = ready_count(session, row.name)
-            notices = [("paused", _paused_text(row.name, waiting, limits.get(row.name)))]
-            if row.backpressure_resumed_at is not None:
+            notices = []
+            if _notice_key(row, "paused") not in done:
+                with self.store.read() as session:
+                    waiting = ready_count(session, row.name)
+                notices.append(("paused", _paused_text(row.name, waiting, limits.get(row.name))))
+            resumed = row.backpressure_resumed_at is not None
+            if resumed and _notice_key(row, "resumed") not in done:
                 notices.append(("resumed", f"Drafting resumed for *{row.name}*."))
             for kind, text in notices:
                 try:
@@ -198,65 +225,33 @@ class ReviewOutbox:
         return 1 if self.ledger.perform(spec, lambda: _proof(self.surface.announce(text))) else 0
 
     def _unposted(self) -> list[ReviewItem]:
-        with self.store.transaction() as session:
-            rows = session.exec(
-                select(DraftRow, RunRow)
-                .join(RunRow, col(RunRow.id) == col(DraftRow.run_id))
-                .where(col(DraftRow.state) == DraftState.READY)
-                .order_by(col(DraftRow.ready_at))
-            ).all()
-            done = self._receipted(session, [d.key for d, _ in rows])
-            return [review_item(d, r) for d, r in rows if review_effect_key(d.key) not in done]
+        with self.store.read() as session:
+            return [review_item(d, r) for d, r in review_messages.unposted(session)]
 
     def _decided_with_unsettled_posts(self) -> list[ReviewItem]:
-        with self.store.transaction() as session:
-            rows = session.exec(
-                select(DraftRow, RunRow, EffectRow)
-                .join(RunRow, col(RunRow.id) == col(DraftRow.run_id))
-                .join(EffectRow, col(EffectRow.draft_key) == col(DraftRow.key))
-                .where(
-                    col(DraftRow.state).in_(SHOWN_STATES),
-                    col(EffectRow.step) == REVIEW_STEP,
-                    col(EffectRow.state).in_([EffectState.UNCERTAIN, EffectState.IN_FLIGHT]),
-                )
-            ).all()
-            return [review_item(draft, run) for draft, run, _ in rows]
+        with self.store.read() as session:
+            rows = review_messages.posts_not_settled(session, REVIEW_STEP, SHOWN_STATES)
+            return [review_item(draft, run) for draft, run in rows]
 
     def _messages_to_refresh(self) -> list[tuple[ReviewItem, MessageRef]]:
-        """Drafts whose message may be behind: decided ones, and edited ones."""
-        edited = (col(DraftRow.state) == DraftState.READY) & (col(DraftRow.revision) > 1)
-        with self.store.transaction() as session:
-            rows = session.exec(
-                select(DraftRow, RunRow)
-                .join(RunRow, col(RunRow.id) == col(DraftRow.run_id))
-                .where(col(DraftRow.state).in_(SHOWN_STATES) | edited)
-            ).all()
-            receipts = {
-                e.key: e
-                for e in session.exec(
-                    select(EffectRow).where(
-                        col(EffectRow.key).in_([review_effect_key(d.key) for d, _ in rows]),
-                        col(EffectRow.state) == EffectState.SUCCEEDED,
-                    )
-                ).all()
-            }
-        pairs = []
-        for draft, run in rows:
-            receipt = receipts.get(review_effect_key(draft.key))
-            if receipt is not None and receipt.result:
+        """Messages behind their draft that must say so: decided drafts, and edited ones.
+        The others (published, or a post found again) only record what they show."""
+        with self.store.read() as session:
+            rows = review_messages.behind(session)
+        pairs, nothing_to_show = [], []
+        for draft, run, receipt in rows:
+            edited = draft.state == DraftState.READY and draft.revision > 1
+            if receipt.result and (draft.state in SHOWN_STATES or edited):
                 pairs.append((review_item(draft, run), _ref_json(receipt.result)))
+            else:
+                nothing_to_show.append((draft.key, draft.state, draft.revision))
+        review_messages.mark_shown(self.store, nothing_to_show)
         return pairs
 
-    @staticmethod
-    def _receipted(session: Session, draft_keys: list[str]) -> set[str]:
-        keys = [review_effect_key(k) for k in draft_keys]
-        return set(
-            session.exec(
-                select(EffectRow.key).where(
-                    col(EffectRow.key).in_(keys), col(EffectRow.state) == EffectState.SUCCEEDED
-                )
-            ).all()
-        )
+
+def _notice_key(row: RecipeRow, kind: str) -> str:
+    assert row.backpressure_since is not None
+    return f"backpressure|{row.name}|{row.backpressure_since.isoformat()}|{kind}"
 
 
 def _paused_text(recipe: str, waiting: int, limit: int | None) -> str:

@@ -43,6 +43,7 @@ PUBLISHER = "publisher"
 PUBLISH_STEP = "publish"
 MAX_PUBLISH_BACKOFF_SECONDS = 300.0
 PUBLISHABLE = (RunState.APPROVED, RunState.PUBLISHING, RunState.UNCERTAIN)
+PUBLISH_BATCH = 100  # runs one reconciler pass takes on; the rest wait 2 s
 
 
 @dataclass(frozen=True)
@@ -72,9 +73,12 @@ class PublishingService:
         self.alert = alert or (lambda run_id: None)
 
     def publishable_runs(self) -> list[str]:
-        with self.store.transaction() as session:
+        with self.store.read() as session:  # ix_runs_state_slot; one batch per pass
             rows = session.exec(
-                select(RunRow.id, RunRow.recipe).where(col(RunRow.state).in_(PUBLISHABLE))
+                select(RunRow.id, RunRow.recipe)
+                .where(col(RunRow.state).in_(PUBLISHABLE))
+                .order_by(col(RunRow.state), col(RunRow.slot_at))
+                .limit(PUBLISH_BATCH)
             ).all()
         return [run_id for run_id, recipe in rows if self._target(recipe) is not None]
 

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from core.errors import UnknownRun
+from core.history_pages import after_run
 from core.models import AttemptRow, DraftRevisionRow, DraftRow, EffectRow, EventRow, RunRow
 from core.pricing import estimated_cost_usd
 from core.revisions import model_author
@@ -48,7 +49,9 @@ DECISION_STATES = frozenset(
 )
 
 
-def list_runs(session: Session, state: RunState | None, limit: int | None) -> RunList:
+def list_runs(
+    session: Session, state: RunState | None, limit: int | None, before: str | None = None
+) -> RunList:
     """Newest slot first, with each run's attempt count. A page of runs counts its own
     attempts (a correlated count on the indexed run id: cost follows the rows returned);
     the whole history joins one GROUP BY over the attempts instead of 100,000 lookups."""
@@ -75,13 +78,15 @@ def list_runs(session: Session, state: RunState | None, limit: int | None) -> Ru
         col(RunRow.reason),
         col(RunRow.draft_key),
         attempts,
-    ).order_by(col(RunRow.slot_at).desc(), col(RunRow.id))
+    ).order_by(col(RunRow.slot_at).desc(), col(RunRow.id).desc())  # keyset: ix_runs_slot
     if limit is None:
         query = query.outerjoin(counted, counted.c.run_id == col(RunRow.id))
     else:
         query = query.limit(limit)
     if state is not None:
         query = query.where(col(RunRow.state) == state)
+    if before is not None:
+        query = query.where(after_run(session, before))
     rows = session.connection().execute(query).all()  # plain rows: no ORM loading cost
     return RunList(starmap(RunSummary, rows))
 

@@ -22,6 +22,12 @@ from core.states import DraftState, RunState
 from core.store import Store
 
 EXPIRY_ACTOR = "expiry"
+EXPIRY_BATCH = 1000  # ready drafts one pass reads, oldest first
+
+
+def _overdue(config: Config, recipe: str, ready_at: datetime | None, now: datetime) -> bool:
+    found = config.recipes.get(recipe)
+    return found is not None and ready_at is not None and now - ready_at >= found.review_window
 
 
 @dataclass(frozen=True)
@@ -34,11 +40,22 @@ class ExpiredDraft:
 def expire_overdue_drafts(store: Store, config: Config, clock: Clock) -> list[ExpiredDraft]:
     """Ready drafts older than their recipe's review_window become `expired`."""
     expired: list[ExpiredDraft] = []
+    with store.read() as session:  # ix_drafts_ready: the review queue, not the history
+        now = clock.now()
+        waiting = session.exec(
+            select(DraftRow.key, DraftRow.recipe, DraftRow.ready_at)
+            .where(col(DraftRow.state) == DraftState.READY)
+            .order_by(col(DraftRow.ready_at))
+            .limit(EXPIRY_BATCH)
+        ).all()
+    overdue = [key for key, name, ready_at in waiting if _overdue(config, name, ready_at, now)]
+    if not overdue:
+        return expired  # nothing to expire: no write lock taken
     with store.transaction() as session:
         now = clock.now()
         ready = session.exec(
             select(DraftRow)
-            .where(col(DraftRow.state) == DraftState.READY)
+            .where(col(DraftRow.state) == DraftState.READY, col(DraftRow.key).in_(overdue))
             .order_by(col(DraftRow.key))  # one lock order with bump: no deadlock between them
             .with_for_update()
         ).all()

@@ -29,6 +29,7 @@ SUPPORTED_BACKENDS = ("sqlite", "postgresql")
 URL_VARIABLE = "GALLEY_DATABASE_URL"
 _REVISION = re.compile(r"^revision\s*=\s*[\"']([^\"']+)[\"']", re.MULTILINE)
 _DOWN_REVISION = re.compile(r"^down_revision\s*=\s*[\"']([^\"']+)[\"']", re.MULTILINE)
+READ_ONLY = "galley_read_only"  # execution option of `Store.read()`'s connections
 
 
 def normalise_url(url: str) -> str:
@@ -67,11 +68,12 @@ def make_engine(url: str) -> Engine:
 
 
 def _configure_sqlite(engine: Engine) -> None:
-    """WAL, busy timeout, foreign keys, and BEGIN IMMEDIATE for every transaction.
+    """WAL, busy timeout, foreign keys, and BEGIN IMMEDIATE for every read-write transaction.
 
     A deferred transaction that reads and then writes cannot wait for the lock (SQLite
-    answers "database is locked" at once), so every transaction takes the write lock
-    up front and waits up to the busy timeout instead.
+    answers "database is locked" at once), so every transaction that may write takes the
+    write lock up front and waits up to the busy timeout instead. `Store.read()` begins
+    deferred: under WAL a reader sees a snapshot and never holds up a writer.
     """
 
     @sa.event.listens_for(engine, "connect")
@@ -86,7 +88,8 @@ def _configure_sqlite(engine: Engine) -> None:
 
     @sa.event.listens_for(engine, "begin")
     def _on_begin(connection: sa.Connection) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        read_only = connection.get_execution_options().get(READ_ONLY, False)
+        connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
 
 class Store:
@@ -95,6 +98,10 @@ class Store:
     def __init__(self, url: str) -> None:
         self.url = normalise_url(url)
         self.engine = make_engine(self.url)
+        options: dict[str, Any] = {READ_ONLY: True}
+        if self.engine.dialect.name == "postgresql":
+            options["postgresql_readonly"] = True  # a write in `read()` fails loudly
+        self._reader = self.engine.execution_options(**options)
 
     @property
     def dialect(self) -> str:
@@ -104,6 +111,13 @@ class Store:
     def transaction(self) -> Iterator[Session]:
         """One short transaction: commits on success, rolls back on any error."""
         with Session(self.engine, expire_on_commit=False) as session, session.begin():
+            yield session
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        """A read-only transaction for passes and reports: one consistent snapshot that
+        takes no write lock (SQLite: a deferred BEGIN; PostgreSQL: READ ONLY)."""
+        with Session(self._reader, expire_on_commit=False) as session, session.begin():
             yield session
 
     def _alembic_config(self) -> AlembicConfig:
@@ -123,8 +137,9 @@ class Store:
             command.upgrade(config, "head")
 
     def current_revision(self) -> str | None:
-        """The revision in `alembic_version`, read as Alembic does; None when unversioned."""
-        with self.reachable(), self.engine.connect() as connection:
+        """The revision in `alembic_version`, read as Alembic does; None when unversioned.
+        Through the read-only engine: /readyz asks often, and takes no write lock."""
+        with self.reachable(), self._reader.connect() as connection:
             if not sa.inspect(connection).has_table("alembic_version"):
                 return None
             versions = connection.execute(sa.text("SELECT version_num FROM alembic_version"))

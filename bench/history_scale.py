@@ -1,0 +1,292 @@
+"""What a year (or several) of history costs each periodic pass, on SQLite and PostgreSQL.
+
+Bulk-loads `--rows` runs (with their drafts, attempts and receipts) across 50 hourly
+recipes into a fresh database, then times every periodic pass with nothing to do, the
+operator's `status` and first page of `runs`, and one draft; meanwhile another process
+writes in a loop and records how long each of its writes waited. Exits 1 when a goal
+is missed, so it guards against regressions:
+
+    .venv/bin/python -m bench.history_scale [--rows 1000000] [--database-url URL]
+
+PostgreSQL runs when `--database-url` or GALLEY_TEST_DATABASE_URL names a server: a
+database `galley_bench_<pid>` is created there and dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from multiprocessing.synchronize import Event as EventType
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from bench.history_seed import NOW, REVIEW_CHANNEL, config_text, load, recipe_name
+from core.alerts import AlertService
+from core.claims import sweep_expired_claims
+from core.config import parse_config
+from core.digest import build_digest
+from core.dispatch import SlotDispatcher
+from core.drafting import DraftingService
+from core.effects import EffectLedger
+from core.operator import Galley
+from core.outbox import ReviewOutbox
+from core.ports import DraftRequest, MessageRef, ModelReply, Publication, ReviewItem, RunAlert
+from core.publishing import PublishingService
+from core.review import expire_overdue_drafts
+from core.schedule import slot_at_wall
+from core.store import Store, normalise_url
+
+PASS_GOAL_MS = 20.0
+OPERATOR_GOAL_MS = 50.0
+WRITE_WAIT_GOAL_MS = 100.0
+WRITER_WARMUP = 20  # writes before the measured ones
+TIME_BUDGET_S = 8.0  # a slow step is timed fewer times rather than for minutes
+
+
+class FixedClock:
+    def now(self) -> Any:
+        return NOW
+
+
+class CountingWorld:
+    """Slack, the destination and the model: counts calls, answers instantly."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def _call(self) -> MessageRef:
+        self.calls += 1
+        return MessageRef(REVIEW_CHANNEL, f"{time.time():.6f}")
+
+    def post_review(self, item: ReviewItem) -> MessageRef:
+        return self._call()
+
+    def find_review(self, draft_key: str) -> MessageRef | None:
+        self.calls += 1
+        return None
+
+    def update_review(self, ref: MessageRef, item: ReviewItem) -> None:
+        self._call()
+
+    def announce(self, text: str) -> MessageRef:
+        return self._call()
+
+    def alert(self, alert: RunAlert) -> MessageRef:
+        return self._call()
+
+    @property
+    def target(self) -> str:
+        return "webhook"
+
+    def publish(self, publication: Publication) -> str:
+        return self._call().ts
+
+    def lookup(self, effect_key: str) -> str | None:
+        self.calls += 1
+        return None
+
+    def draft(self, request: DraftRequest) -> ModelReply:
+        return ModelReply("A bench draft.", request.model, None, "end_turn", 1, 1, 0, 0)
+
+
+@dataclass(frozen=True)
+class Timing:
+    name: str
+    times: list[float]
+    goal_ms: float | None
+    error: str | None = None
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.times) * 1000 if self.times else float("nan")
+
+    @property
+    def p99_ms(self) -> float:
+        ordered = sorted(self.times)
+        return ordered[max(0, round(0.99 * len(ordered)) - 1)] * 1000 if ordered else float("nan")
+
+    @property
+    def missed(self) -> bool:
+        if self.error is not None:
+            return True
+        return self.goal_ms is not None and self.median_ms > self.goal_ms
+
+
+def timed(name: str, step: Callable[[], object], repeats: int, goal_ms: float | None) -> Timing:
+    times: list[float] = []
+    budget_end = time.perf_counter() + TIME_BUDGET_S
+    for _ in range(repeats):
+        started = time.perf_counter()
+        try:
+            step()
+        except Exception as exc:  # a pass that fails is a missed goal, with its reason
+            return Timing(name, times, goal_ms, f"{type(exc).__name__}: {str(exc)[:120]}")
+        times.append(time.perf_counter() - started)
+        if time.perf_counter() > budget_end:
+            break
+    return Timing(name, times, goal_ms)
+
+
+def write_in_a_loop(url: str, stop: EventType, started: EventType, result: Any) -> None:
+    """Another process: one small write every 5 ms; records the slowest. The first
+    writes (connecting, warming up) happen before the passes start and do not count."""
+    store = Store(url)
+    slowest = 0.0
+    writes = -WRITER_WARMUP
+    while not stop.is_set():
+        if writes == 0:
+            slowest = 0.0
+            started.set()
+        began = time.perf_counter()
+        with store.transaction() as session:
+            session.execute(
+                sa.text("UPDATE recipes SET changed_by = :who WHERE name = :name"),
+                {"who": f"writer-{writes}", "name": recipe_name(0)},
+            )
+        slowest = max(slowest, time.perf_counter() - began)
+        writes += 1
+        time.sleep(0.005)
+    result.put((slowest, max(writes, 0)))
+    store.dispose()
+
+
+def measure(url: str, rows: int, repeats: int) -> list[Timing]:
+    store = Store(url)
+    store.upgrade()
+    began = time.perf_counter()
+    counts = load(store, rows)
+    print(
+        f"  loaded in {time.perf_counter() - began:.1f} s: "
+        + ", ".join(f"{table} {n:,}" for table, n in counts.items()),
+        flush=True,
+    )
+    config = parse_config(config_text(pending_limit=100_000))
+    clock, world = FixedClock(), CountingWorld()
+    galley = Galley(config, store, drafter=world, clock=clock)
+    ledger = EffectLedger(store, clock, "bench:1:000000")
+    outbox = ReviewOutbox(
+        store, ledger, world, channel=REVIEW_CHANNEL, call_lease=timedelta(minutes=2)
+    )
+    alerts = AlertService(store, config, clock, ledger, world, timedelta(hours=4))
+    publishing = PublishingService(store, config, clock, ledger, lambda _recipe: world)
+    limits = {name: r.pending_limit for name, r in config.recipes.items()}
+    passes: list[tuple[str, Callable[[], object], float | None]] = [
+        ("outbox: post ready drafts", outbox.post_ready_drafts, PASS_GOAL_MS),
+        ("outbox: sync messages", outbox.sync_messages, PASS_GOAL_MS),
+        ("outbox: backpressure", lambda: outbox.announce_backpressure(limits), PASS_GOAL_MS),
+        ("publishable runs", publishing.publish_pending, PASS_GOAL_MS),
+        ("alerts sweep", alerts.sweep, PASS_GOAL_MS),
+        ("expired-claim sweep", lambda: sweep_expired_claims(store, clock), PASS_GOAL_MS),
+        ("draft expiry", lambda: expire_overdue_drafts(store, config, clock), PASS_GOAL_MS),
+        # A report over a fixed window (a day of runs, 30 days of decisions), never
+        # "nothing to do": held to the operator reads' goal.
+        ("daily digest", lambda: build_digest(store, config, NOW), OPERATOR_GOAL_MS),
+        ("galley status", galley.status, OPERATOR_GOAL_MS),
+        ("galley runs (first page)", galley.runs, OPERATOR_GOAL_MS),
+    ]
+    context = multiprocessing.get_context("spawn")
+    stop, started, result = context.Event(), context.Event(), context.Queue()
+    writer = context.Process(target=write_in_a_loop, args=(url, stop, started, result))
+    writer.start()
+    started.wait(60)
+    timings = [timed(name, step, repeats, goal) for name, step, goal in passes]
+    stop.set()
+    slowest, writes = result.get(timeout=60)
+    writer.join()
+    drafting = DraftingService(store, world, clock=clock, worker="bench:1:draft")
+    recipe = config.recipes[recipe_name(1)]
+    upcoming = iter(range(1, 10_000))
+
+    def one_draft() -> object:
+        wall = NOW.replace(tzinfo=None, minute=1) + timedelta(hours=next(upcoming))
+        return drafting.draft_slot(recipe, slot_at_wall(recipe, wall), manual=True)
+
+    timings.append(timed("one draft", one_draft, repeats, None))
+    dispatcher = SlotDispatcher(store, drafting, clock, recipes=config.recipes)
+    fire = timed(
+        "a fire's look at its recipe's runs",
+        lambda: dispatcher._unrun_slots(recipe, NOW),  # the query each fire makes
+        repeats,
+        None,
+    )
+    timings.append(fire)
+    timings.append(Timing(f"longest write wait ({writes} writes)", [slowest], WRITE_WAIT_GOAL_MS))
+    if world.calls:
+        timings.append(Timing("calls to Slack/model with nothing to do", [], 0, f"{world.calls}"))
+    store.dispose()
+    return timings
+
+
+def report(timings: list[Timing]) -> bool:
+    print(f"  {'step':<40} {'runs':>5} {'median ms':>10} {'p99 ms':>10} {'goal ms':>8}  ok")
+    for t in timings:
+        goal = "" if t.goal_ms is None else f"{t.goal_ms:.0f}"
+        mark = "MISSED" if t.missed else "ok"
+        if t.error:
+            blank = f"{'':>10} {'':>10}"
+            print(f"  {t.name:<40} {len(t.times):>5} {blank} {goal:>8}  {mark}: {t.error}")
+            continue
+        line = f"  {t.name:<40} {len(t.times):>5} {t.median_ms:>10.2f} {t.p99_ms:>10.2f}"
+        print(f"{line} {goal:>8}  {mark}")
+    return not any(t.missed for t in timings)
+
+
+def postgres_database(server_url: str) -> tuple[str, Callable[[], None]]:
+    name = f"galley_bench_{os.getpid()}"
+    admin = sa.create_engine(normalise_url(server_url), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    url = sa.make_url(normalise_url(server_url)).set(database=name)
+
+    def drop() -> None:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+    return url.render_as_string(hide_password=False), drop
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=1_000_000, help="runs in the history")
+    parser.add_argument("--database-url", default=os.environ.get("GALLEY_TEST_DATABASE_URL"))
+    parser.add_argument("--backends", default="sqlite,postgres")
+    parser.add_argument("--repeats", type=int, default=30)
+    args = parser.parse_args()
+    print(f"history of {args.rows:,} runs across 50 recipes; {time.strftime('%Y-%m-%d %H:%M')}")
+    print(f"1-minute load average {os.getloadavg()[0]:.2f}; goals: pass {PASS_GOAL_MS:.0f} ms,")
+    print(f"operator {OPERATOR_GOAL_MS:.0f} ms (medians), write wait {WRITE_WAIT_GOAL_MS:.0f} ms")
+    all_ok = True
+    backends = args.backends.split(",")
+    if "sqlite" in backends:
+        with tempfile.TemporaryDirectory() as directory:
+            print("sqlite:", flush=True)
+            url = f"sqlite:///{Path(directory) / 'history.db'}"
+            timings = measure(url, args.rows, args.repeats)
+            all_ok &= report(timings)
+    if "postgres" in backends and args.database_url:
+        url, drop = postgres_database(args.database_url)
+        try:
+            print("postgres:", flush=True)
+            all_ok &= report(measure(url, args.rows, args.repeats))
+        finally:
+            drop()
+    elif "postgres" in backends:
+        print("postgres: skipped (no --database-url and no GALLEY_TEST_DATABASE_URL)")
+    print("all goals met" if all_ok else "GOALS MISSED")
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
