@@ -27,6 +27,7 @@ from core.leases import new_owner
 from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
 from core.policies import AttemptOutcome, DraftOutcome, Overlap, SkipReason
 from core.ports import Clock
+from core.rows import lock_run
 from core.schedule import Slot
 from core.states import RUN_TRANSITIONS, DraftState, RunState
 from core.store import Store, insert_ignore
@@ -103,7 +104,9 @@ def open_run(
         created_at=now,
         updated_at=now,
     )
-    run = session.exec(select(RunRow).where(col(RunRow.id) == run_id)).one()
+    run = session.exec(  # locked: recipe, run, then draft (core/rows.py)
+        select(RunRow).where(col(RunRow.id) == run_id).with_for_update()
+    ).one()
     if inserted:
         record_event(
             session,
@@ -339,9 +342,10 @@ def sweep_expired_claims(store: Store, clock: Clock, actor: str = "sweeper") -> 
             .limit(SWEEP_BATCH)  # the write lock is held for one batch; the rest next pass
         ).all()
         failpoint("sweeper_after_read")
-        for draft in expired:
+        for draft in sorted(expired, key=lambda d: d.key):
             holder, lease_until = draft.claimed_by, draft.lease_until
-            if not guarded_delete(
+            run = lock_run(session, draft.run_id)  # run, then draft: core/rows.py
+            if run is None or not guarded_delete(
                 session,
                 draft,
                 state=DraftState.CLAIMED,
@@ -350,7 +354,6 @@ def sweep_expired_claims(store: Store, clock: Clock, actor: str = "sweeper") -> 
             ):
                 continue  # its holder stored it, renewed it, or someone took it over
             abandon_unfinished_attempts(session, draft.key, now)
-            run = session.exec(select(RunRow).where(col(RunRow.id) == draft.run_id)).one()
             if run.state == RunState.RUNNING and run.draft_key == draft.key:
                 move_run(
                     session, run, RunState.PENDING, actor=actor, at=now, reason="claim expired"

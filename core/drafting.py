@@ -227,6 +227,7 @@ class DraftingService:
         with self.store.transaction() as session:
             now = self.clock.now()
             recipe_row = lock_recipe_row(session, claim.run_id.partition("@")[0], now)
+            run = _run(session, claim.run_id)  # recipe, run, then draft: core/rows.py
             self._finish_attempt(claim, number, started, reply=reply, session=session)
             draft = _own_claim(session, claim)
             draft.text, draft.text_hash, draft.revision = reply.text, text_hash(reply.text), 1
@@ -234,7 +235,6 @@ class DraftingService:
             draft.input_tokens, draft.output_tokens = reply.input_tokens, reply.output_tokens
             draft.claimed_by, draft.lease_until = None, None
             move_draft(session, draft, DraftState.READY, actor=claim.owner, at=now)
-            run = _run(session, claim.run_id)
             detail = None
             if draft.version < recipe_row.version:
                 detail = self._store_superseded(session, draft, run, recipe_row, claim, now)
@@ -291,10 +291,10 @@ class DraftingService:
     def _fail(self, claim: Claim, reason: FailReason, detail: str) -> DraftResult:
         """Give the claim back and close the run as failed, with a readable reason."""
         with self.store.transaction() as session:
+            run = _run(session, claim.run_id)  # run, then draft: core/rows.py
             draft = _own_claim(session, claim)
             if not guarded_delete(session, draft, state=DraftState.CLAIMED, claimed_by=claim.owner):
                 raise LostClaim(f"claim on {claim.draft_key} is no longer held by {claim.owner}")
-            run = _run(session, claim.run_id)
             now = self.clock.now()
             record_event(  # the claim goes back: a retry may claim the same key again
                 session,

@@ -47,6 +47,7 @@ from core.queries import (
 from core.resolution import Resolver
 from core.review import Verdict
 from core.review_facts import recipe_record
+from core.rows import lock_draft, lock_run
 from core.schedule import (
     Slot,
     latest_slot_at_or_before,
@@ -229,20 +230,21 @@ class Galley:
                 reason=reason,
             )
             stale = session.exec(
-                select(DraftRow)
+                select(DraftRow.run_id, DraftRow.key)
                 .where(
                     col(DraftRow.recipe) == recipe_name,
                     col(DraftRow.state) == DraftState.READY,
                     col(DraftRow.version) < row.version,
                 )
                 .order_by(col(DraftRow.key))
-                .with_for_update()
             ).all()
             failpoint("bump_after_read")
-            for draft in stale:
-                why = f"recipe bumped to v{row.version}"
+            why = f"recipe bumped to v{row.version}"
+            for run_id, key in stale:  # run, then draft (core/rows.py), each re-read locked
+                run, draft = lock_run(session, run_id), lock_draft(session, key)
+                if run is None or draft is None or draft.state != DraftState.READY:
+                    continue  # expired or decided since the read
                 move_draft(session, draft, DraftState.SUPERSEDED, actor=actor, at=now, reason=why)
-                run = session.exec(select(RunRow).where(col(RunRow.id) == draft.run_id)).one()
                 if run.state == RunState.AWAITING_REVIEW and run.draft_key == draft.key:
                     move_run(session, run, RunState.PENDING, actor=actor, at=now, reason=why)
             return row.version

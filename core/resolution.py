@@ -134,15 +134,15 @@ class Resolver:
         key = self._publish_key(run)
         if run.state != RunState.UNCERTAIN or key is None:
             return f"`{run_id}` is {run.state}, not uncertain: nothing to settle."
+        draft = session.exec(  # run, draft, then effect: core/rows.py
+            select(DraftRow).where(col(DraftRow.key) == run.draft_key).with_for_update()
+        ).one_or_none()
         effect = session.exec(
             select(EffectRow).where(col(EffectRow.key) == key).with_for_update()
         ).one_or_none()
         if effect is None or effect.state != EffectState.UNCERTAIN:
             state = effect.state if effect else "missing"
             return f"`{run_id}`'s publication is {state}: a pass is already acting on it."
-        draft = session.exec(
-            select(DraftRow).where(col(DraftRow.key) == run.draft_key).with_for_update()
-        ).one_or_none()
         return run, draft, effect
 
     def _locked(self, session: Session, run_id: str) -> tuple[RunRow, DraftRow | None]:

@@ -18,6 +18,7 @@ from core.identity import text_hash
 from core.models import DraftRow, RecipeRow, RunRow
 from core.ports import Clock, ReviewItem
 from core.revisions import keep_revisions
+from core.rows import lock_draft, lock_run, run_of_draft
 from core.states import DraftState, RunState
 from core.store import Store
 
@@ -43,23 +44,24 @@ def expire_overdue_drafts(store: Store, config: Config, clock: Clock) -> list[Ex
     with store.read() as session:  # ix_drafts_ready: the review queue, not the history
         now = clock.now()
         waiting = session.exec(
-            select(DraftRow.key, DraftRow.recipe, DraftRow.ready_at)
+            select(DraftRow.key, DraftRow.run_id, DraftRow.recipe, DraftRow.ready_at)
             .where(col(DraftRow.state) == DraftState.READY)
             .order_by(col(DraftRow.ready_at))
             .limit(EXPIRY_BATCH)
         ).all()
-    overdue = [key for key, name, ready_at in waiting if _overdue(config, name, ready_at, now)]
+    overdue = sorted(  # draft-key order, run then draft each (core/rows.py)
+        (key, run_id)
+        for key, run_id, name, ready_at in waiting
+        if _overdue(config, name, ready_at, now)
+    )
     if not overdue:
         return expired  # nothing to expire: no write lock taken
     with store.transaction() as session:
         now = clock.now()
-        ready = session.exec(
-            select(DraftRow)
-            .where(col(DraftRow.state) == DraftState.READY, col(DraftRow.key).in_(overdue))
-            .order_by(col(DraftRow.key))  # one lock order with bump: no deadlock between them
-            .with_for_update()
-        ).all()
-        for draft in ready:
+        for key, run_id in overdue:
+            run, draft = lock_run(session, run_id), lock_draft(session, key)
+            if run is None or draft is None or draft.state != DraftState.READY:
+                continue  # decided, bumped or expired since the read
             recipe = config.recipes.get(draft.recipe)
             if recipe is None or draft.ready_at is None:
                 continue  # a recipe removed from the file keeps its drafts until it returns
@@ -67,7 +69,6 @@ def expire_overdue_drafts(store: Store, config: Config, clock: Clock) -> list[Ex
                 continue
             why = f"not reviewed within review_window ({recipe.review_window})"
             move_draft(session, draft, DraftState.EXPIRED, actor=EXPIRY_ACTOR, at=now, reason=why)
-            run = session.exec(select(RunRow).where(col(RunRow.id) == draft.run_id)).one()
             if run.state == RunState.AWAITING_REVIEW and run.draft_key == draft.key:
                 move_run(session, run, RunState.EXPIRED, actor=EXPIRY_ACTOR, at=now, detail=why)
             expired.append(ExpiredDraft(draft.key, draft.run_id, draft.recipe))
@@ -193,17 +194,18 @@ _WINDOW_PASSED = "The review window for this draft has passed; it has expired."
 
 
 def _locked_draft(session: Session, key: str) -> tuple[DraftRow, RunRow, RecipeRow] | None:
-    """The draft, its run and its recipe row, all locked, recipe first: a bump (which
-    locks the recipe row too) happens wholly before or wholly after the decision, so an
-    approval can never land on a draft the bump is superseding."""
+    """The draft, its run and its recipe row, all locked, recipe first (core/rows.py): a
+    bump (which locks the recipe row too) happens wholly before or wholly after the
+    decision, so an approval can never land on a draft the bump is superseding."""
     recipe = session.exec(select(DraftRow.recipe).where(col(DraftRow.key) == key)).one_or_none()
-    if recipe is None:
+    run_id = run_of_draft(session, key)
+    if recipe is None or run_id is None:
         return None
     recipe_row = session.exec(
         select(RecipeRow).where(col(RecipeRow.name) == recipe).with_for_update()
     ).one()
-    draft = session.exec(select(DraftRow).where(col(DraftRow.key) == key).with_for_update()).one()
-    run = session.exec(select(RunRow).where(col(RunRow.id) == draft.run_id).with_for_update()).one()
+    run, draft = lock_run(session, run_id), lock_draft(session, key)
+    assert run is not None and draft is not None  # drafts and runs are never deleted here
     return draft, run, recipe_row
 
 

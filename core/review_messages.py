@@ -111,7 +111,7 @@ def mark_shown(
     (a post found again after its outcome was unknown) writes only where nothing is
     recorded yet, so a better-known value is never replaced.
     """
-    rows = [{"draft": k, "shows": s, "at_revision": r} for k, s, r in shown]
+    rows = [{"draft": k, "shows": s, "at_revision": r} for k, s, r in sorted(shown)]
     if not rows:
         return
     drafts: sa.Table = DraftRow.__table__  # type: ignore[attr-defined]

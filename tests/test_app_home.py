@@ -192,7 +192,7 @@ def test_alert_publication_and_notice_messages_pass_slack_sdk_validation() -> No
     )
     message = alert_message(alert)
     assert_valid_message(message["blocks"])
-    assert_valid_message(resolved_blocks(message["blocks"], "<@U0ADMIN>: marked published"))
+    assert_valid_message(resolved_blocks(message["blocks"], "marked published", by="U0ADMIN"))
     long_draft = "A long approved post & more <!channel>. " * 2000  # ~80,000 characters
     assert_valid_message(publication_message(long_draft, "k|publish:slack")["blocks"])
     assert_valid_message(notice_blocks("Drafting paused for *weekly-update*: 3 drafts waiting."))
