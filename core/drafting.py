@@ -28,12 +28,13 @@ from core.failpoints import failpoint
 from core.history import RELEASED, guarded_delete, move_draft, move_run, note_run, record_event
 from core.identity import attempt_id, text_hash
 from core.leases import Heartbeat
-from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
+from core.models import AttemptRow, DraftRow, EffectRow, RecipeRow, RunRow
 from core.policies import AttemptOutcome, DraftOutcome, FailReason, Overlap
 from core.ports import Clock, Drafter, DraftRequest, ModelReply, SystemClock
+from core.publishing import PUBLISH_STEP
 from core.schedule import Slot
 from core.similarity import RedraftReason, avoiding, record_similarity, redraft_reason
-from core.states import DraftState, RunState
+from core.states import DraftState, EffectState, RunState
 from core.store import Store
 
 
@@ -357,12 +358,23 @@ def _run(session: Session, run_id: str) -> RunRow:
 
 
 def _supersede_older_drafts(session: Session, claim: Claim, actor: str, now: datetime) -> None:
+    """The slot's earlier drafts leave the queue. An approved one whose publication was
+    already sent (or may have been: in flight, uncertain) stays approved, so the send is
+    recorded as published when its outcome comes: a send is never disowned."""
+    sent = sa.exists().where(
+        col(EffectRow.draft_key) == col(DraftRow.key),
+        col(EffectRow.step) == PUBLISH_STEP,
+        col(EffectRow.state) != EffectState.FAILED,
+    )
     older = session.exec(
-        select(DraftRow).where(
+        select(DraftRow)
+        .where(
             col(DraftRow.run_id) == claim.run_id,
             col(DraftRow.key) != claim.draft_key,
-            col(DraftRow.state).in_([DraftState.READY, DraftState.APPROVED]),
+            (col(DraftRow.state) == DraftState.READY)
+            | ((col(DraftRow.state) == DraftState.APPROVED) & ~sent),
         )
+        .order_by(col(DraftRow.key))
     ).all()
     for draft in older:
         move_draft(
