@@ -144,6 +144,15 @@ def worlds(fake_anthropic: FakeAnthropic) -> Iterator[Any]:
         yield make
 
 
+@pytest.fixture
+def start_bot(tmp_path: Path, fake_anthropic: FakeAnthropic) -> Iterator[Any]:
+    """Slack review bots (tests/slack_harness.py): `start_bot(db_url, slack=…, defaults=…)`."""
+    from tests.slack_harness import harness_factory  # it imports this module: import when used
+
+    with harness_factory(tmp_path, fake_anthropic) as start:
+        yield start
+
+
 class FakeClock:
     """An injected clock for lease and expiry logic: moves only when told to."""
 

@@ -29,8 +29,7 @@ from core.operator import RecipeStatus
 from core.ports import RunAlert
 from core.states import DraftState
 from tests.fakes.slack_api import rate_limited
-from tests.slack_requests import app_home_opened, block_actions, text_input, view_submission
-from tests.test_slack_review import (
+from tests.slack_harness import (
     APPROVE,
     EDIT,
     PEOPLE,
@@ -40,15 +39,15 @@ from tests.test_slack_review import (
     Harness,
     StartBot,
     eventually,
-    start_bot,
 )
+from tests.slack_requests import app_home_opened, block_actions, text_input, view_submission
 from tests.test_socket_mode import StartSocketBot, start_socket_bot
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 ADMIN = Viewer("U0ADMIN", approver=True, admin=True)
 EDITOR = Viewer("U0EDITOR", approver=True, admin=False)
 STRANGER = Viewer("U0STRANGER", approver=False, admin=False)
-__all__ = ["start_bot", "start_socket_bot"]  # fixtures used below
+__all__ = ["start_socket_bot"]  # a fixture used below
 
 
 # --- Block Kit validation, as slack_sdk does it --------------------------------------------
