@@ -153,6 +153,16 @@ def start_bot(tmp_path: Path, fake_anthropic: FakeAnthropic) -> Iterator[Any]:
         yield start
 
 
+@pytest.fixture
+def bot_harness(tmp_path: Path, fake_anthropic: FakeAnthropic) -> Iterator[Any]:
+    """Publishing bots driven over Slack (tests/publishing_bots.py): `bot_harness(db_url,
+    status_url=…, defaults=…)`."""
+    from tests.publishing_bots import bot_harness_factory  # imports this module: see above
+
+    with bot_harness_factory(tmp_path, fake_anthropic) as start:
+        yield start
+
+
 class FakeClock:
     """An injected clock for lease and expiry logic: moves only when told to."""
 
