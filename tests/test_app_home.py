@@ -266,13 +266,17 @@ def home_cycle(h: Harness) -> None:
     assert "Nothing waits for you." in texts(published_for(h, "U0EDITOR")[-1])
 
 
-def test_app_home_over_http(start_bot: StartBot, sqlite_url: str) -> None:
+def test_home_lists_controls_and_refreshes_the_same_over_http(
+    start_bot: StartBot, sqlite_url: str
+) -> None:
     h = start_bot(sqlite_url, slack=PEOPLE)
     home_cycle(h)
     assert assert_everything_sent_is_valid(h) >= 8
 
 
-def test_app_home_over_socket_mode(start_socket_bot: StartSocketBot, db_url: str) -> None:
+def test_home_lists_controls_and_refreshes_the_same_over_socket_mode(
+    start_socket_bot: StartSocketBot, db_url: str
+) -> None:
     h = start_socket_bot(db_url, slack=PEOPLE)
     home_cycle(h)
     assert assert_everything_sent_is_valid(h) >= 8

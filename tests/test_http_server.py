@@ -41,7 +41,9 @@ def test_unsigned_or_replayed_requests_are_refused_and_change_nothing(
 # --- the HTTP server ------------------------------------------------------------------------
 
 
-def test_health_readiness_and_metrics_endpoints(start_bot: StartBot, sqlite_url: str) -> None:
+def test_health_readiness_and_metrics_answer_while_the_bot_runs(
+    start_bot: StartBot, sqlite_url: str
+) -> None:
     h = start_bot(sqlite_url)
     base = f"http://127.0.0.1:{h.bot.http_port}"
 
