@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -161,16 +160,3 @@ def bot_harness(tmp_path: Path, fake_anthropic: FakeAnthropic) -> Iterator[Any]:
 
     with bot_harness_factory(tmp_path, fake_anthropic) as start:
         yield start
-
-
-class FakeClock:
-    """An injected clock for lease and expiry logic: moves only when told to."""
-
-    def __init__(self, start: datetime | None = None) -> None:
-        self.current = start or datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-
-    def now(self) -> datetime:
-        return self.current
-
-    def advance(self, delta: timedelta) -> None:
-        self.current += delta

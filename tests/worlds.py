@@ -33,8 +33,9 @@ from core.publishing import PublishingService, PublishResult
 from core.resolution import Resolver
 from core.review import ReviewAnswer, Verdict, decide
 from core.store import Store, normalise_url
+from core.testing import FrozenClock
 from core.webhook_publisher import WebhookPublisher
-from tests.conftest import PG_URL, FakeClock, config_text
+from tests.conftest import PG_URL, config_text
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.webhook import Action, FakeWebhook, accept_then_hang
@@ -123,7 +124,7 @@ class World:
 
     db_url: str
     config: Config
-    clock: FakeClock
+    clock: FrozenClock
     hook: FakeWebhook
     slack: FakeSlack
     drafter: AnthropicDrafter
@@ -341,7 +342,7 @@ def world_factory(fake_anthropic: FakeAnthropic) -> Iterator[MakeWorld]:
         world = World(
             db_url,
             config,
-            FakeClock(),
+            FrozenClock(),
             hook,
             fake_slack,
             AnthropicDrafter("k", fake_anthropic.url),
