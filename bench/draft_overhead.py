@@ -40,32 +40,7 @@ PHASES = ("claim", "attempt", "store", "other")
 PG_ENV = "GALLEY_TEST_DATABASE_URL"
 
 T = TypeVar("T")
-
-
-class InstantDrafter:
-    """The `Drafter` port, answering at once: fixed text and usage, no network."""
-
-    TEXT = "This week: shipped the thing, fixed the other thing. (benchmark draft)"
-
-    def __init__(self) -> None:
-        self.last_seconds = 0.0
-
-    def draft(self, request: Any) -> Any:
-        from core.ports import ModelReply
-
-        started = time.perf_counter()
-        reply = ModelReply(
-            text=self.TEXT,
-            model=request.model,
-            request_id=None,
-            stop_reason="end_turn",
-            input_tokens=12,
-            output_tokens=34,
-            cache_creation_tokens=0,
-            cache_read_tokens=0,
-        )
-        self.last_seconds = time.perf_counter() - started
-        return reply
+DRAFT_TEXT = "This week: shipped the thing, fixed the other thing. (benchmark draft)"
 
 
 @dataclass
@@ -110,9 +85,12 @@ def worker(
         import core.drafting
         from core.operator import Galley
         from core.store import Store
+        from core.testing import InstantDrafter
         from tests.conftest import make_config
 
-        drafter = InstantDrafter()
+        drafter = InstantDrafter(DRAFT_TEXT)
+        model_laps: list[float] = []
+        drafter.draft = _timed(model_laps, drafter.draft)  # type: ignore[method-assign]
         store = Store(url)
         galley = Galley(make_config(pending_limit=100_000), store, drafter=drafter)
         recipe = galley.recipe(RECIPE)
@@ -133,11 +111,11 @@ def worker(
         result.phases = {name: [] for name in PHASES}
         result.started = time.time()
         for slot in slots:
-            drafter.last_seconds = 0.0
+            model_laps.clear()
             started = time.perf_counter()
             outcome = service.draft_slot(recipe, slot, manual=True)
             elapsed = (time.perf_counter() - started) * 1000
-            model = drafter.last_seconds * 1000
+            model = model_laps.pop() if model_laps else 0.0
             result.totals.append(elapsed - model)
             result.model.append(model)
             key = str(outcome.outcome)

@@ -286,6 +286,16 @@ def cancel(
 
 
 @app.command()
+def skip(
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="The run id.")],
+    actor: Actor = "cli",
+) -> None:
+    """Give up on a failed run's slot: it will not be drafted again."""
+    with explained_errors():
+        out.print(open_galley().skip(run_id, actor=actor), highlight=False)
+
+
+@app.command()
 def run(
     shutdown_grace: Annotated[
         int, typer.Option(min=0, help="Seconds running model calls get after SIGTERM.")

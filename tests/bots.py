@@ -8,29 +8,17 @@ finds due never depend on the day the tests run.
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bot.run import Bot
 from core.settings import Settings
+from core.testing import RunningClock
 
 NEVER = timedelta(hours=1)  # periodic passes the test drives itself
 # A Wednesday: the latest due slot of a Monday 09:00 recipe is 2026-11-23T09:00 London,
 # two days old, far past any misfire_grace.
 BOT_EPOCH = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
-
-
-class RunningClock:
-    """Real time, shifted to start at `start`: leases and timeouts still pass in real
-    seconds, but "today" is always the same day."""
-
-    def __init__(self, start: datetime = BOT_EPOCH) -> None:
-        self._start = start
-        self._origin = time.monotonic()
-
-    def now(self) -> datetime:
-        return self._start + timedelta(seconds=time.monotonic() - self._origin)
 
 
 def start_bot(
@@ -60,7 +48,7 @@ def start_bot(
         outbox_every=NEVER,
         housekeeping_every=NEVER,
         shutdown_grace=timedelta(seconds=5),
-        clock=RunningClock(),
+        clock=RunningClock(BOT_EPOCH),
         sweep_every=NEVER,
     )
     bot.http_host = "127.0.0.1"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -144,14 +143,20 @@ def worlds(fake_anthropic: FakeAnthropic) -> Iterator[Any]:
         yield make
 
 
-class FakeClock:
-    """An injected clock for lease and expiry logic: moves only when told to."""
+@pytest.fixture
+def start_bot(tmp_path: Path, fake_anthropic: FakeAnthropic) -> Iterator[Any]:
+    """Slack review bots (tests/slack_harness.py): `start_bot(db_url, slack=…, defaults=…)`."""
+    from tests.slack_harness import harness_factory  # it imports this module: import when used
 
-    def __init__(self, start: datetime | None = None) -> None:
-        self.current = start or datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    with harness_factory(tmp_path, fake_anthropic) as start:
+        yield start
 
-    def now(self) -> datetime:
-        return self.current
 
-    def advance(self, delta: timedelta) -> None:
-        self.current += delta
+@pytest.fixture
+def bot_harness(tmp_path: Path, fake_anthropic: FakeAnthropic) -> Iterator[Any]:
+    """Publishing bots driven over Slack (tests/publishing_bots.py): `bot_harness(db_url,
+    status_url=…, defaults=…)`."""
+    from tests.publishing_bots import bot_harness_factory  # imports this module: see above
+
+    with bot_harness_factory(tmp_path, fake_anthropic) as start:
+        yield start

@@ -29,8 +29,7 @@ from core.operator import RecipeStatus
 from core.ports import RunAlert
 from core.states import DraftState
 from tests.fakes.slack_api import rate_limited
-from tests.slack_requests import app_home_opened, block_actions, text_input, view_submission
-from tests.test_slack_review import (
+from tests.slack_harness import (
     APPROVE,
     EDIT,
     PEOPLE,
@@ -40,15 +39,15 @@ from tests.test_slack_review import (
     Harness,
     StartBot,
     eventually,
-    start_bot,
 )
+from tests.slack_requests import app_home_opened, block_actions, text_input, view_submission
 from tests.test_socket_mode import StartSocketBot, start_socket_bot
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 ADMIN = Viewer("U0ADMIN", approver=True, admin=True)
 EDITOR = Viewer("U0EDITOR", approver=True, admin=False)
 STRANGER = Viewer("U0STRANGER", approver=False, admin=False)
-__all__ = ["start_bot", "start_socket_bot"]  # fixtures used below
+__all__ = ["start_socket_bot"]  # a fixture used below
 
 
 # --- Block Kit validation, as slack_sdk does it --------------------------------------------
@@ -267,13 +266,17 @@ def home_cycle(h: Harness) -> None:
     assert "Nothing waits for you." in texts(published_for(h, "U0EDITOR")[-1])
 
 
-def test_app_home_over_http(start_bot: StartBot, sqlite_url: str) -> None:
+def test_home_lists_controls_and_refreshes_the_same_over_http(
+    start_bot: StartBot, sqlite_url: str
+) -> None:
     h = start_bot(sqlite_url, slack=PEOPLE)
     home_cycle(h)
     assert assert_everything_sent_is_valid(h) >= 8
 
 
-def test_app_home_over_socket_mode(start_socket_bot: StartSocketBot, db_url: str) -> None:
+def test_home_lists_controls_and_refreshes_the_same_over_socket_mode(
+    start_socket_bot: StartSocketBot, db_url: str
+) -> None:
     h = start_socket_bot(db_url, slack=PEOPLE)
     home_cycle(h)
     assert assert_everything_sent_is_valid(h) >= 8

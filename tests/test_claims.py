@@ -16,27 +16,13 @@ from core.leases import Heartbeat
 from core.models import AttemptRow, DraftRow, EventRow, RunRow
 from core.operator import Galley
 from core.policies import AttemptOutcome, DraftOutcome
-from core.ports import DraftRequest, ModelReply
 from core.schedule import Slot
 from core.states import DraftState, RunState
 from core.store import Store
-from tests.conftest import FakeClock, make_config
+from core.testing import FrozenClock, InstantDrafter
+from tests.conftest import make_config
 
 SLOT_WALL = "2026-11-23T09:00"
-
-
-class CountingDrafter:
-    """An in-process drafter for lease logic: counts calls, can block until released."""
-
-    def __init__(self, block: threading.Event | None = None) -> None:
-        self.calls = 0
-        self.block = block
-
-    def draft(self, request: DraftRequest) -> ModelReply:
-        self.calls += 1
-        if self.block is not None:
-            self.block.wait(10)
-        return ModelReply("a draft", request.model, "req_1", "end_turn", 10, 20, 0, 0)
 
 
 def recipe_and_slot(store: Store) -> tuple[Galley, Recipe, Slot]:
@@ -45,7 +31,7 @@ def recipe_and_slot(store: Store) -> tuple[Galley, Recipe, Slot]:
     return galley, recipe, galley.resolve_slot(recipe, SLOT_WALL)
 
 
-def claim(store: Store, recipe: Recipe, slot: Slot, worker: str, clock: FakeClock) -> Claim:
+def claim(store: Store, recipe: Recipe, slot: Slot, worker: str, clock: FrozenClock) -> Claim:
     claimed = claim_slot(store, recipe, slot, worker=worker, actor=worker, manual=True, clock=clock)
     assert isinstance(claimed, Claim), claimed
     return claimed
@@ -58,9 +44,9 @@ def draft_rows(store: Store) -> list[DraftRow]:
 
 def test_the_loser_of_a_claim_never_calls_the_model(store: Store) -> None:
     _, recipe, slot = recipe_and_slot(store)
-    clock = FakeClock()
+    clock = FrozenClock()
     claim(store, recipe, slot, "worker-a", clock)
-    drafter = CountingDrafter()
+    drafter = InstantDrafter()
     loser = DraftingService(store, drafter, clock=clock, worker="worker-b")
 
     result = loser.draft_slot(recipe, slot)
@@ -73,13 +59,13 @@ def test_an_expired_claim_is_taken_over_and_the_dead_attempt_marked_abandoned(
     store: Store,
 ) -> None:
     _, recipe, slot = recipe_and_slot(store)
-    clock = FakeClock()
+    clock = FrozenClock()
     dead = claim(store, recipe, slot, "worker-dead", clock)
-    DraftingService(store, CountingDrafter(), clock=clock, worker="worker-dead")._begin_attempt(
+    DraftingService(store, InstantDrafter(), clock=clock, worker="worker-dead")._begin_attempt(
         recipe, dead
     )
     clock.advance(recipe.takeover_after + timedelta(seconds=1))
-    drafter = CountingDrafter()
+    drafter = InstantDrafter()
 
     result = DraftingService(store, drafter, clock=clock, worker="worker-b").draft_slot(
         recipe, slot
@@ -99,15 +85,15 @@ def test_an_expired_claim_is_taken_over_and_the_dead_attempt_marked_abandoned(
 
 def test_a_zombie_worker_cannot_store_after_its_claim_was_taken(store: Store) -> None:
     _, recipe, slot = recipe_and_slot(store)
-    clock = FakeClock()
+    clock = FrozenClock()
     release = threading.Event()
-    zombie = DraftingService(store, CountingDrafter(release), clock=clock, worker="zombie")
+    zombie = DraftingService(store, InstantDrafter(release=release), clock=clock, worker="zombie")
     results: list[DraftResult] = []
     thread = threading.Thread(target=lambda: results.append(zombie.draft_slot(recipe, slot)))
     thread.start()
     _wait_for(lambda: _attempt_count(store) == 1)
     clock.advance(recipe.takeover_after + timedelta(seconds=1))  # the zombie's lease runs out
-    winner = DraftingService(store, CountingDrafter(), clock=clock, worker="winner")
+    winner = DraftingService(store, InstantDrafter(), clock=clock, worker="winner")
     assert winner.draft_slot(recipe, slot).outcome == DraftOutcome.DRAFTED
 
     release.set()
@@ -145,7 +131,7 @@ def test_two_claims_of_one_worker_name_have_different_owners(store: Store) -> No
     """Threads of one process share a worker name; their claims must not pass for each
     other, so every claim gets an owner token of its own."""
     galley, recipe, _ = recipe_and_slot(store)
-    clock = FakeClock()
+    clock = FrozenClock()
     first = claim(store, recipe, galley.resolve_slot(recipe, "2026-11-16T09:00"), "w", clock)
     second = claim(store, recipe, galley.resolve_slot(recipe, SLOT_WALL), "w", clock)
 
@@ -157,7 +143,7 @@ def test_two_claims_of_one_worker_name_have_different_owners(store: Store) -> No
 
 def test_the_sweeper_returns_expired_claims_to_the_pool(store: Store) -> None:
     _, recipe, slot = recipe_and_slot(store)
-    clock = FakeClock()
+    clock = FrozenClock()
     claim(store, recipe, slot, "worker-dead", clock)
     assert sweep_expired_claims(store, clock) == []  # a live claim is left alone
 
@@ -169,14 +155,14 @@ def test_the_sweeper_returns_expired_claims_to_the_pool(store: Store) -> None:
     with store.transaction() as session:
         run = session.exec(select(RunRow)).one()
         assert run.state == RunState.PENDING
-    drafter = CountingDrafter()
+    drafter = InstantDrafter()
     again = DraftingService(store, drafter, clock=clock, worker="b").draft_slot(recipe, slot)
     assert again.outcome == DraftOutcome.DRAFTED and drafter.calls == 1
 
 
 def test_every_run_transition_writes_an_event(store: Store) -> None:
     _, recipe, slot = recipe_and_slot(store)
-    DraftingService(store, CountingDrafter(), clock=FakeClock(), worker="w").draft_slot(
+    DraftingService(store, InstantDrafter(), clock=FrozenClock(), worker="w").draft_slot(
         recipe, slot
     )
 

@@ -30,7 +30,7 @@ def galley(env: dict[str, str], *args: str) -> tuple[int, str]:
     return result.exit_code, result.stdout
 
 
-def test_draft_json_then_exists_then_backpressure(
+def test_galley_draft_prints_drafted_then_exists_then_skipped_for_backpressure(
     env: dict[str, str], fake_anthropic: FakeAnthropic
 ) -> None:
     code, out = galley(env, "draft", "weekly-update", "--slot", "2026-11-23T09:00", "--json")
@@ -65,7 +65,7 @@ def test_a_failed_draft_exits_1(env: dict[str, str], fake_anthropic: FakeAnthrop
     )
 
 
-def test_status_runs_bump_pause_resume(env: dict[str, str]) -> None:
+def test_status_and_runs_show_what_bump_pause_and_resume_changed(env: dict[str, str]) -> None:
     galley(env, "draft", "weekly-update", "--slot", "2026-11-23T09:00")
     assert galley(env, "bump", "weekly-update")[0] == 0
     assert galley(env, "pause", "all", "--reason", "holiday")[0] == 0

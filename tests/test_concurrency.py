@@ -26,33 +26,16 @@ from core.models import DraftRow, EffectRow, RecipeRow, RunRow
 from core.operator import Galley
 from core.outbox import ReviewOutbox
 from core.policies import DraftOutcome, PublishOutcome
-from core.ports import DraftRequest, MessageRef, ModelReply, Publication, Publisher, ReviewItem
+from core.ports import MessageRef, ModelReply, Publication, Publisher, ReviewItem
 from core.review import Verdict, decide
 from core.states import DraftState, EffectState, RunState
 from core.store import Store
-from tests.bots import RunningClock
-from tests.conftest import FakeClock, make_config
+from core.testing import FrozenClock, InstantDrafter, RunningClock
+from tests.conftest import make_config
 from tests.fakes.slack_api import rate_limited
 from tests.worlds import ANNOUNCE, REVIEW, RUN, SLOT, MakeWorld, World, slack_channels
 
 RECIPE = "weekly-update"
-
-
-class BlockingDrafter:
-    """Answers at once, or holds the call open until `release` is set."""
-
-    def __init__(self, hold: bool = False) -> None:
-        self.calls = 0
-        self.started = threading.Event()
-        self.release = threading.Event()
-        if not hold:
-            self.release.set()
-
-    def draft(self, request: DraftRequest) -> ModelReply:
-        self.calls += 1
-        self.started.set()
-        self.release.wait(30)
-        return ModelReply(f"draft {self.calls}", request.model, "req", "end_turn", 10, 20, 0, 0)
 
 
 def rows(store: Store, table: type[Any]) -> list[Any]:
@@ -90,11 +73,11 @@ def test_the_sweeper_never_deletes_a_claim_whose_draft_was_stored_meanwhile(
     """The holder missed beats (a long GC pause, a slow disk) but is alive: it stores
     its draft between the sweeper's read and its delete. The draft must survive."""
     skip_on_sqlite(db_url)
-    clock = FakeClock()
+    clock = FrozenClock()
     galley = Galley(make_config(), store, clock=clock)
     recipe = galley.recipe(RECIPE)
     slot = galley.resolve_slot(recipe, SLOT)
-    holder = DraftingService(store, BlockingDrafter(), clock=clock, worker="holder")
+    holder = DraftingService(store, InstantDrafter(), clock=clock, worker="holder")
     claim = claim_slot(store, recipe, slot, worker="holder", actor="t", manual=True, clock=clock)
     assert isinstance(claim, Claim)
     number = holder._begin_attempt(recipe, claim)
@@ -113,7 +96,7 @@ def test_the_sweeper_never_deletes_a_claim_whose_draft_was_stored_meanwhile(
 
 def test_the_sweeper_leaves_a_claim_renewed_after_its_read(store: Store, db_url: str) -> None:
     skip_on_sqlite(db_url)
-    clock = FakeClock()
+    clock = FrozenClock()
     galley = Galley(make_config(), store, clock=clock)
     recipe = galley.recipe(RECIPE)
     slot = galley.resolve_slot(recipe, SLOT)
@@ -143,7 +126,7 @@ class Drafting:
 
     store: Store
     galley: Galley
-    drafter: BlockingDrafter
+    drafter: InstantDrafter
     thread: threading.Thread = field(init=False)
     results: list[Any] = field(init=False)
 
@@ -161,7 +144,7 @@ class Drafting:
 
 @pytest.fixture
 def drafting(store: Store) -> Iterator[Drafting]:
-    drafter = BlockingDrafter(hold=True)
+    drafter = InstantDrafter(release=threading.Event())
     galley = Galley(make_config(pending_limit=5), store, drafter=drafter)
     held = Drafting(store, galley, drafter).start()
     yield held
@@ -198,7 +181,7 @@ def test_a_refused_request_while_drafting_does_not_strand_the_draft(
     if refusal == "paused":
         galley.pause(RECIPE, actor="U0ADMIN")
     else:  # four ready drafts and the live claim fill pending_limit = 5
-        instant = Galley(make_config(pending_limit=5), store, drafter=BlockingDrafter())
+        instant = Galley(make_config(pending_limit=5), store, drafter=InstantDrafter())
         for week in ("2026-10-26T09:00", "2026-11-02T09:00", "2026-11-09T09:00", "2026-11-16"):
             instant.draft(RECIPE, week if "T" in week else f"{week}T09:00")
         assert instant.draft(RECIPE, "2026-10-19T09:00").reason == "backpressure"
@@ -239,9 +222,9 @@ def test_an_approval_racing_a_bump_never_leaves_a_superseded_draft_to_publish(
 ) -> None:
     """The bump reads the waiting drafts; an approval of one of them arrives before the
     bump writes. One of them wins whole: never an approved run on a superseded draft."""
-    clock = FakeClock()
+    clock = FrozenClock()
     config = make_config()
-    galley = Galley(config, store, drafter=BlockingDrafter(), clock=clock)
+    galley = Galley(config, store, drafter=InstantDrafter(), clock=clock)
     key = galley.draft(RECIPE, SLOT).key
     assert key is not None
     answers: list[Any] = []
@@ -447,9 +430,9 @@ class RecordingSurface:
 
 
 def test_backpressure_notices_survive_the_waiting_count_changing(store: Store) -> None:
-    clock = FakeClock()
+    clock = FrozenClock()
     config = make_config(pending_limit=1)
-    galley = Galley(config, store, drafter=BlockingDrafter(), clock=clock)
+    galley = Galley(config, store, drafter=InstantDrafter(), clock=clock)
     surface = RecordingSurface()
     outbox = ReviewOutbox(
         store, EffectLedger(store, clock, "bot"), surface, channel=REVIEW, call_lease=timedelta(1)

@@ -100,7 +100,7 @@ def test_a_file_that_is_not_toml_says_so() -> None:
     ("text", "seconds"),
     [("30s", 30), ("90m", 5400), ("48h", 172800), ("7d", 604800), ("1h30m", 5400)],
 )
-def test_durations(text: str, seconds: int) -> None:
+def test_durations_parse_to_seconds_and_format_back_to_the_same(text: str, seconds: int) -> None:
     assert parse_duration(text) == timedelta(seconds=seconds)
     assert parse_duration(format_duration(timedelta(seconds=seconds))).total_seconds() == seconds
 

@@ -15,7 +15,7 @@ from core.models import EffectRow, EventRow
 from core.policies import EffectDecision
 from core.states import EffectState
 from core.store import Store
-from tests.conftest import FakeClock
+from core.testing import FrozenClock
 
 KEY = "linkedin|weekly-update@2026-11-23T09:00|v1|publish:slack:C0ANNOUNCE"
 DRAFT = "linkedin|weekly-update@2026-11-23T09:00|v1"
@@ -37,7 +37,7 @@ def rows(store: Store) -> list[EffectRow]:
 
 
 def test_same_key_same_payload_returns_the_recorded_result(store: Store) -> None:
-    ledger = EffectLedger(store, FakeClock(), "w1")
+    ledger = EffectLedger(store, FrozenClock(), "w1")
     start = begin(ledger)
     assert start.decision == EffectDecision.ACT
     ledger.succeed(start, Proof("1700000000.000100", {"ts": "1700000000.000100"}))
@@ -51,7 +51,7 @@ def test_same_key_same_payload_returns_the_recorded_result(store: Store) -> None
 
 
 def test_same_key_different_payload_is_a_conflict_and_changes_nothing(store: Store) -> None:
-    ledger = EffectLedger(store, FakeClock(), "w1")
+    ledger = EffectLedger(store, FrozenClock(), "w1")
     ledger.succeed(begin(ledger), Proof("ts-1"))
     before = [r.model_dump() for r in rows(store)]
     with store.transaction() as session:
@@ -66,7 +66,7 @@ def test_same_key_different_payload_is_a_conflict_and_changes_nothing(store: Sto
 
 
 def test_a_live_in_flight_effect_answers_in_progress(store: Store) -> None:
-    clock = FakeClock()
+    clock = FrozenClock()
     first = begin(EffectLedger(store, clock, "w1"))
 
     with pytest.raises(EffectInProgress):
@@ -79,7 +79,7 @@ def test_a_live_in_flight_effect_answers_in_progress(store: Store) -> None:
 def test_an_in_flight_effect_whose_holder_died_must_be_reconciled_by_one_owner(
     store: Store,
 ) -> None:
-    clock = FakeClock()
+    clock = FrozenClock()
     begin(EffectLedger(store, clock, "w1"))
     clock.advance(LEASE + timedelta(seconds=1))
 
@@ -95,7 +95,7 @@ def test_an_in_flight_effect_whose_holder_died_must_be_reconciled_by_one_owner(
 
 
 def test_a_holder_whose_lease_was_taken_over_changes_nothing(store: Store) -> None:
-    clock = FakeClock()
+    clock = FrozenClock()
     slow = EffectLedger(store, clock, "slow")
     held = begin(slow)
     clock.advance(LEASE + timedelta(seconds=1))
@@ -113,7 +113,7 @@ def test_a_holder_whose_lease_was_taken_over_changes_nothing(store: Store) -> No
 
 
 def test_a_failed_effect_may_be_tried_again_under_the_same_key(store: Store) -> None:
-    clock = FakeClock()
+    clock = FrozenClock()
     ledger = EffectLedger(store, clock, "w1")
     ledger.fail(begin(ledger), "HTTP 400 from the destination")
 
@@ -124,7 +124,7 @@ def test_a_failed_effect_may_be_tried_again_under_the_same_key(store: Store) -> 
 
 
 def test_a_refusal_with_retry_after_waits_before_a_new_attempt(store: Store) -> None:
-    clock = FakeClock()
+    clock = FrozenClock()
     ledger = EffectLedger(store, clock, "w1")
     ledger.fail(begin(ledger), "429", retry_after=timedelta(seconds=20))
 
@@ -134,7 +134,7 @@ def test_a_refusal_with_retry_after_waits_before_a_new_attempt(store: Store) -> 
 
 
 def test_an_uncertain_effect_resolved_as_found_is_done(store: Store) -> None:
-    clock = FakeClock()
+    clock = FrozenClock()
     ledger = EffectLedger(store, clock, "w1")
     ledger.mark_uncertain(begin(ledger), "read timeout after send")
     reconciling = begin(ledger)
@@ -147,7 +147,7 @@ def test_an_uncertain_effect_resolved_as_found_is_done(store: Store) -> None:
 def test_two_threads_of_one_process_reconciling_one_effect_act_once(store: Store) -> None:
     """Both threads share the process's worker name; the uncertain receipt is still
     reconciled by one of them, so a lookup that finds nothing leads to one send."""
-    clock = FakeClock()
+    clock = FrozenClock()
     ledger = EffectLedger(store, clock, "host:1")  # one ledger, as in one process
     ledger.mark_uncertain(begin(ledger), "read timeout after send")
     in_lookup, release = threading.Event(), threading.Event()
@@ -176,7 +176,7 @@ def test_two_threads_of_one_process_reconciling_one_effect_act_once(store: Store
 
 
 def test_perform_looks_up_an_uncertain_effect_before_acting_again(store: Store) -> None:
-    clock = FakeClock()
+    clock = FrozenClock()
     ledger = EffectLedger(store, clock, "w1")
     ledger.mark_uncertain(begin(ledger), "read timeout after send")
     sends: list[int] = []

@@ -21,8 +21,8 @@ from core.models import DraftRow
 from core.operator import Galley
 from core.review import Verdict, decide
 from core.store import Store
-from tests.conftest import FakeClock, config_text, make_config
-from tests.test_claims import CountingDrafter
+from core.testing import FrozenClock, InstantDrafter
+from tests.conftest import config_text, make_config
 
 
 def test_each_fire_is_handed_its_nominal_run_time() -> None:
@@ -52,7 +52,7 @@ def _host(store: Store, drafter: Any) -> tuple[Galley, SchedulerHost]:
 
 def test_shutdown_lets_a_running_model_call_finish_within_the_deadline(sqlite_url: str) -> None:
     release = threading.Event()
-    galley, host = _host(Store(sqlite_url), CountingDrafter(release))
+    galley, host = _host(Store(sqlite_url), InstantDrafter(release=release))
     recipe = galley.recipe("weekly-update")
     host.submit(galley.drafting.draft_slot, recipe, galley.resolve_slot(recipe, "2026-11-23T09:00"))
     time.sleep(0.3)  # the call is in flight
@@ -68,7 +68,7 @@ def test_shutdown_lets_a_running_model_call_finish_within_the_deadline(sqlite_ur
 
 def test_shutdown_past_the_deadline_leaves_the_claim_for_the_next_start(sqlite_url: str) -> None:
     release = threading.Event()
-    galley, host = _host(Store(sqlite_url), CountingDrafter(release))
+    galley, host = _host(Store(sqlite_url), InstantDrafter(release=release))
     recipe = galley.recipe("weekly-update")
     host.submit(galley.drafting.draft_slot, recipe, galley.resolve_slot(recipe, "2026-11-23T09:00"))
     time.sleep(0.3)
@@ -106,8 +106,8 @@ def test_galley_check_shows_the_next_five_slots_and_flags_dst(tmp_path: Path) ->
 
 def test_the_digest_counts_what_people_should_know(sqlite_url: str) -> None:
     store = Store(sqlite_url)
-    clock = FakeClock(datetime(2026, 11, 30, 10, 0, tzinfo=UTC))
-    galley = Galley(make_config(pending_limit=9), store, drafter=CountingDrafter(), clock=clock)
+    clock = FrozenClock(datetime(2026, 11, 30, 10, 0, tzinfo=UTC))
+    galley = Galley(make_config(pending_limit=9), store, drafter=InstantDrafter(), clock=clock)
     for wall in ("2026-11-16T09:00", "2026-11-23T09:00"):
         galley.draft("weekly-update", wall)
     galley.pause("all", actor="U0ADMIN")
@@ -141,8 +141,8 @@ def test_a_slot_whose_worker_died_is_drafted_again_by_the_sweeper(db_url: str) -
 
     store = Store(db_url)
     monday = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
-    clock = FakeClock(monday + timedelta(minutes=1))
-    drafter = CountingDrafter()
+    clock = FrozenClock(monday + timedelta(minutes=1))
+    drafter = InstantDrafter()
     galley = Galley(
         make_config(claim_lease="3m", model_timeout="1m"), store, drafter=drafter, clock=clock
     )

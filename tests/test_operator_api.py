@@ -26,7 +26,8 @@ from core.models import DraftRow, EventRow, RecipeRow, RunRow
 from core.settings import Settings
 from core.states import DraftState, RunState
 from core.store import Store
-from tests.conftest import FakeClock, config_text
+from core.testing import FrozenClock
+from tests.conftest import config_text
 from tests.fakes.anthropic_api import FakeAnthropic, ok, status
 
 RECIPE = "weekly-update"
@@ -68,7 +69,7 @@ def opened(settings: Settings) -> Iterator[list[galley.Galley]]:
 
 @pytest.fixture
 def connect(settings: Settings, opened: list[galley.Galley]) -> Connect:
-    clock = FakeClock()
+    clock = FrozenClock()
 
     def open_as(user: str | None) -> galley.Galley:
         handle = galley.connect(user, settings=settings, clock=clock)

@@ -28,7 +28,8 @@ from core.ports import MessageRef, ReviewItem, RunAlert
 from core.review import Verdict, decide
 from core.states import DraftState, RunState
 from core.store import Store
-from tests.conftest import FakeClock, config_text, make_config
+from core.testing import FrozenClock, InstantDrafter
+from tests.conftest import config_text, make_config
 from tests.fakes.anthropic_api import FakeAnthropic
 
 RECIPE = "weekly-update"
@@ -51,7 +52,7 @@ class RecordingAlerter:
 
 
 def alerts_for(
-    store: Store, config: Config, clock: FakeClock
+    store: Store, config: Config, clock: FrozenClock
 ) -> tuple[AlertService, RecordingAlerter]:
     alerter = RecordingAlerter()
     service = AlertService(
@@ -77,7 +78,7 @@ def refused_port() -> int:
 def test_a_failed_draft_is_told_once_with_its_cause_and_retried_without_a_bump(
     store: Store, fake_anthropic: FakeAnthropic
 ) -> None:
-    clock = FakeClock()
+    clock = FrozenClock()
     config = make_config(max_attempts=2)
     down = Galley(
         config,
@@ -116,7 +117,7 @@ def test_a_failed_draft_is_told_once_with_its_cause_and_retried_without_a_bump(
 
 
 def test_a_failed_draft_can_be_skipped_by_a_person(store: Store) -> None:
-    clock = FakeClock()
+    clock = FrozenClock()
     config = make_config(max_attempts=1)
     down = Galley(
         config,
@@ -139,21 +140,10 @@ def dispatcher_for(galley: Galley, config: Config) -> SlotDispatcher:
     return SlotDispatcher(galley.store, galley.drafting, galley.clock, recipes=dict(config.recipes))
 
 
-class InstantDrafter:
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def draft(self, request: object) -> object:
-        from core.ports import ModelReply
-
-        self.calls += 1
-        return ModelReply(f"draft {self.calls}", "m", "req", "end_turn", 1, 2, 0, 0)
-
-
 def test_a_bumped_run_left_pending_is_drafted_at_the_new_version(store: Store) -> None:
-    clock = FakeClock()
+    clock = FrozenClock()
     config = make_config()
-    galley = Galley(config, store, drafter=InstantDrafter(), clock=clock)  # type: ignore[arg-type]
+    galley = Galley(config, store, drafter=InstantDrafter(), clock=clock)
     galley.draft(RECIPE, SLOT)
     galley.bump(RECIPE, actor="U0ADMIN")
     assert run_row(store).state == RunState.PENDING
@@ -172,9 +162,9 @@ def test_a_bumped_run_left_pending_is_drafted_at_the_new_version(store: Store) -
 def test_a_pending_run_past_grace_or_without_its_recipe_is_closed_with_a_reason(
     store: Store,
 ) -> None:
-    clock = FakeClock()
+    clock = FrozenClock()
     config = make_config()
-    galley = Galley(config, store, drafter=InstantDrafter(), clock=clock)  # type: ignore[arg-type]
+    galley = Galley(config, store, drafter=InstantDrafter(), clock=clock)
     from core.claims import ensure_recipe_row, open_run
 
     with store.transaction() as session:  # a crash left two runs pending
@@ -209,9 +199,9 @@ def parse_without_recipe() -> Config:
 
 
 def test_an_approved_run_whose_recipe_left_the_config_alerts_people(store: Store) -> None:
-    clock = FakeClock()
+    clock = FrozenClock()
     config = make_config()
-    galley = Galley(config, store, drafter=InstantDrafter(), clock=clock)  # type: ignore[arg-type]
+    galley = Galley(config, store, drafter=InstantDrafter(), clock=clock)
     key = galley.draft(RECIPE, SLOT).key
     assert key is not None
     publishing = parse_with_publish()
@@ -268,9 +258,9 @@ class UnfindableSurface:
 
 @pytest.mark.parametrize("passes", [3])
 def test_a_review_post_nobody_can_find_alerts_people_once(store: Store, passes: int) -> None:
-    clock = FakeClock()
+    clock = FrozenClock()
     config = make_config()
-    galley = Galley(config, store, drafter=InstantDrafter(), clock=clock)  # type: ignore[arg-type]
+    galley = Galley(config, store, drafter=InstantDrafter(), clock=clock)
     galley.draft(RECIPE, SLOT)
     alerts, alerter = alerts_for(store, config, clock)
     surface = UnfindableSurface()

@@ -23,17 +23,17 @@ from core.policies import DraftOutcome, DstGap, DstRepeat, Overlap, SkipReason
 from core.schedule import slot_at_instant, slots_between
 from core.states import RunState
 from core.store import Store
-from tests.conftest import FakeClock, make_config
-from tests.test_claims import CountingDrafter
+from core.testing import FrozenClock, InstantDrafter
+from tests.conftest import make_config
 
 MONDAY = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)  # 09:00 in London in winter
 WEEK = timedelta(weeks=1)
 
 
 def setup(
-    store: Store, clock: FakeClock, drafter: Any = None, **recipe_changes: Any
-) -> tuple[SlotDispatcher, Recipe, CountingDrafter]:
-    drafter = drafter or CountingDrafter()
+    store: Store, clock: FrozenClock, drafter: Any = None, **recipe_changes: Any
+) -> tuple[SlotDispatcher, Recipe, InstantDrafter]:
+    drafter = drafter or InstantDrafter()
     galley = Galley(make_config(), store, drafter=drafter, clock=clock)
     recipe = galley.recipe("weekly-update").model_copy(update=recipe_changes)
     galley.config.recipes[recipe.name] = recipe
@@ -48,7 +48,7 @@ def runs(store: Store) -> dict[str, tuple[str, str | None]]:
 
 
 def test_a_late_fire_inside_the_grace_window_drafts(store: Store) -> None:
-    clock = FakeClock(MONDAY + timedelta(minutes=59))
+    clock = FrozenClock(MONDAY + timedelta(minutes=59))
     dispatcher, recipe, drafter = setup(store, clock)
 
     [result] = dispatcher.fire(recipe, MONDAY)
@@ -59,7 +59,7 @@ def test_a_late_fire_inside_the_grace_window_drafts(store: Store) -> None:
 
 
 def test_a_late_fire_outside_the_grace_window_is_recorded_as_a_misfire(store: Store) -> None:
-    clock = FakeClock(MONDAY + timedelta(minutes=61))
+    clock = FrozenClock(MONDAY + timedelta(minutes=61))
     dispatcher, recipe, drafter = setup(store, clock)
 
     [result] = dispatcher.fire(recipe, MONDAY)
@@ -73,7 +73,7 @@ def test_a_host_that_sleeps_across_six_slots_runs_one_and_records_five_skips(
     store: Store,
 ) -> None:
     before_sleep = MONDAY - 4 * WEEK  # 26 October, the first Monday on GMT
-    clock = FakeClock(before_sleep + timedelta(minutes=1))
+    clock = FrozenClock(before_sleep + timedelta(minutes=1))
     dispatcher, recipe, drafter = setup(store, clock, pending_limit=10)
     dispatcher.fire(recipe, before_sleep)  # the last slot before the sleep
     wake = before_sleep + 6 * WEEK
@@ -90,7 +90,7 @@ def test_a_host_that_sleeps_across_six_slots_runs_one_and_records_five_skips(
 
 
 def test_two_fires_of_the_same_slot_make_one_run(store: Store) -> None:
-    clock = FakeClock(MONDAY + timedelta(seconds=1))
+    clock = FrozenClock(MONDAY + timedelta(seconds=1))
     dispatcher, recipe, drafter = setup(store, clock)
 
     dispatcher.fire(recipe, MONDAY)
@@ -105,7 +105,7 @@ def test_two_fires_of_the_same_slot_make_one_run(store: Store) -> None:
 
 
 def test_catch_up_on_a_fresh_database_runs_only_the_latest_due_slot(store: Store) -> None:
-    clock = FakeClock(MONDAY + timedelta(minutes=10))
+    clock = FrozenClock(MONDAY + timedelta(minutes=10))
     dispatcher, recipe, drafter = setup(store, clock)
 
     [result] = dispatcher.catch_up(recipe)
@@ -116,14 +116,16 @@ def test_catch_up_on_a_fresh_database_runs_only_the_latest_due_slot(store: Store
     assert drafter.calls == 1
 
 
-def _hold_claim(store: Store, recipe: Recipe, clock: FakeClock, dispatcher: SlotDispatcher) -> None:
+def _hold_claim(
+    store: Store, recipe: Recipe, clock: FrozenClock, dispatcher: SlotDispatcher
+) -> None:
     slot = dispatcher._unrun_slots(recipe, MONDAY - WEEK)[0]
     held = claim_slot(store, recipe, slot, worker="other", actor="other", manual=False, clock=clock)
     assert isinstance(held, Claim)
 
 
 def test_overlap_skip_records_the_slot_and_calls_nothing(store: Store) -> None:
-    clock = FakeClock(MONDAY + timedelta(seconds=1))
+    clock = FrozenClock(MONDAY + timedelta(seconds=1))
     dispatcher, recipe, drafter = setup(store, clock, overlap=Overlap.SKIP)
     _hold_claim(store, recipe, clock, dispatcher)  # last week's run is still drafting
 
@@ -134,9 +136,9 @@ def test_overlap_skip_records_the_slot_and_calls_nothing(store: Store) -> None:
 
 
 def test_overlap_queue_one_waits_for_the_running_draft_and_skips_a_third(store: Store) -> None:
-    clock = FakeClock(MONDAY + WEEK + timedelta(seconds=1))
+    clock = FrozenClock(MONDAY + WEEK + timedelta(seconds=1))
     release = threading.Event()
-    slow = CountingDrafter(release)
+    slow = InstantDrafter(release=release)
     dispatcher, recipe, _ = setup(
         store,
         clock,
@@ -247,7 +249,7 @@ def test_a_daily_0230_recipe_neither_vanishes_nor_runs_twice_across_both_changes
     store: Store,
 ) -> None:
     recipe_zone = "America/New_York"
-    clock = FakeClock()
+    clock = FrozenClock()
     dispatcher, recipe, drafter = setup(
         store, clock, timezone=recipe_zone, schedule="30 2 * * *", pending_limit=1000
     )
@@ -268,9 +270,9 @@ def test_overlap_holds_between_two_hosts_sharing_the_database(db_url: str) -> No
     """Two stores (two engines, as two processes have) on one database: the second host
     sees the first host's live claim and skips its slot."""
     release = threading.Event()
-    clock = FakeClock(MONDAY + timedelta(seconds=1))
+    clock = FrozenClock(MONDAY + timedelta(seconds=1))
     first_store, second_store = Store(db_url), Store(db_url)
-    first, recipe, slow = setup(first_store, clock, drafter=CountingDrafter(release))
+    first, recipe, slow = setup(first_store, clock, drafter=InstantDrafter(release=release))
     second, _, idle = setup(second_store, clock, misfire_grace=timedelta(weeks=2))
     earlier, latest = slots_between(recipe, MONDAY - WEEK - timedelta(hours=1), MONDAY)
     running = threading.Thread(target=first.run_slot, args=(recipe, latest))

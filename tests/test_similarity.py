@@ -25,7 +25,8 @@ from core.review_facts import annotate, recipe_record
 from core.similarity import comparison_set, record_similarity, similarity
 from core.states import DraftState, RunState
 from core.store import Store
-from tests.conftest import FakeClock, config_text
+from core.testing import FrozenClock
+from tests.conftest import config_text
 from tests.fakes.anthropic_api import FakeAnthropic, ok
 from tests.posts import FRESH, REWORDED, SEEN
 
@@ -81,7 +82,7 @@ def add_draft(
     state: DraftState,
     text: str,
     days_ago: float,
-    clock: FakeClock,
+    clock: FrozenClock,
     recipe: str = RECIPE,
     platform: str = "linkedin",
 ) -> None:
@@ -121,7 +122,7 @@ def add_draft(
 def test_a_draft_is_compared_with_waiting_drafts_and_recent_approvals_and_publications(
     store: Store,
 ) -> None:
-    clock = FakeClock()
+    clock = FrozenClock()
     included = {
         "waiting": (DraftState.READY, 200),  # waiting for review: however old
         "approved": (DraftState.APPROVED, 10),
@@ -154,7 +155,7 @@ def test_a_draft_is_compared_with_waiting_drafts_and_recent_approvals_and_public
 
 
 def test_the_newest_posts_are_the_ones_compared_past_the_cap(store: Store) -> None:
-    clock = FakeClock()
+    clock = FrozenClock()
     for days in (1, 2, 3, 4):
         add_draft(store, f"published-{days}", state=DraftState.PUBLISHED, text=SEEN,
                   days_ago=days, clock=clock)  # fmt: skip
@@ -177,7 +178,7 @@ def test_the_newest_posts_are_the_ones_compared_past_the_cap(store: Store) -> No
 def test_the_closest_match_its_score_and_the_method_are_stored_on_the_draft(
     store: Store,
 ) -> None:
-    clock = FakeClock()
+    clock = FrozenClock()
     add_draft(store, "seen", state=DraftState.PUBLISHED, text=SEEN, days_ago=3, clock=clock)
     add_draft(store, "other", state=DraftState.PUBLISHED, text=FRESH, days_ago=1, clock=clock)
     add_draft(store, "probe", state=DraftState.READY, text=REWORDED, days_ago=0, clock=clock)
@@ -226,7 +227,7 @@ def test_similarity_settings_have_defaults_and_are_validated() -> None:
 
 
 def galley_for(
-    store: Store, fake: FakeAnthropic, clock: FakeClock, defaults: str = "", **overrides: Any
+    store: Store, fake: FakeAnthropic, clock: FrozenClock, defaults: str = "", **overrides: Any
 ) -> Galley:
     drafter = AnthropicDrafter(api_key="test-key", base_url=fake.url)
     config = parse_config(with_defaults(defaults, **overrides))
@@ -264,7 +265,7 @@ def later_attempts(store: Store) -> list[AttemptRow]:
 def test_a_reworded_draft_is_stored_with_its_match_and_one_model_call(
     store: Store, fake_anthropic: FakeAnthropic
 ) -> None:
-    galley = galley_for(store, fake_anthropic, FakeClock())
+    galley = galley_for(store, fake_anthropic, FrozenClock())
     approve_earlier_post(galley, fake_anthropic)
     fake_anthropic.script(ok(text=REWORDED))
 
@@ -284,7 +285,7 @@ def test_a_reworded_draft_is_stored_with_its_match_and_one_model_call(
 def test_redraft_asks_once_more_avoiding_the_seen_text_and_keeps_the_fresher_answer(
     store: Store, fake_anthropic: FakeAnthropic
 ) -> None:
-    galley = galley_for(store, fake_anthropic, FakeClock(), 'on_similar = "redraft"')
+    galley = galley_for(store, fake_anthropic, FrozenClock(), 'on_similar = "redraft"')
     approve_earlier_post(galley, fake_anthropic)
     fake_anthropic.script(ok(text=REWORDED), ok(text=FRESH))
 
@@ -305,7 +306,7 @@ def test_redraft_asks_once_more_avoiding_the_seen_text_and_keeps_the_fresher_ans
 def test_redraft_keeps_the_first_answer_when_the_second_repeats_more(
     store: Store, fake_anthropic: FakeAnthropic
 ) -> None:
-    galley = galley_for(store, fake_anthropic, FakeClock(), 'on_similar = "redraft"')
+    galley = galley_for(store, fake_anthropic, FrozenClock(), 'on_similar = "redraft"')
     approve_earlier_post(galley, fake_anthropic)
     fake_anthropic.script(ok(text=REWORDED), ok(text=SEEN))
 
@@ -318,7 +319,7 @@ def test_redraft_keeps_the_first_answer_when_the_second_repeats_more(
 def test_redraft_happens_at_most_once_per_slot_even_after_a_bump(
     store: Store, fake_anthropic: FakeAnthropic
 ) -> None:
-    galley = galley_for(store, fake_anthropic, FakeClock(), 'on_similar = "redraft"')
+    galley = galley_for(store, fake_anthropic, FrozenClock(), 'on_similar = "redraft"')
     approve_earlier_post(galley, fake_anthropic)
     fake_anthropic.script(ok(text=REWORDED), ok(text=REWORDED), ok(text=REWORDED))
     galley.draft(RECIPE, LATER)
@@ -338,7 +339,7 @@ def test_redraft_happens_at_most_once_per_slot_even_after_a_bump(
 def test_redraft_does_not_call_again_below_the_threshold_or_past_max_attempts(
     store: Store, fake_anthropic: FakeAnthropic, defaults: str, max_attempts: int
 ) -> None:
-    galley = galley_for(store, fake_anthropic, FakeClock(), defaults, max_attempts=max_attempts)
+    galley = galley_for(store, fake_anthropic, FrozenClock(), defaults, max_attempts=max_attempts)
     approve_earlier_post(galley, fake_anthropic)
     fake_anthropic.script(ok(text=REWORDED), ok(text=FRESH))
 
@@ -353,7 +354,7 @@ def test_redraft_does_not_spend_past_the_daily_token_budget(
 ) -> None:
     """Each call costs 46 tokens: the budget lets the second week draft, not re-draft."""
     galley = galley_for(
-        store, fake_anthropic, FakeClock(), 'on_similar = "redraft"\ndaily_token_budget = 90'
+        store, fake_anthropic, FrozenClock(), 'on_similar = "redraft"\ndaily_token_budget = 90'
     )
     approve_earlier_post(galley, fake_anthropic)
     fake_anthropic.script(ok(text=REWORDED), ok(text=FRESH))
@@ -370,7 +371,7 @@ def test_redraft_does_not_spend_past_the_daily_token_budget(
 def test_the_review_item_names_the_match_only_from_the_recipes_similar_warn(
     store: Store, fake_anthropic: FakeAnthropic
 ) -> None:
-    clock = FakeClock()
+    clock = FrozenClock()
     galley = galley_for(store, fake_anthropic, clock)
     approve_earlier_post(galley, fake_anthropic)
     fake_anthropic.script(ok(text=REWORDED))
@@ -396,7 +397,7 @@ def test_the_review_item_names_the_match_only_from_the_recipes_similar_warn(
 def test_the_recipe_record_counts_thirty_days_of_decisions_and_the_last_rejection(
     store: Store,
 ) -> None:
-    clock = FakeClock()
+    clock = FrozenClock()
     drafts = [
         ("approved", DraftState.APPROVED, 5, None),
         ("published", DraftState.PUBLISHED, 29, None),

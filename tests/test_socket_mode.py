@@ -31,8 +31,7 @@ from tests.conftest import config_text
 from tests.fakes.anthropic_api import FakeAnthropic, ok
 from tests.fakes.slack_api import RESPONSE_URL, FakeSlack
 from tests.fakes.socket_mode import APP_TOKEN, FakeSocketMode
-from tests.slack_requests import block_actions, text_input, view_submission
-from tests.test_slack_review import (
+from tests.slack_harness import (
     APPROVE,
     CHANNEL,
     EDIT,
@@ -48,6 +47,7 @@ from tests.test_slack_review import (
     button,
     eventually,
 )
+from tests.slack_requests import block_actions, text_input, view_submission
 
 ACK_DEADLINE = 3.0  # Slack's: an envelope not acked within 3 s is shown as failed
 

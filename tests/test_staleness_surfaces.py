@@ -19,23 +19,20 @@ import pytest
 import galley
 from core.settings import Settings
 from core.states import DraftState, RunState
-from tests.test_slack_review import (
+from tests.fakes.slack_api import RESPONSE_URL
+from tests.slack_harness import (
     APPROVE,
     KEY,
     PEOPLE,
-    RESPONSE_URL,
     SETTLE,
     Harness,
     StartBot,
-    _age_past_review_window,
-    _bump,
-    _edit,
+    age_past_review_window,
+    bump_recipe,
     button,
+    edit_revision_1,
     eventually,
-    start_bot,
 )
-
-__all__ = ["start_bot"]  # the fixture, shared with the Slack review tests
 
 EDITOR = "U0EDITOR"
 
@@ -82,9 +79,9 @@ Surface = Callable[[Harness, Read], str]
 @pytest.mark.parametrize(
     ("change", "says", "state_after"),
     [
-        pytest.param(_bump, "superseded", DraftState.SUPERSEDED, id="bumped"),
-        pytest.param(_edit, "edited since", DraftState.READY, id="edited"),
-        pytest.param(_age_past_review_window, "review window", DraftState.EXPIRED, id="expired"),
+        pytest.param(bump_recipe, "superseded", DraftState.SUPERSEDED, id="bumped"),
+        pytest.param(edit_revision_1, "edited since", DraftState.READY, id="edited"),
+        pytest.param(age_past_review_window, "review window", DraftState.EXPIRED, id="expired"),
     ],
 )
 def test_a_stale_approval_decides_nothing_and_says_why_on_both_surfaces(

@@ -232,7 +232,9 @@ def stop(proc: subprocess.Popen[str]) -> None:
 
 
 @pytest.mark.slow
-def test_subprocess_mode_round_trip_and_restart(tmp_path: Path) -> None:
+def test_the_subprocess_fake_obeys_its_state_file_and_keeps_publications_across_a_restart(
+    tmp_path: Path,
+) -> None:
     state = tmp_path / "state.json"
     write_state(state, post_script=[status(503, {"Retry-After": "1"})], status_script=[])
     proc, url = start_subprocess(state)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import shutil
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,20 +28,17 @@ from core.effects import EffectLedger
 from core.models import DraftRow, EffectRow, EventRow, RunRow
 from core.operator import Galley
 from core.policies import DraftOutcome, PublishOutcome
-from core.ports import Publisher
+from core.ports import Publication, Publisher
 from core.publishing import PublishingService, PublishResult
 from core.resolution import Resolver
 from core.review import ReviewAnswer, Verdict, decide
 from core.store import Store, normalise_url
+from core.testing import FrozenClock
 from core.webhook_publisher import WebhookPublisher
-from tests.conftest import PG_URL, FakeClock, config_text
+from tests.conftest import PG_URL, config_text
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.slack_api import FakeSlack
-from tests.fakes.webhook import (
-    Action,
-    FakeWebhook,
-    accept_then_hang,
-)
+from tests.fakes.webhook import Action, FakeWebhook, accept_then_hang
 
 RECIPE = "weekly-update"
 SLOT = "2026-11-23T09:00"
@@ -65,6 +63,25 @@ HANG = 5.0  # the fake holds a hung answer this long; the call timeout is 1 s
 
 class Crash(BaseException):
     """Stands in for the process dying at this point: nothing after it runs."""
+
+
+class HeldPublisher:
+    """Sends only once `release` is set: keeps one worker inside the call while another
+    worker tries the same run."""
+
+    def __init__(self, inner: Publisher, release: threading.Event) -> None:
+        self.inner, self.release = inner, release
+
+    @property
+    def target(self) -> str:
+        return self.inner.target
+
+    def publish(self, publication: Publication) -> str:
+        self.release.wait(10)
+        return self.inner.publish(publication)
+
+    def lookup(self, effect_key: str) -> str | None:
+        return self.inner.lookup(effect_key)
 
 
 # --- config --------------------------------------------------------------------------------
@@ -107,7 +124,7 @@ class World:
 
     db_url: str
     config: Config
-    clock: FakeClock
+    clock: FrozenClock
     hook: FakeWebhook
     slack: FakeSlack
     drafter: AnthropicDrafter
@@ -325,7 +342,7 @@ def world_factory(fake_anthropic: FakeAnthropic) -> Iterator[MakeWorld]:
         world = World(
             db_url,
             config,
-            FakeClock(),
+            FrozenClock(),
             hook,
             fake_slack,
             AnthropicDrafter("k", fake_anthropic.url),

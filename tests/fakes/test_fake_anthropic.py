@@ -76,7 +76,7 @@ def test_normal_call_returns_text_usage_and_request_id(fake: FakeAnthropic) -> N
     assert req.at <= time.time()
 
 
-def test_configurable_text_usage_and_delay() -> None:
+def test_text_usage_and_delay_are_answered_as_configured_or_scripted() -> None:
     with FakeAnthropic(text="fixed", usage={"input_tokens": 7, "output_tokens": 9}) as fake:
         c = client(fake.url)
         first = create(c)
@@ -235,7 +235,9 @@ def test_state_file_script_is_consumed_once_under_concurrency(tmp_path: Path) ->
 
 
 @pytest.mark.slow
-def test_subprocess_mode(tmp_path: Path) -> None:
+def test_the_subprocess_fake_follows_its_state_file_script_and_logs_every_request(
+    tmp_path: Path,
+) -> None:
     state = tmp_path / "state.json"
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.fakes.anthropic_api", "--port", "0", "--state-file", state],

@@ -145,7 +145,9 @@ def test_update_replaces_text_and_blocks(fake: FakeSlack) -> None:
     assert info.value.response["error"] == "message_not_found"
 
 
-def test_other_methods(fake: FakeSlack) -> None:
+def test_auth_ephemerals_and_views_answer_as_slack_does_and_unknown_methods_fail(
+    fake: FakeSlack,
+) -> None:
     c = client(fake.url)
     auth = c.auth_test()
     assert (auth["user_id"], auth["bot_id"], auth["team_id"]) == ("UBOT", "BBOT", "T1")
@@ -169,7 +171,7 @@ def test_other_methods(fake: FakeSlack) -> None:
     assert info.value.response["error"] == "not_authed"
 
 
-def test_usergroups_users_list(fake: FakeSlack) -> None:
+def test_a_user_group_lists_its_members_and_an_unknown_group_fails(fake: FakeSlack) -> None:
     fake.usergroups = {"S0EDITORS": ["U1", "U2"]}
     c = client(fake.url)
     assert c.usergroups_users_list(usergroup="S0EDITORS")["users"] == ["U1", "U2"]
@@ -189,7 +191,9 @@ def test_rate_limited_is_429_with_retry_after_and_no_effect(fake: FakeSlack) -> 
 
 
 @pytest.mark.parametrize(("name", "status"), [("internal_error", 500), ("channel_not_found", 200)])
-def test_error_action(fake: FakeSlack, name: str, status: int) -> None:
+def test_a_scripted_error_fails_the_call_with_its_status_and_posts_nothing(
+    fake: FakeSlack, name: str, status: int
+) -> None:
     fake.script("chat.postMessage", error(name, status))
     with pytest.raises(SlackApiError) as info:
         post(client(fake.url))
@@ -313,7 +317,9 @@ def start_subprocess(state: Path, port: int = 0) -> tuple[subprocess.Popen[str],
 
 
 @pytest.mark.slow
-def test_subprocess_mode_round_trip_and_restart(tmp_path: Path) -> None:
+def test_the_subprocess_fake_obeys_its_state_file_and_keeps_history_across_a_restart(
+    tmp_path: Path,
+) -> None:
     state = tmp_path / "state.json"
     write_state(state, script={"chat.postMessage": [error("internal_error", 500)]})
     write_state(state, usergroups={"S0EDITORS": ["U7"]}, rate_limit=None)

@@ -1,0 +1,118 @@
+"""A real `Bot` publishing to the fake webhook, with alerts and review messages in the
+fake Slack, driven over signed Slack requests: for the publishing tests that click
+buttons. Registered as the `bot_harness` fixture in tests/conftest.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlmodel import col, select
+
+from bot.run import Bot
+from core.models import DraftRow, RunRow
+from core.review import Verdict, decide
+from core.store import Store
+from tests import bots
+from tests.fakes import slack_api
+from tests.fakes.anthropic_api import FakeAnthropic
+from tests.fakes.slack_api import FakeSlack
+from tests.fakes.webhook import FakeWebhook
+from tests.slack_requests import SlackSender, block_actions
+from tests.worlds import ALERTS, KEY, RUN, SECRET, galley_config, webhook_table
+
+
+@dataclass
+class BotHarness:
+    bot: Bot
+    slack: FakeSlack
+    hook: FakeWebhook
+    store: Store
+    sender: SlackSender
+
+    def run_row(self) -> RunRow:
+        with self.store.transaction() as session:
+            return session.exec(select(RunRow).where(col(RunRow.id) == RUN)).one()
+
+    def draft_row(self) -> DraftRow:
+        with self.store.transaction() as session:
+            return session.exec(select(DraftRow).where(col(DraftRow.key) == KEY)).one()
+
+    def approve(self) -> None:
+        galley = self.bot.galley
+        answer = decide(
+            galley.store,
+            galley.config,
+            galley.clock,
+            draft_key=KEY,
+            revision=1,
+            verdict=Verdict.APPROVED,
+            user="U0EDITOR",
+            permitted=True,
+        )
+        assert answer.accepted
+
+    def click_alert(self, action_id: str, user: str) -> None:
+        [alert] = self.slack.messages(ALERTS)
+        [actions] = [b for b in alert["blocks"] if b["type"] == "actions"]
+        [value] = [e["value"] for e in actions["elements"] if e["action_id"] == action_id]
+        payload = block_actions(
+            user=user,
+            action_id=action_id,
+            value=value,
+            message_ts=alert["ts"],
+            response_url=self.slack.response_url(user),
+            channel=ALERTS,
+            block_id="galley_alert",
+            message=alert,
+        )
+        assert self.sender.interactive(payload).status_code == 200
+
+    def replies(self, user: str) -> list[str]:
+        return [
+            str(c.params.get("text"))
+            for c in self.slack.calls(slack_api.RESPONSE_URL)
+            if c.path == f"/response/{user}"
+        ]
+
+
+@contextmanager
+def bot_harness_factory(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> Iterator[Callable[..., BotHarness]]:
+    """`start(db_url, status_url=…, defaults=…)`: a Bot whose recipe publishes to its own
+    fake webhook (with or without a status URL), stopped on exit (the `bot_harness`
+    fixture)."""
+    started: list[BotHarness] = []
+
+    def start(db_url: str, *, status_url: bool, defaults: str = "") -> BotHarness:
+        hook, fake_slack = FakeWebhook().start(), FakeSlack().start()
+        path = tmp_path / f"galley-{len(started)}.toml"
+        path.write_text(
+            galley_config(webhook_table(hook, status_url=status_url), defaults=defaults)
+        )
+        bot = bots.start_bot(
+            config=path,
+            db_url=db_url,
+            anthropic_url=fake_anthropic.url,
+            slack_url=fake_slack.url,
+            secret=SECRET,
+        )
+        sender = SlackSender(f"http://127.0.0.1:{bot.http_port}/slack/events", SECRET)
+        harness = BotHarness(bot, fake_slack, hook, Store(db_url), sender)
+        started.append(harness)
+        return harness
+
+    try:
+        yield start
+    finally:
+        for h in started:
+            h.bot.stop()
+            h.sender.close()
+            h.slack.stop()
+            h.hook.stop()
+            h.bot.galley.store.dispose()
+            h.store.dispose()

@@ -1,0 +1,87 @@
+"""Alerts about uncertain runs (DESIGN.md §4 rule 8): reminded once per `alert_reminder`
+while unresolved, by one replica only, and never after resolution; the alert's Mark
+published button checks the clicker, closes the run without a second post and rewrites
+the alert.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+from bot.blocks import ACTION_ALERT_PUBLISHED
+from core.policies import Finding, PublishOutcome
+from core.states import DraftState, RunState
+from tests.fakes.webhook import accept_then_hang
+from tests.publishing_bots import BotHarness
+from tests.slack_harness import eventually
+from tests.worlds import ALERTS, HANG, HOOK_KEY, KEY, MENTIONS, RECIPE, RUN, SLOT, MakeWorld
+
+
+def test_an_unresolved_alert_is_reminded_once_per_interval(worlds: MakeWorld, db_url: str) -> None:
+    w = worlds(db_url, target="webhook-no-status", slack='alert_reminder = "1h"')
+    w.go_uncertain()
+    assert len(w.alert_messages()) == 1
+
+    assert w.alerts().sweep() == 0
+    w.clock.advance(timedelta(minutes=59))
+    assert w.alerts().sweep() == 0
+    w.service().publish_pending()  # a reconcile pass in between pings nobody either
+    assert len(w.alert_messages()) == 1
+
+    w.clock.advance(timedelta(minutes=2))
+    assert w.alerts().sweep() == 1
+    assert w.alerts("w2").sweep() == 0
+    assert w.alerts().sweep() == 0
+    messages = w.alert_messages()
+    assert len(messages) == 2
+    reminder = str(messages[1]["blocks"])
+    assert "Reminder" in reminder and RUN in messages[1]["text"]
+    for mention in MENTIONS:
+        assert mention in reminder
+
+    w.clock.advance(timedelta(hours=1))
+    assert w.alerts().sweep() == 1
+    assert w.alerts().sweep() == 0
+    assert len(w.alert_messages()) == 3
+    assert w.posts() == 1
+
+    w.resolver().resolve(RUN, Finding.PUBLISHED, actor="U0ADMIN")
+    w.clock.advance(timedelta(hours=2))
+    assert w.alerts().sweep() == 0
+    assert len(w.alert_messages()) == 3
+
+
+def test_mark_published_clicked_on_the_alert_closes_the_run_without_a_second_post(
+    bot_harness: Callable[..., BotHarness], sqlite_url: str
+) -> None:
+    h = bot_harness(sqlite_url, status_url=False)
+    h.hook.script_post(accept_then_hang(HANG))
+    assert h.bot.galley.draft(RECIPE, SLOT).key == KEY
+    h.approve()
+
+    assert h.bot.publishing.publish_run(RUN).outcome == PublishOutcome.UNCERTAIN
+    h.bot.reconcile()  # the periodic pass: no second POST, no second alert
+    [alert] = h.slack.messages(ALERTS)
+    assert RUN in alert["text"]
+    for mention in MENTIONS:
+        assert mention in str(alert["blocks"])
+
+    h.click_alert(ACTION_ALERT_PUBLISHED, "U0EDITOR")  # an approver, not an admin
+    [refusal] = eventually(lambda: h.replies("U0EDITOR"), "the refusal")
+    assert "admins" in refusal
+    assert h.run_row().state == RunState.UNCERTAIN
+
+    h.click_alert(ACTION_ALERT_PUBLISHED, "U0ADMIN")
+    eventually(lambda: h.run_row().state == RunState.SUCCEEDED, "the run to succeed")
+    [update] = eventually(lambda: h.slack.calls("chat.update"), "the alert to be updated")
+    assert update.params["channel"] == ALERTS
+    assert not [b for b in update.params["blocks"] if b["type"] == "actions"]
+    assert "U0ADMIN" in str(update.params["blocks"])
+    h.bot.host.wait_idle(5)
+    h.bot.reconcile()
+
+    assert len(h.hook.posts) == 1
+    assert list(h.hook.publications) == [HOOK_KEY]
+    assert h.draft_row().state == DraftState.PUBLISHED
+    assert len(h.slack.messages(ALERTS)) == 1
