@@ -12,13 +12,13 @@ from core.errors import UnknownRun
 from core.operator import Galley
 from core.states import RunState
 from core.store import Store
-from tests.conftest import FakeClock
+from core.testing import FrozenClock
 
 
 @pytest.fixture
 def galley(store: Store) -> Galley:
     load(store, 600, recipes=3)
-    return Galley(parse_config(config_text(recipes=3)), store, clock=FakeClock())
+    return Galley(parse_config(config_text(recipes=3)), store, clock=FrozenClock())
 
 
 def _all_ids(store: Store, where: str = "") -> list[str]:

@@ -31,8 +31,9 @@ from core.operator import Galley
 from core.settings import Settings
 from core.states import EffectState, RunState
 from core.store import Store
+from core.testing import FrozenClock, RunningClock
 from tests import bots
-from tests.conftest import FakeClock, config_text, make_config
+from tests.conftest import config_text, make_config
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.slack_api import RESPONSE_URL, FakeSlack, rate_limited
 from tests.processes import GALLEY, fake_server, galley_env, wait_for
@@ -259,7 +260,7 @@ def test_socket_mode_acks_are_timed_too(
             galley_slack_api_url=slack.url + "/api/",
             galley_http_port=0,
         )
-        bot = Bot(settings, clock=bots.RunningClock())
+        bot = Bot(settings, clock=RunningClock(bots.BOT_EPOCH))
         try:
             acks = "galley_slack_ack_duration_seconds_count"
             before = REGISTRY.get_sample_value(acks) or 0.0
@@ -283,7 +284,7 @@ def test_a_claim_taken_over_is_counted_once(store: Store) -> None:
     galley = Galley(make_config(claim_lease="10m"), store)
     recipe = galley.recipe(RECIPE)
     slot = galley.resolve_slot(recipe, SLOT)
-    clock = FakeClock()
+    clock = FrozenClock()
     before = sample("galley_claim_takeovers_total", recipe=RECIPE)
     claim_slot(store, recipe, slot, worker="dead", actor="dead", manual=True, clock=clock)
     clock.advance(recipe.claim_lease + timedelta(seconds=1))

@@ -19,7 +19,8 @@ from core.ports import DraftRequest, MessageRef, ModelReply, ReviewItem
 from core.review import Verdict, decide, edit
 from core.schedule import slot_at_wall
 from core.store import Store
-from tests.conftest import FakeClock, make_config
+from core.testing import FrozenClock
+from tests.conftest import make_config
 
 SLOTS = ["2026-11-02T09:00", "2026-11-09T09:00", "2026-11-16T09:00"]
 
@@ -50,7 +51,7 @@ class OneLineDrafter:
         return ModelReply("A draft.", request.model, None, "end_turn", 10, 20, 0, 0)
 
 
-def _drafts(store: Store, clock: FakeClock) -> list[str]:
+def _drafts(store: Store, clock: FrozenClock) -> list[str]:
     config = make_config(pending_limit=10)
     recipe = config.recipes["weekly-update"]
     drafting = DraftingService(store, OneLineDrafter(), clock=clock, worker="w1")
@@ -63,7 +64,7 @@ def _drafts(store: Store, clock: FakeClock) -> list[str]:
     return keys
 
 
-def _outbox(store: Store, clock: FakeClock, surface: RecordingSurface) -> ReviewOutbox:
+def _outbox(store: Store, clock: FrozenClock, surface: RecordingSurface) -> ReviewOutbox:
     ledger = EffectLedger(store, clock, "bot:1")
     return ReviewOutbox(store, ledger, surface, channel="C0REVIEW", call_lease=timedelta(1))
 
@@ -76,7 +77,7 @@ def _rows(store: Store) -> tuple[int, int]:
 
 
 def test_each_decision_and_edit_reaches_its_message_once(store: Store) -> None:
-    clock, surface = FakeClock(), RecordingSurface()
+    clock, surface = FrozenClock(), RecordingSurface()
     config = make_config(pending_limit=10)
     rejected, approved, edited = _drafts(store, clock)
     outbox = _outbox(store, clock, surface)
@@ -107,7 +108,7 @@ def test_each_decision_and_edit_reaches_its_message_once(store: Store) -> None:
 
 
 def test_a_message_another_replica_updated_is_not_updated_again(store: Store) -> None:
-    clock = FakeClock()
+    clock = FrozenClock()
     config = make_config(pending_limit=10)
     key = _drafts(store, clock)[0]
     first, second = RecordingSurface(), RecordingSurface()
@@ -133,7 +134,7 @@ def test_a_message_another_replica_updated_is_not_updated_again(store: Store) ->
 def test_upgrading_marks_decisions_still_to_show(store: Store) -> None:
     """The migration reads the receipts: a decision whose update is on record is
     shown; one whose update is not is brought up to date by the next pass, once."""
-    clock, surface = FakeClock(), RecordingSurface()
+    clock, surface = FrozenClock(), RecordingSurface()
     config = make_config(pending_limit=10)
     shown, not_shown, waiting = _drafts(store, clock)
     outbox = _outbox(store, clock, surface)
