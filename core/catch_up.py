@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col, select
 
+from core import observe
 from core.claims import ensure_recipe_row, open_run
 from core.config import Recipe
 from core.history import move_run
@@ -156,6 +157,18 @@ def _record_batch(session: Session, batch: Sequence[Skip], now: datetime) -> int
             _skip_existing(session, skip, now)
     if events:
         session.execute(sa.insert(EventRow), events)
+        for event in events:  # logged and counted like every other state change
+            observe.state_changed(
+                session,
+                subject=event["subject"],
+                subject_id=event["subject_id"],
+                run_id=event["run_id"],
+                from_state=event["from_state"],
+                to_state=event["to_state"],
+                actor=event["actor"],
+                reason=event["reason"],
+                run_reason=SkipReason.MISFIRE,
+            )
     return len(inserted)
 
 

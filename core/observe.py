@@ -68,10 +68,11 @@ def state_changed(
     to_state: str,
     actor: str,
     reason: str | None,
+    run_reason: str | None = None,
 ) -> None:
-    """Called for every event row; told (logged and counted) when the session commits."""
-    run_reason = None
-    if subject == "run":
+    """Called for every event row; told (logged and counted) when the session commits.
+    `run_reason` is the run's stored reason; without it, it is read from the session."""
+    if subject == "run" and run_reason is None:
         run = session.identity_map.get(sa.orm.util.identity_key(RunRow, subject_id))
         run_reason = getattr(run, "reason", None)
     change = StateChange(

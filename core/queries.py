@@ -279,6 +279,9 @@ def _draft_info(draft: DraftRow, cost: float) -> DraftInfo:
         decided_by=draft.decided_by,
         decided_at=draft.decided_at,
         decision_reason=draft.decision_reason,
+        similar_to=draft.similar_to,
+        similar_score=draft.similar_score,
+        similar_method=draft.similar_method,
     )
 
 

@@ -190,6 +190,9 @@ class DraftInfo:
     decided_by: str | None
     decided_at: datetime | None
     decision_reason: str | None
+    similar_to: str | None = None  # the draft people saw that this one reads most like
+    similar_score: int | None = None  # percent, checked when the draft became ready
+    similar_method: str | None = None
 
 
 @dataclass(frozen=True)
@@ -264,6 +267,13 @@ class DraftDetail(Printable):
                 ),
                 ("decision reason", draft.decision_reason),
             ]
+            if draft.similar_to:
+                facts.append(
+                    (
+                        "closest seen",
+                        f"{draft.similar_to}: {draft.similar_score}% ({draft.similar_method})",
+                    )
+                )
         return facts
 
     def _repr_html_(self) -> str:

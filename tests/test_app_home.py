@@ -14,7 +14,7 @@ import pytest
 from slack_sdk.models.blocks import Block
 from slack_sdk.models.views import View
 
-from bot.alert_blocks import alert_message, publication_message, resolved_blocks
+from bot.alert_blocks import MessageTooLong, alert_message, publication_message, resolved_blocks
 from bot.app_home import (
     ACTION_HOME_BUMP,
     ACTION_HOME_PAUSE,
@@ -192,8 +192,10 @@ def test_alert_publication_and_notice_messages_pass_slack_sdk_validation() -> No
     message = alert_message(alert)
     assert_valid_message(message["blocks"])
     assert_valid_message(resolved_blocks(message["blocks"], "marked published", by="U0ADMIN"))
-    long_draft = "A long approved post & more <!channel>. " * 2000  # ~80,000 characters
+    long_draft = "A long approved post & more <!channel>. " * 140  # ~5,600, escaped ~7,000
     assert_valid_message(publication_message(long_draft, "k|publish:slack")["blocks"])
+    with pytest.raises(MessageTooLong):  # too long for one message: refused, never cut
+        publication_message(long_draft * 16, "k|publish:slack")
     assert_valid_message(notice_blocks("Drafting paused for *weekly-update*: 3 drafts waiting."))
 
 

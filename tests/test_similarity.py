@@ -280,6 +280,11 @@ def test_a_reworded_draft_is_stored_with_its_match_and_one_model_call(
     assert (shown.draft_key, shown.state, shown.message) == (EARLIER_KEY, "approved", None)
     record = galley.recipe_record(RECIPE)
     assert (record.approved, record.decided, record.approval_rate) == (1, 1, 1.0)
+    detail = galley.show(LATER_KEY)  # `galley show` prints it, and its --json carries it
+    assert detail.draft is not None and detail.draft.similar_to == EARLIER_KEY
+    printed = str(detail)
+    assert "closest seen" in printed and f"{EARLIER_KEY}: {draft.similar_score}%" in printed
+    assert detail.to_json()["draft"]["similar_score"] == draft.similar_score
 
 
 def test_redraft_asks_once_more_avoiding_the_seen_text_and_keeps_the_fresher_answer(
