@@ -19,9 +19,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col, select
 
 from core import observe
-from core.claims import ensure_recipe_row, open_run
+from core.claims import skip_slot
 from core.config import Recipe
-from core.history import move_run
 from core.models import EventRow, RecipeRow, RunRow
 from core.policies import SkipReason
 from core.schedule import Slot, latest_slot_at_or_before, next_slots, slots_between
@@ -206,18 +205,8 @@ def _events(skip: Skip, row: dict[str, Any], now: datetime) -> list[dict[str, An
 
 
 def _skip_existing(session: Session, skip: Skip, now: datetime) -> None:
-    ensure_recipe_row(session, skip.recipe.name, now)
-    run = open_run(session, skip.recipe, skip.slot, manual=False, actor=SCHEDULER, now=now)
-    if run.state == RunState.PENDING:
-        move_run(
-            session,
-            run,
-            RunState.SKIPPED,
-            actor=SCHEDULER,
-            at=now,
-            reason=SkipReason.MISFIRE,
-            detail=skip.detail,
-        )
+    reason, detail = SkipReason.MISFIRE, skip.detail
+    skip_slot(session, skip.recipe, skip.slot, reason, detail, actor=SCHEDULER, now=now)
 
 
 def _insert(session: Session, table: type[Any]) -> Any:

@@ -121,6 +121,31 @@ def open_run(
     return run
 
 
+def skip_slot(
+    session: Session,
+    recipe: Recipe,
+    slot: Slot,
+    reason: SkipReason,
+    detail: str,
+    *,
+    actor: str,
+    now: datetime,
+) -> RunRow:
+    """Record a slot nobody will draft: its run, opened if new, becomes `skipped`."""
+    ensure_recipe_row(session, recipe.name, now)
+    run = open_run(session, recipe, slot, manual=False, actor=actor, now=now)
+    skip_if_pending(session, run, reason, detail, actor=actor, now=now)
+    return run
+
+
+def skip_if_pending(
+    session: Session, run: RunRow, reason: SkipReason, detail: str, *, actor: str, now: datetime
+) -> None:
+    """A run nobody has started becomes `skipped`; one that moved on is left as it is."""
+    if run.state == RunState.PENDING:
+        move_run(session, run, RunState.SKIPPED, actor=actor, at=now, reason=reason, detail=detail)
+
+
 def claim_slot(
     store: Store,
     recipe: Recipe,

@@ -13,13 +13,13 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlmodel import col, select
 
-from core.claims import DraftResult, ensure_recipe_row, open_run
+from core.claims import DraftResult, skip_if_pending, skip_slot
 from core.config import Recipe
 from core.drafting import DraftingService
-from core.history import move_run
 from core.models import RunRow
 from core.policies import DraftOutcome, SkipReason
 from core.ports import Clock
+from core.rows import lock_run
 from core.schedule import Slot, latest_slot_at_or_before, slot_of_run, slots_between
 from core.states import RunState
 from core.store import Store
@@ -125,20 +125,10 @@ class SlotDispatcher:
 
     def _skip_run(self, run_id: str, reason: SkipReason, detail: str) -> DraftResult:
         with self.store.transaction() as session:
-            run = session.exec(
-                select(RunRow).where(col(RunRow.id) == run_id).with_for_update()
-            ).one()
-            if run.state == RunState.PENDING:
+            run = lock_run(session, run_id)
+            if run is not None:
                 now = self.clock.now()
-                move_run(
-                    session,
-                    run,
-                    RunState.SKIPPED,
-                    actor=SCHEDULER,
-                    at=now,
-                    reason=reason,
-                    detail=detail,
-                )
+                skip_if_pending(session, run, reason, detail, actor=SCHEDULER, now=now)
         return DraftResult(DraftOutcome.SKIPPED, run_id, None, reason, detail)
 
     def run_slot(self, recipe: Recipe, slot: Slot) -> DraftResult:
@@ -186,18 +176,7 @@ class SlotDispatcher:
     def _skip(self, recipe: Recipe, slot: Slot, reason: SkipReason, detail: str) -> DraftResult:
         with self.store.transaction() as session:
             now = self.clock.now()
-            ensure_recipe_row(session, recipe.name, now)
-            run = open_run(session, recipe, slot, manual=False, actor=SCHEDULER, now=now)
-            if run.state == RunState.PENDING:
-                move_run(
-                    session,
-                    run,
-                    RunState.SKIPPED,
-                    actor=SCHEDULER,
-                    at=now,
-                    reason=reason,
-                    detail=detail,
-                )
+            run = skip_slot(session, recipe, slot, reason, detail, actor=SCHEDULER, now=now)
             return DraftResult(DraftOutcome.SKIPPED, run.id, None, reason, detail)
 
 

@@ -37,28 +37,17 @@ def record_event(
     from_state: str | None = None,
     reason: str | None = None,
 ) -> None:
-    session.add(
-        EventRow(
-            at=at,
-            subject=subject,
-            subject_id=subject_id,
-            run_id=run_id,
-            from_state=from_state,
-            to_state=to_state,
-            actor=actor,
-            reason=reason,
-        )
-    )
-    observe.state_changed(
-        session,
-        subject=subject,
-        subject_id=subject_id,
-        run_id=run_id,
-        from_state=from_state,
-        to_state=to_state,
-        actor=actor,
-        reason=reason,
-    )
+    fields: dict[str, Any] = {
+        "subject": subject,
+        "subject_id": subject_id,
+        "run_id": run_id,
+        "from_state": from_state,
+        "to_state": to_state,
+        "actor": actor,
+        "reason": reason,
+    }
+    session.add(EventRow(at=at, **fields))
+    observe.state_changed(session, **fields)
 
 
 def as_read(row: SQLModel, field: str) -> Any:
