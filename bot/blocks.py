@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from bot.mrkdwn import (
@@ -23,6 +21,8 @@ from bot.mrkdwn import (
     unescape,
 )
 from bot.mrkdwn import split_for_sections as split_for_sections
+from core.ports import ReviewItem
+from core.states import DraftState
 
 ACTION_APPROVE = "galley_approve"
 ACTION_REJECT = "galley_reject"
@@ -50,47 +50,6 @@ FALLBACK_SNIPPET = 150
 
 _USER_ID = re.compile(r"[UW][A-Z0-9]+")
 _PART_ID = re.compile(r"part_(\d+)")
-
-
-class Verdict(StrEnum):
-    APPROVED = "approved"
-    REJECTED = "rejected"
-    EXPIRED = "expired"
-    SUPERSEDED = "superseded"
-
-
-@dataclass(frozen=True)
-class DraftView:
-    """Everything a review message shows about one revision of a draft."""
-
-    draft_key: str
-    revision: int
-    text: str
-    recipe: str
-    platform: str
-    slot_at: datetime
-    version: int
-    model: str | None
-    input_tokens: int
-    output_tokens: int
-    notice: str | None = None  # why a draft is back for review (Galley's own words)
-    facts: tuple[str, ...] = ()  # Galley's own mrkdwn, already escaped: one line each
-
-    def __post_init__(self) -> None:
-        _require_aware(self.slot_at, "slot_at")
-
-
-@dataclass(frozen=True)
-class Decision:
-    verdict: Verdict
-    by: str | None  # Slack user id; None for expiry
-    at: datetime
-    reason: str | None = None
-
-    def __post_init__(self) -> None:
-        # Accept the plain state string from the store; reject anything that is not one.
-        object.__setattr__(self, "verdict", Verdict(self.verdict))
-        _require_aware(self.at, "at")
 
 
 def draft_metadata(draft_key: str, revision: int) -> dict[str, Any]:
@@ -123,9 +82,23 @@ def parse_button_value(value: str) -> tuple[str, int]:
     return key, rev
 
 
-def review_message(view: DraftView) -> tuple[str, list[dict[str, Any]]]:
-    """(fallback text, blocks) of a draft waiting for review, with its three buttons."""
-    value = button_value(view.draft_key, view.revision)
+def draft_message(
+    item: ReviewItem, facts: tuple[str, ...] = ()
+) -> tuple[str, list[dict[str, Any]]]:
+    """The review message for a draft in its current state: buttons while it waits, who
+    decided and when once it is decided. `facts` are Galley's own mrkdwn lines."""
+    if item.state in (DraftState.READY, DraftState.CLAIMED):
+        return review_message(item, facts)
+    return decided_message(item, facts)
+
+
+def review_message(
+    item: ReviewItem, facts: tuple[str, ...] = ()
+) -> tuple[str, list[dict[str, Any]]]:
+    """(fallback text, blocks) of a draft waiting for review, with its three buttons; a
+    decision_reason on a waiting draft says why it is back for review."""
+    _require_aware(item.slot_at, "slot_at")
+    value = button_value(item.draft_key, item.revision)
     actions = {
         "type": "actions",
         "block_id": REVIEW_BLOCK_ID,
@@ -135,19 +108,25 @@ def review_message(view: DraftView) -> tuple[str, list[dict[str, Any]]]:
             _button("Edit", ACTION_EDIT, value),
         ],
     }
-    trailing = 2 + (1 if view.notice else 0) + len(view.facts)
-    blocks = [*_draft_blocks(view, trailing=trailing), _details(view)]
-    if view.notice:
-        blocks.append(context(f":leftwards_arrow_with_hook: {escape_mrkdwn(view.notice)}"))
-    blocks += [context(fact) for fact in view.facts]  # right above the buttons
-    return "Draft for review: " + _snippet(view.text), [*blocks, actions]
+    notice = item.decision_reason if item.state == DraftState.READY else None
+    trailing = 2 + (1 if notice else 0) + len(facts)
+    blocks = [*_draft_blocks(item, trailing=trailing), _details(item)]
+    if notice:
+        blocks.append(context(f":leftwards_arrow_with_hook: {escape_mrkdwn(notice)}"))
+    blocks += [context(fact) for fact in facts]  # right above the buttons
+    return "Draft for review: " + _snippet(item.text), [*blocks, actions]
 
 
-def decided_message(view: DraftView, decision: Decision) -> tuple[str, list[dict[str, Any]]]:
-    """The review message once decided: the buttons give way to who decided and when."""
-    outcome = context(_decision_line(decision), block_id="galley_decision")
-    blocks = [*_draft_blocks(view, trailing=2), _details(view), outcome]
-    return f"Draft {decision.verdict}: " + _snippet(view.text), blocks
+def decided_message(
+    item: ReviewItem, facts: tuple[str, ...] = ()
+) -> tuple[str, list[dict[str, Any]]]:
+    """The review message once decided: the buttons give way to who decided and when.
+    ValueError for a draft that is not decided."""
+    _require_aware(item.slot_at, "slot_at")
+    line, verdict = _decision_line(item)
+    outcome = context(line, block_id="galley_decision")
+    blocks = [*_draft_blocks(item, trailing=2), _details(item), outcome]
+    return f"Draft {verdict}: " + _snippet(item.text), blocks
 
 
 def reject_modal(draft_key: str, revision: int) -> dict[str, Any]:
@@ -223,7 +202,7 @@ def _require_aware(moment: datetime, name: str) -> None:
         raise ValueError(f"{name} must be timezone-aware, got {moment.isoformat()}")
 
 
-def _draft_blocks(view: DraftView, trailing: int) -> list[dict[str, Any]]:
+def _draft_blocks(view: ReviewItem, trailing: int) -> list[dict[str, Any]]:
     """The heading and the draft's sections, leaving room for `trailing` blocks."""
     heading = section(
         f"*Draft for review* · {inert(view.recipe, LABEL_LIMIT)} · "
@@ -249,7 +228,7 @@ def _draft_blocks(view: DraftView, trailing: int) -> list[dict[str, Any]]:
     return blocks
 
 
-def _details(view: DraftView) -> dict[str, Any]:
+def _details(view: ReviewItem) -> dict[str, Any]:
     model = [inert(view.model, LABEL_LIMIT)] if view.model else []
     tokens = f"{view.input_tokens:,} in / {view.output_tokens:,} out tokens"
     recipe, platform = inert(view.recipe, LABEL_LIMIT), inert(view.platform, LABEL_LIMIT)
@@ -257,21 +236,25 @@ def _details(view: DraftView) -> dict[str, Any]:
     return context(" · ".join(parts))
 
 
-def _decision_line(decision: Decision) -> str:
-    when = _slack_date(decision.at)
-    who = f" by {mention_user(decision.by)}" if decision.by else ""
-    match decision.verdict:
-        case Verdict.APPROVED:
-            return f"✅ Approved{who} {when}"
-        case Verdict.REJECTED:
+def _decision_line(item: ReviewItem) -> tuple[str, str]:
+    """The line that replaces the buttons, and the verdict for the fallback text."""
+    at = item.decided_at or item.slot_at
+    _require_aware(at, "decided_at")
+    when = _slack_date(at)
+    who = f" by {mention_user(item.decided_by)}" if item.decided_by else ""
+    match item.state:
+        case DraftState.APPROVED | DraftState.PUBLISHED:
+            return f"✅ Approved{who} {when}", DraftState.APPROVED
+        case DraftState.REJECTED:
             line = f"❌ Rejected{who} {when}"
-            if decision.reason:
-                line += f" — reason: {inert(decision.reason, REASON_LIMIT)}"
-            return line
-        case Verdict.EXPIRED:
-            return f"⌛ Expired unreviewed (review window passed) {when}"
-        case Verdict.SUPERSEDED:
-            return f"↪️ Superseded by a newer version {when}"
+            if item.decision_reason:
+                line += f" — reason: {inert(item.decision_reason, REASON_LIMIT)}"
+            return line, DraftState.REJECTED
+        case DraftState.EXPIRED:
+            return f"⌛ Expired unreviewed (review window passed) {when}", DraftState.EXPIRED
+        case DraftState.SUPERSEDED:
+            return f"↪️ Superseded by a newer version {when}", DraftState.SUPERSEDED
+    raise ValueError(f"a {item.state} draft has no decision to show")
 
 
 def mention_user(user_id: str) -> str:

@@ -18,21 +18,11 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.blocks import (
-    DRAFT_EVENT_TYPE,
-    Decision,
-    DraftView,
-    Verdict,
-    decided_message,
-    draft_metadata,
-    notice_blocks,
-    review_message,
-)
+from bot.blocks import DRAFT_EVENT_TYPE, draft_message, draft_metadata, notice_blocks
 from bot.review_facts import Permalink, fact_lines
 from core import observe
 from core.errors import EffectNotSent, EffectOutcomeUnknown, LookupUnavailable
 from core.ports import MessageRef, ReviewItem
-from core.states import DraftState
 
 POSTS_PER_CHANNEL_SECONDS = 1.05  # Slack allows about one message per second per channel;
 # the margin absorbs jitter that would otherwise turn an on-time post into a 429
@@ -83,39 +73,11 @@ class ChannelPacer:
             self._next[channel] = max(self._next.get(channel, 0.0), time.monotonic() + seconds)
 
 
-def draft_view(item: ReviewItem, permalink: Permalink | None = None) -> DraftView:
-    return DraftView(
-        draft_key=item.draft_key,
-        revision=item.revision,
-        text=item.text,
-        recipe=item.recipe,
-        platform=item.platform,
-        slot_at=item.slot_at,
-        version=item.version,
-        model=item.model,
-        input_tokens=item.input_tokens,
-        output_tokens=item.output_tokens,
-        notice=item.decision_reason if item.state == DraftState.READY else None,
-        facts=fact_lines(item, permalink),
-    )
-
-
 def render(
     item: ReviewItem, permalink: Permalink | None = None
 ) -> tuple[str, list[dict[str, Any]]]:
-    """The message for a draft in its current state."""
-    view = draft_view(item, permalink)
-    if item.state in (DraftState.READY, DraftState.CLAIMED):
-        return review_message(view)
-    verdict = {
-        DraftState.APPROVED: Verdict.APPROVED,
-        DraftState.PUBLISHED: Verdict.APPROVED,
-        DraftState.REJECTED: Verdict.REJECTED,
-        DraftState.EXPIRED: Verdict.EXPIRED,
-        DraftState.SUPERSEDED: Verdict.SUPERSEDED,
-    }[DraftState(item.state)]
-    at = item.decided_at or item.slot_at
-    return decided_message(view, Decision(verdict, item.decided_by, at, item.decision_reason))
+    """The message for a draft in its current state, with its fact lines."""
+    return draft_message(item, fact_lines(item, permalink))
 
 
 class SlackChannels:

@@ -9,6 +9,7 @@ enforce: blocks per message, fallback text, and no live mention or link made fro
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,9 +31,6 @@ from bot.blocks import (
     DRAFT_TEXT_BUDGET,
     INPUT_LIMIT,
     MODAL_BLOCK_LIMIT,
-    Decision,
-    DraftView,
-    Verdict,
     decided_message,
     edit_modal,
     escape_mrkdwn,
@@ -43,7 +41,8 @@ from bot.blocks import (
 )
 from core.config import NAME_MAX_LENGTH, PLATFORM_MAX_LENGTH
 from core.identity import draft_key, run_id
-from core.ports import RunAlert
+from core.ports import ReviewItem, RunAlert
+from core.states import DraftState
 
 FALLBACK_LIMIT = 3000  # Galley's own cap on a message's notification text
 TEXT_LIMIT = 3000  # section text, and each context element's text
@@ -85,14 +84,25 @@ moments = st.datetimes(
 )
 
 
+DECIDED = [
+    DraftState.APPROVED,
+    DraftState.PUBLISHED,
+    DraftState.REJECTED,
+    DraftState.EXPIRED,
+    DraftState.SUPERSEDED,
+]
+
+
 @st.composite
-def draft_views(draw: st.DrawFn) -> DraftView:
+def draft_views(draw: st.DrawFn) -> ReviewItem:
     recipe, platform = draw(recipes), draw(platforms)
     slot = draw(moments)
     version = draw(st.integers(1, 10_000))
     run = run_id(recipe, slot.replace(tzinfo=None), draw(st.sampled_from([1, 2])))
-    return DraftView(
+    return ReviewItem(
         draft_key=draft_key(platform, run, version),
+        run_id=run,
+        state=DraftState.READY,
         revision=draw(st.integers(1, 10_000)),
         text=draw(texts),
         recipe=recipe,
@@ -102,7 +112,9 @@ def draft_views(draw: st.DrawFn) -> DraftView:
         model=draw(st.one_of(st.none(), texts)),
         input_tokens=draw(st.integers(0, 10**9)),
         output_tokens=draw(st.integers(0, 10**9)),
-        notice=draw(st.one_of(st.none(), texts)),
+        decided_by=None,
+        decided_at=None,
+        decision_reason=draw(st.one_of(st.none(), texts)),  # why it is back for review
     )
 
 
@@ -179,7 +191,7 @@ def model_sections_are_verbatim(blocks: list[dict[str, Any]], view_text: str) ->
 
 @SETTINGS
 @given(draft_views())
-def test_review_message_fits_whatever_the_draft(view: DraftView) -> None:
+def test_review_message_fits_whatever_the_draft(view: ReviewItem) -> None:
     text, blocks = review_message(view)
     assert_valid_message(text, blocks, set())
     model_sections_are_verbatim(blocks[1:], view.text)
@@ -188,18 +200,19 @@ def test_review_message_fits_whatever_the_draft(view: DraftView) -> None:
 
 
 @SETTINGS
-@given(draft_views(), st.sampled_from(list(Verdict)), st.one_of(st.none(), user_ids), moments)
+@given(draft_views(), st.sampled_from(DECIDED), st.one_of(st.none(), user_ids), moments)
 def test_decided_message_fits_whatever_the_decision(
-    view: DraftView, verdict: Verdict, by: str | None, at: datetime
+    view: ReviewItem, state: DraftState, by: str | None, at: datetime
 ) -> None:
-    text, blocks = decided_message(view, Decision(verdict, by, at, view.notice))
+    decision = replace(view, state=state, decided_by=by, decided_at=at)
+    text, blocks = decided_message(decision)
     allowed = {f"<@{by}>"} if by and re.fullmatch(r"[UW][A-Z0-9]+", by) else set()
     assert_valid_message(text, blocks, allowed)
 
 
 @SETTINGS
 @given(draft_views())
-def test_reject_and_edit_modals_fit_or_refuse_plainly(view: DraftView) -> None:
+def test_reject_and_edit_modals_fit_or_refuse_plainly(view: ReviewItem) -> None:
     assert_valid_modal(reject_modal(view.draft_key, view.revision))
     try:
         modal = edit_modal(view.draft_key, view.revision, view.text)

@@ -20,9 +20,6 @@ from bot.blocks import (
     EDIT_MODAL,
     REJECT_MODAL,
     SECTION_LIMIT,
-    Decision,
-    DraftView,
-    Verdict,
     button_value,
     decided_message,
     draft_metadata,
@@ -37,6 +34,8 @@ from bot.blocks import (
     review_message,
     split_for_sections,
 )
+from core.ports import ReviewItem
+from core.states import DraftState
 
 SLOT = datetime(2026, 10, 20, 9, 0, tzinfo=timezone(timedelta(hours=1)))
 DECIDED_AT = datetime(2026, 10, 20, 10, 30, tzinfo=UTC)
@@ -47,9 +46,12 @@ HOSTILE = (
 )
 
 
-def view(text: str = "Hello world", **changes: Any) -> DraftView:
+def view(text: str = "Hello world", **changes: Any) -> ReviewItem:
+    """A draft waiting for review, as core hands it to the bot."""
     fields: dict[str, Any] = {
         "draft_key": KEY,
+        "run_id": "weekly-update@2026-10-20T09:00",
+        "state": DraftState.READY,
         "revision": 2,
         "text": text,
         "recipe": "weekly-update",
@@ -59,9 +61,19 @@ def view(text: str = "Hello world", **changes: Any) -> DraftView:
         "model": "claude-sonnet-5-5",
         "input_tokens": 12,
         "output_tokens": 34,
+        "decided_by": None,
+        "decided_at": None,
+        "decision_reason": None,
     }
     fields.update(changes)
-    return DraftView(**fields)
+    return ReviewItem(**fields)
+
+
+def decided(
+    state: DraftState, by: str | None, reason: str | None = None, text: str = "Hello world"
+) -> ReviewItem:
+    """The same draft once decided (or expired, or superseded) at DECIDED_AT."""
+    return view(text, state=state, decided_by=by, decided_at=DECIDED_AT, decision_reason=reason)
 
 
 def section_texts(blocks: list[dict[str, Any]]) -> list[str]:
@@ -142,16 +154,15 @@ def test_review_message_for_a_hostile_draft_has_no_live_mention_or_link() -> Non
 
 
 def test_decided_message_for_a_hostile_draft_and_reason_mentions_only_the_decider() -> None:
-    decision = Decision(Verdict.REJECTED, "U0EDITOR", DECIDED_AT, reason="<!here> <@U9> bad")
-    fallback, blocks = decided_message(view(HOSTILE), decision)
+    draft = decided(DraftState.REJECTED, "U0EDITOR", "<!here> <@U9> bad", text=HOSTILE)
+    fallback, blocks = decided_message(draft)
     assert sorted(live_tokens(blocks)) == ["<!date", "<!date", "<@U0EDITOR"]
     assert live_tokens(fallback) == []
     assert "reason: &lt;!here&gt; &lt;@U9&gt; bad" in context_texts(blocks)[-1]
 
 
 def test_a_decider_that_is_not_a_user_id_is_shown_inert() -> None:
-    decision = Decision(Verdict.APPROVED, "<!channel>", DECIDED_AT)
-    _, blocks = decided_message(view(), decision)
+    _, blocks = decided_message(decided(DraftState.APPROVED, "<!channel>"))
     assert live_tokens(blocks) == ["<!date", "<!date"]
 
 
@@ -243,8 +254,8 @@ def test_huge_or_entity_heavy_drafts_are_truncated_within_limits(text: str) -> N
 
 
 def test_a_decided_huge_draft_stays_within_limits() -> None:
-    decision = Decision(Verdict.REJECTED, "U1", DECIDED_AT, reason="<&>" * 2000)
-    _, blocks = decided_message(view("y" * 200_000), decision)
+    draft = decided(DraftState.REJECTED, "U1", "<&>" * 2000, text="y" * 200_000)
+    _, blocks = decided_message(draft)
     assert_fits(blocks)
 
 
@@ -317,24 +328,28 @@ def test_an_empty_draft_still_renders_a_non_empty_section() -> None:
 
 
 def test_naive_datetimes_are_refused() -> None:
+    naive = datetime(2026, 10, 20, 9, 0)
     with pytest.raises(ValueError, match="timezone-aware"):
-        view(slot_at=datetime(2026, 10, 20, 9, 0))
+        review_message(view(slot_at=naive))
     with pytest.raises(ValueError, match="timezone-aware"):
-        Decision(Verdict.APPROVED, "U1", datetime(2026, 10, 20, 9, 0))
+        decided_message(view(state=DraftState.APPROVED, decided_by="U1", decided_at=naive))
 
 
-def test_a_decision_takes_the_stored_state_string_and_refuses_others() -> None:
+def test_a_decided_message_takes_the_stored_state_string_and_refuses_undecided_ones() -> None:
     stored: Any = "expired"  # the draft state as the store returns it
-    assert Decision(stored, None, DECIDED_AT).verdict is Verdict.EXPIRED
-    with pytest.raises(ValueError):
-        Decision("published", None, DECIDED_AT)  # type: ignore[arg-type]
+    _, blocks = decided_message(view(state=stored, decided_at=DECIDED_AT))
+    assert context_texts([blocks[-1]])[0].startswith("⌛ Expired unreviewed")
+    _, published = decided_message(decided(DraftState.PUBLISHED, "U1"))
+    assert context_texts([published[-1]])[0].startswith("✅ Approved by <@U1>")
+    with pytest.raises(ValueError, match="no decision"):
+        decided_message(view())
 
 
 # Decided messages
 
 
 def test_decided_message_replaces_the_buttons_with_who_decided_and_when() -> None:
-    fallback, blocks = decided_message(view(), Decision(Verdict.APPROVED, "U0EDITOR", DECIDED_AT))
+    fallback, blocks = decided_message(decided(DraftState.APPROVED, "U0EDITOR"))
     assert not [b for b in blocks if b["type"] == "actions"]
     assert "galley_approve" not in json.dumps(blocks)
     unix = int(DECIDED_AT.timestamp())
@@ -348,25 +363,22 @@ def test_decided_message_replaces_the_buttons_with_who_decided_and_when() -> Non
 
 
 @pytest.mark.parametrize(
-    ("decision", "start"),
+    ("draft", "start"),
     [
-        (Decision(Verdict.REJECTED, "U1", DECIDED_AT, "too long"), "❌ Rejected by <@U1> <!date^"),
-        (
-            Decision(Verdict.EXPIRED, None, DECIDED_AT),
-            "⌛ Expired unreviewed (review window passed)",
-        ),
-        (Decision(Verdict.SUPERSEDED, None, DECIDED_AT), "↪️ Superseded by a newer version <!date^"),
+        (decided(DraftState.REJECTED, "U1", "too long"), "❌ Rejected by <@U1> <!date^"),
+        (decided(DraftState.EXPIRED, None), "⌛ Expired unreviewed (review window passed)"),
+        (decided(DraftState.SUPERSEDED, None), "↪️ Superseded by a newer version <!date^"),
     ],
 )
-def test_every_verdict_says_what_happened(decision: Decision, start: str) -> None:
-    _, blocks = decided_message(view(), decision)
+def test_every_verdict_says_what_happened(draft: ReviewItem, start: str) -> None:
+    _, blocks = decided_message(draft)
     line = context_texts([blocks[-1]])[0]
     assert line.startswith(start)
-    assert ("— reason: too long" in line) == (decision.verdict is Verdict.REJECTED)
+    assert ("— reason: too long" in line) == (draft.state == DraftState.REJECTED)
 
 
 def test_a_rejection_without_reason_shows_no_reason() -> None:
-    _, blocks = decided_message(view(), Decision(Verdict.REJECTED, "U1", DECIDED_AT))
+    _, blocks = decided_message(decided(DraftState.REJECTED, "U1"))
     assert "reason" not in context_texts([blocks[-1]])[0]
 
 

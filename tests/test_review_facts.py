@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 from sqlmodel import col, select
 
-from bot.blocks import BLOCK_LIMIT, DraftView, review_message
+from bot.blocks import BLOCK_LIMIT, review_message
 from bot.review_facts import record_line, similar_line
 from bot.run import Bot
 from core.models import AttemptRow, DraftRow
 from core.policies import DraftOutcome
-from core.ports import MessageRef, RecipeRecord, SimilarPost
+from core.ports import MessageRef, RecipeRecord, ReviewItem, SimilarPost
 from core.review import Verdict, decide
 from core.states import DraftState, RunState
 from core.store import Store
@@ -242,8 +242,10 @@ def test_the_record_line_shows_the_rate_and_the_last_reason_escaped() -> None:
 
 def test_fact_lines_sit_right_above_the_buttons_and_a_long_draft_still_fits() -> None:
     facts = ("first fact", "second fact")
-    view = DraftView(
+    item = ReviewItem(
         draft_key=LATER_KEY,
+        run_id=f"{RECIPE}@{LATER}",
+        state=DraftState.READY,
         revision=1,
         text="word " * 40_000,
         recipe=RECIPE,
@@ -253,11 +255,12 @@ def test_fact_lines_sit_right_above_the_buttons_and_a_long_draft_still_fits() ->
         model="claude-test",
         input_tokens=1,
         output_tokens=2,
-        notice="sent back for review",
-        facts=facts,
+        decided_by=None,
+        decided_at=None,
+        decision_reason="sent back for review",
     )
 
-    _, blocks = review_message(view)
+    _, blocks = review_message(item, facts)
 
     assert len(blocks) <= BLOCK_LIMIT
     assert [b["elements"][0]["text"] for b in blocks[-3:-1]] == list(facts)
