@@ -24,7 +24,8 @@ from bench.slack_review import MONDAYS, SECRET
 from bot.blocks import ACTION_APPROVE, button_value
 from bot.run import Bot
 from core.models import EventRow, RunRow
-from core.review import Verdict, decide
+from core.policies import Verdict
+from core.review import decide
 from tests import bots
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import FakeAnthropic

@@ -36,9 +36,9 @@ from bot.home_tab import HomeTab
 from core.operator import Galley
 from core.outbox import ReviewOutbox
 from core.permissions import may_administer, may_approve
-from core.policies import Finding
+from core.policies import Finding, Verdict
 from core.ports import Directory
-from core.review import ReviewAnswer, Verdict, decide, edit, load_item
+from core.review import ReviewAnswer, decide, edit, load_item
 from core.states import DraftState
 
 log = logging.getLogger(__name__)

@@ -11,8 +11,9 @@ from __future__ import annotations
 from core.config import Config, SlackSection
 from core.errors import NotPermitted, RevisionRequired, UnknownRun
 from core.permissions import Role, has_role
+from core.policies import Verdict
 from core.ports import Clock, Directory
-from core.review import ReviewAnswer, Verdict, decide, edit
+from core.review import ReviewAnswer, decide, edit
 from core.store import Store
 from core.views import Answer, DraftDetail
 

@@ -34,7 +34,7 @@ from core.history import move_draft, move_run, record_event
 from core.history_pages import ready_counts
 from core.models import DraftRow, RecipeRow, RunRow
 from core.permissions import ListedOnly, Role
-from core.policies import FailReason, Finding
+from core.policies import FailReason, Finding, Verdict
 from core.ports import Clock, Directory, Drafter, RecipeRecord, SimilarPost, SystemClock
 from core.queries import (
     draft_detail,
@@ -45,7 +45,6 @@ from core.queries import (
     list_runs,
 )
 from core.resolution import Resolver
-from core.review import Verdict
 from core.review_facts import recipe_record
 from core.rows import lock_draft, lock_run
 from core.schedule import (

@@ -94,6 +94,13 @@ class EffectDecision(StrEnum):
     WAIT = "wait"  # it was refused with a time to wait (Retry-After) that has not passed
 
 
+class Verdict(StrEnum):
+    """What a person decides about one revision of a draft."""
+
+    APPROVED = "approved"
+    REJECTED = "rejected"
+
+
 class PublishOutcome(StrEnum):
     PUBLISHED = "published"  # published now, or found at the destination
     SENT_BACK = "sent_back"  # the approval was too old: back to review

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 
 from sqlmodel import Session, col, select
 
@@ -16,6 +15,7 @@ from core.config import Config
 from core.history import move_draft, move_run, note_draft
 from core.identity import text_hash
 from core.models import DraftRow, RecipeRow, RunRow
+from core.policies import Verdict
 from core.ports import Clock, ReviewItem
 from core.revisions import keep_revisions
 from core.rows import lock_draft, lock_run, run_of_draft
@@ -73,11 +73,6 @@ def expire_overdue_drafts(store: Store, config: Config, clock: Clock) -> list[Ex
                 move_run(session, run, RunState.EXPIRED, actor=EXPIRY_ACTOR, at=now, detail=why)
             expired.append(ExpiredDraft(draft.key, draft.run_id, draft.recipe))
     return expired
-
-
-class Verdict(StrEnum):
-    APPROVED = "approved"
-    REJECTED = "rejected"
 
 
 @dataclass(frozen=True)

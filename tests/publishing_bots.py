@@ -14,7 +14,8 @@ from sqlmodel import col, select
 
 from bot.run import Bot
 from core.models import DraftRow, RunRow
-from core.review import Verdict, decide
+from core.policies import Verdict
+from core.review import decide
 from core.store import Store
 from tests import bots
 from tests.fakes import slack_api

@@ -27,10 +27,10 @@ from core.effects import EffectLedger
 from core.errors import GalleyError, ModelCallFailed
 from core.models import DraftRow, RunRow
 from core.operator import Galley
-from core.policies import AttemptOutcome, Finding
+from core.policies import AttemptOutcome, Finding, Verdict
 from core.ports import DraftRequest, MessageRef, ModelReply, RunAlert, SystemClock
 from core.publishing import PublishingService
-from core.review import Verdict, decide, edit, expire_overdue_drafts
+from core.review import decide, edit, expire_overdue_drafts
 from core.states import DraftState, RunState
 from core.store import Store
 from core.webhook_publisher import WebhookPublisher

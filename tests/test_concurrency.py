@@ -25,9 +25,9 @@ from core.failpoints import hook
 from core.models import DraftRow, EffectRow, RecipeRow, RunRow
 from core.operator import Galley
 from core.outbox import ReviewOutbox
-from core.policies import DraftOutcome, PublishOutcome
+from core.policies import DraftOutcome, PublishOutcome, Verdict
 from core.ports import MessageRef, ModelReply, Publication, Publisher, ReviewItem
-from core.review import Verdict, decide
+from core.review import decide
 from core.states import DraftState, EffectState, RunState
 from core.store import Store
 from core.testing import FrozenClock, InstantDrafter, RunningClock

@@ -19,7 +19,8 @@ from bot.cli import app
 from core.digest import build_digest
 from core.models import DraftRow
 from core.operator import Galley
-from core.review import Verdict, decide
+from core.policies import Verdict
+from core.review import decide
 from core.store import Store
 from core.testing import FrozenClock, InstantDrafter
 from tests.conftest import config_text, make_config

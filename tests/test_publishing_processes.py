@@ -24,8 +24,9 @@ from sqlmodel import col, select
 from core.config import Config, parse_config
 from core.failpoints import FAILPOINT_EXIT_CODE
 from core.models import DraftRow, EffectRow, RunRow
+from core.policies import Verdict
 from core.ports import SystemClock
-from core.review import Verdict, decide
+from core.review import decide
 from core.states import DraftState, EffectState, RunState
 from core.store import Store
 from tests.conftest import config_text

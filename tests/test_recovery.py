@@ -23,9 +23,9 @@ from core.errors import EffectOutcomeUnknown, LookupUnavailable
 from core.models import DraftRow, RunRow
 from core.operator import Galley
 from core.outbox import ReviewOutbox
-from core.policies import AlertKind, DraftOutcome, FailReason, SkipReason
+from core.policies import AlertKind, DraftOutcome, FailReason, SkipReason, Verdict
 from core.ports import MessageRef, ReviewItem, RunAlert
-from core.review import Verdict, decide
+from core.review import decide
 from core.states import DraftState, RunState
 from core.store import Store
 from core.testing import FrozenClock, InstantDrafter

@@ -22,9 +22,9 @@ from bot.blocks import BLOCK_LIMIT, review_message
 from bot.review_facts import record_line, similar_line
 from bot.run import Bot
 from core.models import AttemptRow, DraftRow
-from core.policies import DraftOutcome
+from core.policies import DraftOutcome, Verdict
 from core.ports import MessageRef, RecipeRecord, ReviewItem, SimilarPost
-from core.review import Verdict, decide
+from core.review import decide
 from core.states import DraftState, RunState
 from core.store import Store
 from tests import bots

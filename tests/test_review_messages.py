@@ -15,8 +15,9 @@ from core.drafting import DraftingService
 from core.effects import EffectLedger
 from core.models import DraftRow, EffectRow, EventRow
 from core.outbox import ReviewOutbox
+from core.policies import Verdict
 from core.ports import DraftRequest, MessageRef, ModelReply, ReviewItem
-from core.review import Verdict, decide, edit
+from core.review import decide, edit
 from core.schedule import slot_at_wall
 from core.store import Store
 from core.testing import FrozenClock

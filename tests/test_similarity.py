@@ -19,8 +19,8 @@ from core.drafting import Backoff
 from core.errors import ConfigError
 from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
 from core.operator import Galley
-from core.policies import DraftOutcome, OnSimilar, SimilarityMethod
-from core.review import Verdict, decide, load_item
+from core.policies import DraftOutcome, OnSimilar, SimilarityMethod, Verdict
+from core.review import decide, load_item
 from core.review_facts import annotate, recipe_record
 from core.similarity import comparison_set, record_similarity, similarity
 from core.states import DraftState, RunState

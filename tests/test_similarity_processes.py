@@ -19,9 +19,9 @@ from sqlmodel import col, select
 
 from core.config import parse_config
 from core.models import AttemptRow, DraftRow
-from core.policies import AttemptOutcome
+from core.policies import AttemptOutcome, Verdict
 from core.ports import SystemClock
-from core.review import Verdict, decide
+from core.review import decide
 from core.states import DraftState
 from core.store import Store
 from tests.conftest import config_text

@@ -27,11 +27,11 @@ from core.config import Config, Recipe, SlackTarget, WebhookTarget, parse_config
 from core.effects import EffectLedger
 from core.models import DraftRow, EffectRow, EventRow, RunRow
 from core.operator import Galley
-from core.policies import DraftOutcome, PublishOutcome
+from core.policies import DraftOutcome, PublishOutcome, Verdict
 from core.ports import Publication, Publisher
 from core.publishing import PublishingService, PublishResult
 from core.resolution import Resolver
-from core.review import ReviewAnswer, Verdict, decide
+from core.review import ReviewAnswer, decide
 from core.store import Store, normalise_url
 from core.testing import FrozenClock
 from core.webhook_publisher import WebhookPublisher
