@@ -21,7 +21,9 @@ from bot.mrkdwn import (
     unescape,
 )
 from bot.mrkdwn import split_for_sections as split_for_sections
+from core.policies import Refusal
 from core.ports import ReviewItem
+from core.review import ReviewAnswer
 from core.states import DraftState
 
 ACTION_APPROVE = "galley_approve"
@@ -255,6 +257,14 @@ def _decision_line(item: ReviewItem) -> tuple[str, str]:
         case DraftState.SUPERSEDED:
             return f"↪️ Superseded by a newer version {when}", DraftState.SUPERSEDED
     raise ValueError(f"a {item.state} draft has no decision to show")
+
+
+def review_reply(answer: ReviewAnswer) -> str:
+    """A refused click's answer as mrkdwn: whoever decided first is mentioned."""
+    item = answer.item
+    if answer.refusal == Refusal.DECIDED and item is not None and item.decided_by:
+        return f"Already {item.state} by {mention_user(item.decided_by)}."
+    return escape_mrkdwn(answer.message)
 
 
 def mention_user(user_id: str) -> str:

@@ -30,15 +30,19 @@ from bot.blocks import (
     parse_button_value,
     reject_modal,
     reject_reason,
+    review_reply,
 )
 from bot.commands import CommandContext, StartDraft, answer, retry_run
 from bot.home_tab import HomeTab
+from bot.slack_surface import SlackChannels
+from core.acting import Desk, People
+from core.errors import GalleyError
 from core.operator import Galley
 from core.outbox import ReviewOutbox
-from core.permissions import may_administer, may_approve
-from core.policies import Finding, Verdict
-from core.ports import Directory
-from core.review import ReviewAnswer, decide, edit, load_item
+from core.permissions import may_administer
+from core.policies import Finding, FollowUp, Verdict
+from core.ports import Directory, MessageRef
+from core.review import ReviewAnswer, load_item
 from core.states import DraftState
 
 log = logging.getLogger(__name__)
@@ -49,6 +53,7 @@ class BotDeps:
     galley: Galley
     outbox: ReviewOutbox
     directory: Directory
+    channels: SlackChannels  # paced, classified Web API calls (alert rewrites go here)
     start_draft: StartDraft  # hands a manual run to the drafting pool
     publish_soon: Callable[[str], None]  # hands a run id to the publishing pool
     home: HomeTab | None = None  # the App Home tab, when the bot publishes one
@@ -57,33 +62,27 @@ class BotDeps:
 def register(app: App, deps: BotDeps) -> None:
     """Attach every Galley listener to the Bolt app."""
     galley, slack = deps.galley, deps.galley.config.slack
-
-    def permitted(user: str) -> bool:
-        return may_approve(slack, deps.directory, user)
+    # Slack names the person; the same desk as the notebook's checks who may decide
+    desk = Desk(
+        galley.store,
+        galley.config,
+        galley.clock,
+        People(slack, deps.directory, None, as_person=False),
+    )
 
     def settle(result: ReviewAnswer, tell: Callable[[str], object]) -> None:
         if result.item is not None:
             deps.outbox.show_now(result.item)  # shows the decision, or refreshes a stale message
         if not result.accepted:
-            tell(result.message)
-        elif result.item is not None and result.item.state == DraftState.APPROVED:
+            tell(review_reply(result))
+        elif result.follow_up == FollowUp.PUBLISH and result.item is not None:
             deps.publish_soon(result.item.run_id)
 
     def decide_as(
         user: str, button: str, verdict: Verdict, reason: str | None = None
     ) -> ReviewAnswer:
         key, revision = parse_button_value(button)
-        return decide(
-            galley.store,
-            galley.config,
-            galley.clock,
-            draft_key=key,
-            revision=revision,
-            verdict=verdict,
-            user=user,
-            permitted=permitted(user),
-            reason=reason,
-        )
+        return desk.decide(key, revision, verdict, user=user, reason=reason)
 
     @app.action(ACTION_APPROVE)
     def on_approve(ack: Ack, body: dict[str, Any], respond: Respond) -> None:
@@ -132,20 +131,11 @@ def register(app: App, deps: BotDeps) -> None:
             return
         ack()
         key, revision = parse_button_value(view["private_metadata"])
-        result = edit(
-            galley.store,
-            galley.config,
-            galley.clock,
-            draft_key=key,
-            revision=revision,
-            text=text,
-            user=user,
-            permitted=permitted(user),
-        )
+        result = desk.edit(key, text, revision, user=user)
         settle(result, lambda reply: _ephemeral(client, slack.review_channel, user, reply))
 
     def on_alert_button(resolve: Callable[[str, str, Respond], str]) -> Callable[..., None]:
-        def listener(ack: Ack, body: dict[str, Any], client: WebClient, respond: Respond) -> None:
+        def listener(ack: Ack, body: dict[str, Any], respond: Respond) -> None:
             ack()
             user = body["user"]["id"]
             if not may_administer(slack, deps.directory, user):
@@ -159,12 +149,12 @@ def register(app: App, deps: BotDeps) -> None:
             outcome = resolve(run_id, user, respond)
             deps.publish_soon(run_id)
             message = body["message"]
-            client.chat_update(
-                channel=body["container"]["channel_id"],
-                ts=message["ts"],
-                text=message.get("text", ""),
-                blocks=resolved_blocks(message.get("blocks", []), outcome, by=user),
-            )
+            alert = MessageRef(body["container"]["channel_id"], message["ts"])
+            blocks = resolved_blocks(message.get("blocks", []), outcome, by=user)
+            try:
+                deps.channels.update(alert, text=message.get("text", ""), blocks=blocks)
+            except GalleyError as exc:  # the alert pass rewrites it once the run moves on
+                log.warning("alert %s not rewritten after %s: %s", alert.ts, outcome, exc)
 
         return listener
 

@@ -172,7 +172,13 @@ class Bot:
         # outbox pass never leaves them stale
         self.host.add_interval_job("home", self.home.refresh_recent, outbox_every)
         deps = BotDeps(
-            self.galley, self.outbox, self.directory, self.start_draft, self.publish_soon, self.home
+            self.galley,
+            self.outbox,
+            self.directory,
+            self.channels,
+            self.start_draft,
+            self.publish_soon,
+            self.home,
         )
         if settings.slack_app_token:
             self.bolt.use(timed_ack)  # HTTP mode times acks at /slack/events instead

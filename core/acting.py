@@ -8,6 +8,9 @@ check, and never writes anything itself.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from core.config import Config, SlackSection
 from core.errors import NotPermitted, RevisionRequired, UnknownRun
 from core.permissions import Role, has_role
@@ -70,7 +73,9 @@ def bound_revision(draft: DraftDetail | str, revision: int | None) -> tuple[str,
 
 
 class Desk:
-    """A person's approve, reject and edit, through the same core functions as Slack."""
+    """A person's approve, reject and edit: who decides, on which revision, with the
+    permission Slack checks, through `core/review.py`. The notebook and the bot's
+    buttons both decide here."""
 
     def __init__(self, store: Store, config: Config, clock: Clock, people: People) -> None:
         self.store, self.config, self.clock, self.people = store, config, clock, people
@@ -83,39 +88,37 @@ class Desk:
         *,
         user: str | None,
         reason: str | None = None,
-    ) -> Answer:
-        key, read = bound_revision(draft, revision)
-        person, permitted = self.people.deciding(user)
-        answer = decide(
-            self.store,
-            self.config,
-            self.clock,
-            draft_key=key,
-            revision=read,
-            verdict=verdict,
-            user=person,
-            permitted=permitted,
-            reason=reason,
-        )
-        return _answer(key, answer)
+    ) -> ReviewAnswer:
+        return self._review(decide, draft, revision, user, verdict=verdict, reason=reason)
 
     def edit(
         self, draft: DraftDetail | str, text: str, revision: int | None, *, user: str | None
-    ) -> Answer:
+    ) -> ReviewAnswer:
+        return self._review(edit, draft, revision, user, text=text)
+
+    def _review(
+        self,
+        operation: Callable[..., ReviewAnswer],
+        draft: DraftDetail | str,
+        revision: int | None,
+        user: str | None,
+        **choice: Any,
+    ) -> ReviewAnswer:
         key, read = bound_revision(draft, revision)
         person, permitted = self.people.deciding(user)
-        answer = edit(
+        return operation(
             self.store,
             self.config,
             self.clock,
             draft_key=key,
             revision=read,
-            text=text,
             user=person,
             permitted=permitted,
+            **choice,
         )
-        return _answer(key, answer)
 
 
-def _answer(key: str, answer: ReviewAnswer) -> Answer:
-    return Answer(answer.accepted, answer.message, key, answer.item.state if answer.item else None)
+def as_answer(answer: ReviewAnswer) -> Answer:
+    """The operator API's view of a decision."""
+    state = answer.item.state if answer.item else None
+    return Answer(answer.accepted, answer.message, answer.draft_key, state)

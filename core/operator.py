@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from sqlmodel import col, select
 
-from core.acting import Desk, People
+from core.acting import Desk, People, as_answer
 from core.anthropic_drafter import AnthropicDrafter
 from core.claims import DraftResult, lock_recipe_row, sweep_expired_claims
 from core.config import Config, Recipe, load_config
@@ -354,7 +354,7 @@ class Galley:
     ) -> Answer:
         """Approve exactly the revision read (a `show()` result carries it). Refused,
         changing nothing, if the draft was edited, bumped, expired or decided since."""
-        return self.desk.decide(draft, revision, Verdict.APPROVED, user=user)
+        return as_answer(self.desk.decide(draft, revision, Verdict.APPROVED, user=user))
 
     def reject(
         self,
@@ -364,7 +364,8 @@ class Galley:
         reason: str | None = None,
         user: str | None = None,
     ) -> Answer:
-        return self.desk.decide(draft, revision, Verdict.REJECTED, user=user, reason=reason)
+        decision = self.desk.decide(draft, revision, Verdict.REJECTED, user=user, reason=reason)
+        return as_answer(decision)
 
     def edit(
         self,
@@ -376,7 +377,7 @@ class Galley:
     ) -> Answer:
         """Save `text` as the next revision of the revision read; approvals bind to
         revisions, so an approval of the old text no longer counts."""
-        return self.desk.edit(draft, text, revision, user=user)
+        return as_answer(self.desk.edit(draft, text, revision, user=user))
 
     # --- reading ------------------------------------------------------------------------
 

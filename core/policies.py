@@ -101,6 +101,26 @@ class Verdict(StrEnum):
     REJECTED = "rejected"
 
 
+class Refusal(StrEnum):
+    """Why a click on a draft (approve, reject, edit) did not count."""
+
+    NOT_APPROVER = "not_approver"
+    EMPTY_EDIT = "empty_edit"
+    GONE = "gone"  # no such draft
+    DECIDED = "decided"  # approved, rejected or published already
+    NOT_DECIDABLE = "not_decidable"  # expired, superseded, not drafted yet
+    EDITED = "edited"  # the click names an older revision
+    BUMPED = "bumped"  # the recipe's version moved on
+    WINDOW_PASSED = "window_passed"  # the review window closed
+
+
+class FollowUp(StrEnum):
+    """What a decision sets going."""
+
+    NONE = "none"
+    PUBLISH = "publish"  # an approval of a recipe with a publish target
+
+
 class PublishOutcome(StrEnum):
     PUBLISHED = "published"  # published now, or found at the destination
     SENT_BACK = "sent_back"  # the approval was too old: back to review

@@ -15,7 +15,7 @@ from core.config import Config
 from core.history import move_draft, move_run, note_draft
 from core.identity import text_hash
 from core.models import DraftRow, RecipeRow, RunRow
-from core.policies import Verdict
+from core.policies import FollowUp, Refusal, Verdict
 from core.ports import Clock, ReviewItem
 from core.revisions import keep_revisions
 from core.rows import lock_draft, lock_run, run_of_draft
@@ -77,11 +77,15 @@ def expire_overdue_drafts(store: Store, config: Config, clock: Clock) -> list[Ex
 
 @dataclass(frozen=True)
 class ReviewAnswer:
-    """What a click came to: whether it counted, and a sentence for the person."""
+    """What a click came to: whether it counted, why not (`refusal`, and a sentence for
+    the person), and what happens next."""
 
     accepted: bool
     message: str
+    draft_key: str
     item: ReviewItem | None = None
+    refusal: Refusal | None = None
+    follow_up: FollowUp = FollowUp.NONE
 
 
 def review_item(draft: DraftRow, run: RunRow) -> ReviewItem:
@@ -129,25 +133,22 @@ def decide(
 
     Every check and the decision happen in one transaction with the draft row locked,
     so two people clicking at once produce one decision and the other is told who won.
+    An approval of a recipe with a publish target answers `FollowUp.PUBLISH`.
     """
     if not permitted:
-        return ReviewAnswer(False, "You are not one of this Galley's approvers.")
+        return _refused(draft_key, Refusal.NOT_APPROVER)
     with store.transaction() as session:
         now = clock.now()
-        found = _locked_draft(session, draft_key)
-        if found is None:
-            return ReviewAnswer(False, "This draft no longer exists.")
-        draft, run, recipe_row = found
-        refusal = _stale(draft, recipe_row, revision, config, now)
-        if refusal is not None:
-            if refusal == _WINDOW_PASSED:
-                _expire(session, draft, run, now)
-            return ReviewAnswer(False, refusal, review_item(draft, run))
+        found = _open_for_review(session, draft_key, revision, config, now)
+        if isinstance(found, ReviewAnswer):
+            return found
+        draft, run = found
         draft.decided_by, draft.decided_at, draft.decision_reason = user, now, reason
         target = DraftState.APPROVED if verdict == Verdict.APPROVED else DraftState.REJECTED
         move_draft(session, draft, target, actor=user, at=now, reason=reason)
-        _close_run(session, run, verdict, config, user, now, reason)
-        return ReviewAnswer(True, f"{verdict.capitalize()}.", review_item(draft, run))
+        follow_up = _close_run(session, run, verdict, config, user, now, reason)
+        item = review_item(draft, run)
+        return ReviewAnswer(True, f"{verdict.capitalize()}.", draft_key, item, None, follow_up)
 
 
 def edit(
@@ -164,28 +165,70 @@ def edit(
     """Save a person's edit as a new revision; approvals bind to revisions, so older
     buttons stop counting."""
     if not permitted:
-        return ReviewAnswer(False, "You are not one of this Galley's approvers.")
+        return _refused(draft_key, Refusal.NOT_APPROVER)
     if not text.strip():
-        return ReviewAnswer(False, "An empty draft cannot be saved; reject it instead.")
+        return _refused(draft_key, Refusal.EMPTY_EDIT)
     with store.transaction() as session:
         now = clock.now()
-        found = _locked_draft(session, draft_key)
-        if found is None:
-            return ReviewAnswer(False, "This draft no longer exists.")
-        draft, run, recipe_row = found
-        refusal = _stale(draft, recipe_row, revision, config, now)
-        if refusal is not None:
-            return ReviewAnswer(False, refusal, review_item(draft, run))
+        found = _open_for_review(session, draft_key, revision, config, now, expire=False)
+        if isinstance(found, ReviewAnswer):
+            return found
+        draft, run = found
         keep_revisions(session, draft, new_text=text, editor=user, at=now)
         draft.text, draft.text_hash, draft.revision = text, text_hash(text), draft.revision + 1
         draft.decision_reason = None  # a notice about the old revision no longer applies
         draft.updated_at = now
         session.add(draft)
         note_draft(session, draft, actor=user, at=now, reason=f"edited: revision {draft.revision}")
-        return ReviewAnswer(True, f"Saved as revision {draft.revision}.", review_item(draft, run))
+        saved = f"Saved as revision {draft.revision}."
+        return ReviewAnswer(True, saved, draft_key, review_item(draft, run))
 
 
-_WINDOW_PASSED = "The review window for this draft has passed; it has expired."
+def _sentence(refusal: Refusal, item: ReviewItem | None, recipe_version: int | None) -> str:
+    """A refusal in plain words; the bot renders its own mrkdwn from the refusal."""
+    match refusal:
+        case Refusal.NOT_APPROVER:
+            return "You are not one of this Galley's approvers."
+        case Refusal.EMPTY_EDIT:
+            return "An empty draft cannot be saved; reject it instead."
+        case Refusal.GONE:
+            return "This draft no longer exists."
+        case Refusal.WINDOW_PASSED:
+            return "The review window for this draft has passed; it has expired."
+    assert item is not None, f"{refusal} names the draft as it is now"
+    match refusal:
+        case Refusal.DECIDED:
+            return f"Already {item.state} by {item.decided_by or 'someone'}."
+        case Refusal.EDITED:
+            return (
+                f"The draft was edited since (now revision {item.revision}); review the new text."
+            )
+        case Refusal.BUMPED:
+            return f"The recipe was bumped to v{recipe_version} since this draft was written."
+    return f"This draft is {item.state}; there is nothing to decide."
+
+
+def _refused(
+    key: str, refusal: Refusal, item: ReviewItem | None = None, recipe_version: int | None = None
+) -> ReviewAnswer:
+    return ReviewAnswer(False, _sentence(refusal, item, recipe_version), key, item, refusal)
+
+
+def _open_for_review(
+    session: Session, key: str, revision: int, config: Config, now: datetime, expire: bool = True
+) -> tuple[DraftRow, RunRow] | ReviewAnswer:
+    """The draft and its run, locked, if a click on `revision` still counts; else the
+    refusal (a draft found past its review window is expired on the way, for a decision)."""
+    found = _locked_draft(session, key)
+    if found is None:
+        return _refused(key, Refusal.GONE)
+    draft, run, recipe_row = found
+    refusal = _stale(draft, recipe_row, revision, config, now)
+    if refusal is None:
+        return draft, run
+    if refusal == Refusal.WINDOW_PASSED and expire:
+        _expire(session, draft, run, now)
+    return _refused(key, refusal, review_item(draft, run), recipe_row.version)
 
 
 def _locked_draft(session: Session, key: str) -> tuple[DraftRow, RunRow, RecipeRow] | None:
@@ -206,21 +249,19 @@ def _locked_draft(session: Session, key: str) -> tuple[DraftRow, RunRow, RecipeR
 
 def _stale(
     draft: DraftRow, recipe_row: RecipeRow, revision: int, config: Config, now: datetime
-) -> str | None:
+) -> Refusal | None:
     """Why a click on this revision no longer counts, or None if it still does."""
     if draft.state in (DraftState.APPROVED, DraftState.REJECTED, DraftState.PUBLISHED):
-        verb = "published" if draft.state == DraftState.PUBLISHED else draft.state
-        who = f"<@{draft.decided_by}>" if draft.decided_by else "someone"
-        return f"Already {verb} by {who}."
+        return Refusal.DECIDED
     if draft.state != DraftState.READY:
-        return f"This draft is {draft.state}; there is nothing to decide."
+        return Refusal.NOT_DECIDABLE
     if draft.revision != revision:
-        return f"The draft was edited since (now revision {draft.revision}); review the new text."
+        return Refusal.EDITED
     if draft.version != recipe_row.version:
-        return f"The recipe was bumped to v{recipe_row.version} since this draft was written."
+        return Refusal.BUMPED
     recipe = config.recipes.get(draft.recipe)
     if recipe is not None and draft.ready_at and now - draft.ready_at >= recipe.review_window:
-        return _WINDOW_PASSED
+        return Refusal.WINDOW_PASSED
     return None
 
 
@@ -238,11 +279,15 @@ def _close_run(
     user: str,
     now: datetime,
     reason: str | None,
-) -> None:
+) -> FollowUp:
+    """The run after a decision, and what happens next: an approval publishes, when
+    its recipe has a publish target; otherwise the approval ends the run."""
     if verdict == Verdict.REJECTED:
         move_run(session, run, RunState.REJECTED, actor=user, at=now, detail=reason)
-        return
+        return FollowUp.NONE
     move_run(session, run, RunState.APPROVED, actor=user, at=now)
     recipe = config.recipes.get(run.recipe)
-    if recipe is not None and recipe.publish is None:  # nothing to publish: approval ends it
+    if recipe is not None and recipe.publish is None:
         move_run(session, run, RunState.SUCCEEDED, actor=user, at=now, detail="no publish target")
+        return FollowUp.NONE
+    return FollowUp.PUBLISH
