@@ -9,11 +9,16 @@ import time
 import urllib.error
 from datetime import timedelta
 from email.utils import formatdate
+from typing import Any
 
 import httpx
 import httpx2
 import pytest
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.slack_response import SlackResponse
 
+from bot.slack_surface import ChannelPacer, SlackChannels
 from core.http_calls import CONNECT_TIMEOUT_SECONDS, call_timeout, never_sent, retry_after_seconds
 
 NOW = 1_790_000_000.0  # a fixed wall clock, seconds since the epoch
@@ -90,3 +95,63 @@ def test_refused_unresolved_or_not_connected_in_time_is_never_sent(failure: Exce
 @pytest.mark.parametrize("failure", MAYBE_SENT, ids=lambda e: f"{type(e).__module__}.{e!r}")
 def test_a_failure_after_connecting_may_have_been_acted_on(failure: Exception) -> None:
     assert not never_sent(failure)
+
+
+class RecordingPacer(ChannelPacer):
+    """Never sleeps; keeps each back-off it was asked for."""
+
+    def __init__(self) -> None:
+        super().__init__(interval=0.0)
+        self.backed_off: list[float] = []
+
+    def wait_turn(self, channel: str) -> None:
+        pass
+
+    def back_off(self, channel: str, seconds: float) -> None:
+        self.backed_off.append(seconds)
+
+
+def rate_limited_once(headers: dict[str, str]) -> Any:
+    """A Web API method refused once with a 429 carrying `headers`, then answered."""
+    calls: list[dict[str, Any]] = []
+
+    def chat_postMessage(**fields: Any) -> SlackResponse:  # noqa: N802 - Slack's own name
+        calls.append(fields)
+        if len(calls) == 1:
+            raise SlackApiError("ratelimited", answer(429, {"ok": False}, headers))
+        return answer(200, {"ok": True, "channel": fields["channel"], "ts": "1.0"}, {})
+
+    return chat_postMessage
+
+
+def answer(status: int, data: dict[str, Any], headers: dict[str, str]) -> SlackResponse:
+    return SlackResponse(
+        client=WebClient(),
+        http_verb="POST",
+        api_url="https://slack.com/api/chat.postMessage",
+        req_args={},
+        data=data,
+        headers=headers,
+        status_code=status,
+    )
+
+
+@pytest.mark.parametrize(
+    ("headers", "low", "high"),
+    [
+        ({"Retry-After": "4"}, 4.0, 4.0),
+        ({}, 1.0, 1.0),  # Slack sent none: a second, as always
+        ({"Retry-After": "soon"}, 1.0, 1.0),
+        (None, 27.0, 30.0),  # an HTTP date 30 s ahead, written when the test runs
+    ],
+    ids=["seconds", "absent", "unreadable", "http-date"],
+)
+def test_slack_pacer_backs_off_for_a_429s_retry_after(
+    headers: dict[str, str] | None, low: float, high: float
+) -> None:
+    headers = headers if headers is not None else {"Retry-After": http_date(time.time() + 30)}
+    pacer = RecordingPacer()
+    channels = SlackChannels(WebClient(), pacer)
+    answered = channels.call(rate_limited_once(headers), channel="C0REVIEW", text="hi")
+    assert answered["ts"] == "1.0"
+    assert len(pacer.backed_off) == 1 and low <= pacer.backed_off[0] <= high
