@@ -9,7 +9,6 @@ is reported as unknown, and the outbox looks the message up before trying again.
 from __future__ import annotations
 
 import http.client
-import socket
 import threading
 import time
 import urllib.error
@@ -22,13 +21,13 @@ from bot.blocks import DRAFT_EVENT_TYPE, draft_message, draft_metadata, notice_b
 from bot.review_facts import Permalink, fact_lines
 from core import observe
 from core.errors import EffectNotSent, EffectOutcomeUnknown, LookupUnavailable
+from core.http_calls import never_sent, retry_after_seconds
 from core.ports import MessageRef, ReviewItem
 
 POSTS_PER_CHANNEL_SECONDS = 1.05  # Slack allows about one message per second per channel;
 # the margin absorbs jitter that would otherwise turn an on-time post into a 429
 MAX_RATE_LIMIT_WAITS = 30
 HISTORY_PAGES = 5  # how far back a lookup reads: 5 pages of 200 messages
-_NOT_SENT_REASONS = (ConnectionRefusedError, socket.gaierror)
 
 
 class CountedWebClient(WebClient):
@@ -43,7 +42,7 @@ class CountedWebClient(WebClient):
             observe.slack_counted(api_method, "rate_limited" if status == 429 else "refused")
             raise
         except urllib.error.URLError as exc:
-            sent = not isinstance(exc.reason, _NOT_SENT_REASONS)
+            sent = not never_sent(exc)
             observe.slack_counted(api_method, "no_answer" if sent else "unreachable")
             raise
         except (TimeoutError, ConnectionError, http.client.HTTPException):
@@ -140,10 +139,9 @@ class SlackChannels:
                     observe.slack_logged(name, "refused", channel=channel, error=_error(exc))
                     raise _classify_answer(exc) from exc
                 observe.slack_logged(name, "rate_limited", channel=channel)
-                retry_after = float(exc.response.headers.get("Retry-After", 1))
-                self.pacer.back_off(channel, retry_after)
+                self.pacer.back_off(channel, _retry_after(exc))
             except urllib.error.URLError as exc:
-                if isinstance(exc.reason, _NOT_SENT_REASONS):
+                if never_sent(exc):
                     observe.slack_logged(name, "unreachable", channel=channel)
                     raise EffectNotSent(f"Slack unreachable: {exc.reason}") from exc
                 observe.slack_logged(name, "no_answer", channel=channel)
@@ -204,6 +202,12 @@ def _classify_answer(exc: SlackApiError) -> EffectNotSent | EffectOutcomeUnknown
     if status >= 500:
         return EffectOutcomeUnknown(f"Slack answered HTTP {status} ({error})")
     return EffectNotSent(f"Slack refused: {error or status}")
+
+
+def _retry_after(exc: SlackApiError) -> float:
+    """A 429's Retry-After in seconds (a number or an HTTP date); 1 s when there is none."""
+    seconds = retry_after_seconds(exc.response.headers.get("Retry-After"))
+    return 1.0 if seconds is None else seconds
 
 
 def _carries(message: dict[str, Any], event_type: str, field: str, value: str) -> bool:

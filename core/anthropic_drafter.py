@@ -9,19 +9,17 @@ The SDK is imported on the first model call, never at import: it costs seconds, 
 from __future__ import annotations
 
 import time
-from email.utils import parsedate_to_datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from core import observe
 from core.errors import ModelCallFailed
+from core.http_calls import call_timeout, never_sent, retry_after_seconds
 from core.policies import AttemptOutcome
 from core.ports import DraftRequest, ModelReply
 
 if TYPE_CHECKING:
     import anthropic
-
-CONNECT_TIMEOUT_SECONDS = 10.0
 
 
 class AnthropicDrafter:
@@ -52,10 +50,8 @@ class AnthropicDrafter:
         import anthropic
         import httpx2
 
-        timeout = httpx2.Timeout(
-            request.timeout.total_seconds(),
-            connect=min(CONNECT_TIMEOUT_SECONDS, request.timeout.total_seconds()),
-        )
+        limits = call_timeout(request.timeout)
+        timeout = httpx2.Timeout(limits.phase, connect=limits.connect)
         optional: dict[str, Any] = {"system": request.system} if request.system else {}
         try:
             message = self._client.messages.create(
@@ -84,13 +80,11 @@ class AnthropicDrafter:
 def classify(exc: anthropic.AnthropicError) -> ModelCallFailed:
     """Map an SDK error to the retry table of DESIGN.md §4.4."""
     import anthropic
-    import httpx2
 
-    never_sent = (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout)
     if isinstance(exc, anthropic.APIStatusError):
         return _classify_status(exc)
     if isinstance(exc, anthropic.APIConnectionError):
-        if isinstance(exc.__cause__, never_sent):
+        if exc.__cause__ is not None and never_sent(exc.__cause__):
             return ModelCallFailed(AttemptOutcome.NOT_SENT, f"request never sent: {exc.__cause__}")
         cause = type(exc.__cause__).__name__ if exc.__cause__ else type(exc).__name__
         return ModelCallFailed(
@@ -126,17 +120,3 @@ def _error_message(exc: anthropic.APIStatusError) -> str:
         if isinstance(text, str):
             return text
     return str(exc.message)
-
-
-def retry_after_seconds(header: str | None) -> float | None:
-    """Retry-After as seconds: a number, or an HTTP date."""
-    if not header:
-        return None
-    try:
-        return max(0.0, float(header))
-    except ValueError:
-        pass
-    try:
-        return max(0.0, parsedate_to_datetime(header).timestamp() - time.time())
-    except (TypeError, ValueError):
-        return None

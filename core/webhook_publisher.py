@@ -6,21 +6,18 @@ and the decision to try again is Galley's, recorded in its ledger.
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
-from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
 from core.errors import EffectNotSent, EffectOutcomeUnknown, LookupUnavailable
+from core.http_calls import call_timeout, never_sent, retry_after_seconds
 from core.ports import Publication
 
-CONNECT_TIMEOUT_SECONDS = 10.0
 RETRY_LATER = frozenset({408, 425, 429, 503})  # refused for now: nothing happened
 REDIRECT_NOT_ACTED = frozenset({301, 307, 308})  # moved: the request was not processed here
-_NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 _CANNOT_SEND = (httpx.UnsupportedProtocol, httpx.LocalProtocolError, httpx.InvalidURL)
 
 
@@ -47,8 +44,8 @@ class WebhookPublisher:
         client: httpx.Client | None = None,
     ) -> None:
         self.url, self.status_url = url, status_url
-        seconds = timeout.total_seconds()
-        self._timeout = httpx.Timeout(seconds, connect=min(CONNECT_TIMEOUT_SECONDS, seconds))
+        limits = call_timeout(timeout)
+        self._timeout = httpx.Timeout(limits.phase, connect=limits.connect)
         self._client = client or httpx.Client(follow_redirects=False)
 
     @property
@@ -65,14 +62,10 @@ class WebhookPublisher:
                 timeout=self._timeout,
                 follow_redirects=False,
             )
-        except _NEVER_SENT as exc:
-            raise EffectNotSent(f"webhook unreachable: {_describe(exc)}") from exc
         except _CANNOT_SEND as exc:
             raise EffectNotSent(f"webhook request invalid: {exc}", permanent=True) from exc
-        except httpx.HTTPError as exc:  # sent (or partly sent); no complete answer
-            raise EffectOutcomeUnknown(
-                f"webhook gave no complete answer: {_describe(exc)}"
-            ) from exc
+        except httpx.HTTPError as exc:
+            raise _unsent_or_unknown(exc) from exc
         if response.is_success:
             return _id_from(response, key)
         raise classify(response)
@@ -131,16 +124,11 @@ def classify(response: httpx.Response) -> EffectNotSent | EffectOutcomeUnknown:
     return EffectOutcomeUnknown(said)  # 5xx, 302/303 and the rest: it may have acted
 
 
-def retry_after_seconds(header: str | None) -> float | None:
-    """Retry-After as seconds: a number, or an HTTP date."""
-    try:
-        return max(0.0, float(header or ""))
-    except ValueError:
-        pass
-    try:
-        return max(0.0, parsedate_to_datetime(header or "").timestamp() - time.time())
-    except (TypeError, ValueError):
-        return None
+def _unsent_or_unknown(exc: httpx.HTTPError) -> EffectNotSent | EffectOutcomeUnknown:
+    """A POST with no answer: never sent (unreachable), or sent with no complete answer."""
+    if never_sent(exc):
+        return EffectNotSent(f"webhook unreachable: {_describe(exc)}")
+    return EffectOutcomeUnknown(f"webhook gave no complete answer: {_describe(exc)}")
 
 
 def _id_from(response: httpx.Response, key: str) -> str:

@@ -1,0 +1,73 @@
+"""What every HTTP adapter (model, webhook, Slack) decides the same way about one call:
+its time limits, how long a `Retry-After` asks it to wait, and whether a failed request
+is known never to have left. Pure functions: nothing here sends, sleeps or retries.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+import time
+import urllib.error
+from datetime import timedelta
+from email.utils import parsedate_to_datetime
+from typing import NamedTuple
+
+import httpx
+
+CONNECT_TIMEOUT_SECONDS = 10.0
+_HTTPX_NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+_URLLIB_NEVER_SENT_REASONS = (ConnectionRefusedError, socket.gaierror)
+
+
+class CallTimeout(NamedTuple):
+    """The limits of one call, in seconds, for an httpx-style `Timeout(phase, connect=…)`:
+    `phase` bounds each of reading, writing and waiting for a pooled connection;
+    `connect` bounds opening the connection."""
+
+    phase: float
+    connect: float
+
+
+def call_timeout(limit: timedelta) -> CallTimeout:
+    """A call's limits: the configured `limit`, with connecting given at most
+    CONNECT_TIMEOUT_SECONDS so an unreachable host fails fast, as never sent."""
+    seconds = limit.total_seconds()
+    return CallTimeout(phase=seconds, connect=min(CONNECT_TIMEOUT_SECONDS, seconds))
+
+
+def retry_after_seconds(header: str | None, now: float | None = None) -> float | None:
+    """A `Retry-After` header as seconds to wait: a number, or an HTTP date counted from
+    `now` (seconds since the epoch; the wall clock when None). Never negative; None when
+    the header is absent or unreadable."""
+    if not header:
+        return None
+    seconds: float | None
+    try:
+        seconds = float(header)
+    except ValueError:
+        seconds = _seconds_until(header, time.time() if now is None else now)
+    if seconds is None or not math.isfinite(seconds):
+        return None
+    return max(0.0, seconds)
+
+
+def _seconds_until(http_date: str, now: float) -> float | None:
+    try:
+        return parsedate_to_datetime(http_date).timestamp() - now
+    except (TypeError, ValueError):
+        return None
+
+
+def never_sent(exc: BaseException) -> bool:
+    """True when a transport failure proves the request never left: the connection was
+    refused, the name did not resolve, connecting or waiting for a pooled connection
+    timed out. False for anything else (a read timeout, a dropped answer): it may have
+    been acted on. Knows httpx, the anthropic SDK's httpx2 and urllib's errors."""
+    if isinstance(exc, urllib.error.URLError):
+        return isinstance(exc.reason, _URLLIB_NEVER_SENT_REASONS)
+    if isinstance(exc, _HTTPX_NEVER_SENT):
+        return True
+    import httpx2  # the anthropic SDK's httpx; imported late, as the SDK is
+
+    return isinstance(exc, (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout))
