@@ -21,6 +21,7 @@ from slack_sdk.errors import SlackApiError
 
 from bot.app_home import Viewer, home_view
 from core.home import HomeModel, read_home
+from core.http_calls import retry_after_seconds
 from core.operator import Galley
 from core.permissions import may_administer, may_approve
 from core.ports import Directory
@@ -31,6 +32,7 @@ RECENT = 30 * 60.0  # seconds: a viewer who opened Home this recently is kept cu
 # across all viewers, with a small burst so a click's answer is not queued behind refreshes
 PUBLISHES_PER_MINUTE = 50
 BURST = 5
+HOME_BACK_OFF_SECONDS = 30.0  # a 429 without a readable Retry-After
 
 
 class Publish(StrEnum):
@@ -141,7 +143,8 @@ class HomeTab:
         """Honour a 429's Retry-After; True if it was one."""
         if exc.response.get("error") != "ratelimited":
             return False
-        retry_after = float(exc.response.headers.get("Retry-After", "30"))
+        said = retry_after_seconds(exc.response.headers.get("Retry-After"))
+        retry_after = HOME_BACK_OFF_SECONDS if said is None else said
         with self._lock:
             self._blocked_until = max(self._blocked_until, self.monotonic() + retry_after)
         return True
