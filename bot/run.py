@@ -22,6 +22,7 @@ from slack_bolt import App
 
 from bot.apscheduler_host import SchedulerHost
 from bot.blocks import notice_blocks
+from bot.digest_text import digest_text
 from bot.handlers import BotDeps, register
 from bot.home_tab import HomeTab
 from bot.server import timed_ack, web_app
@@ -37,7 +38,7 @@ from bot.socket_link import SocketLink
 from core.alerts import AlertService
 from core.config import Recipe, SlackTarget, WebhookTarget
 from core.deliveries import forget_old_deliveries
-from core.digest import post_digest
+from core.digest import Digest, post_digest
 from core.effects import EffectLedger
 from core.errors import ConfigError, GalleyError, PortUnavailable
 from core.metrics import DATABASE_GAUGES
@@ -232,7 +233,8 @@ class Bot:
         """Today's digest in the alert channel, once per day across replicas."""
         channel = self.galley.config.slack.alert_channel_or_review
 
-        def post(text: str) -> MessageRef:
+        def post(digest: Digest) -> MessageRef:
+            text = digest_text(digest)
             return self.channels.post(channel, text=text, blocks=notice_blocks(text))
 
         return post_digest(

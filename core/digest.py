@@ -1,12 +1,14 @@
 """The daily operations digest for the alert channel: what is stuck, failing, skipped
-or about to expire, and how often people approve. Read-only over the store; posted
-once per day across replicas (one receipt per day).
+or about to expire, and how often people approve, as facts (bot/digest_text.py renders
+them). Read-only over the store; posted once per day across replicas (one receipt per
+day).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -39,7 +41,7 @@ def post_digest(
     config: Config,
     ledger: EffectLedger,
     now: datetime,
-    post: Callable[[str], MessageRef],
+    post: Callable[[Digest], MessageRef],
 ) -> bool:
     """Today's digest, once per day in the digest's zone across replicas; True if posted."""
     day = now.astimezone(ZoneInfo(config.slack.digest_timezone)).date().isoformat()
@@ -60,8 +62,33 @@ def post_digest(
     return ledger.perform(spec, send) is not None
 
 
-def build_digest(store: Store, config: Config, now: datetime) -> str:
-    """The digest as mrkdwn lines (Galley's own text: recipe names and run ids only).
+@dataclass(frozen=True)
+class StuckRun:
+    run_id: str
+    state: str
+    since: datetime
+
+
+@dataclass(frozen=True)
+class ExpiringDraft:
+    run_id: str
+    expires: datetime
+
+
+@dataclass(frozen=True)
+class Digest:
+    """What the daily digest tells, as facts (the bot renders them for Slack)."""
+
+    at: datetime
+    stuck: list[StuckRun]  # uncertain, or running/publishing past twice their lease
+    failing: dict[str, int]  # recipe → failed runs in 24h, when repeated
+    skipped: dict[str, int]  # skip reason → runs in 24h
+    expiring: list[ExpiringDraft]  # ready drafts within EXPIRY_WARNING of their window
+    approvals: dict[str, tuple[int, int]]  # recipe → (approved, decided) over 30 days
+
+
+def build_digest(store: Store, config: Config, now: datetime) -> Digest:
+    """The digest's facts (recipe names and run ids only, never a draft's text).
 
     Counts are made by the database over indexed windows (the last day of runs, the
     last 30 days of decisions), so the history before them is never read.
@@ -83,13 +110,14 @@ def build_digest(store: Store, config: Config, now: datetime) -> str:
             col(DraftRow.updated_at) >= now - APPROVAL_WINDOW,
             col(DraftRow.state).in_(DECIDED_STATES),
         )
-    lines = [f"*Galley daily digest* · {now:%Y-%m-%d %H:%M} UTC"]
-    lines += _stuck(open_runs, config, now)
-    lines += _failing(recent)
-    lines += _skipped(recent)
-    lines += _expiring(ready, config, now)
-    lines += _approval_rates(decided)
-    return "\n".join(lines)
+    return Digest(
+        at=now,
+        stuck=_stuck(open_runs, config, now),
+        failing=_failing(recent),
+        skipped=_skipped(recent),
+        expiring=_expiring(ready, config, now),
+        approvals=_approvals(decided),
+    )
 
 
 def _counts(
@@ -106,44 +134,33 @@ def _counts(
     return [tuple(row) for row in session.connection().execute(query.group_by(*grouped))]
 
 
-def _stuck(runs: Sequence[RunRow], config: Config, now: datetime) -> list[str]:
+def _stuck(runs: Sequence[RunRow], config: Config, now: datetime) -> list[StuckRun]:
     flagged = []
     for run in runs:
         recipe = config.recipes.get(run.recipe)
         limit = recipe.claim_lease * 2 if recipe else DAY
         if run.state == RunState.UNCERTAIN or now - run.updated_at > limit:
-            flagged.append(f"`{run.id}` ({run.state} since {run.updated_at:%m-%d %H:%M})")
-    return (
-        [f"• Needs a person: {', '.join(flagged)}"]
-        if flagged
-        else ["• Nothing stuck or uncertain."]
-    )
+            flagged.append(StuckRun(run.id, run.state, run.updated_at))
+    return flagged
 
 
-def _failing(recent: list[tuple[Any, ...]]) -> list[str]:
+def _failing(recent: list[tuple[Any, ...]]) -> dict[str, int]:
     failures: Counter[str] = Counter()
     for recipe, state, _reason, count in recent:
         if state == RunState.FAILED:
             failures[recipe] += count
-    repeated = [
-        f"*{name}* x{count}" for name, count in failures.items() if count >= REPEATED_FAILURES
-    ]
-    return [f"• Failing repeatedly (24h): {', '.join(sorted(repeated))}"] if repeated else []
+    return {name: n for name, n in sorted(failures.items()) if n >= REPEATED_FAILURES}
 
 
-def _skipped(recent: list[tuple[Any, ...]]) -> list[str]:
+def _skipped(recent: list[tuple[Any, ...]]) -> dict[str, int]:
     reasons: Counter[str] = Counter()
     for _recipe, state, reason, count in recent:
         if state == RunState.SKIPPED:
             reasons[reason or "unknown"] += count
-    if not reasons:
-        return []
-    return [
-        "• Skipped (24h): " + ", ".join(f"{reason} {n}" for reason, n in sorted(reasons.items()))
-    ]
+    return dict(sorted(reasons.items()))
 
 
-def _expiring(ready: Sequence[DraftRow], config: Config, now: datetime) -> list[str]:
+def _expiring(ready: Sequence[DraftRow], config: Config, now: datetime) -> list[ExpiringDraft]:
     soon = []
     for draft in ready:
         recipe = config.recipes.get(draft.recipe)
@@ -151,21 +168,15 @@ def _expiring(ready: Sequence[DraftRow], config: Config, now: datetime) -> list[
             continue
         expires = draft.ready_at + recipe.review_window
         if expires - now <= EXPIRY_WARNING:
-            soon.append(f"`{draft.run_id}` (expires {expires:%m-%d %H:%M} UTC)")
-    return [f"• About to expire unreviewed: {', '.join(soon)}"] if soon else []
+            soon.append(ExpiringDraft(draft.run_id, expires))
+    return soon
 
 
-def _approval_rates(decided: list[tuple[Any, ...]]) -> list[str]:
+def _approvals(decided: list[tuple[Any, ...]]) -> dict[str, tuple[int, int]]:
     totals: Counter[str] = Counter()
     approved: Counter[str] = Counter()
     for recipe, state, count in decided:
         totals[recipe] += count
         if state in (DraftState.APPROVED, DraftState.PUBLISHED):
             approved[recipe] += count
-    if not totals:
-        return []
-    rates = ", ".join(
-        f"*{name}* {approved[name]}/{total} ({approved[name] / total:.0%})"
-        for name, total in sorted(totals.items())
-    )
-    return [f"• Approved over 30 days: {rates}"]
+    return {name: (approved[name], total) for name, total in sorted(totals.items())}

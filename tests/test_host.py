@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from bot.apscheduler_host import NominalTimeExecutor, SchedulerHost
 from bot.cli import app
+from bot.digest_text import digest_text
 from core.digest import build_digest
 from core.models import DraftRow
 from core.operator import Galley
@@ -124,10 +125,10 @@ def test_the_digest_counts_what_people_should_know(sqlite_url: str) -> None:
         user="U0EDITOR",
         permitted=True,
     )
-    same_day = build_digest(store, galley.config, clock.now())
+    same_day = digest_text(build_digest(store, galley.config, clock.now()))
     clock.advance(timedelta(hours=40))  # the other draft nears its 48h review window
 
-    digest = build_digest(store, galley.config, clock.now())
+    digest = digest_text(build_digest(store, galley.config, clock.now()))
 
     assert "Skipped (24h): paused 1" in same_day
     assert "Skipped (24h)" not in digest  # 40 hours later the skip is old news

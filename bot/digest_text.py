@@ -1,0 +1,39 @@
+"""The daily digest (core/digest.py) as Slack mrkdwn: one bullet line per finding."""
+
+from __future__ import annotations
+
+from bot.mrkdwn import escape_mrkdwn
+from core.digest import Digest
+
+
+def digest_text(digest: Digest) -> str:
+    lines = [f"*Galley daily digest* · {digest.at:%Y-%m-%d %H:%M} UTC"]
+    if digest.stuck:
+        runs = (f"{_code(r.run_id)} ({r.state} since {r.since:%m-%d %H:%M})" for r in digest.stuck)
+        lines.append(f"• Needs a person: {', '.join(runs)}")
+    else:
+        lines.append("• Nothing stuck or uncertain.")
+    if digest.failing:
+        failing = (f"{_bold(name)} x{count}" for name, count in digest.failing.items())
+        lines.append(f"• Failing repeatedly (24h): {', '.join(failing)}")
+    if digest.skipped:
+        skipped = (f"{escape_mrkdwn(reason)} {n}" for reason, n in digest.skipped.items())
+        lines.append(f"• Skipped (24h): {', '.join(skipped)}")
+    if digest.expiring:
+        soon = (f"{_code(d.run_id)} (expires {d.expires:%m-%d %H:%M} UTC)" for d in digest.expiring)
+        lines.append(f"• About to expire unreviewed: {', '.join(soon)}")
+    if digest.approvals:
+        rates = (
+            f"{_bold(name)} {approved}/{total} ({approved / total:.0%})"
+            for name, (approved, total) in digest.approvals.items()
+        )
+        lines.append(f"• Approved over 30 days: {', '.join(rates)}")
+    return "\n".join(lines)
+
+
+def _bold(name: str) -> str:
+    return f"*{escape_mrkdwn(name)}*"
+
+
+def _code(run_id: str) -> str:
+    return f"`{escape_mrkdwn(run_id)}`"
