@@ -40,7 +40,15 @@ from core.drafting import DraftingService
 from core.effects import EffectLedger
 from core.operator import Galley
 from core.outbox import ReviewOutbox
-from core.ports import DraftRequest, MessageRef, ModelReply, Publication, ReviewItem, RunAlert
+from core.ports import (
+    BackpressureNotice,
+    DraftRequest,
+    MessageRef,
+    ModelReply,
+    Publication,
+    ReviewItem,
+    RunAlert,
+)
 from core.publishing import PublishingService
 from core.review import expire_overdue_drafts
 from core.schedule import slot_at_wall
@@ -78,7 +86,7 @@ class CountingWorld:
     def update_review(self, ref: MessageRef, item: ReviewItem) -> None:
         self._call()
 
-    def announce(self, text: str) -> MessageRef:
+    def announce(self, notice: BackpressureNotice) -> MessageRef:
         return self._call()
 
     def alert(self, alert: RunAlert) -> MessageRef:

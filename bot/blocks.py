@@ -21,8 +21,8 @@ from bot.mrkdwn import (
     unescape,
 )
 from bot.mrkdwn import split_for_sections as split_for_sections
-from core.policies import Refusal
-from core.ports import ReviewItem
+from core.policies import Backpressure, Refusal
+from core.ports import BackpressureNotice, ReviewItem
 from core.review import ReviewAnswer
 from core.states import DraftState
 
@@ -176,6 +176,19 @@ def edited_text(view_state_values: dict[str, Any]) -> str:
 def notice_blocks(text: str) -> list[dict[str, Any]]:
     """One section for Galley's own mrkdwn (already safe), cut to fit if it must be."""
     return [section(clip_mrkdwn(text, SECTION_LIMIT) or " ")]
+
+
+def backpressure_text(notice: BackpressureNotice) -> str:
+    """A backpressure notice as mrkdwn, for the review channel."""
+    recipe = f"*{inert(notice.recipe, LABEL_LIMIT)}*"
+    if notice.kind == Backpressure.RESUMED:
+        return f"Drafting resumed for {recipe}."
+    drafts = "1 draft" if notice.waiting == 1 else f"{notice.waiting} drafts"
+    of_limit = f" (limit {notice.limit})" if notice.limit is not None else ""
+    return (
+        f"Drafting paused for {recipe}: {drafts} waiting for review{of_limit}. "
+        "It resumes by itself once people catch up."
+    )
 
 
 def help_text() -> str:

@@ -17,12 +17,18 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.blocks import DRAFT_EVENT_TYPE, draft_message, draft_metadata, notice_blocks
+from bot.blocks import (
+    DRAFT_EVENT_TYPE,
+    backpressure_text,
+    draft_message,
+    draft_metadata,
+    notice_blocks,
+)
 from bot.review_facts import Permalink, fact_lines
 from core import observe
 from core.errors import EffectNotSent, EffectOutcomeUnknown, LookupUnavailable
 from core.http_calls import never_sent, retry_after_seconds
-from core.ports import MessageRef, ReviewItem
+from core.ports import BackpressureNotice, MessageRef, ReviewItem
 
 POSTS_PER_CHANNEL_SECONDS = 1.05  # Slack allows about one message per second per channel;
 # the margin absorbs jitter that would otherwise turn an on-time post into a 429
@@ -173,7 +179,8 @@ class SlackReviewSurface:
             unfurl_media=False,
         )
 
-    def announce(self, text: str) -> MessageRef:
+    def announce(self, notice: BackpressureNotice) -> MessageRef:
+        text = backpressure_text(notice)
         return self.channels.post(self.channel, text=text, blocks=notice_blocks(text))
 
     def update_review(self, ref: MessageRef, item: ReviewItem) -> None:

@@ -22,8 +22,8 @@ from core.failpoints import failpoint
 from core.gate import ready_count
 from core.identity import review_effect_key
 from core.models import RecipeRow
-from core.policies import EffectDecision
-from core.ports import MessageRef, ReviewItem, ReviewSurface
+from core.policies import Backpressure, EffectDecision
+from core.ports import BackpressureNotice, MessageRef, ReviewItem, ReviewSurface
 from core.review import review_item
 from core.states import DraftState, EffectState
 from core.store import Store
@@ -192,27 +192,29 @@ class ReviewOutbox:
             rows = review_messages.in_backpressure(session)
             done = review_messages.settled(
                 session,
-                [_notice_key(r, kind) for r in rows for kind in ("paused", "resumed")],
+                [_notice_key(r, kind) for r in rows for kind in Backpressure],
             )
         for row in rows:
             assert row.backpressure_since is not None
             episode = row.backpressure_since.isoformat()
             notices = []
-            if _notice_key(row, "paused") not in done:
+            if _notice_key(row, Backpressure.PAUSED) not in done:
                 with self.store.read() as session:
                     waiting = ready_count(session, row.name)
-                notices.append(("paused", _paused_text(row.name, waiting, limits.get(row.name))))
+                limit = limits.get(row.name)
+                notices.append(BackpressureNotice(row.name, Backpressure.PAUSED, waiting, limit))
             resumed = row.backpressure_resumed_at is not None
-            if resumed and _notice_key(row, "resumed") not in done:
-                notices.append(("resumed", f"Drafting resumed for *{row.name}*."))
-            for kind, text in notices:
+            if resumed and _notice_key(row, Backpressure.RESUMED) not in done:
+                notices.append(BackpressureNotice(row.name, Backpressure.RESUMED))
+            for notice in notices:
                 try:
-                    told += self._announce_once(row.name, episode, kind, text)
+                    told += self._announce_once(episode, notice)
                 except GalleyError:
-                    log.exception("the %s notice for %s failed", kind, row.name)
+                    log.exception("the %s notice for %s failed", notice.kind, row.name)
         return told
 
-    def _announce_once(self, recipe: str, episode: str, kind: str, text: str) -> int:
+    def _announce_once(self, episode: str, notice: BackpressureNotice) -> int:
+        recipe, kind = notice.recipe, notice.kind
         spec = EffectSpec(
             f"backpressure|{recipe}|{episode}|{kind}",
             draft_key="",
@@ -222,7 +224,7 @@ class ReviewOutbox:
         )
         if _done(self.ledger.get(spec.key)):
             return 0
-        return 1 if self.ledger.perform(spec, lambda: _proof(self.surface.announce(text))) else 0
+        return 1 if self.ledger.perform(spec, lambda: _proof(self.surface.announce(notice))) else 0
 
     def _unposted(self) -> list[ReviewItem]:
         with self.store.read() as session:
@@ -249,18 +251,9 @@ class ReviewOutbox:
         return pairs
 
 
-def _notice_key(row: RecipeRow, kind: str) -> str:
+def _notice_key(row: RecipeRow, kind: Backpressure) -> str:
     assert row.backpressure_since is not None
     return f"backpressure|{row.name}|{row.backpressure_since.isoformat()}|{kind}"
-
-
-def _paused_text(recipe: str, waiting: int, limit: int | None) -> str:
-    drafts = "1 draft" if waiting == 1 else f"{waiting} drafts"
-    of_limit = f" (limit {limit})" if limit is not None else ""
-    return (
-        f"Drafting paused for *{recipe}*: {drafts} waiting for review{of_limit}. "
-        "It resumes by itself once people catch up."
-    )
 
 
 def _done(receipt: Receipt | None) -> bool:

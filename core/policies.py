@@ -121,6 +121,13 @@ class FollowUp(StrEnum):
     PUBLISH = "publish"  # an approval of a recipe with a publish target
 
 
+class Backpressure(StrEnum):
+    """A backpressure notice: drafting of a recipe stopped for people, or started again."""
+
+    PAUSED = "paused"
+    RESUMED = "resumed"
+
+
 class PublishOutcome(StrEnum):
     PUBLISHED = "published"  # published now, or found at the destination
     SENT_BACK = "sent_back"  # the approval was too old: back to review

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from core.policies import AlertKind
+from core.policies import AlertKind, Backpressure
 
 
 class Clock(Protocol):
@@ -115,6 +115,17 @@ class ReviewItem:
     record: RecipeRecord | None = None
 
 
+@dataclass(frozen=True)
+class BackpressureNotice:
+    """Drafting of a recipe paused because `waiting` drafts wait for review (its
+    pending_limit is `limit`), or resumed once people caught up."""
+
+    recipe: str
+    kind: Backpressure
+    waiting: int = 0
+    limit: int | None = None
+
+
 class ReviewSurface(Protocol):
     """Where people review drafts. Posting is an effect: see core/outbox.py."""
 
@@ -131,7 +142,7 @@ class ReviewSurface(Protocol):
         """Show the item's current state (decision, expiry, new revision)."""
         ...
 
-    def announce(self, text: str) -> MessageRef:
+    def announce(self, notice: BackpressureNotice) -> MessageRef:
         """A notice in the review channel (backpressure paused / resumed)."""
         ...
 

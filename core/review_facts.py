@@ -17,7 +17,14 @@ from sqlmodel import Session, col, select
 
 from core.config import SIMILAR_WARN_DEFAULT, Config
 from core.models import DraftRow
-from core.ports import Clock, MessageRef, RecipeRecord, ReviewItem, ReviewSurface
+from core.ports import (
+    BackpressureNotice,
+    Clock,
+    MessageRef,
+    RecipeRecord,
+    ReviewItem,
+    ReviewSurface,
+)
 from core.similarity import similar_post
 from core.states import DraftState
 from core.store import Store
@@ -89,8 +96,8 @@ class AnnotatedReviewSurface:
     def find_review(self, draft_key: str) -> MessageRef | None:
         return self.surface.find_review(draft_key)
 
-    def announce(self, text: str) -> MessageRef:
-        return self.surface.announce(text)
+    def announce(self, notice: BackpressureNotice) -> MessageRef:
+        return self.surface.announce(notice)
 
     def _annotated(self, item: ReviewItem) -> ReviewItem:
         return annotate(self.store, self.config, self.clock.now(), item)

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from sqlmodel import col, select
 
+from bot.blocks import backpressure_text
 from bot.slack_surface import SlackReviewSurface
 from core.claims import Claim, claim_slot, sweep_expired_claims
 from core.drafting import DraftingService
@@ -26,7 +27,14 @@ from core.models import DraftRow, EffectRow, RecipeRow, RunRow
 from core.operator import Galley
 from core.outbox import ReviewOutbox
 from core.policies import DraftOutcome, PublishOutcome, Verdict
-from core.ports import MessageRef, ModelReply, Publication, Publisher, ReviewItem
+from core.ports import (
+    BackpressureNotice,
+    MessageRef,
+    ModelReply,
+    Publication,
+    Publisher,
+    ReviewItem,
+)
 from core.review import decide
 from core.states import DraftState, EffectState, RunState
 from core.store import Store
@@ -424,8 +432,8 @@ class RecordingSurface:
     def update_review(self, ref: MessageRef, item: ReviewItem) -> None:
         return None
 
-    def announce(self, text: str) -> MessageRef:
-        self.notices.append(text)
+    def announce(self, notice: BackpressureNotice) -> MessageRef:
+        self.notices.append(backpressure_text(notice))
         return MessageRef(REVIEW, f"n{len(self.notices)}")
 
 

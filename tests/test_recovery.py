@@ -24,7 +24,7 @@ from core.models import DraftRow, RunRow
 from core.operator import Galley
 from core.outbox import ReviewOutbox
 from core.policies import AlertKind, DraftOutcome, FailReason, SkipReason, Verdict
-from core.ports import MessageRef, ReviewItem, RunAlert
+from core.ports import BackpressureNotice, MessageRef, ReviewItem, RunAlert
 from core.review import decide
 from core.states import DraftState, RunState
 from core.store import Store
@@ -252,7 +252,7 @@ class UnfindableSurface:
     def update_review(self, ref: MessageRef, item: ReviewItem) -> None:
         return None
 
-    def announce(self, text: str) -> MessageRef:
+    def announce(self, notice: BackpressureNotice) -> MessageRef:
         return MessageRef("C0REVIEW", "1.0")
 
 

@@ -16,7 +16,7 @@ from core.effects import EffectLedger
 from core.models import DraftRow, EffectRow, EventRow
 from core.outbox import ReviewOutbox
 from core.policies import Verdict
-from core.ports import DraftRequest, MessageRef, ModelReply, ReviewItem
+from core.ports import BackpressureNotice, DraftRequest, MessageRef, ModelReply, ReviewItem
 from core.review import decide, edit
 from core.schedule import slot_at_wall
 from core.store import Store
@@ -43,7 +43,7 @@ class RecordingSurface:
     def update_review(self, ref: MessageRef, item: ReviewItem) -> None:
         self.updates.append((item.draft_key, item.state, item.revision))
 
-    def announce(self, text: str) -> MessageRef:
+    def announce(self, notice: BackpressureNotice) -> MessageRef:
         return MessageRef("C0REVIEW", "9.000100")
 
 

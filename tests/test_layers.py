@@ -1,0 +1,100 @@
+"""The layout's rules (ARCHITECTURE.md, issue 9), checked on the source: core/ knows
+nothing of Slack, neither its packages nor its markup. Core hands out facts; bot/
+renders them as mrkdwn."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+CORE = Path(__file__).resolve().parent.parent / "core"
+# Slack's mrkdwn: a mention or special token (<@U1>, <!here>, <#C1>), or *bold*
+# (also *{name}* in an f-string). Docstrings and comments may quote it; code may not.
+MARKUP = re.compile(r"<[@!#]|(?<![\w*])\*(?:\{|[^\s*{])[^*\n]*?\*(?![\w*])")
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    owners = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, owners) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+def string_literals(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, text) of every string the module's code builds, docstrings left out; an
+    f-string is read with its placeholders, so `*{name}*` counts."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    docstrings = _docstrings(tree)
+    inside_fstrings = {
+        id(part)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.JoinedStr)
+        for part in node.values
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            yield node.lineno, ast.unparse(node)
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings | inside_fstrings
+        ):
+            yield node.lineno, node.value
+
+
+def markup_in(path: Path) -> list[str]:
+    return [
+        f"{path.name}:{line}: {text!r}"
+        for line, text in string_literals(path)
+        if MARKUP.search(text)
+    ]
+
+
+def test_no_module_in_core_writes_slack_markup() -> None:
+    found = [hit for path in sorted(CORE.rglob("*.py")) for hit in markup_in(path)]
+    assert found == []
+
+
+def test_no_module_in_core_imports_slack_or_bot() -> None:
+    imported = []
+    for path in sorted(CORE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            imported += [f"{path.name}: {n}" for n in names if n.split(".")[0] in _SLACK]
+    assert imported == []
+
+
+_SLACK = {"slack_sdk", "slack_bolt", "bot"}
+
+
+@pytest.mark.parametrize(
+    ("source", "flagged"),
+    [
+        ('x = f"Drafting resumed for *{name}*."', True),
+        ('x = "*Galley daily digest* today"', True),
+        ('x = f"Already approved by <@{user}>."', True),
+        ('x = "<!here> look"', True),
+        ('x = "2 * 3 * 4"', False),
+        ('x = "a*b"', False),
+        ("def f(*args, **kwargs): pass", False),
+        ('def f():\n    """The *scheduled* slot."""', False),
+    ],
+)
+def test_the_markup_check_finds_markup_and_only_markup(
+    tmp_path: Path, source: str, flagged: bool
+) -> None:
+    module = tmp_path / "module.py"
+    module.write_text(source + "\n")
+    assert bool(markup_in(module)) == flagged
