@@ -27,7 +27,6 @@ from bot.handlers import BotDeps, register
 from bot.home_tab import HomeTab
 from bot.server import timed_ack, web_app
 from bot.slack_check import check_slack
-from bot.slack_publishing import SlackAlerter, SlackChannelPublisher
 from bot.slack_surface import (
     CountedWebClient,
     SlackChannels,
@@ -35,8 +34,8 @@ from bot.slack_surface import (
     SlackReviewSurface,
 )
 from bot.socket_link import SocketLink
-from core.alerts import AlertService
-from core.config import Recipe, SlackTarget, WebhookTarget
+from bot.wiring import Publishers, publishing_services
+from core.config import Recipe
 from core.deliveries import forget_old_deliveries
 from core.digest import Digest, post_digest
 from core.effects import EffectLedger
@@ -44,12 +43,10 @@ from core.errors import ConfigError, GalleyError, PortUnavailable
 from core.metrics import DATABASE_GAUGES
 from core.operator import Galley
 from core.outbox import ReviewOutbox
-from core.ports import Clock, MessageRef, Publisher
-from core.publishing import PublishingService
+from core.ports import Clock, MessageRef
 from core.review_facts import AnnotatedReviewSurface
 from core.schedule import Slot
 from core.settings import Settings
-from core.webhook_publisher import WebhookPublisher
 
 log = logging.getLogger("galley")
 DEFAULT_CALL_TIMEOUT = timedelta(seconds=30)
@@ -124,23 +121,16 @@ class Bot:
             call_lease=call_timeout * 4,
             unfindable=lambda item, why: self.alerts.alert_review_post(item, why),
         )
-        self.alerts = AlertService(
+        self.publishers = Publishers(self.channels)  # publisher_for(recipe)
+        services = publishing_services(
             self.galley.store,
             self.galley.config,
             self.galley.clock,
             ledger,
-            SlackAlerter(self.channels, slack.alert_channel_or_review),
-            reminder_every=slack.alert_reminder,
+            self.channels,
+            self.publishers,
         )
-        self.publishing = PublishingService(
-            self.galley.store,
-            self.galley.config,
-            self.galley.clock,
-            ledger,
-            self.publisher_for,
-            alert=self.alerts.alert_run,
-        )
-        self._publishers: dict[str, Publisher] = {}
+        self.alerts, self.publishing = services.alerts, services.publishing
         self.host = SchedulerHost(
             self.galley, housekeeping_every=housekeeping_every, sweep_every=sweep_every
         )
@@ -203,20 +193,6 @@ class Bot:
             tell(f"*{recipe.name}* {result.describe()}")
 
         self.host.submit(draft_and_tell)
-
-    def publisher_for(self, recipe: Recipe) -> Publisher:
-        """The destination of a recipe's approved drafts (built once per recipe)."""
-        if recipe.name not in self._publishers:
-            target = recipe.publish
-            if isinstance(target, SlackTarget):
-                self._publishers[recipe.name] = SlackChannelPublisher(self.channels, target.channel)
-            elif isinstance(target, WebhookTarget):
-                self._publishers[recipe.name] = WebhookPublisher(
-                    target.url, target.status_url, timeout=recipe.call_timeout
-                )
-            else:
-                raise ValueError(f"{recipe.name} has no publish target")
-        return self._publishers[recipe.name]
 
     def publish_soon(self, run_id: str) -> None:
         self.host.submit(self.publishing.publish_run, run_id)

@@ -19,11 +19,11 @@ import sqlalchemy as sa
 from slack_sdk import WebClient
 from sqlmodel import col, select
 
-from bot.slack_publishing import SlackAlerter, SlackChannelPublisher
 from bot.slack_surface import ChannelPacer, SlackChannels
+from bot.wiring import Publishers, PublishingServices, publishing_services
 from core.alerts import AlertService
 from core.anthropic_drafter import AnthropicDrafter
-from core.config import Config, Recipe, SlackTarget, WebhookTarget, parse_config
+from core.config import Config, Recipe, parse_config
 from core.effects import EffectLedger
 from core.models import DraftRow, EffectRow, EventRow, RunRow
 from core.operator import Galley
@@ -34,7 +34,6 @@ from core.resolution import Resolver
 from core.review import ReviewAnswer, decide
 from core.store import Store, normalise_url
 from core.testing import FrozenClock
-from core.webhook_publisher import WebhookPublisher
 from tests.conftest import PG_URL, config_text
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.slack_api import FakeSlack
@@ -130,10 +129,11 @@ class World:
     drafter: AnthropicDrafter
     store: Store = field(init=False)
     galley: Galley = field(init=False)
-    _publishers: list[WebhookPublisher] = field(default_factory=list)
+    publishers: Publishers = field(init=False)  # the bot's publisher_for
     _backup: Path | str | None = None
 
     def __post_init__(self) -> None:
+        self.publishers = Publishers(self.channels)
         self._open()
 
     def _open(self) -> None:
@@ -151,27 +151,32 @@ class World:
     # --- services ---
 
     def publisher(self, recipe: Recipe) -> Publisher:
-        target = recipe.publish
-        if isinstance(target, SlackTarget):
-            return SlackChannelPublisher(self.channels, target.channel)
-        assert isinstance(target, WebhookTarget)
-        publisher = WebhookPublisher(target.url, target.status_url, timeout=recipe.call_timeout)
-        self._publishers.append(publisher)
-        return publisher
+        return self.publishers(recipe)
 
     def ledger(self, worker: str = "w1", store: Store | None = None) -> EffectLedger:
         return EffectLedger(store or self.store, self.clock, worker)
 
-    def alerts(self, worker: str = "w1", store: Store | None = None) -> AlertService:
+    def services(
+        self,
+        worker: str = "w1",
+        *,
+        publisher: Publisher | None = None,
+        ledger: EffectLedger | None = None,
+        store: Store | None = None,
+    ) -> PublishingServices:
+        """One worker's alerts and publishing, wired as `galley run` wires them."""
         store = store or self.store
-        return AlertService(
+        return publishing_services(
             store,
             self.config,
             self.clock,
-            self.ledger(worker, store),
-            SlackAlerter(self.channels, ALERTS),
-            reminder_every=self.config.slack.alert_reminder,
+            ledger or self.ledger(worker, store),
+            self.channels,
+            (lambda _recipe: publisher) if publisher else self.publishers,
         )
+
+    def alerts(self, worker: str = "w1", store: Store | None = None) -> AlertService:
+        return self.services(worker, store=store).alerts
 
     def service(
         self,
@@ -181,15 +186,7 @@ class World:
         ledger: EffectLedger | None = None,
         store: Store | None = None,
     ) -> PublishingService:
-        store = store or self.store
-        return PublishingService(
-            store,
-            self.config,
-            self.clock,
-            ledger or self.ledger(worker, store),
-            publisher_for=(lambda _recipe: publisher) if publisher else self.publisher,
-            alert=self.alerts(worker, store).alert_run,
-        )
+        return self.services(worker, publisher=publisher, ledger=ledger, store=store).publishing
 
     def resolver(self, worker: str = "w1") -> Resolver:
         return Resolver(self.store, self.config, self.clock)
@@ -300,8 +297,7 @@ class World:
         self._open()
 
     def close(self) -> None:
-        for publisher in self._publishers:
-            publisher.close()
+        self.publishers.close()
         self.store.dispose()
         if isinstance(self._backup, str):
             with pg_admin() as admin:
