@@ -27,7 +27,7 @@ from core.leases import new_owner
 from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
 from core.policies import AttemptOutcome, DraftOutcome, Overlap, SkipReason
 from core.ports import Clock
-from core.rows import lock_run
+from core.rows import draft_row, lock_recipe, lock_run, recipe_row, required
 from core.schedule import Slot
 from core.states import RUN_TRANSITIONS, DraftState, RunState
 from core.store import Store, insert_ignore
@@ -75,15 +75,13 @@ class Claim:
 
 def ensure_recipe_row(session: Session, name: str, now: datetime) -> RecipeRow:
     insert_ignore(session, RecipeRow, name=name, version=1, paused=False, updated_at=now)
-    return session.exec(select(RecipeRow).where(col(RecipeRow.name) == name)).one()
+    return required(recipe_row(session, name), f"recipe {name}")
 
 
 def lock_recipe_row(session: Session, name: str, now: datetime) -> RecipeRow:
     """The recipe row, locked for this transaction (SQLite: BEGIN IMMEDIATE already is)."""
     ensure_recipe_row(session, name, now)
-    return session.exec(
-        select(RecipeRow).where(col(RecipeRow.name) == name).with_for_update()
-    ).one()
+    return required(lock_recipe(session, name), f"recipe {name}")
 
 
 def open_run(
@@ -104,9 +102,7 @@ def open_run(
         created_at=now,
         updated_at=now,
     )
-    run = session.exec(  # locked: recipe, run, then draft (core/rows.py)
-        select(RunRow).where(col(RunRow.id) == run_id).with_for_update()
-    ).one()
+    run = required(lock_run(session, run_id), f"run {run_id}")  # recipe, run, then draft
     if inserted:
         record_event(
             session,
@@ -169,7 +165,7 @@ def claim_slot(
         recipe_row = lock_recipe_row(session, recipe.name, now)
         run = open_run(session, recipe, slot, manual=manual, actor=actor, now=now)
         key = draft_key(recipe.platform, run.id, recipe_row.version)
-        existing = session.exec(select(DraftRow).where(col(DraftRow.key) == key)).one_or_none()
+        existing = draft_row(session, key)
         if existing is not None:
             return _answer_existing(session, existing, run, owner, recipe.takeover_after, now)
         if run.state == RunState.RUNNING:

@@ -19,7 +19,7 @@ from core.drafting import DraftingService
 from core.models import RunRow
 from core.policies import DraftOutcome, SkipReason
 from core.ports import Clock
-from core.rows import lock_run
+from core.rows import lock_run, run_row
 from core.schedule import Slot, latest_slot_at_or_before, slot_of_run, slots_between
 from core.states import RunState
 from core.store import Store
@@ -77,7 +77,7 @@ class SlotDispatcher:
         """Draft a run again whose claim expired (its worker died): once, if still
         within misfire_grace, else it is recorded as a misfire."""
         with self.store.transaction() as session:
-            run = session.exec(select(RunRow).where(col(RunRow.id) == run_id)).one_or_none()
+            run = run_row(session, run_id)
         if run is None or run.state != RunState.PENDING:
             return None
         recipe = self.recipes.get(run.recipe)
@@ -105,7 +105,7 @@ class SlotDispatcher:
         the recipe's misfire and overlap policies, and one whose recipe left the config is
         skipped."""
         with self.store.transaction() as session:
-            run = session.exec(select(RunRow).where(col(RunRow.id) == run_id)).one_or_none()
+            run = run_row(session, run_id)
         if run is None or run.state != RunState.PENDING:
             return None
         recipe = self.recipes.get(run.recipe)

@@ -32,6 +32,7 @@ from core.models import AttemptRow, DraftRow, EffectRow, RecipeRow, RunRow
 from core.policies import AttemptOutcome, DraftOutcome, FailReason, Overlap
 from core.ports import Clock, Drafter, DraftRequest, ModelReply, SystemClock
 from core.publishing import PUBLISH_STEP
+from core.rows import lock_draft, lock_run, required
 from core.schedule import Slot
 from core.similarity import RedraftReason, avoiding, record_similarity, redraft_reason
 from core.states import DraftState, EffectState, RunState
@@ -345,16 +346,14 @@ def build_request(recipe: Recipe, slot: Slot, version: int) -> DraftRequest:
 
 def _own_claim(session: Session, claim: Claim) -> DraftRow:
     """The claimed draft row, locked, if it is still ours; else LostClaim."""
-    draft = session.exec(
-        select(DraftRow).where(col(DraftRow.key) == claim.draft_key).with_for_update()
-    ).one_or_none()
+    draft = lock_draft(session, claim.draft_key)
     if draft is None or draft.state != DraftState.CLAIMED or draft.claimed_by != claim.owner:
         raise LostClaim(f"claim on {claim.draft_key} is no longer held by {claim.owner}")
     return draft
 
 
 def _run(session: Session, run_id: str) -> RunRow:
-    return session.exec(select(RunRow).where(col(RunRow.id) == run_id).with_for_update()).one()
+    return required(lock_run(session, run_id), f"run {run_id}")
 
 
 def _supersede_older_drafts(session: Session, claim: Claim, actor: str, now: datetime) -> None:
