@@ -21,7 +21,15 @@ from sqlmodel import Session, col, select
 from core.config import Recipe
 from core.failpoints import failpoint
 from core.gate import gate_reason, others_drafting
-from core.history import RELEASED, guarded_delete, move_run, note_draft, note_run, record_event
+from core.history import (
+    RELEASED,
+    guarded_delete,
+    move_run,
+    move_run_if_allowed,
+    note_draft,
+    note_run,
+    record_event,
+)
 from core.identity import draft_key
 from core.leases import new_owner
 from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
@@ -267,16 +275,15 @@ def _overlap(
             )
         return DraftResult(DraftOutcome.QUEUED, run.id, key, QUEUED_REASON)
     detail = f"the previous run of {run.recipe} is still drafting (overlap = {policy})"
-    if RunState.SKIPPED in RUN_TRANSITIONS[RunState(run.state)]:
-        move_run(
-            session,
-            run,
-            RunState.SKIPPED,
-            actor=actor,
-            at=now,
-            reason=SkipReason.OVERLAP,
-            detail=detail,
-        )
+    move_run_if_allowed(
+        session,
+        run,
+        RunState.SKIPPED,
+        actor=actor,
+        at=now,
+        reason=SkipReason.OVERLAP,
+        detail=detail,
+    )
     return DraftResult(DraftOutcome.SKIPPED, run.id, key, SkipReason.OVERLAP, detail)
 
 

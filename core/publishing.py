@@ -29,13 +29,13 @@ from core.errors import (
     LookupUnavailable,
 )
 from core.failpoints import failpoint
-from core.history import guarded_update, move_draft, move_run, note_run
+from core.history import guarded_update, move_draft, move_run, move_run_if_allowed, note_run
 from core.identity import publish_effect_key, text_hash
 from core.models import DraftRow, RunRow
 from core.policies import EffectDecision, FailReason, PublishOutcome
 from core.ports import Clock, Publication, Publisher
 from core.rows import lock_draft_of, lock_run, required
-from core.states import RUN_TRANSITIONS, DraftState, RunState
+from core.states import DraftState, RunState
 from core.store import Store
 
 log = logging.getLogger(__name__)
@@ -201,7 +201,7 @@ class PublishingService:
                 return PublishResult(PublishOutcome.WAITING, run_id, str(exc))
             self.ledger.fail(start, str(exc))
             reason = FailReason.PUBLISH_AUTH if exc.auth else FailReason.PUBLISH_REJECTED
-            self._close(run_id, RunState.FAILED, reason, str(exc))
+            self._move(run_id, RunState.FAILED, reason=reason, detail=str(exc))
             if exc.auth:
                 self.alert(run_id)  # 401/403: stop and tell people
             return PublishResult(PublishOutcome.FAILED, run_id, str(exc))
@@ -220,17 +220,7 @@ class PublishingService:
         return run.state in (RunState.PUBLISHING, RunState.UNCERTAIN)
 
     def _uncertain(self, run_id: str, detail: str) -> PublishResult:
-        with self.store.transaction() as session:
-            run = _locked_run(session, run_id)
-            if run.state == RunState.PUBLISHING:
-                move_run(
-                    session,
-                    run,
-                    RunState.UNCERTAIN,
-                    actor=PUBLISHER,
-                    at=self.clock.now(),
-                    detail=detail,
-                )
+        self._move(run_id, RunState.UNCERTAIN, detail=detail)  # only a publishing run
         self.alert(run_id)
         return PublishResult(PublishOutcome.UNCERTAIN, run_id, detail)
 
@@ -266,19 +256,16 @@ class PublishingService:
             run = _locked_run(session, run_id)
             _send_back(session, run, _draft(session, run), ttl, self.clock.now())
 
-    def _close(self, run_id: str, state: RunState, reason: str, detail: str) -> None:
+    def _move(
+        self, run_id: str, state: RunState, *, reason: str | None = None, detail: str
+    ) -> None:
+        """The run moves to `state` if it still may: a person may have settled it."""
         with self.store.transaction() as session:
             run = _locked_run(session, run_id)
-            if state in RUN_TRANSITIONS[RunState(run.state)]:
-                move_run(
-                    session,
-                    run,
-                    state,
-                    actor=PUBLISHER,
-                    at=self.clock.now(),
-                    reason=reason,
-                    detail=detail,
-                )
+            now = self.clock.now()
+            move_run_if_allowed(
+                session, run, state, actor=PUBLISHER, at=now, reason=reason, detail=detail
+            )
 
     def _target(self, recipe_name: str) -> str | None:
         recipe = self.config.recipes.get(recipe_name)
