@@ -25,7 +25,6 @@ from core.history import (
     RELEASED,
     guarded_delete,
     move_run,
-    move_run_if_allowed,
     note_draft,
     note_run,
     record_event,
@@ -37,7 +36,7 @@ from core.policies import AttemptOutcome, DraftOutcome, Overlap, SkipReason
 from core.ports import Clock
 from core.rows import draft_row, lock_recipe, lock_run, recipe_row, required
 from core.schedule import Slot
-from core.states import RUN_TRANSITIONS, DraftState, RunState
+from core.states import DraftState, RunState, run_may_move
 from core.store import Store, insert_ignore
 
 QUEUED_REASON = "queued"
@@ -275,15 +274,16 @@ def _overlap(
             )
         return DraftResult(DraftOutcome.QUEUED, run.id, key, QUEUED_REASON)
     detail = f"the previous run of {run.recipe} is still drafting (overlap = {policy})"
-    move_run_if_allowed(
-        session,
-        run,
-        RunState.SKIPPED,
-        actor=actor,
-        at=now,
-        reason=SkipReason.OVERLAP,
-        detail=detail,
-    )
+    if run_may_move(run.state, RunState.SKIPPED):
+        move_run(
+            session,
+            run,
+            RunState.SKIPPED,
+            actor=actor,
+            at=now,
+            reason=SkipReason.OVERLAP,
+            detail=detail,
+        )
     return DraftResult(DraftOutcome.SKIPPED, run.id, key, SkipReason.OVERLAP, detail)
 
 
@@ -315,7 +315,7 @@ def _record_skip(
     if reason == SkipReason.BACKPRESSURE and not episode_open:
         recipe_row.backpressure_since, recipe_row.backpressure_resumed_at = now, None
         session.add(recipe_row)
-    if run.state != RunState.RUNNING and RunState.SKIPPED in RUN_TRANSITIONS[run.state]:
+    if run.state != RunState.RUNNING and run_may_move(run.state, RunState.SKIPPED):
         move_run(session, run, RunState.SKIPPED, actor=actor, at=now, reason=reason, detail=detail)
         return
     # the run holds an older version's draft: note the refusal only

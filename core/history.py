@@ -20,15 +20,7 @@ from sqlmodel import Session, SQLModel
 from core import observe
 from core.errors import ConcurrentChange
 from core.models import DraftRow, EffectRow, EventRow, RunRow
-from core.states import (
-    RUN_TRANSITIONS,
-    DraftState,
-    EffectState,
-    RunState,
-    check_draft,
-    check_effect,
-    check_run,
-)
+from core.states import DraftState, EffectState, RunState, check_draft, check_effect, check_run
 
 RELEASED = "released"  # the event of a claim given back: its draft row is deleted
 
@@ -153,24 +145,6 @@ def move_run(
         at=at,
         reason=detail or reason,
     )
-
-
-def move_run_if_allowed(
-    session: Session,
-    run: RunRow,
-    target: RunState,
-    *,
-    actor: str,
-    at: datetime,
-    reason: str | None = None,
-    detail: str | None = None,
-) -> bool:
-    """Move the run when its state machine allows `target`; a run that has already
-    moved on (settled by a person, cancelled) is left as it is. True when it moved."""
-    if target not in RUN_TRANSITIONS[RunState(run.state)]:
-        return False
-    move_run(session, run, target, actor=actor, at=at, reason=reason, detail=detail)
-    return True
 
 
 def move_draft(

@@ -29,13 +29,13 @@ from core.errors import (
     LookupUnavailable,
 )
 from core.failpoints import failpoint
-from core.history import guarded_update, move_draft, move_run, move_run_if_allowed, note_run
+from core.history import guarded_update, move_draft, move_run, note_run
 from core.identity import publish_effect_key, text_hash
 from core.models import DraftRow, RunRow
 from core.policies import EffectDecision, FailReason, PublishOutcome
 from core.ports import Clock, Publication, Publisher
 from core.rows import lock_draft_of, lock_run, required
-from core.states import DraftState, RunState
+from core.states import DraftState, RunState, run_may_move
 from core.store import Store
 
 log = logging.getLogger(__name__)
@@ -262,10 +262,9 @@ class PublishingService:
         """The run moves to `state` if it still may: a person may have settled it."""
         with self.store.transaction() as session:
             run = _locked_run(session, run_id)
-            now = self.clock.now()
-            move_run_if_allowed(
-                session, run, state, actor=PUBLISHER, at=now, reason=reason, detail=detail
-            )
+            if run_may_move(run.state, state):
+                now = self.clock.now()
+                move_run(session, run, state, actor=PUBLISHER, at=now, reason=reason, detail=detail)
 
     def _target(self, recipe_name: str) -> str | None:
         recipe = self.config.recipes.get(recipe_name)

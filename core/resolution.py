@@ -19,7 +19,7 @@ from core.models import DraftRow, EffectRow, RunRow
 from core.policies import Finding
 from core.ports import Clock
 from core.rows import lock_draft_of, lock_effect, lock_run
-from core.states import RUN_TRANSITIONS, DraftState, EffectState, RunState
+from core.states import DraftState, EffectState, RunState, run_may_move
 from core.store import Store
 
 __all__ = ["Finding", "Resolver"]
@@ -63,7 +63,7 @@ class Resolver:
         in flight (its outcome joins the run's list once it is known)."""
         with self.store.transaction() as session:
             run, _ = self._locked(session, run_id)
-            if RunState.CANCELLED not in RUN_TRANSITIONS[RunState(run.state)]:
+            if not run_may_move(run.state, RunState.CANCELLED):
                 return f"`{run_id}` is {run.state}: there is nothing left to cancel."
             drafts = select(DraftRow.key).where(col(DraftRow.run_id) == run.id)
             effects = session.exec(
