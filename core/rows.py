@@ -13,14 +13,15 @@ callers.
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy.exc import NoResultFound
-from sqlmodel import Session, col, select
+from sqlmodel import Session, SQLModel, col, select
 
 from core.models import DraftRow, EffectRow, RecipeRow, RunRow
 
 Row = TypeVar("Row")
+Table = TypeVar("Table", bound=SQLModel)
 
 
 def required(row: Row | None, what: str) -> Row:
@@ -32,38 +33,32 @@ def required(row: Row | None, what: str) -> Row:
 
 def recipe_row(session: Session, name: str) -> RecipeRow | None:
     """A recipe's row as it is now, unlocked."""
-    return session.exec(select(RecipeRow).where(col(RecipeRow.name) == name)).one_or_none()
+    return _by_key(session, RecipeRow, RecipeRow.name, name)
 
 
 def lock_recipe(session: Session, name: str) -> RecipeRow | None:
     """A recipe's row, locked for this transaction (SQLite: BEGIN IMMEDIATE already is)."""
-    return session.exec(
-        select(RecipeRow).where(col(RecipeRow.name) == name).with_for_update()
-    ).one_or_none()
+    return _by_key(session, RecipeRow, RecipeRow.name, name, locked=True)
 
 
 def run_row(session: Session, run_id: str) -> RunRow | None:
     """A run as it is now, unlocked (a guarded write re-checks what it changes)."""
-    return session.exec(select(RunRow).where(col(RunRow.id) == run_id)).one_or_none()
+    return _by_key(session, RunRow, RunRow.id, run_id)
 
 
 def lock_run(session: Session, run_id: str) -> RunRow | None:
     """A run, locked for this transaction (read fresh under READ COMMITTED)."""
-    return session.exec(
-        select(RunRow).where(col(RunRow.id) == run_id).with_for_update()
-    ).one_or_none()
+    return _by_key(session, RunRow, RunRow.id, run_id, locked=True)
 
 
 def draft_row(session: Session, key: str) -> DraftRow | None:
     """A draft as it is now, unlocked."""
-    return session.exec(select(DraftRow).where(col(DraftRow.key) == key)).one_or_none()
+    return _by_key(session, DraftRow, DraftRow.key, key)
 
 
 def lock_draft(session: Session, key: str) -> DraftRow | None:
     """A draft, locked for this transaction; lock its run first when you need both."""
-    return session.exec(
-        select(DraftRow).where(col(DraftRow.key) == key).with_for_update()
-    ).one_or_none()
+    return _by_key(session, DraftRow, DraftRow.key, key, locked=True)
 
 
 def lock_draft_of(session: Session, run: RunRow) -> DraftRow | None:
@@ -78,11 +73,17 @@ def run_of_draft(session: Session, key: str) -> str | None:
 
 def effect_row(session: Session, key: str) -> EffectRow | None:
     """A receipt as it is now, unlocked."""
-    return session.exec(select(EffectRow).where(col(EffectRow.key) == key)).one_or_none()
+    return _by_key(session, EffectRow, EffectRow.key, key)
 
 
 def lock_effect(session: Session, key: str) -> EffectRow | None:
     """A receipt, locked for this transaction: the last lock a transaction takes."""
-    return session.exec(
-        select(EffectRow).where(col(EffectRow.key) == key).with_for_update()
-    ).one_or_none()
+    return _by_key(session, EffectRow, EffectRow.key, key, locked=True)
+
+
+def _by_key(
+    session: Session, table: type[Table], key: Any, value: str, *, locked: bool = False
+) -> Table | None:
+    """One row by its primary key; `locked` adds FOR UPDATE."""
+    query = select(table).where(col(key) == value)
+    return session.exec(query.with_for_update() if locked else query).one_or_none()
