@@ -22,10 +22,10 @@ from core.config import Recipe
 from core.failpoints import failpoint
 from core.gate import gate_reason, others_drafting
 from core.history import (
-    RELEASED,
     guarded_delete,
     move_run,
     note_draft,
+    note_released,
     note_run,
     record_event,
 )
@@ -386,16 +386,7 @@ def sweep_expired_claims(store: Store, clock: Clock, actor: str = "sweeper") -> 
                 move_run(
                     session, run, RunState.PENDING, actor=actor, at=now, reason="claim expired"
                 )
-            record_event(
-                session,
-                subject="draft",
-                subject_id=draft.key,
-                run_id=draft.run_id,
-                from_state=DraftState.CLAIMED,
-                to_state=RELEASED,
-                actor=actor,
-                at=now,
-                reason=f"lease of {holder} expired at {lease_until}",
-            )
+            why = f"lease of {holder} expired at {lease_until}"
+            note_released(session, draft, actor=actor, at=now, reason=why)
             swept.append(draft.key)
     return swept

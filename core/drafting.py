@@ -25,7 +25,7 @@ from core.claims import Claim, DraftResult, claim_slot, lock_recipe_row, renew_l
 from core.config import Recipe, render_template
 from core.errors import LostClaim, ModelCallFailed
 from core.failpoints import failpoint
-from core.history import RELEASED, guarded_delete, move_draft, move_run, note_run, record_event
+from core.history import guarded_delete, move_draft, move_run, note_released, note_run
 from core.identity import attempt_id, text_hash
 from core.leases import Heartbeat
 from core.models import AttemptRow, DraftRow, EffectRow, RecipeRow, RunRow
@@ -298,17 +298,7 @@ class DraftingService:
             if not guarded_delete(session, draft, state=DraftState.CLAIMED, claimed_by=claim.owner):
                 raise LostClaim(f"claim on {claim.draft_key} is no longer held by {claim.owner}")
             now = self.clock.now()
-            record_event(  # the claim goes back: a retry may claim the same key again
-                session,
-                subject="draft",
-                subject_id=claim.draft_key,
-                run_id=claim.run_id,
-                from_state=DraftState.CLAIMED,
-                to_state=RELEASED,
-                actor=claim.owner,
-                at=now,
-                reason=f"failed: {reason}",
-            )
+            note_released(session, draft, actor=claim.owner, at=now, reason=f"failed: {reason}")
             if run.state == RunState.RUNNING and run.draft_key == claim.draft_key:
                 move_run(
                     session,
