@@ -7,6 +7,7 @@ uncertain or stuck run waits on someone; a failure is told once, with its cause.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
@@ -30,19 +31,14 @@ WATCHED = [RunState.UNCERTAIN, RunState.RUNNING, RunState.PUBLISHING, RunState.A
 ALERT_BATCH = 200  # runs one sweep reads of each kind
 
 
+@dataclass(eq=False)  # a service: compared and hashed by identity
 class AlertService:
-    def __init__(
-        self,
-        store: Store,
-        config: Config,
-        clock: Clock,
-        ledger: EffectLedger,
-        alerter: Alerter,
-        reminder_every: timedelta,
-    ) -> None:
-        self.store, self.config, self.clock, self.ledger = store, config, clock, ledger
-        self.alerter = alerter
-        self.reminder_every = reminder_every
+    store: Store
+    config: Config
+    clock: Clock
+    ledger: EffectLedger
+    alerter: Alerter
+    reminder_every: timedelta
 
     def alert_run(self, run_id: str) -> bool:
         """Alert for a run now if it needs one; True when a message was posted."""
