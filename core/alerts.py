@@ -7,6 +7,7 @@ uncertain or stuck run waits on someone; a failure is told once, with its cause.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
@@ -19,6 +20,7 @@ from core.effects import EffectLedger, EffectSpec, Proof
 from core.models import AttemptRow, EffectRow, EventRow, RunRow
 from core.policies import AlertKind, FailReason
 from core.ports import Alerter, Clock, MessageRef, ReviewItem, RunAlert
+from core.rows import required, run_row
 from core.states import EffectState, RunState
 from core.store import Store
 
@@ -29,24 +31,19 @@ WATCHED = [RunState.UNCERTAIN, RunState.RUNNING, RunState.PUBLISHING, RunState.A
 ALERT_BATCH = 200  # runs one sweep reads of each kind
 
 
+@dataclass(eq=False)  # a service: compared and hashed by identity
 class AlertService:
-    def __init__(
-        self,
-        store: Store,
-        config: Config,
-        clock: Clock,
-        ledger: EffectLedger,
-        alerter: Alerter,
-        reminder_every: timedelta,
-    ) -> None:
-        self.store, self.config, self.clock, self.ledger = store, config, clock, ledger
-        self.alerter = alerter
-        self.reminder_every = reminder_every
+    store: Store
+    config: Config
+    clock: Clock
+    ledger: EffectLedger
+    alerter: Alerter
+    reminder_every: timedelta
 
     def alert_run(self, run_id: str) -> bool:
         """Alert for a run now if it needs one; True when a message was posted."""
         with self.store.transaction() as session:
-            run = session.exec(select(RunRow).where(col(RunRow.id) == run_id)).one()
+            run = required(run_row(session, run_id), f"run {run_id}")
         return self._alert_if_due(run, self.clock.now())
 
     def sweep(self) -> int:
@@ -133,7 +130,7 @@ class AlertService:
         """A review post whose outcome is unknown and that no lookup can find or rule out:
         nothing else will settle it, so people are told (once per draft)."""
         with self.store.transaction() as session:
-            run = session.exec(select(RunRow).where(col(RunRow.id) == item.run_id)).one()
+            run = required(run_row(session, item.run_id), f"run {item.run_id}")
         facts = [
             f"Draft `{item.draft_key}` of run `{item.run_id}` may or may not be in the "
             "review channel; Galley cannot find it there.",

@@ -21,15 +21,22 @@ from sqlmodel import Session, col, select
 from core.config import Recipe
 from core.failpoints import failpoint
 from core.gate import gate_reason, others_drafting
-from core.history import RELEASED, guarded_delete, move_run, note_draft, note_run, record_event
+from core.history import (
+    guarded_delete,
+    move_run,
+    note_draft,
+    note_released,
+    note_run,
+    record_event,
+)
 from core.identity import draft_key
 from core.leases import new_owner
 from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
 from core.policies import AttemptOutcome, DraftOutcome, Overlap, SkipReason
 from core.ports import Clock
-from core.rows import lock_run
+from core.rows import draft_row, lock_recipe, lock_run, recipe_row, required
 from core.schedule import Slot
-from core.states import RUN_TRANSITIONS, DraftState, RunState
+from core.states import DraftState, RunState, run_may_move
 from core.store import Store, insert_ignore
 
 QUEUED_REASON = "queued"
@@ -75,15 +82,13 @@ class Claim:
 
 def ensure_recipe_row(session: Session, name: str, now: datetime) -> RecipeRow:
     insert_ignore(session, RecipeRow, name=name, version=1, paused=False, updated_at=now)
-    return session.exec(select(RecipeRow).where(col(RecipeRow.name) == name)).one()
+    return required(recipe_row(session, name), f"recipe {name}")
 
 
 def lock_recipe_row(session: Session, name: str, now: datetime) -> RecipeRow:
     """The recipe row, locked for this transaction (SQLite: BEGIN IMMEDIATE already is)."""
     ensure_recipe_row(session, name, now)
-    return session.exec(
-        select(RecipeRow).where(col(RecipeRow.name) == name).with_for_update()
-    ).one()
+    return required(lock_recipe(session, name), f"recipe {name}")
 
 
 def open_run(
@@ -104,9 +109,7 @@ def open_run(
         created_at=now,
         updated_at=now,
     )
-    run = session.exec(  # locked: recipe, run, then draft (core/rows.py)
-        select(RunRow).where(col(RunRow.id) == run_id).with_for_update()
-    ).one()
+    run = required(lock_run(session, run_id), f"run {run_id}")  # recipe, run, then draft
     if inserted:
         record_event(
             session,
@@ -169,7 +172,7 @@ def claim_slot(
         recipe_row = lock_recipe_row(session, recipe.name, now)
         run = open_run(session, recipe, slot, manual=manual, actor=actor, now=now)
         key = draft_key(recipe.platform, run.id, recipe_row.version)
-        existing = session.exec(select(DraftRow).where(col(DraftRow.key) == key)).one_or_none()
+        existing = draft_row(session, key)
         if existing is not None:
             return _answer_existing(session, existing, run, owner, recipe.takeover_after, now)
         if run.state == RunState.RUNNING:
@@ -271,7 +274,7 @@ def _overlap(
             )
         return DraftResult(DraftOutcome.QUEUED, run.id, key, QUEUED_REASON)
     detail = f"the previous run of {run.recipe} is still drafting (overlap = {policy})"
-    if RunState.SKIPPED in RUN_TRANSITIONS[RunState(run.state)]:
+    if run_may_move(run.state, RunState.SKIPPED):
         move_run(
             session,
             run,
@@ -312,7 +315,7 @@ def _record_skip(
     if reason == SkipReason.BACKPRESSURE and not episode_open:
         recipe_row.backpressure_since, recipe_row.backpressure_resumed_at = now, None
         session.add(recipe_row)
-    if run.state != RunState.RUNNING and RunState.SKIPPED in RUN_TRANSITIONS[run.state]:
+    if run.state != RunState.RUNNING and run_may_move(run.state, RunState.SKIPPED):
         move_run(session, run, RunState.SKIPPED, actor=actor, at=now, reason=reason, detail=detail)
         return
     # the run holds an older version's draft: note the refusal only
@@ -383,16 +386,7 @@ def sweep_expired_claims(store: Store, clock: Clock, actor: str = "sweeper") -> 
                 move_run(
                     session, run, RunState.PENDING, actor=actor, at=now, reason="claim expired"
                 )
-            record_event(
-                session,
-                subject="draft",
-                subject_id=draft.key,
-                run_id=draft.run_id,
-                from_state=DraftState.CLAIMED,
-                to_state=RELEASED,
-                actor=actor,
-                at=now,
-                reason=f"lease of {holder} expired at {lease_until}",
-            )
+            why = f"lease of {holder} expired at {lease_until}"
+            note_released(session, draft, actor=actor, at=now, reason=why)
             swept.append(draft.key)
     return swept

@@ -19,7 +19,7 @@ from core.drafting import DraftingService
 from core.models import RunRow
 from core.policies import DraftOutcome, SkipReason
 from core.ports import Clock
-from core.rows import lock_run
+from core.rows import lock_run, run_row
 from core.schedule import Slot, latest_slot_at_or_before, slot_of_run, slots_between
 from core.states import RunState
 from core.store import Store
@@ -76,12 +76,9 @@ class SlotDispatcher:
     def resume(self, run_id: str) -> DraftResult | None:
         """Draft a run again whose claim expired (its worker died): once, if still
         within misfire_grace, else it is recorded as a misfire."""
-        with self.store.transaction() as session:
-            run = session.exec(select(RunRow).where(col(RunRow.id) == run_id)).one_or_none()
-        if run is None or run.state != RunState.PENDING:
-            return None
-        recipe = self.recipes.get(run.recipe)
-        if recipe is None:
+        run = self._pending_run(run_id)
+        recipe = None if run is None else self.recipes.get(run.recipe)
+        if run is None or recipe is None:
             return None
         slot = slot_of_run(recipe, run_id, run.slot_at)
         return None if slot is None else self.run_slot(recipe, slot)
@@ -104,9 +101,8 @@ class SlotDispatcher:
         at the new version (a person asked for it: no misfire_grace), any other one under
         the recipe's misfire and overlap policies, and one whose recipe left the config is
         skipped."""
-        with self.store.transaction() as session:
-            run = session.exec(select(RunRow).where(col(RunRow.id) == run_id)).one_or_none()
-        if run is None or run.state != RunState.PENDING:
+        run = self._pending_run(run_id)
+        if run is None:
             return None
         recipe = self.recipes.get(run.recipe)
         if recipe is None:
@@ -117,6 +113,12 @@ class SlotDispatcher:
         if (run.reason or "").startswith(BUMPED):
             return self.drafting.draft_slot(recipe, slot, manual=True, actor=SCHEDULER)
         return self.run_slot(recipe, slot)
+
+    def _pending_run(self, run_id: str) -> RunRow | None:
+        """The run if it is still pending; what is done with it next re-checks under a lock."""
+        with self.store.transaction() as session:
+            run = run_row(session, run_id)
+        return run if run is not None and run.state == RunState.PENDING else None
 
     def _close_removed(self, run_id: str) -> DraftResult:
         return self._skip_run(

@@ -25,13 +25,14 @@ from core.claims import Claim, DraftResult, claim_slot, lock_recipe_row, renew_l
 from core.config import Recipe, render_template
 from core.errors import LostClaim, ModelCallFailed
 from core.failpoints import failpoint
-from core.history import RELEASED, guarded_delete, move_draft, move_run, note_run, record_event
+from core.history import guarded_delete, move_draft, move_run, note_released, note_run
 from core.identity import attempt_id, text_hash
 from core.leases import Heartbeat
 from core.models import AttemptRow, DraftRow, EffectRow, RecipeRow, RunRow
 from core.policies import AttemptOutcome, DraftOutcome, FailReason, Overlap
 from core.ports import Clock, Drafter, DraftRequest, ModelReply, SystemClock
 from core.publishing import PUBLISH_STEP
+from core.rows import lock_draft, lock_run, required
 from core.schedule import Slot
 from core.similarity import RedraftReason, avoiding, record_similarity, redraft_reason
 from core.states import DraftState, EffectState, RunState
@@ -297,17 +298,7 @@ class DraftingService:
             if not guarded_delete(session, draft, state=DraftState.CLAIMED, claimed_by=claim.owner):
                 raise LostClaim(f"claim on {claim.draft_key} is no longer held by {claim.owner}")
             now = self.clock.now()
-            record_event(  # the claim goes back: a retry may claim the same key again
-                session,
-                subject="draft",
-                subject_id=claim.draft_key,
-                run_id=claim.run_id,
-                from_state=DraftState.CLAIMED,
-                to_state=RELEASED,
-                actor=claim.owner,
-                at=now,
-                reason=f"failed: {reason}",
-            )
+            note_released(session, draft, actor=claim.owner, at=now, reason=f"failed: {reason}")
             if run.state == RunState.RUNNING and run.draft_key == claim.draft_key:
                 move_run(
                     session,
@@ -345,16 +336,14 @@ def build_request(recipe: Recipe, slot: Slot, version: int) -> DraftRequest:
 
 def _own_claim(session: Session, claim: Claim) -> DraftRow:
     """The claimed draft row, locked, if it is still ours; else LostClaim."""
-    draft = session.exec(
-        select(DraftRow).where(col(DraftRow.key) == claim.draft_key).with_for_update()
-    ).one_or_none()
+    draft = lock_draft(session, claim.draft_key)
     if draft is None or draft.state != DraftState.CLAIMED or draft.claimed_by != claim.owner:
         raise LostClaim(f"claim on {claim.draft_key} is no longer held by {claim.owner}")
     return draft
 
 
 def _run(session: Session, run_id: str) -> RunRow:
-    return session.exec(select(RunRow).where(col(RunRow.id) == run_id).with_for_update()).one()
+    return required(lock_run(session, run_id), f"run {run_id}")
 
 
 def _supersede_older_drafts(session: Session, claim: Claim, actor: str, now: datetime) -> None:

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col
 
 from core.errors import (
     ConcurrentChange,
@@ -35,6 +35,7 @@ from core.leases import Heartbeat, new_owner
 from core.models import EffectRow
 from core.policies import EffectDecision
 from core.ports import Clock
+from core.rows import effect_row, lock_effect, required
 from core.states import EffectState
 from core.store import Store, insert_ignore
 
@@ -124,7 +125,7 @@ class EffectLedger:
                 created_at=now,
                 updated_at=now,
             )
-            row = _locked(session, spec.key)
+            row = required(lock_effect(session, spec.key), f"effect {spec.key}")
             if inserted:
                 record_event(
                     session,
@@ -229,7 +230,7 @@ class EffectLedger:
 
     def get(self, key: str) -> Receipt | None:
         with self.store.transaction() as session:
-            row = session.exec(select(EffectRow).where(col(EffectRow.key) == key)).one_or_none()
+            row = effect_row(session, key)
             return Receipt.of(row) if row else None
 
     def perform(
@@ -301,7 +302,7 @@ class EffectLedger:
         """Only the owner that holds the receipt settles it: a holder whose lease was
         taken over (or settled by a person) raises `ConcurrentChange` and changes nothing."""
         with self.store.transaction() as session:
-            row = _locked(session, start.key)
+            row = required(lock_effect(session, start.key), f"effect {start.key}")
             if row.claimed_by != start.owner or start.owner is None:
                 raise ConcurrentChange(
                     f"effect {start.key} is no longer held by {start.owner} "
@@ -324,7 +325,3 @@ class EffectLedger:
                 reason=detail,
             )
             return Receipt.of(row)
-
-
-def _locked(session: Session, key: str) -> EffectRow:
-    return session.exec(select(EffectRow).where(col(EffectRow.key) == key).with_for_update()).one()

@@ -134,17 +134,7 @@ def move_run(
     run.reason = reason
     run.updated_at = at
     guarded_update(session, run, state=current)
-    record_event(
-        session,
-        subject="run",
-        subject_id=run.id,
-        run_id=run.id,
-        from_state=current,
-        to_state=target,
-        actor=actor,
-        at=at,
-        reason=detail or reason,
-    )
+    _row_event(session, run, current, target, actor=actor, at=at, reason=detail or reason)
 
 
 def move_draft(
@@ -165,17 +155,7 @@ def move_draft(
     if current == DraftState.CLAIMED:
         guards["claimed_by"] = as_read(draft, "claimed_by")
     guarded_update(session, draft, **guards)
-    record_event(
-        session,
-        subject="draft",
-        subject_id=draft.key,
-        run_id=draft.run_id,
-        from_state=current,
-        to_state=target,
-        actor=actor,
-        at=at,
-        reason=reason,
-    )
+    _row_event(session, draft, current, target, actor=actor, at=at, reason=reason)
 
 
 def move_effect(
@@ -210,30 +190,46 @@ def move_effect(
 
 def note_draft(session: Session, draft: DraftRow, *, actor: str, at: datetime, reason: str) -> None:
     """History for a draft whose state stays as it is (an edit, a claim taken over)."""
-    record_event(
-        session,
-        subject="draft",
-        subject_id=draft.key,
-        run_id=draft.run_id,
-        from_state=draft.state,
-        to_state=draft.state,
-        actor=actor,
-        at=at,
-        reason=reason,
-    )
+    _row_event(session, draft, draft.state, draft.state, actor=actor, at=at, reason=reason)
+
+
+def note_released(
+    session: Session, draft: DraftRow, *, actor: str, at: datetime, reason: str
+) -> None:
+    """History for a claim given back: its draft row is deleted (a retry may claim the
+    same key again), so the event names `released` rather than a draft state."""
+    _row_event(session, draft, DraftState.CLAIMED, RELEASED, actor=actor, at=at, reason=reason)
 
 
 def note_run(session: Session, run: RunRow, *, actor: str, at: datetime, reason: str) -> None:
     """History for a run whose state stays as it is: queued, or a refusal the state
     machine cannot show. Like every event, it leaves the run in the state it names, so
     the history replays to the stored state."""
+    _row_event(session, run, run.state, run.state, actor=actor, at=at, reason=reason)
+
+
+def _row_event(
+    session: Session,
+    row: RunRow | DraftRow,
+    from_state: str,
+    to_state: str,
+    *,
+    actor: str,
+    at: datetime,
+    reason: str | None,
+) -> None:
+    """A run's or a draft's event: whose it is and which run follow from the row."""
+    if isinstance(row, RunRow):
+        subject, subject_id, run_id = "run", row.id, row.id
+    else:
+        subject, subject_id, run_id = "draft", row.key, row.run_id
     record_event(
         session,
-        subject="run",
-        subject_id=run.id,
-        run_id=run.id,
-        from_state=run.state,
-        to_state=run.state,
+        subject=subject,
+        subject_id=subject_id,
+        run_id=run_id,
+        from_state=from_state,
+        to_state=to_state,
         actor=actor,
         at=at,
         reason=reason,

@@ -34,7 +34,8 @@ from core.identity import publish_effect_key, text_hash
 from core.models import DraftRow, RunRow
 from core.policies import EffectDecision, FailReason, PublishOutcome
 from core.ports import Clock, Publication, Publisher
-from core.states import RUN_TRANSITIONS, DraftState, RunState
+from core.rows import lock_draft_of, lock_run, required
+from core.states import DraftState, RunState, run_may_move
 from core.store import Store
 
 log = logging.getLogger(__name__)
@@ -140,9 +141,7 @@ class PublishingService:
         """One transaction: check the approval is fresh, move to `publishing`."""
         with self.store.transaction() as session:
             now = self.clock.now()
-            run = session.exec(
-                select(RunRow).where(col(RunRow.id) == run_id).with_for_update()
-            ).one()
+            run = _locked_run(session, run_id)
             recipe = self.config.recipes.get(run.recipe)
             if recipe is None or recipe.publish is None or run.state not in PUBLISHABLE:
                 return PublishResult(PublishOutcome.NOT_READY, run_id)
@@ -202,7 +201,7 @@ class PublishingService:
                 return PublishResult(PublishOutcome.WAITING, run_id, str(exc))
             self.ledger.fail(start, str(exc))
             reason = FailReason.PUBLISH_AUTH if exc.auth else FailReason.PUBLISH_REJECTED
-            self._close(run_id, RunState.FAILED, reason, str(exc))
+            self._move(run_id, RunState.FAILED, reason=reason, detail=str(exc))
             if exc.auth:
                 self.alert(run_id)  # 401/403: stop and tell people
             return PublishResult(PublishOutcome.FAILED, run_id, str(exc))
@@ -217,34 +216,18 @@ class PublishingService:
         """The last look before a send: a run cancelled (or settled) meanwhile is not sent.
         Cancelling after this point finds the receipt in flight and says so."""
         with self.store.transaction() as session:
-            state = session.exec(
-                select(RunRow.state).where(col(RunRow.id) == run_id).with_for_update()
-            ).one()
-        return state in (RunState.PUBLISHING, RunState.UNCERTAIN)
+            run = _locked_run(session, run_id)
+        return run.state in (RunState.PUBLISHING, RunState.UNCERTAIN)
 
     def _uncertain(self, run_id: str, detail: str) -> PublishResult:
-        with self.store.transaction() as session:
-            run = session.exec(
-                select(RunRow).where(col(RunRow.id) == run_id).with_for_update()
-            ).one()
-            if run.state == RunState.PUBLISHING:
-                move_run(
-                    session,
-                    run,
-                    RunState.UNCERTAIN,
-                    actor=PUBLISHER,
-                    at=self.clock.now(),
-                    detail=detail,
-                )
+        self._move(run_id, RunState.UNCERTAIN, detail=detail)  # only a publishing run
         self.alert(run_id)
         return PublishResult(PublishOutcome.UNCERTAIN, run_id, detail)
 
     def _finish(self, run_id: str, external_id: str) -> PublishResult:
         with self.store.transaction() as session:
             now = self.clock.now()
-            run = session.exec(
-                select(RunRow).where(col(RunRow.id) == run_id).with_for_update()
-            ).one()
+            run = _locked_run(session, run_id)
             draft = _draft(session, run)
             if draft.state == DraftState.APPROVED:
                 move_draft(
@@ -270,36 +253,30 @@ class PublishingService:
 
     def _send_back_run(self, run_id: str, ttl: timedelta) -> None:
         with self.store.transaction() as session:
-            run = session.exec(
-                select(RunRow).where(col(RunRow.id) == run_id).with_for_update()
-            ).one()
+            run = _locked_run(session, run_id)
             _send_back(session, run, _draft(session, run), ttl, self.clock.now())
 
-    def _close(self, run_id: str, state: RunState, reason: str, detail: str) -> None:
+    def _move(
+        self, run_id: str, state: RunState, *, reason: str | None = None, detail: str
+    ) -> None:
+        """The run moves to `state` if it still may: a person may have settled it."""
         with self.store.transaction() as session:
-            run = session.exec(
-                select(RunRow).where(col(RunRow.id) == run_id).with_for_update()
-            ).one()
-            if state in RUN_TRANSITIONS[RunState(run.state)]:
-                move_run(
-                    session,
-                    run,
-                    state,
-                    actor=PUBLISHER,
-                    at=self.clock.now(),
-                    reason=reason,
-                    detail=detail,
-                )
+            run = _locked_run(session, run_id)
+            if run_may_move(run.state, state):
+                now = self.clock.now()
+                move_run(session, run, state, actor=PUBLISHER, at=now, reason=reason, detail=detail)
 
     def _target(self, recipe_name: str) -> str | None:
         recipe = self.config.recipes.get(recipe_name)
         return None if recipe is None or recipe.publish is None else recipe.publish.target
 
 
+def _locked_run(session: Session, run_id: str) -> RunRow:
+    return required(lock_run(session, run_id), f"run {run_id}")
+
+
 def _draft(session: Session, run: RunRow) -> DraftRow:
-    return session.exec(
-        select(DraftRow).where(col(DraftRow.key) == run.draft_key).with_for_update()
-    ).one()
+    return required(lock_draft_of(session, run), f"draft of run {run.id}")
 
 
 def _list_after_cancel(session: Session, run: RunRow, completed: str, now: datetime) -> None:

@@ -19,6 +19,7 @@ from core.history_pages import after_run
 from core.models import AttemptRow, DraftRevisionRow, DraftRow, EffectRow, EventRow, RunRow
 from core.pricing import estimated_cost_usd
 from core.revisions import model_author
+from core.rows import draft_row
 from core.states import DraftState, RunState
 from core.views import (
     AttemptList,
@@ -216,15 +217,13 @@ def list_effects(
 
 def draft_detail(session: Session, ref: str) -> DraftDetail:
     """`ref` is a run id (its current draft is shown) or a draft key."""
-    draft = session.exec(select(DraftRow).where(col(DraftRow.key) == ref)).one_or_none()
+    draft = draft_row(session, ref)
     run_id = draft.run_id if draft is not None else ref
     run = run_summary(session, run_id)
     if run is None:
         raise UnknownRun(f"no run or draft {ref!r}")
     if draft is None and run.draft_key is not None:
-        draft = session.exec(
-            select(DraftRow).where(col(DraftRow.key) == run.draft_key)
-        ).one_or_none()
+        draft = draft_row(session, run.draft_key)
     if draft is None:
         return DraftDetail(run, None, attempts=list_attempts(session, run_id=run.id))
     attempts = list_attempts(session, draft_key=draft.key)

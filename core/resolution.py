@@ -18,7 +18,8 @@ from core.identity import publish_effect_key
 from core.models import DraftRow, EffectRow, RunRow
 from core.policies import Finding
 from core.ports import Clock
-from core.states import RUN_TRANSITIONS, DraftState, EffectState, RunState
+from core.rows import lock_draft_of, lock_effect, lock_run
+from core.states import DraftState, EffectState, RunState, run_may_move
 from core.store import Store
 
 __all__ = ["Finding", "Resolver"]
@@ -62,7 +63,7 @@ class Resolver:
         in flight (its outcome joins the run's list once it is known)."""
         with self.store.transaction() as session:
             run, _ = self._locked(session, run_id)
-            if RunState.CANCELLED not in RUN_TRANSITIONS[RunState(run.state)]:
+            if not run_may_move(run.state, RunState.CANCELLED):
                 return f"`{run_id}` is {run.state}: there is nothing left to cancel."
             drafts = select(DraftRow.key).where(col(DraftRow.run_id) == run.id)
             effects = session.exec(
@@ -126,38 +127,31 @@ class Resolver:
     ) -> tuple[RunRow, DraftRow | None, EffectRow] | str:
         """The run, its draft and its publish receipt, locked, if the run is uncertain;
         otherwise a sentence saying why there is nothing to settle."""
-        run = session.exec(
-            select(RunRow).where(col(RunRow.id) == run_id).with_for_update()
-        ).one_or_none()
-        if run is None:
-            raise UnknownRun(f"no run {run_id!r}")
+        run = _known_run(session, run_id)
         key = self._publish_key(run)
         if run.state != RunState.UNCERTAIN or key is None:
             return f"`{run_id}` is {run.state}, not uncertain: nothing to settle."
-        draft = session.exec(  # run, draft, then effect: core/rows.py
-            select(DraftRow).where(col(DraftRow.key) == run.draft_key).with_for_update()
-        ).one_or_none()
-        effect = session.exec(
-            select(EffectRow).where(col(EffectRow.key) == key).with_for_update()
-        ).one_or_none()
+        draft = lock_draft_of(session, run)  # run, draft, then effect: core/rows.py
+        effect = lock_effect(session, key)
         if effect is None or effect.state != EffectState.UNCERTAIN:
             state = effect.state if effect else "missing"
             return f"`{run_id}`'s publication is {state}: a pass is already acting on it."
         return run, draft, effect
 
     def _locked(self, session: Session, run_id: str) -> tuple[RunRow, DraftRow | None]:
-        run = session.exec(
-            select(RunRow).where(col(RunRow.id) == run_id).with_for_update()
-        ).one_or_none()
-        if run is None:
-            raise UnknownRun(f"no run {run_id!r}")
-        draft = session.exec(
-            select(DraftRow).where(col(DraftRow.key) == run.draft_key).with_for_update()
-        ).one_or_none()
-        return run, draft
+        run = _known_run(session, run_id)
+        return run, lock_draft_of(session, run)
 
     def _publish_key(self, run: RunRow) -> str | None:
         recipe = self.config.recipes.get(run.recipe)
         if recipe is None or recipe.publish is None or run.draft_key is None:
             return None
         return publish_effect_key(run.draft_key, recipe.publish.target)
+
+
+def _known_run(session: Session, run_id: str) -> RunRow:
+    """The run a person named, locked; `UnknownRun` when there is none."""
+    run = lock_run(session, run_id)
+    if run is None:
+        raise UnknownRun(f"no run {run_id!r}")
+    return run

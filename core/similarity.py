@@ -31,6 +31,7 @@ from core.identity import review_effect_key
 from core.models import AttemptRow, DraftRow, EffectRow
 from core.policies import OnSimilar, SimilarityMethod
 from core.ports import DraftRequest, MessageRef, ModelReply, SimilarPost
+from core.rows import draft_row
 from core.states import DraftState, EffectState
 from core.store import Store
 
@@ -203,7 +204,7 @@ def similar_post(session: Session, draft: DraftRow, warn: int | None) -> Similar
         return None
     if warn is not None and draft.similar_score < warn:
         return None
-    match = session.exec(select(DraftRow).where(col(DraftRow.key) == draft.similar_to)).first()
+    match = draft_row(session, draft.similar_to)
     if match is None:
         return None
     at = match.ready_at if match.state == DraftState.READY and match.ready_at else match.updated_at

@@ -96,8 +96,13 @@ RUN_OPEN_STATES = frozenset(
 )
 
 
+def run_may_move(current: RunState, target: RunState) -> bool:
+    """Whether a run in `current` may move to `target` (`check_run` raises instead)."""
+    return target in RUN_TRANSITIONS[current]
+
+
 def check_run(current: RunState, target: RunState) -> None:
-    if target not in RUN_TRANSITIONS[current]:
+    if not run_may_move(current, target):
         raise IllegalTransition(f"run cannot go from {current} to {target}")
 
 

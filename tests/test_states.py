@@ -16,6 +16,7 @@ from core.states import (
     check_draft,
     check_effect,
     check_run,
+    run_may_move,
 )
 
 
@@ -65,3 +66,13 @@ def test_a_succeeded_effect_is_final() -> None:
 def test_every_state_has_a_row_in_the_tables() -> None:
     assert set(RUN_TRANSITIONS) == set(RunState)
     assert set(DRAFT_TRANSITIONS) == set(DraftState)
+
+
+def test_a_run_may_move_exactly_where_check_run_lets_it() -> None:
+    for current, target in itertools.product(RunState, RunState):
+        try:
+            check_run(current, target)
+        except IllegalTransition:
+            assert not run_may_move(current, target)
+        else:
+            assert run_may_move(current, target)
