@@ -46,7 +46,7 @@ from core.queries import (
 )
 from core.resolution import Resolver
 from core.review_facts import recipe_record
-from core.rows import lock_draft, lock_run
+from core.rows import lock_draft, lock_run, run_row
 from core.schedule import (
     Slot,
     latest_slot_at_or_before,
@@ -293,7 +293,7 @@ class Galley:
         """The recipe and slot of a run that failed before it had a draft (a retry drafts
         it again, without a bump); None for any other run."""
         with self.store.transaction() as session:
-            run = session.exec(select(RunRow).where(col(RunRow.id) == run_id)).one_or_none()
+            run = run_row(session, run_id)
         if run is None:
             raise UnknownRun(f"no run {run_id!r}")
         if run.state != RunState.FAILED or run.reason not in DRAFTING_FAILURES:

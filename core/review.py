@@ -18,7 +18,15 @@ from core.models import DraftRow, RecipeRow, RunRow
 from core.policies import FollowUp, Refusal, Verdict
 from core.ports import Clock, ReviewItem
 from core.revisions import keep_revisions
-from core.rows import lock_draft, lock_run, run_of_draft
+from core.rows import (
+    draft_row,
+    lock_draft,
+    lock_recipe,
+    lock_run,
+    required,
+    run_of_draft,
+    run_row,
+)
 from core.states import DraftState, RunState
 from core.store import Store
 
@@ -110,11 +118,10 @@ def review_item(draft: DraftRow, run: RunRow) -> ReviewItem:
 
 def load_item(store: Store, draft_key: str) -> ReviewItem | None:
     with store.transaction() as session:
-        draft = session.exec(select(DraftRow).where(col(DraftRow.key) == draft_key)).one_or_none()
+        draft = draft_row(session, draft_key)
         if draft is None:
             return None
-        run = session.exec(select(RunRow).where(col(RunRow.id) == draft.run_id)).one()
-        return review_item(draft, run)
+        return review_item(draft, required(run_row(session, draft.run_id), "run"))
 
 
 def decide(
@@ -239,9 +246,7 @@ def _locked_draft(session: Session, key: str) -> tuple[DraftRow, RunRow, RecipeR
     run_id = run_of_draft(session, key)
     if recipe is None or run_id is None:
         return None
-    recipe_row = session.exec(
-        select(RecipeRow).where(col(RecipeRow.name) == recipe).with_for_update()
-    ).one()
+    recipe_row = required(lock_recipe(session, recipe), "recipe")
     run, draft = lock_run(session, run_id), lock_draft(session, key)
     assert run is not None and draft is not None  # drafts and runs are never deleted here
     return draft, run, recipe_row
