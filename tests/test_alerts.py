@@ -12,6 +12,7 @@ from datetime import timedelta
 from bot.blocks import ACTION_ALERT_PUBLISHED
 from core.policies import Finding, PublishOutcome
 from core.states import DraftState, RunState
+from tests.fakes.slack_api import rate_limited
 from tests.fakes.webhook import accept_then_hang
 from tests.publishing_bots import BotHarness
 from tests.slack_harness import eventually
@@ -85,3 +86,24 @@ def test_mark_published_clicked_on_the_alert_closes_the_run_without_a_second_pos
     assert list(h.hook.publications) == [HOOK_KEY]
     assert h.draft_row().state == DraftState.PUBLISHED
     assert len(h.slack.messages(ALERTS)) == 1
+
+
+def test_an_alert_button_waits_out_a_429_when_it_rewrites_the_alert(
+    bot_harness: Callable[..., BotHarness], sqlite_url: str
+) -> None:
+    """The alert is rewritten through the same paced, classified channel code as every
+    other post: a 429 is waited out, not dropped (issue 9)."""
+    h = bot_harness(sqlite_url, status_url=False)
+    h.hook.script_post(accept_then_hang(HANG))
+    assert h.bot.galley.draft(RECIPE, SLOT).key == KEY
+    h.approve()
+    assert h.bot.publishing.publish_run(RUN).outcome == PublishOutcome.UNCERTAIN
+    h.slack.script("chat.update", rate_limited(1))
+
+    h.click_alert(ACTION_ALERT_PUBLISHED, "U0ADMIN")
+
+    eventually(lambda: len(h.slack.calls("chat.update")) == 2, "the update sent again", 10)
+    [alert] = h.slack.messages(ALERTS)
+    assert not [b for b in alert["blocks"] if b["type"] == "actions"]
+    assert "U0ADMIN" in str(alert["blocks"])
+    assert h.run_row().state == RunState.SUCCEEDED
