@@ -6,7 +6,7 @@ buttons. Registered as the `bot_harness` fixture in tests/conftest.py.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,33 +87,16 @@ def bot_harness_factory(
     """`start(db_url, status_url=…, defaults=…)`: a Bot whose recipe publishes to its own
     fake webhook (with or without a status URL), stopped on exit (the `bot_harness`
     fixture)."""
-    started: list[BotHarness] = []
+    with (
+        ExitStack() as hooks,  # entered first, left last: the bots stop before their hooks
+        bots.running_bots(tmp_path, fake_anthropic.url, SECRET) as start_running,
+    ):
 
-    def start(db_url: str, *, status_url: bool, defaults: str = "") -> BotHarness:
-        hook, fake_slack = FakeWebhook().start(), FakeSlack().start()
-        path = tmp_path / f"galley-{len(started)}.toml"
-        path.write_text(
-            galley_config(webhook_table(hook, status_url=status_url), defaults=defaults)
-        )
-        bot = bots.start_bot(
-            config=path,
-            db_url=db_url,
-            anthropic_url=fake_anthropic.url,
-            slack_url=fake_slack.url,
-            secret=SECRET,
-        )
-        sender = SlackSender(f"http://127.0.0.1:{bot.http_port}/slack/events", SECRET)
-        harness = BotHarness(bot, fake_slack, hook, Store(db_url), sender)
-        started.append(harness)
-        return harness
+        def start(db_url: str, *, status_url: bool, defaults: str = "") -> BotHarness:
+            hook = FakeWebhook().start()
+            hooks.callback(hook.stop)
+            publish = webhook_table(hook, status_url=status_url)
+            running = start_running(galley_config(publish, defaults=defaults), db_url)
+            return BotHarness(running.bot, running.slack, hook, running.store, running.sender)
 
-    try:
         yield start
-    finally:
-        for h in started:
-            h.bot.stop()
-            h.sender.close()
-            h.slack.stop()
-            h.hook.stop()
-            h.bot.galley.store.dispose()
-            h.store.dispose()

@@ -88,36 +88,19 @@ Start = Callable[..., Running]
 
 @pytest.fixture
 def start(tmp_path: Path, fake_anthropic: FakeAnthropic) -> Iterator[Start]:
-    started: list[Running] = []
+    with bots.running_bots(tmp_path, fake_anthropic.url, SECRET) as start_running:
 
-    def run(db_url: str, defaults: str = "") -> Running:
-        text = config_text()
-        publish = f'publish = {{ to = "slack", channel = "{ANNOUNCE}" }}'
-        text = re.sub(r"^(prompt = .*)$", lambda m: f"{m.group(1)}\n{publish}", text, flags=re.M)
-        path = tmp_path / f"galley-{len(started)}.toml"
-        path.write_text(text.replace("[defaults]\n", f"[defaults]\n{defaults}\n"))
-        slack = FakeSlack().start()
-        try:
-            bot = bots.start_bot(
-                config=path,
-                db_url=db_url,
-                anthropic_url=fake_anthropic.url,
-                slack_url=slack.url,
-                secret=SECRET,
+        def run(db_url: str, defaults: str = "") -> Running:
+            text = config_text()
+            publish = f'publish = {{ to = "slack", channel = "{ANNOUNCE}" }}'
+            text = re.sub(
+                r"^(prompt = .*)$", lambda m: f"{m.group(1)}\n{publish}", text, flags=re.M
             )
-        except BaseException:
-            slack.stop()
-            raise
-        running = Running(bot, slack, fake_anthropic, Store(db_url))
-        started.append(running)
-        return running
+            text = text.replace("[defaults]\n", f"[defaults]\n{defaults}\n")
+            running = start_running(text, db_url)
+            return Running(running.bot, running.slack, fake_anthropic, running.store)
 
-    yield run
-    for running in started:
-        running.bot.stop()
-        running.slack.stop()
-        running.bot.galley.store.dispose()
-        running.store.dispose()
+        yield run
 
 
 def lines_above_buttons(blocks: list[dict[str, Any]]) -> list[str]:
