@@ -36,7 +36,7 @@ from tests import bots
 from tests.conftest import config_text, make_config
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.slack_api import RESPONSE_URL, FakeSlack, rate_limited
-from tests.processes import GALLEY, fake_server, galley_env, wait_for
+from tests.processes import GALLEY, fake_server, galley_run_env, wait_for
 from tests.slack_requests import SlackSender, block_actions, slash_command
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5-galley-test"
@@ -175,15 +175,11 @@ def test_json_log_has_one_state_change_line_per_event_row(tmp_path: Path, db_url
         fake_server("tests.fakes.anthropic_api", anthropic_state) as anthropic_url,
         fake_server("tests.fakes.slack_api", slack_state) as slack_url,
     ):
-        env = galley_env(
-            GALLEY_CONFIG=str(config),
-            GALLEY_DATABASE_URL=db_url,
-            ANTHROPIC_API_KEY="test-key",
-            ANTHROPIC_BASE_URL=anthropic_url,
-            SLACK_BOT_TOKEN="xoxb-test",
-            SLACK_SIGNING_SECRET="test-secret",
-            GALLEY_SLACK_API_URL=slack_url + "/api/",
-            GALLEY_HTTP_PORT="0",
+        env = galley_run_env(
+            config,
+            db_url,
+            anthropic_url=anthropic_url,
+            slack_url=slack_url,
             GALLEY_LOG_FORMAT="json",
         )
         proc = subprocess.Popen(

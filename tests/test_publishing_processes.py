@@ -31,7 +31,7 @@ from core.states import DraftState, EffectState, RunState
 from core.store import Store
 from tests.conftest import config_text
 from tests.fakes.webhook import read_posts, read_publications
-from tests.processes import GALLEY, fake_server, galley_env, stop, wait_for
+from tests.processes import GALLEY, fake_server, galley_run_env, stop, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -142,16 +142,7 @@ def deployment(tmp_path: Path, db_url: str) -> Iterator[Deployment]:
         )
         config_path = tmp_path / "galley.toml"
         config_path.write_text(text)
-        env = galley_env(
-            GALLEY_CONFIG=str(config_path),
-            GALLEY_DATABASE_URL=db_url,
-            ANTHROPIC_API_KEY="test-key",
-            ANTHROPIC_BASE_URL=anthropic_url,
-            SLACK_BOT_TOKEN="xoxb-test",
-            SLACK_SIGNING_SECRET="test-secret",
-            GALLEY_SLACK_API_URL=slack_url + "/api/",
-            GALLEY_HTTP_PORT="0",
-        )
+        env = galley_run_env(config_path, db_url, anthropic_url=anthropic_url, slack_url=slack_url)
         deployed = Deployment(env, parse_config(text), Store(db_url), hook_state, tmp_path)
         yield deployed
         deployed.close()
