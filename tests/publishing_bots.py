@@ -14,10 +14,9 @@ from sqlmodel import col, select
 
 from bot.run import Bot
 from core.models import DraftRow, RunRow
-from core.policies import Verdict
-from core.review import decide
 from core.store import Store
 from tests import bots
+from tests.approvals import approve
 from tests.fakes import slack_api
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.slack_api import FakeSlack
@@ -44,17 +43,7 @@ class BotHarness:
 
     def approve(self) -> None:
         galley = self.bot.galley
-        answer = decide(
-            galley.store,
-            galley.config,
-            galley.clock,
-            draft_key=KEY,
-            revision=1,
-            verdict=Verdict.APPROVED,
-            user="U0EDITOR",
-            permitted=True,
-        )
-        assert answer.accepted
+        assert approve(galley.store, galley.config, galley.clock, KEY).accepted
 
     def click_alert(self, action_id: str, user: str) -> None:
         [alert] = self.slack.messages(ALERTS)

@@ -24,11 +24,10 @@ from sqlmodel import col, select
 from core.config import Config, parse_config
 from core.failpoints import FAILPOINT_EXIT_CODE
 from core.models import DraftRow, EffectRow, RunRow
-from core.policies import Verdict
 from core.ports import SystemClock
-from core.review import decide
 from core.states import DraftState, EffectState, RunState
 from core.store import Store
+from tests.approvals import approve
 from tests.conftest import config_text
 from tests.fakes.webhook import read_posts, read_publications
 from tests.processes import GALLEY, fake_server, galley_run_env, stop, wait_for
@@ -86,16 +85,7 @@ class Deployment:
     def draft_and_approve(self) -> None:
         drafted = self.galley("draft", RECIPE, "--slot", SLOT, "--json")
         assert '"drafted"' in drafted.stdout, drafted.stderr
-        answer = decide(
-            self.store,
-            self.config,
-            SystemClock(),
-            draft_key=KEY,
-            revision=1,
-            verdict=Verdict.APPROVED,
-            user="U0EDITOR",
-            permitted=True,
-        )
+        answer = approve(self.store, self.config, SystemClock(), KEY)
         assert answer.accepted, answer.message
         assert self.run_row().state == RunState.APPROVED
 

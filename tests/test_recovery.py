@@ -23,12 +23,12 @@ from core.errors import EffectOutcomeUnknown, LookupUnavailable
 from core.models import DraftRow, RunRow
 from core.operator import Galley
 from core.outbox import ReviewOutbox
-from core.policies import AlertKind, DraftOutcome, FailReason, SkipReason, Verdict
+from core.policies import AlertKind, DraftOutcome, FailReason, SkipReason
 from core.ports import BackpressureNotice, MessageRef, ReviewItem, RunAlert
-from core.review import decide
 from core.states import DraftState, RunState
 from core.store import Store
 from core.testing import FrozenClock, InstantDrafter
+from tests.approvals import approve
 from tests.conftest import config_text, make_config
 from tests.fakes.anthropic_api import FakeAnthropic
 
@@ -205,16 +205,7 @@ def test_an_approved_run_whose_recipe_left_the_config_alerts_people(store: Store
     key = galley.draft(RECIPE, SLOT).key
     assert key is not None
     publishing = parse_with_publish()
-    answer = decide(
-        store,
-        publishing,
-        clock,
-        draft_key=key,
-        revision=1,
-        verdict=Verdict.APPROVED,
-        user="U0EDITOR",
-        permitted=True,
-    )
+    answer = approve(store, publishing, clock, key)
     assert answer.accepted and run_row(store).state == RunState.APPROVED
 
     alerts, alerter = alerts_for(store, config, clock)  # the publish target was removed

@@ -22,12 +22,12 @@ from bot.blocks import BLOCK_LIMIT, review_message
 from bot.review_facts import record_line, similar_line
 from bot.run import Bot
 from core.models import AttemptRow, DraftRow
-from core.policies import DraftOutcome, Verdict
+from core.policies import DraftOutcome
 from core.ports import MessageRef, RecipeRecord, ReviewItem, SimilarPost
-from core.review import decide
 from core.states import DraftState, RunState
 from core.store import Store
 from tests import bots
+from tests.approvals import approve
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import FakeAnthropic, ok
 from tests.fakes.slack_api import FakeSlack
@@ -57,16 +57,7 @@ class Running:
 
     def approve_and_publish(self, key: str) -> None:
         galley = self.bot.galley
-        answer = decide(
-            galley.store,
-            galley.config,
-            galley.clock,
-            draft_key=key,
-            revision=1,
-            verdict=Verdict.APPROVED,
-            user="U0EDITOR",
-            permitted=True,
-        )
+        answer = approve(galley.store, galley.config, galley.clock, key)
         assert answer.accepted, answer.message
         self.bot.reconcile()  # the periodic pass publishes approved runs
 
