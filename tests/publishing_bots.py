@@ -10,12 +10,10 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlmodel import col, select
-
 from bot.run import Bot
 from core.models import DraftRow, RunRow
 from core.store import Store
-from tests import bots
+from tests import bots, rows
 from tests.approvals import approve
 from tests.fakes import slack_api
 from tests.fakes.anthropic_api import FakeAnthropic
@@ -34,12 +32,10 @@ class BotHarness:
     sender: SlackSender
 
     def run_row(self) -> RunRow:
-        with self.store.transaction() as session:
-            return session.exec(select(RunRow).where(col(RunRow.id) == RUN)).one()
+        return rows.run_row(self.store, RUN)
 
     def draft_row(self) -> DraftRow:
-        with self.store.transaction() as session:
-            return session.exec(select(DraftRow).where(col(DraftRow.key) == KEY)).one()
+        return rows.draft_row(self.store, KEY)
 
     def approve(self) -> None:
         galley = self.bot.galley

@@ -25,7 +25,7 @@ from core.models import DraftRow, EffectRow, EventRow, RecipeRow, RunRow
 from core.policies import DraftOutcome
 from core.review import edit
 from core.store import Store
-from tests import bots
+from tests import bots, rows
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.slack_api import RESPONSE_URL, FakeSlack, RecordedCall
@@ -153,8 +153,7 @@ class Harness:
         ]
 
     def draft_row(self, key: str = KEY) -> DraftRow:
-        with self.store.transaction() as session:
-            return session.exec(select(DraftRow).where(col(DraftRow.key) == key)).one()
+        return rows.draft_row(self.store, key)
 
     def run_row(self, run: str = RUN) -> RunRow | None:
         with self.store.transaction() as session:

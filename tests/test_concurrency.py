@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlmodel import col, select
+from sqlmodel import select
 
 from bot.blocks import backpressure_text
 from bot.slack_surface import SlackReviewSurface
@@ -41,6 +41,7 @@ from core.testing import FrozenClock, InstantDrafter, RunningClock
 from tests.approvals import approve
 from tests.conftest import make_config
 from tests.fakes.slack_api import rate_limited
+from tests.rows import run_row
 from tests.worlds import ANNOUNCE, REVIEW, RUN, SLOT, MakeWorld, World, slack_channels
 
 RECIPE = "weekly-update"
@@ -52,8 +53,7 @@ def rows(store: Store, table: type[Any]) -> list[Any]:
 
 
 def one_run(store: Store, run_id: str = RUN) -> RunRow:
-    with store.transaction() as session:
-        return session.exec(select(RunRow).where(col(RunRow.id) == run_id)).one()
+    return run_row(store, run_id)
 
 
 def drafts_by_key(store: Store) -> dict[str, DraftRow]:

@@ -27,6 +27,7 @@ from core.models import DraftRow, EffectRow, RunRow
 from core.ports import SystemClock
 from core.states import DraftState, EffectState, RunState
 from core.store import Store
+from tests import rows
 from tests.approvals import approve
 from tests.conftest import config_text
 from tests.fakes.webhook import read_posts, read_publications
@@ -96,12 +97,10 @@ class Deployment:
         return read_publications(self.hook_state)
 
     def run_row(self) -> RunRow:
-        with self.store.transaction() as session:
-            return session.exec(select(RunRow).where(col(RunRow.id) == RUN)).one()
+        return rows.run_row(self.store, RUN)
 
     def draft_row(self) -> DraftRow:
-        with self.store.transaction() as session:
-            return session.exec(select(DraftRow).where(col(DraftRow.key) == KEY)).one()
+        return rows.draft_row(self.store, KEY)
 
     def receipt(self) -> EffectRow | None:
         with self.store.transaction() as session:

@@ -28,6 +28,7 @@ from core.ports import BackpressureNotice, MessageRef, ReviewItem, RunAlert
 from core.states import DraftState, RunState
 from core.store import Store
 from core.testing import FrozenClock, InstantDrafter
+from tests import rows
 from tests.approvals import approve
 from tests.conftest import config_text, make_config
 from tests.fakes.anthropic_api import FakeAnthropic
@@ -62,8 +63,7 @@ def alerts_for(
 
 
 def run_row(store: Store, run_id: str = RUN) -> RunRow:
-    with store.transaction() as session:
-        return session.exec(select(RunRow).where(col(RunRow.id) == run_id)).one()
+    return rows.run_row(store, run_id)
 
 
 def refused_port() -> int:

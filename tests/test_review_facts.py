@@ -26,7 +26,7 @@ from core.policies import DraftOutcome
 from core.ports import MessageRef, RecipeRecord, ReviewItem, SimilarPost
 from core.states import DraftState, RunState
 from core.store import Store
-from tests import bots
+from tests import bots, rows
 from tests.approvals import approve
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import FakeAnthropic, ok
@@ -70,8 +70,7 @@ class Running:
         ]
 
     def draft_row(self, key: str) -> DraftRow:
-        with self.store.transaction() as session:
-            return session.exec(select(DraftRow).where(col(DraftRow.key) == key)).one()
+        return rows.draft_row(self.store, key)
 
 
 Start = Callable[..., Running]

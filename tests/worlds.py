@@ -34,6 +34,7 @@ from core.resolution import Resolver
 from core.review import ReviewAnswer
 from core.store import Store, normalise_url
 from core.testing import FrozenClock
+from tests import rows
 from tests.approvals import approve
 from tests.conftest import PG_URL, config_text
 from tests.fakes.anthropic_api import FakeAnthropic
@@ -219,12 +220,10 @@ class World:
     # --- looking ---
 
     def run_row(self, run: str = RUN) -> RunRow:
-        with self.store.transaction() as session:
-            return session.exec(select(RunRow).where(col(RunRow.id) == run)).one()
+        return rows.run_row(self.store, run)
 
     def draft_row(self, key: str = KEY) -> DraftRow:
-        with self.store.transaction() as session:
-            return session.exec(select(DraftRow).where(col(DraftRow.key) == key)).one()
+        return rows.draft_row(self.store, key)
 
     def effect(self, key: str = HOOK_KEY) -> EffectRow | None:
         with self.store.transaction() as session:
