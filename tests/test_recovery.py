@@ -72,6 +72,12 @@ def refused_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def galley_with_the_model_down(config: Config, store: Store, clock: FrozenClock) -> Galley:
+    """A Galley whose every model call is refused, retried quickly."""
+    url = f"http://127.0.0.1:{refused_port()}"
+    return Galley(config, store, drafter=AnthropicDrafter("k", url), clock=clock, backoff=QUICK)
+
+
 # --- failed drafting ----------------------------------------------------------------------
 
 
@@ -80,13 +86,7 @@ def test_a_failed_draft_is_told_once_with_its_cause_and_retried_without_a_bump(
 ) -> None:
     clock = FrozenClock()
     config = make_config(max_attempts=2)
-    down = Galley(
-        config,
-        store,
-        drafter=AnthropicDrafter("k", f"http://127.0.0.1:{refused_port()}"),
-        clock=clock,
-        backoff=QUICK,
-    )
+    down = galley_with_the_model_down(config, store, clock)
     up = Galley(config, store, drafter=AnthropicDrafter("k", fake_anthropic.url), clock=clock)
     waiting = up.draft(RECIPE, "2026-11-16T09:00")  # a draft people are reviewing meanwhile
 
@@ -119,13 +119,7 @@ def test_a_failed_draft_is_told_once_with_its_cause_and_retried_without_a_bump(
 def test_a_failed_draft_can_be_skipped_by_a_person(store: Store) -> None:
     clock = FrozenClock()
     config = make_config(max_attempts=1)
-    down = Galley(
-        config,
-        store,
-        drafter=AnthropicDrafter("k", f"http://127.0.0.1:{refused_port()}"),
-        clock=clock,
-        backoff=QUICK,
-    )
+    down = galley_with_the_model_down(config, store, clock)
     assert down.draft(RECIPE, SLOT).outcome == DraftOutcome.FAILED
 
     assert "skipped" in down.skip(RUN, actor="U0ADMIN")
