@@ -24,9 +24,8 @@ from bench.slack_review import MONDAYS, SECRET
 from bot.blocks import ACTION_APPROVE, button_value
 from bot.run import Bot
 from core.models import EventRow, RunRow
-from core.policies import Verdict
-from core.review import decide
 from tests import bots
+from tests.approvals import approve
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.slack_api import FakeSlack
@@ -100,16 +99,7 @@ def uncertain_to_alert(runs: int) -> list[float]:
             for wall in MONDAYS[:runs]:
                 result = bot.galley.draft("weekly-update", wall)
                 hook.script_post(accept_then_hang(5))
-                decide(
-                    bot.galley.store,
-                    bot.galley.config,
-                    bot.galley.clock,
-                    draft_key=result.key or "",
-                    revision=1,
-                    verdict=Verdict.APPROVED,
-                    user="U0EDITOR",
-                    permitted=True,
-                )
+                approve(bot.galley.store, bot.galley.config, bot.galley.clock, result.key or "")
                 alerts_before = len(slack.calls("chat.postMessage"))
                 bot.publishing.publish_run(result.run)
                 with bot.galley.store.transaction() as session:

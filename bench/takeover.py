@@ -33,7 +33,7 @@ from core.ports import DraftRequest, ModelReply
 from core.store import Store
 from tests.conftest import config_text, make_config
 from tests.fakes.anthropic_api import hang, write_script
-from tests.processes import GALLEY, fake_server, galley_env, stop, wait_for
+from tests.processes import GALLEY, fake_server, galley_run_env, stop, wait_for
 
 DRAFTING_THREADS = 4  # bot/apscheduler_host.py's pool: the most drafts one replica holds
 
@@ -48,16 +48,7 @@ def takeover_seconds(db_url: str, tmp: Path) -> float:
         fake_server("tests.fakes.slack_api", slack_state) as slack_url,
     ):
         write_script(anthropic_state, [hang(120)])  # the first call never answers
-        env = galley_env(
-            GALLEY_CONFIG=str(config),
-            GALLEY_DATABASE_URL=db_url,
-            ANTHROPIC_API_KEY="k",
-            ANTHROPIC_BASE_URL=anthropic_url,
-            SLACK_BOT_TOKEN="xoxb-bench",
-            SLACK_SIGNING_SECRET="bench",
-            GALLEY_SLACK_API_URL=slack_url + "/api/",
-            GALLEY_HTTP_PORT="0",
-        )
+        env = galley_run_env(config, db_url, anthropic_url=anthropic_url, slack_url=slack_url)
         store = Store(db_url)
         store.upgrade()  # before the replicas, so polling finds the tables
         replicas = [

@@ -8,12 +8,18 @@ finds due never depend on the day the tests run.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bot.run import Bot
 from core.settings import Settings
+from core.store import Store
 from core.testing import RunningClock
+from tests.fakes.slack_api import FakeSlack
+from tests.slack_requests import SlackSender
 
 NEVER = timedelta(hours=1)  # periodic passes the test drives itself
 # A Wednesday: the latest due slot of a Monday 09:00 recipe is 2026-11-23T09:00 London,
@@ -55,3 +61,57 @@ def start_bot(
     bot.start()
     bot.host.wait_idle()  # start-up catch-up has decided the latest due slot
     return bot
+
+
+@dataclass
+class RunningBot:
+    """A started HTTP-mode `Bot`, the fake Slack it talks to, a store of the test's own for
+    reading rows, and a sender of signed requests to its `/slack/events`."""
+
+    bot: Bot
+    slack: FakeSlack
+    store: Store
+    sender: SlackSender
+
+    def stop(self) -> None:
+        self.bot.stop()
+        self.sender.close()
+        self.slack.stop()
+        self.bot.galley.store.dispose()
+        self.store.dispose()
+
+
+StartRunningBot = Callable[[str, str], RunningBot]
+
+
+@contextmanager
+def running_bots(tmp_path: Path, anthropic_url: str, secret: str) -> Iterator[StartRunningBot]:
+    """`start(config_text, db_url)`: the config in a file of its own, a fresh fake Slack and
+    a Bot on both (see `start_bot`); every bot started is stopped on exit."""
+    started: list[RunningBot] = []
+
+    def start(config_text: str, db_url: str) -> RunningBot:
+        path = tmp_path / f"galley-{len(started)}.toml"
+        path.write_text(config_text)
+        slack = FakeSlack().start()
+        try:
+            bot = start_bot(
+                config=path,
+                db_url=db_url,
+                anthropic_url=anthropic_url,
+                slack_url=slack.url,
+                secret=secret,
+            )
+        except BaseException:
+            slack.stop()
+            raise
+        sender = SlackSender(f"http://127.0.0.1:{bot.http_port}/slack/events", secret)
+        running = RunningBot(bot, slack, Store(db_url), sender)
+        started.append(running)
+        return running
+
+    try:
+        yield start
+    finally:
+        for running in started:
+            running.stop()

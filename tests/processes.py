@@ -68,6 +68,24 @@ def galley_env(**values: str) -> dict[str, str]:
     return env
 
 
+def galley_run_env(
+    config: Path, db_url: str, *, anthropic_url: str, slack_url: str, **values: str
+) -> dict[str, str]:
+    """The environment of a child `galley run` on the fake Anthropic and Slack servers,
+    serving HTTP on a free port; `values` add to it or override it."""
+    return galley_env(
+        GALLEY_CONFIG=str(config),
+        GALLEY_DATABASE_URL=db_url,
+        ANTHROPIC_API_KEY="test-key",
+        ANTHROPIC_BASE_URL=anthropic_url,
+        SLACK_BOT_TOKEN="xoxb-test",
+        SLACK_SIGNING_SECRET="test-secret",
+        GALLEY_SLACK_API_URL=slack_url + "/api/",
+        GALLEY_HTTP_PORT="0",
+        **values,
+    )
+
+
 def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not condition():

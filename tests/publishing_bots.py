@@ -6,18 +6,15 @@ buttons. Registered as the `bot_harness` fixture in tests/conftest.py.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlmodel import col, select
-
 from bot.run import Bot
 from core.models import DraftRow, RunRow
-from core.policies import Verdict
-from core.review import decide
 from core.store import Store
-from tests import bots
+from tests import bots, rows
+from tests.approvals import approve
 from tests.fakes import slack_api
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.slack_api import FakeSlack
@@ -35,26 +32,14 @@ class BotHarness:
     sender: SlackSender
 
     def run_row(self) -> RunRow:
-        with self.store.transaction() as session:
-            return session.exec(select(RunRow).where(col(RunRow.id) == RUN)).one()
+        return rows.run_row(self.store, RUN)
 
     def draft_row(self) -> DraftRow:
-        with self.store.transaction() as session:
-            return session.exec(select(DraftRow).where(col(DraftRow.key) == KEY)).one()
+        return rows.draft_row(self.store, KEY)
 
     def approve(self) -> None:
         galley = self.bot.galley
-        answer = decide(
-            galley.store,
-            galley.config,
-            galley.clock,
-            draft_key=KEY,
-            revision=1,
-            verdict=Verdict.APPROVED,
-            user="U0EDITOR",
-            permitted=True,
-        )
-        assert answer.accepted
+        assert approve(galley.store, galley.config, galley.clock, KEY).accepted
 
     def click_alert(self, action_id: str, user: str) -> None:
         [alert] = self.slack.messages(ALERTS)
@@ -87,33 +72,16 @@ def bot_harness_factory(
     """`start(db_url, status_url=…, defaults=…)`: a Bot whose recipe publishes to its own
     fake webhook (with or without a status URL), stopped on exit (the `bot_harness`
     fixture)."""
-    started: list[BotHarness] = []
+    with (
+        ExitStack() as hooks,  # entered first, left last: the bots stop before their hooks
+        bots.running_bots(tmp_path, fake_anthropic.url, SECRET) as start_running,
+    ):
 
-    def start(db_url: str, *, status_url: bool, defaults: str = "") -> BotHarness:
-        hook, fake_slack = FakeWebhook().start(), FakeSlack().start()
-        path = tmp_path / f"galley-{len(started)}.toml"
-        path.write_text(
-            galley_config(webhook_table(hook, status_url=status_url), defaults=defaults)
-        )
-        bot = bots.start_bot(
-            config=path,
-            db_url=db_url,
-            anthropic_url=fake_anthropic.url,
-            slack_url=fake_slack.url,
-            secret=SECRET,
-        )
-        sender = SlackSender(f"http://127.0.0.1:{bot.http_port}/slack/events", SECRET)
-        harness = BotHarness(bot, fake_slack, hook, Store(db_url), sender)
-        started.append(harness)
-        return harness
+        def start(db_url: str, *, status_url: bool, defaults: str = "") -> BotHarness:
+            hook = FakeWebhook().start()
+            hooks.callback(hook.stop)
+            publish = webhook_table(hook, status_url=status_url)
+            running = start_running(galley_config(publish, defaults=defaults), db_url)
+            return BotHarness(running.bot, running.slack, hook, running.store, running.sender)
 
-    try:
         yield start
-    finally:
-        for h in started:
-            h.bot.stop()
-            h.sender.close()
-            h.slack.stop()
-            h.hook.stop()
-            h.bot.galley.store.dispose()
-            h.store.dispose()

@@ -25,7 +25,7 @@ from core.models import DraftRow, EffectRow, EventRow, RecipeRow, RunRow
 from core.policies import DraftOutcome
 from core.review import edit
 from core.store import Store
-from tests import bots
+from tests import bots, rows
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.slack_api import RESPONSE_URL, FakeSlack, RecordedCall
@@ -153,8 +153,7 @@ class Harness:
         ]
 
     def draft_row(self, key: str = KEY) -> DraftRow:
-        with self.store.transaction() as session:
-            return session.exec(select(DraftRow).where(col(DraftRow.key) == key)).one()
+        return rows.draft_row(self.store, key)
 
     def run_row(self, run: str = RUN) -> RunRow | None:
         with self.store.transaction() as session:
@@ -191,42 +190,20 @@ def harness_factory(tmp_path: Path, fake_anthropic: FakeAnthropic) -> Iterator[S
     """`start(db_url, slack=…, defaults=…, **config_overrides)`: a Bot on `db_url` with the
     fakes, stopped on exit; `slack=` and `defaults=` add config lines (the `start_bot`
     fixture)."""
-    started: list[Harness] = []
+    with bots.running_bots(tmp_path, fake_anthropic.url, SECRET) as start_running:
 
-    def start(db_url: str, *, slack: str = "", defaults: str = "", **overrides: Any) -> Harness:
-        text = config_text(**overrides)
-        text = text.replace(
-            f'review_channel = "{CHANNEL}"', f'review_channel = "{CHANNEL}"\n{slack}'
-        )
-        text = text.replace("[defaults]\n", f"[defaults]\n{defaults}\n")
-        path = tmp_path / f"galley-{len(started)}.toml"
-        path.write_text(text)
-        fake_slack = FakeSlack().start()
-        try:
-            bot = bots.start_bot(
-                config=path,
-                db_url=db_url,
-                anthropic_url=fake_anthropic.url,
-                slack_url=fake_slack.url,
-                secret=SECRET,
+        def start(db_url: str, *, slack: str = "", defaults: str = "", **overrides: Any) -> Harness:
+            text = config_text(**overrides)
+            text = text.replace(
+                f'review_channel = "{CHANNEL}"', f'review_channel = "{CHANNEL}"\n{slack}'
             )
-        except BaseException:
-            fake_slack.stop()
-            raise
-        sender = SlackSender(f"http://127.0.0.1:{bot.http_port}/slack/events", SECRET)
-        harness = Harness(bot, fake_slack, fake_anthropic, Store(db_url), sender)
-        started.append(harness)
-        return harness
+            text = text.replace("[defaults]\n", f"[defaults]\n{defaults}\n")
+            running = start_running(text, db_url)
+            return Harness(
+                running.bot, running.slack, fake_anthropic, running.store, running.sender
+            )
 
-    try:
         yield start
-    finally:
-        for harness in started:
-            harness.bot.stop()
-            harness.sender.close()
-            harness.slack.stop()
-            harness.bot.galley.store.dispose()
-            harness.store.dispose()
 
 
 # --- changes made behind a reader's back -------------------------------------------------

@@ -25,7 +25,7 @@ from core.store import Store
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import hang, read_requests, write_script
 from tests.fakes.slack_api import read_calls, read_messages
-from tests.processes import GALLEY, fake_server, galley_env, stop, wait_for
+from tests.processes import GALLEY, fake_server, galley_run_env, stop, wait_for
 
 pytestmark = pytest.mark.slow
 REVIEW = "C0REVIEW"
@@ -85,16 +85,7 @@ def deployment(
         fake_server("tests.fakes.anthropic_api", anthropic_state) as anthropic_url,
         fake_server("tests.fakes.slack_api", slack_state) as slack_url,
     ):
-        env = galley_env(
-            GALLEY_CONFIG=str(config),
-            GALLEY_DATABASE_URL=db_url,
-            ANTHROPIC_API_KEY="test-key",
-            ANTHROPIC_BASE_URL=anthropic_url,
-            SLACK_BOT_TOKEN="xoxb-test",
-            SLACK_SIGNING_SECRET="test-secret",
-            GALLEY_SLACK_API_URL=slack_url + "/api/",
-            GALLEY_HTTP_PORT="0",
-        )
+        env = galley_run_env(config, db_url, anthropic_url=anthropic_url, slack_url=slack_url)
         store = Store(db_url)
         yield Deployment(env, anthropic_state, slack_state, store)
         store.dispose()

@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlmodel import col, select
+from sqlmodel import select
 
 from bot.blocks import backpressure_text
 from bot.slack_surface import SlackReviewSurface
@@ -26,7 +26,7 @@ from core.failpoints import hook
 from core.models import DraftRow, EffectRow, RecipeRow, RunRow
 from core.operator import Galley
 from core.outbox import ReviewOutbox
-from core.policies import DraftOutcome, PublishOutcome, Verdict
+from core.policies import DraftOutcome, PublishOutcome
 from core.ports import (
     BackpressureNotice,
     MessageRef,
@@ -35,12 +35,13 @@ from core.ports import (
     Publisher,
     ReviewItem,
 )
-from core.review import decide
 from core.states import DraftState, EffectState, RunState
 from core.store import Store
 from core.testing import FrozenClock, InstantDrafter, RunningClock
+from tests.approvals import approve
 from tests.conftest import make_config
 from tests.fakes.slack_api import rate_limited
+from tests.rows import run_row
 from tests.worlds import ANNOUNCE, REVIEW, RUN, SLOT, MakeWorld, World, slack_channels
 
 RECIPE = "weekly-update"
@@ -52,8 +53,7 @@ def rows(store: Store, table: type[Any]) -> list[Any]:
 
 
 def one_run(store: Store, run_id: str = RUN) -> RunRow:
-    with store.transaction() as session:
-        return session.exec(select(RunRow).where(col(RunRow.id) == run_id)).one()
+    return run_row(store, run_id)
 
 
 def drafts_by_key(store: Store) -> dict[str, DraftRow]:
@@ -238,22 +238,11 @@ def test_an_approval_racing_a_bump_never_leaves_a_superseded_draft_to_publish(
     answers: list[Any] = []
     approvals: list[threading.Thread] = []
 
-    def approve() -> None:
-        answers.append(
-            decide(
-                store,
-                config,
-                clock,
-                draft_key=key,
-                revision=1,
-                verdict=Verdict.APPROVED,
-                user="U0EDITOR",
-                permitted=True,
-            )
-        )
+    def approve_now() -> None:
+        answers.append(approve(store, config, clock, key))
 
     def approve_meanwhile() -> None:
-        approvals.append(threading.Thread(target=approve, daemon=True))
+        approvals.append(threading.Thread(target=approve_now, daemon=True))
         approvals[0].start()
         approvals[0].join(1.0)  # it waits for the bump's lock, or (unguarded) wins outright
 
@@ -450,16 +439,7 @@ def test_backpressure_notices_survive_the_waiting_count_changing(store: Store) -
     assert outbox.announce_backpressure({RECIPE: 1}) == 1  # "paused: 1 draft waiting"
 
     assert first.key is not None
-    assert decide(
-        store,
-        config,
-        clock,
-        draft_key=first.key,
-        revision=1,
-        verdict=Verdict.APPROVED,
-        user="U0EDITOR",
-        permitted=True,
-    ).accepted
+    assert approve(store, config, clock, first.key).accepted
     outbox.announce_backpressure({RECIPE: 1})  # the count in the text is now 0
     assert galley.draft(RECIPE, SLOT).outcome == DraftOutcome.DRAFTED  # drafting resumes
     told = outbox.announce_backpressure({RECIPE: 1})

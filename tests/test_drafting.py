@@ -20,6 +20,7 @@ from core.operator import Galley
 from core.policies import AttemptOutcome, DraftOutcome, FailReason, SkipReason
 from core.states import DraftState, RunState
 from core.store import Store
+from tests import rows
 from tests.conftest import make_config
 from tests.fakes.anthropic_api import FakeAnthropic, closed_port, hang, ok, status
 
@@ -44,8 +45,7 @@ def drafts(store: Store) -> list[DraftRow]:
 
 
 def run_row(store: Store, run_id: str = RUN) -> RunRow:
-    with store.transaction() as session:
-        return session.exec(select(RunRow).where(col(RunRow.id) == run_id)).one()
+    return rows.run_row(store, run_id)
 
 
 def test_a_draft_is_stored_once_with_its_cost(store: Store, fake_anthropic: FakeAnthropic) -> None:

@@ -20,10 +20,9 @@ from bot.digest_text import digest_text
 from core.digest import build_digest
 from core.models import DraftRow
 from core.operator import Galley
-from core.policies import Verdict
-from core.review import decide
 from core.store import Store
 from core.testing import FrozenClock, InstantDrafter
+from tests.approvals import approve
 from tests.conftest import config_text, make_config
 
 
@@ -115,16 +114,7 @@ def test_the_digest_counts_what_people_should_know(sqlite_url: str) -> None:
     galley.pause("all", actor="U0ADMIN")
     galley.draft("weekly-update", "2026-11-30T09:00")  # skipped: paused
     key = "linkedin|weekly-update@2026-11-16T09:00|v1"
-    decide(
-        store,
-        galley.config,
-        clock,
-        draft_key=key,
-        revision=1,
-        verdict=Verdict.APPROVED,
-        user="U0EDITOR",
-        permitted=True,
-    )
+    approve(store, galley.config, clock, key)
     same_day = digest_text(build_digest(store, galley.config, clock.now()))
     clock.advance(timedelta(hours=40))  # the other draft nears its 48h review window
 

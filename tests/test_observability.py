@@ -20,7 +20,7 @@ from apscheduler.events import EVENT_JOB_MISSED, JobExecutionEvent
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 from slack_bolt import BoltRequest
-from sqlmodel import col, select
+from sqlmodel import Session, col, select
 
 from bot.blocks import button_value
 from bot.run import Bot
@@ -36,7 +36,7 @@ from tests import bots
 from tests.conftest import config_text, make_config
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.slack_api import RESPONSE_URL, FakeSlack, rate_limited
-from tests.processes import GALLEY, fake_server, galley_env, wait_for
+from tests.processes import GALLEY, fake_server, galley_run_env, wait_for
 from tests.slack_requests import SlackSender, block_actions, slash_command
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5-galley-test"
@@ -175,15 +175,11 @@ def test_json_log_has_one_state_change_line_per_event_row(tmp_path: Path, db_url
         fake_server("tests.fakes.anthropic_api", anthropic_state) as anthropic_url,
         fake_server("tests.fakes.slack_api", slack_state) as slack_url,
     ):
-        env = galley_env(
-            GALLEY_CONFIG=str(config),
-            GALLEY_DATABASE_URL=db_url,
-            ANTHROPIC_API_KEY="test-key",
-            ANTHROPIC_BASE_URL=anthropic_url,
-            SLACK_BOT_TOKEN="xoxb-test",
-            SLACK_SIGNING_SECRET="test-secret",
-            GALLEY_SLACK_API_URL=slack_url + "/api/",
-            GALLEY_HTTP_PORT="0",
+        env = galley_run_env(
+            config,
+            db_url,
+            anthropic_url=anthropic_url,
+            slack_url=slack_url,
             GALLEY_LOG_FORMAT="json",
         )
         proc = subprocess.Popen(
@@ -296,7 +292,8 @@ def test_a_claim_taken_over_is_counted_once(store: Store) -> None:
 def test_a_rolled_back_change_is_not_counted(store: Store) -> None:
     labels = {"subject": "recipe", "to_state": "paused"}
     before = sample("galley_state_changes_total", **labels)
-    with pytest.raises(RuntimeError), store.transaction() as session:
+
+    def record_a_pause(session: Session) -> None:
         record_event(
             session,
             subject="recipe",
@@ -305,17 +302,13 @@ def test_a_rolled_back_change_is_not_counted(store: Store) -> None:
             actor="t",
             at=bots.BOT_EPOCH,
         )
+
+    with pytest.raises(RuntimeError), store.transaction() as session:
+        record_a_pause(session)
         raise RuntimeError("roll back")
     assert sample("galley_state_changes_total", **labels) == before
     with store.transaction() as session:
-        record_event(
-            session,
-            subject="recipe",
-            subject_id=RECIPE,
-            to_state="paused",
-            actor="t",
-            at=bots.BOT_EPOCH,
-        )
+        record_a_pause(session)
     assert sample("galley_state_changes_total", **labels) - before == 1
 
 

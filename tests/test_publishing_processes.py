@@ -24,14 +24,14 @@ from sqlmodel import col, select
 from core.config import Config, parse_config
 from core.failpoints import FAILPOINT_EXIT_CODE
 from core.models import DraftRow, EffectRow, RunRow
-from core.policies import Verdict
 from core.ports import SystemClock
-from core.review import decide
 from core.states import DraftState, EffectState, RunState
 from core.store import Store
+from tests import rows
+from tests.approvals import approve
 from tests.conftest import config_text
 from tests.fakes.webhook import read_posts, read_publications
-from tests.processes import GALLEY, fake_server, galley_env, stop, wait_for
+from tests.processes import GALLEY, fake_server, galley_run_env, stop, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -86,16 +86,7 @@ class Deployment:
     def draft_and_approve(self) -> None:
         drafted = self.galley("draft", RECIPE, "--slot", SLOT, "--json")
         assert '"drafted"' in drafted.stdout, drafted.stderr
-        answer = decide(
-            self.store,
-            self.config,
-            SystemClock(),
-            draft_key=KEY,
-            revision=1,
-            verdict=Verdict.APPROVED,
-            user="U0EDITOR",
-            permitted=True,
-        )
+        answer = approve(self.store, self.config, SystemClock(), KEY)
         assert answer.accepted, answer.message
         assert self.run_row().state == RunState.APPROVED
 
@@ -106,12 +97,10 @@ class Deployment:
         return read_publications(self.hook_state)
 
     def run_row(self) -> RunRow:
-        with self.store.transaction() as session:
-            return session.exec(select(RunRow).where(col(RunRow.id) == RUN)).one()
+        return rows.run_row(self.store, RUN)
 
     def draft_row(self) -> DraftRow:
-        with self.store.transaction() as session:
-            return session.exec(select(DraftRow).where(col(DraftRow.key) == KEY)).one()
+        return rows.draft_row(self.store, KEY)
 
     def receipt(self) -> EffectRow | None:
         with self.store.transaction() as session:
@@ -142,16 +131,7 @@ def deployment(tmp_path: Path, db_url: str) -> Iterator[Deployment]:
         )
         config_path = tmp_path / "galley.toml"
         config_path.write_text(text)
-        env = galley_env(
-            GALLEY_CONFIG=str(config_path),
-            GALLEY_DATABASE_URL=db_url,
-            ANTHROPIC_API_KEY="test-key",
-            ANTHROPIC_BASE_URL=anthropic_url,
-            SLACK_BOT_TOKEN="xoxb-test",
-            SLACK_SIGNING_SECRET="test-secret",
-            GALLEY_SLACK_API_URL=slack_url + "/api/",
-            GALLEY_HTTP_PORT="0",
-        )
+        env = galley_run_env(config_path, db_url, anthropic_url=anthropic_url, slack_url=slack_url)
         deployed = Deployment(env, parse_config(text), Store(db_url), hook_state, tmp_path)
         yield deployed
         deployed.close()

@@ -23,12 +23,13 @@ from core.errors import EffectOutcomeUnknown, LookupUnavailable
 from core.models import DraftRow, RunRow
 from core.operator import Galley
 from core.outbox import ReviewOutbox
-from core.policies import AlertKind, DraftOutcome, FailReason, SkipReason, Verdict
+from core.policies import AlertKind, DraftOutcome, FailReason, SkipReason
 from core.ports import BackpressureNotice, MessageRef, ReviewItem, RunAlert
-from core.review import decide
 from core.states import DraftState, RunState
 from core.store import Store
 from core.testing import FrozenClock, InstantDrafter
+from tests import rows
+from tests.approvals import approve
 from tests.conftest import config_text, make_config
 from tests.fakes.anthropic_api import FakeAnthropic
 
@@ -62,14 +63,19 @@ def alerts_for(
 
 
 def run_row(store: Store, run_id: str = RUN) -> RunRow:
-    with store.transaction() as session:
-        return session.exec(select(RunRow).where(col(RunRow.id) == run_id)).one()
+    return rows.run_row(store, run_id)
 
 
 def refused_port() -> int:
     with socket.socket() as probe:  # bound, then closed: nothing listens there
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def galley_with_the_model_down(config: Config, store: Store, clock: FrozenClock) -> Galley:
+    """A Galley whose every model call is refused, retried quickly."""
+    url = f"http://127.0.0.1:{refused_port()}"
+    return Galley(config, store, drafter=AnthropicDrafter("k", url), clock=clock, backoff=QUICK)
 
 
 # --- failed drafting ----------------------------------------------------------------------
@@ -80,13 +86,7 @@ def test_a_failed_draft_is_told_once_with_its_cause_and_retried_without_a_bump(
 ) -> None:
     clock = FrozenClock()
     config = make_config(max_attempts=2)
-    down = Galley(
-        config,
-        store,
-        drafter=AnthropicDrafter("k", f"http://127.0.0.1:{refused_port()}"),
-        clock=clock,
-        backoff=QUICK,
-    )
+    down = galley_with_the_model_down(config, store, clock)
     up = Galley(config, store, drafter=AnthropicDrafter("k", fake_anthropic.url), clock=clock)
     waiting = up.draft(RECIPE, "2026-11-16T09:00")  # a draft people are reviewing meanwhile
 
@@ -119,13 +119,7 @@ def test_a_failed_draft_is_told_once_with_its_cause_and_retried_without_a_bump(
 def test_a_failed_draft_can_be_skipped_by_a_person(store: Store) -> None:
     clock = FrozenClock()
     config = make_config(max_attempts=1)
-    down = Galley(
-        config,
-        store,
-        drafter=AnthropicDrafter("k", f"http://127.0.0.1:{refused_port()}"),
-        clock=clock,
-        backoff=QUICK,
-    )
+    down = galley_with_the_model_down(config, store, clock)
     assert down.draft(RECIPE, SLOT).outcome == DraftOutcome.FAILED
 
     assert "skipped" in down.skip(RUN, actor="U0ADMIN")
@@ -205,16 +199,7 @@ def test_an_approved_run_whose_recipe_left_the_config_alerts_people(store: Store
     key = galley.draft(RECIPE, SLOT).key
     assert key is not None
     publishing = parse_with_publish()
-    answer = decide(
-        store,
-        publishing,
-        clock,
-        draft_key=key,
-        revision=1,
-        verdict=Verdict.APPROVED,
-        user="U0EDITOR",
-        permitted=True,
-    )
+    answer = approve(store, publishing, clock, key)
     assert answer.accepted and run_row(store).state == RunState.APPROVED
 
     alerts, alerter = alerts_for(store, config, clock)  # the publish target was removed

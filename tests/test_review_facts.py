@@ -22,12 +22,12 @@ from bot.blocks import BLOCK_LIMIT, review_message
 from bot.review_facts import record_line, similar_line
 from bot.run import Bot
 from core.models import AttemptRow, DraftRow
-from core.policies import DraftOutcome, Verdict
+from core.policies import DraftOutcome
 from core.ports import MessageRef, RecipeRecord, ReviewItem, SimilarPost
-from core.review import decide
 from core.states import DraftState, RunState
 from core.store import Store
-from tests import bots
+from tests import bots, rows
+from tests.approvals import approve
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import FakeAnthropic, ok
 from tests.fakes.slack_api import FakeSlack
@@ -57,16 +57,7 @@ class Running:
 
     def approve_and_publish(self, key: str) -> None:
         galley = self.bot.galley
-        answer = decide(
-            galley.store,
-            galley.config,
-            galley.clock,
-            draft_key=key,
-            revision=1,
-            verdict=Verdict.APPROVED,
-            user="U0EDITOR",
-            permitted=True,
-        )
+        answer = approve(galley.store, galley.config, galley.clock, key)
         assert answer.accepted, answer.message
         self.bot.reconcile()  # the periodic pass publishes approved runs
 
@@ -79,8 +70,7 @@ class Running:
         ]
 
     def draft_row(self, key: str) -> DraftRow:
-        with self.store.transaction() as session:
-            return session.exec(select(DraftRow).where(col(DraftRow.key) == key)).one()
+        return rows.draft_row(self.store, key)
 
 
 Start = Callable[..., Running]
@@ -88,36 +78,19 @@ Start = Callable[..., Running]
 
 @pytest.fixture
 def start(tmp_path: Path, fake_anthropic: FakeAnthropic) -> Iterator[Start]:
-    started: list[Running] = []
+    with bots.running_bots(tmp_path, fake_anthropic.url, SECRET) as start_running:
 
-    def run(db_url: str, defaults: str = "") -> Running:
-        text = config_text()
-        publish = f'publish = {{ to = "slack", channel = "{ANNOUNCE}" }}'
-        text = re.sub(r"^(prompt = .*)$", lambda m: f"{m.group(1)}\n{publish}", text, flags=re.M)
-        path = tmp_path / f"galley-{len(started)}.toml"
-        path.write_text(text.replace("[defaults]\n", f"[defaults]\n{defaults}\n"))
-        slack = FakeSlack().start()
-        try:
-            bot = bots.start_bot(
-                config=path,
-                db_url=db_url,
-                anthropic_url=fake_anthropic.url,
-                slack_url=slack.url,
-                secret=SECRET,
+        def run(db_url: str, defaults: str = "") -> Running:
+            text = config_text()
+            publish = f'publish = {{ to = "slack", channel = "{ANNOUNCE}" }}'
+            text = re.sub(
+                r"^(prompt = .*)$", lambda m: f"{m.group(1)}\n{publish}", text, flags=re.M
             )
-        except BaseException:
-            slack.stop()
-            raise
-        running = Running(bot, slack, fake_anthropic, Store(db_url))
-        started.append(running)
-        return running
+            text = text.replace("[defaults]\n", f"[defaults]\n{defaults}\n")
+            running = start_running(text, db_url)
+            return Running(running.bot, running.slack, fake_anthropic, running.store)
 
-    yield run
-    for running in started:
-        running.bot.stop()
-        running.slack.stop()
-        running.bot.galley.store.dispose()
-        running.store.dispose()
+        yield run
 
 
 def lines_above_buttons(blocks: list[dict[str, Any]]) -> list[str]:

@@ -19,13 +19,14 @@ from core.drafting import Backoff
 from core.errors import ConfigError
 from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
 from core.operator import Galley
-from core.policies import DraftOutcome, OnSimilar, SimilarityMethod, Verdict
-from core.review import decide, load_item
+from core.policies import DraftOutcome, OnSimilar, SimilarityMethod
+from core.review import load_item
 from core.review_facts import annotate, recipe_record
 from core.similarity import comparison_set, record_similarity, similarity
 from core.states import DraftState, RunState
 from core.store import Store
 from core.testing import FrozenClock
+from tests.approvals import approve
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import FakeAnthropic, ok
 from tests.posts import FRESH, REWORDED, SEEN
@@ -238,17 +239,7 @@ def approve_earlier_post(galley: Galley, fake: FakeAnthropic) -> None:
     """The post people saw: the week before, drafted and approved."""
     fake.script(ok(text=SEEN))
     assert galley.draft(RECIPE, EARLIER).outcome == DraftOutcome.DRAFTED
-    answer = decide(
-        galley.store,
-        galley.config,
-        galley.clock,
-        draft_key=EARLIER_KEY,
-        revision=1,
-        verdict=Verdict.APPROVED,
-        user="U0EDITOR",
-        permitted=True,
-    )
-    assert answer.accepted
+    assert approve(galley.store, galley.config, galley.clock, EARLIER_KEY).accepted
 
 
 def later_draft(store: Store) -> DraftRow:

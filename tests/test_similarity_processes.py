@@ -19,11 +19,11 @@ from sqlmodel import col, select
 
 from core.config import parse_config
 from core.models import AttemptRow, DraftRow
-from core.policies import AttemptOutcome, Verdict
+from core.policies import AttemptOutcome
 from core.ports import SystemClock
-from core.review import decide
 from core.states import DraftState
 from core.store import Store
+from tests.approvals import approve
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import hang, ok, read_requests, write_script
 from tests.posts import REWORDED, SEEN
@@ -81,16 +81,7 @@ def test_a_worker_killed_mid_redraft_is_taken_over_without_a_second_redraft(
         write_script(state_file, [ok(text=SEEN)])
         assert outcome(galley_draft(env, tmp_path, EARLIER)) == "drafted"
         store = Store(db_url)
-        approved = decide(
-            store,
-            parse_config(text),
-            SystemClock(),
-            draft_key=EARLIER_KEY,
-            revision=1,
-            verdict=Verdict.APPROVED,
-            user="U0EDITOR",
-            permitted=True,
-        )
+        approved = approve(store, parse_config(text), SystemClock(), EARLIER_KEY)
         assert approved.accepted
 
         write_script(state_file, [ok(text=REWORDED), hang(30)])

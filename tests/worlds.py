@@ -27,13 +27,15 @@ from core.config import Config, Recipe, parse_config
 from core.effects import EffectLedger
 from core.models import DraftRow, EffectRow, EventRow, RunRow
 from core.operator import Galley
-from core.policies import DraftOutcome, PublishOutcome, Verdict
+from core.policies import DraftOutcome, PublishOutcome
 from core.ports import Publication, Publisher
 from core.publishing import PublishingService, PublishResult
 from core.resolution import Resolver
-from core.review import ReviewAnswer, decide
+from core.review import ReviewAnswer
 from core.store import Store, normalise_url
 from core.testing import FrozenClock
+from tests import rows
+from tests.approvals import approve
 from tests.conftest import PG_URL, config_text
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.slack_api import FakeSlack
@@ -200,16 +202,7 @@ class World:
         return result.key
 
     def approve(self, key: str = KEY, revision: int = 1, user: str = "U0EDITOR") -> ReviewAnswer:
-        return decide(
-            self.store,
-            self.config,
-            self.clock,
-            draft_key=key,
-            revision=revision,
-            verdict=Verdict.APPROVED,
-            user=user,
-            permitted=True,
-        )
+        return approve(self.store, self.config, self.clock, key, user=user, revision=revision)
 
     def approved(self) -> str:
         key = self.draft()
@@ -227,12 +220,10 @@ class World:
     # --- looking ---
 
     def run_row(self, run: str = RUN) -> RunRow:
-        with self.store.transaction() as session:
-            return session.exec(select(RunRow).where(col(RunRow.id) == run)).one()
+        return rows.run_row(self.store, run)
 
     def draft_row(self, key: str = KEY) -> DraftRow:
-        with self.store.transaction() as session:
-            return session.exec(select(DraftRow).where(col(DraftRow.key) == key)).one()
+        return rows.draft_row(self.store, key)
 
     def effect(self, key: str = HOOK_KEY) -> EffectRow | None:
         with self.store.transaction() as session:
