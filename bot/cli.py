@@ -19,7 +19,6 @@ import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
-from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -36,7 +35,7 @@ from core.errors import (
     UnknownRecipe,
     UnknownRun,
 )
-from core.policies import DraftOutcome
+from core.policies import DraftOutcome, Finding
 from core.states import RunState
 
 if TYPE_CHECKING:
@@ -56,14 +55,6 @@ USAGE_ERRORS = (
     SlackUnavailable,
     PortUnavailable,
 )
-
-
-class FoundAtDestination(StrEnum):
-    """`core.resolution.Finding`, without importing the store for `--help` (a test keeps
-    the two equal)."""
-
-    PUBLISHED = "published"
-    ABSENT = "absent"
 
 
 app = typer.Typer(
@@ -252,17 +243,13 @@ def resume(
 @app.command()
 def resolve(
     run_id: Annotated[str, typer.Argument(metavar="RUN", help="The run id.")],
-    finding: Annotated[
-        FoundAtDestination, typer.Argument(help="What you found at the destination.")
-    ],
+    finding: Annotated[Finding, typer.Argument(help="What you found at the destination.")],
     actor: Actor = "cli",
 ) -> None:
     """Settle an uncertain run: `published` closes it; `absent` publishes it once."""
-    from core.resolution import Finding
-
     with explained_errors():
         galley = open_galley()
-        out.print(galley.resolve(run_id, Finding(finding), actor=actor), highlight=False)
+        out.print(galley.resolve(run_id, finding, actor=actor), highlight=False)
 
 
 @app.command()

@@ -14,8 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import FoundAtDestination
-from core.resolution import Finding
 from tests.conftest import PG_URL, config_text
 from tests.fakes.server import closed_port
 from tests.fakes.slack_api import FakeSlack, error
@@ -91,10 +89,6 @@ def test_debug_shows_the_traceback(config: Path) -> None:
 def test_a_bad_environment_value_is_one_line_naming_the_variable(config: Path) -> None:
     result = galley("status", GALLEY_CONFIG=str(config), GALLEY_LOG_FORMAT="xml")
     assert_one_line_error(result, "GALLEY_LOG_FORMAT")
-
-
-def test_the_cli_findings_are_the_resolution_findings() -> None:
-    assert [f.value for f in FoundAtDestination] == [f.value for f in Finding]
 
 
 # --- galley run: Slack and the HTTP port ----------------------------------------------------
