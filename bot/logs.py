@@ -13,7 +13,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from core.settings import LogFormat, LogLevel
+from core.policies import LogFormat, LogLevel
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 QUIET_LOGGERS = ("alembic", "httpx2", "httpx", "apscheduler", "slack_bolt.App")

@@ -13,8 +13,8 @@ from typing import Any
 
 from core.config import Config, SlackSection
 from core.errors import NotPermitted, RevisionRequired, UnknownRun
-from core.permissions import Role, has_role
-from core.policies import Verdict
+from core.permissions import has_role
+from core.policies import Role, Verdict
 from core.ports import Clock, Directory
 from core.review import ReviewAnswer, decide, edit
 from core.store import Store

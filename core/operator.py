@@ -33,8 +33,8 @@ from core.failpoints import failpoint
 from core.history import move_draft, move_run, record_event
 from core.history_pages import ready_counts
 from core.models import DraftRow, RecipeRow, RunRow
-from core.permissions import ListedOnly, Role
-from core.policies import FailReason, Finding, Verdict
+from core.permissions import ListedOnly
+from core.policies import FailReason, Finding, Role, Verdict
 from core.ports import Clock, Directory, Drafter, RecipeRecord, SimilarPost, SystemClock
 from core.queries import (
     draft_detail,

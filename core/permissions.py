@@ -6,9 +6,8 @@ an empty admin list means the approvers.
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from core.config import SlackSection
+from core.policies import Role
 from core.ports import Directory
 
 
@@ -26,11 +25,6 @@ def may_administer(slack: SlackSection, directory: Directory, user: str) -> bool
     if slack.admins:
         return _listed(user, slack.admins, directory)
     return may_approve(slack, directory, user)
-
-
-class Role(StrEnum):
-    APPROVER = "approver"  # approve, reject, edit drafts
-    ADMIN = "admin"  # run, bump, pause, resume, resolve, retry, cancel
 
 
 def has_role(slack: SlackSection, directory: Directory, user: str, role: Role) -> bool:

@@ -1,4 +1,4 @@
-"""Every policy and reason Galley records, as enums.
+"""Every policy, reason and choice Galley records or is configured with, as enums.
 
 The value of each member is what is written in the database, in `--json` output, in
 Slack messages and in log lines: one spelling everywhere.
@@ -28,6 +28,23 @@ class DstRepeat(StrEnum):
 
     FIRST = "first"
     BOTH = "both"
+
+
+class DstNote(StrEnum):
+    """How DST touched a slot; None on the slot when it did not."""
+
+    # The wall time does not exist (spring forward); under dst_gap=shift the slot fires
+    # at the first instant after the gap, i.e. the transition itself: 01:30 in London on
+    # 2026-03-29 fires at 02:00 BST (01:00 UTC), 02:15 on Lord Howe on 2026-10-04 at
+    # 02:30 +11. (zoneinfo's fold=0 reading would instead be one gap-length later.)
+    GAP_SHIFTED = "gap_shifted"
+    REPEATED_FIRST = "repeated_first"  # wall time happens twice; this is the first pass
+    REPEATED_SECOND = "repeated_second"  # the second pass, only under dst_repeat=both
+
+
+class Role(StrEnum):
+    APPROVER = "approver"  # approve, reject, edit drafts
+    ADMIN = "admin"  # run, bump, pause, resume, resolve, retry, cancel
 
 
 class SkipReason(StrEnum):
@@ -165,3 +182,15 @@ class SimilarityMethod(StrEnum):
     """How a draft's similarity score was computed, stored beside the score."""
 
     TOKEN_SET = "rapidfuzz.token_set_ratio"
+
+
+class LogFormat(StrEnum):
+    TEXT = "text"
+    JSON = "json"  # one JSON object per line
+
+
+class LogLevel(StrEnum):
+    DEBUG = "debug"  # also shows the traceback behind an operator error
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"

@@ -10,7 +10,6 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from enum import StrEnum
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
@@ -18,7 +17,7 @@ from cron_descriptor import ExpressionDescriptor, Options
 from croniter import CroniterBadDateError, croniter
 
 from core import identity
-from core.policies import DstGap, DstRepeat
+from core.policies import DstGap, DstNote, DstRepeat
 
 MAX_SLOTS = 100_000  # slots_between refuses wider requests
 LOOKBACK = timedelta(days=400)  # latest_slot_at_or_before looks no further back
@@ -43,18 +42,6 @@ class ScheduleSpec(Protocol):
     def dst_repeat(self) -> DstRepeat: ...
     @property
     def zone(self) -> ZoneInfo: ...
-
-
-class DstNote(StrEnum):
-    """How DST touched a slot; None on the slot when it did not."""
-
-    # The wall time does not exist (spring forward); under dst_gap=shift the slot fires
-    # at the first instant after the gap, i.e. the transition itself: 01:30 in London on
-    # 2026-03-29 fires at 02:00 BST (01:00 UTC), 02:15 on Lord Howe on 2026-10-04 at
-    # 02:30 +11. (zoneinfo's fold=0 reading would instead be one gap-length later.)
-    GAP_SHIFTED = "gap_shifted"
-    REPEATED_FIRST = "repeated_first"  # wall time happens twice; this is the first pass
-    REPEATED_SECOND = "repeated_second"  # the second pass, only under dst_repeat=both
 
 
 @dataclass(frozen=True)

@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 
 from pydantic import SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from core.errors import ConfigError
-
-
-class LogFormat(StrEnum):
-    TEXT = "text"
-    JSON = "json"  # one JSON object per line
-
-
-class LogLevel(StrEnum):
-    DEBUG = "debug"  # also shows the traceback behind an operator error
-    INFO = "info"
-    WARNING = "warning"
-    ERROR = "error"
+from core.policies import LogFormat, LogLevel
 
 
 class Settings(BaseSettings):

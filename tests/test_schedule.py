@@ -20,10 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.config import Recipe
-from core.policies import DstGap, DstRepeat
+from core.policies import DstGap, DstNote, DstRepeat
 from core.schedule import (
     MAX_SLOTS,
-    DstNote,
     ScheduleSpec,
     Slot,
     describe,
