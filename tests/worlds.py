@@ -180,15 +180,9 @@ class World:
     def alerts(self, worker: str = "w1", store: Store | None = None) -> AlertService:
         return self.services(worker, store=store).alerts
 
-    def service(
-        self,
-        worker: str = "w1",
-        *,
-        publisher: Publisher | None = None,
-        ledger: EffectLedger | None = None,
-        store: Store | None = None,
-    ) -> PublishingService:
-        return self.services(worker, publisher=publisher, ledger=ledger, store=store).publishing
+    def service(self, worker: str = "w1", **wiring: Any) -> PublishingService:
+        """One worker's publishing (`wiring`: publisher, ledger, store, as `services`)."""
+        return self.services(worker, **wiring).publishing
 
     def resolver(self, worker: str = "w1") -> Resolver:
         return Resolver(self.store, self.config, self.clock)
