@@ -7,34 +7,12 @@ session.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from core.errors import UnknownRun
 from core.models import DraftRow, RunRow
-from core.states import DraftState, RunState
-
-MAX_PAGE = 1000
-
-
-def runs_page(
-    session: Session, state: RunState | None, limit: int, before: str | None
-) -> Sequence[RunRow]:
-    """At most `limit` runs (capped at MAX_PAGE), newest slot first, strictly after
-    run `before` in that order when given."""
-    query = select(RunRow)
-    if state is not None:
-        query = query.where(col(RunRow.state) == state)
-    if before is not None:
-        anchor = session.exec(select(RunRow.slot_at).where(col(RunRow.id) == before)).first()
-        if anchor is None:
-            raise UnknownRun(f"no run {before!r}: --before takes a run id from a previous page")
-        key = sa.tuple_(col(RunRow.slot_at), col(RunRow.id))
-        query = query.where(key < sa.tuple_(anchor, before))
-    order = (col(RunRow.slot_at).desc(), col(RunRow.id).desc())
-    return session.exec(query.order_by(*order).limit(min(limit, MAX_PAGE))).all()
+from core.states import DraftState
 
 
 def after_run(session: Session, before: str) -> sa.ColumnElement[bool]:
