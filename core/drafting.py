@@ -31,7 +31,7 @@ from core.leases import Heartbeat
 from core.models import AttemptRow, DraftRow, EffectRow, RecipeRow, RunRow
 from core.policies import AttemptOutcome, DraftOutcome, FailReason, Overlap
 from core.ports import Clock, Drafter, DraftRequest, ModelReply, SystemClock
-from core.publishing import PUBLISH_STEP
+from core.publish_queue import PUBLISH_STEP
 from core.rows import lock_draft, lock_run, required
 from core.schedule import Slot
 from core.similarity import RedraftReason, avoiding, record_similarity, redraft_reason

@@ -15,8 +15,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TypeVar
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
 from core.config import Config, Recipe
 from core.effects import EffectLedger, EffectSpec, EffectStart, Proof
@@ -34,17 +35,16 @@ from core.identity import publish_effect_key, text_hash
 from core.models import DraftRow, RunRow
 from core.policies import EffectDecision, FailReason, PublishOutcome
 from core.ports import Clock, Publication, Publisher
-from core.rows import lock_draft_of, lock_run, required
+from core.publish_queue import PUBLISH_STEP, PUBLISHABLE, OrphanedSend, orphaned_sends, publishable
+from core.rows import lock_draft, lock_draft_of, lock_run, required
 from core.states import DraftState, RunState, run_may_move
 from core.store import Store
 
 log = logging.getLogger(__name__)
 
 PUBLISHER = "publisher"
-PUBLISH_STEP = "publish"
 MAX_PUBLISH_BACKOFF_SECONDS = 300.0
-PUBLISHABLE = (RunState.APPROVED, RunState.PUBLISHING, RunState.UNCERTAIN)
-PUBLISH_BATCH = 100  # runs one reconciler pass takes on; the rest wait 2 s
+ORPHAN_NOT_SENT = "absent at the destination; its run no longer publishes it, so it is not sent"
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,7 @@ class PublishResult:
 
 
 PublisherFor = Callable[[Recipe], Publisher]
+Subject = TypeVar("Subject")
 
 
 class PublishingService:
@@ -74,27 +75,31 @@ class PublishingService:
         self.alert = alert or (lambda run_id: None)
 
     def publishable_runs(self) -> list[str]:
-        with self.store.read() as session:  # ix_runs_state_slot; one batch per pass
-            rows = session.exec(
-                select(RunRow.id, RunRow.recipe)
-                .where(col(RunRow.state).in_(PUBLISHABLE))
-                .order_by(col(RunRow.state), col(RunRow.slot_at))
-                .limit(PUBLISH_BATCH)
-            ).all()
+        """One batch of approved, publishing and uncertain runs that have a destination."""
+        with self.store.read() as session:
+            rows = publishable(session)
         return [run_id for run_id, recipe in rows if self._target(recipe) is not None]
 
     def publish_pending(self) -> list[PublishResult]:
-        """The reconciler's pass: every approved, publishing or uncertain run, once.
-        One run's error is logged and does not hold up the others."""
-        results = []
-        for run_id in self.publishable_runs():
-            try:
-                results.append(self.publish_run(run_id))
-            except ConcurrentChange as exc:  # a person or another worker settled it first
-                log.warning("publishing %s: %s", run_id, exc)
-            except GalleyError:
-                log.exception("publishing %s failed; the next pass tries again", run_id)
-        return results
+        """The reconciler's pass: every approved, publishing or uncertain run, once, then
+        the sends whose run stopped publishing them before their outcome was known. One
+        run's error is logged and does not hold up the others."""
+        results = [self._logged(self.publish_run, run) for run in self.publishable_runs()]
+        with self.store.read() as session:
+            orphans = orphaned_sends(session, self.clock.now())
+        results += [self._logged(self.settle_orphan, send) for send in orphans]
+        return [result for result in results if result is not None]
+
+    def _logged(
+        self, step: Callable[[Subject], PublishResult | None], subject: Subject
+    ) -> PublishResult | None:
+        try:
+            return step(subject)
+        except ConcurrentChange as exc:  # a person or another worker settled it first
+            log.warning("publishing %s: %s", subject, exc)
+        except GalleyError:
+            log.exception("publishing %s failed; the next pass tries again", subject)
+        return None
 
     def publish_run(self, run_id: str) -> PublishResult:
         started = self._start(run_id)
@@ -107,7 +112,7 @@ class PublishingService:
             publication.effect_key,
             draft_key=publication.draft_key,
             step=PUBLISH_STEP,
-            payload=_payload(publisher.target, publication),
+            payload=_payload(publisher.target, publication.draft_key, publication.text),
             lease=recipe.call_timeout * 4,
             run_id=run_id,
         )
@@ -136,6 +141,61 @@ class PublishingService:
                 return PublishResult(PublishOutcome.SENT_BACK, run_id, "approval too old")
             return self._act(run_id, publisher, publication, start)
         return PublishResult(PublishOutcome.WAITING, run_id, "absent; will publish next pass")
+
+    def settle_orphan(self, send: OrphanedSend) -> PublishResult | None:
+        """Ask the destination about an orphaned send; None while nobody can tell (people
+        heard of it when they cancelled). Absent, its receipt says it never happened."""
+        recipe = self.config.recipes.get(send.recipe)
+        if recipe is None or recipe.publish is None:
+            return None  # no destination left to ask
+        publisher = self.publisher_for(recipe)
+        if publish_effect_key(send.draft_key, publisher.target) != send.effect_key:
+            return None  # the recipe publishes elsewhere now
+        try:
+            found = publisher.lookup(send.effect_key)  # a probe, before anything is written
+        except LookupUnavailable:
+            return None
+        payload = _payload(publisher.target, send.draft_key, send.text)
+        spec = EffectSpec(
+            send.effect_key,
+            send.draft_key,
+            PUBLISH_STEP,
+            payload,
+            recipe.call_timeout * 4,
+            send.run_id,
+        )
+        try:
+            start = self.ledger.begin(spec)
+        except EffectInProgress:
+            return None
+        if start.decision == EffectDecision.ACT:  # settled as failed meanwhile: never sent now
+            self.ledger.fail(start, ORPHAN_NOT_SENT)
+        if start.decision != EffectDecision.RECONCILE:
+            return None
+        try:
+            found = found or publisher.lookup(send.effect_key)  # absent: ask again, holding it
+        except LookupUnavailable:
+            self.ledger.release(start)
+            return None
+        if found is None:
+            self.ledger.fail(start, ORPHAN_NOT_SENT)
+            self._note_orphan(send, f"not sent: publish {send.draft_key}")
+            return PublishResult(PublishOutcome.NOT_READY, send.run_id, ORPHAN_NOT_SENT)
+        self.ledger.succeed(start, Proof(found, {"found": True}))
+        self._note_orphan(send, f"publish {send.draft_key} → {found}", published=True)
+        return PublishResult(PublishOutcome.PUBLISHED, send.run_id, external_id=found)
+
+    def _note_orphan(self, send: OrphanedSend, outcome: str, *, published: bool = False) -> None:
+        with self.store.transaction() as session:
+            now = self.clock.now()
+            run = _locked_run(session, send.run_id)
+            draft = required(lock_draft(session, send.draft_key), f"draft {send.draft_key}")
+            if published and draft.state == DraftState.APPROVED:
+                move_draft(session, draft, DraftState.PUBLISHED, actor=PUBLISHER, at=now)
+            when = "after cancellation" if run.state == RunState.CANCELLED else "later"
+            _note_outcome(
+                session, run, f"completed {when}: {outcome}" if published else outcome, now
+            )
 
     def _start(self, run_id: str) -> tuple[Recipe, Publication] | PublishResult:
         """One transaction: check the approval is fresh, move to `publishing`."""
@@ -248,7 +308,8 @@ class PublishingService:
                     detail=f"published as {external_id}",
                 )
             elif run.state == RunState.CANCELLED:
-                _list_after_cancel(session, run, f"{run.draft_key} → {external_id}", now)
+                note = f"completed after cancellation: publish {run.draft_key} → {external_id}"
+                _note_outcome(session, run, note, now)
         return PublishResult(PublishOutcome.PUBLISHED, run_id, external_id=external_id)
 
     def _send_back_run(self, run_id: str, ttl: timedelta) -> None:
@@ -279,14 +340,14 @@ def _draft(session: Session, run: RunRow) -> DraftRow:
     return required(lock_draft_of(session, run), f"draft of run {run.id}")
 
 
-def _list_after_cancel(session: Session, run: RunRow, completed: str, now: datetime) -> None:
-    """A send that was in flight when the run was cancelled: its outcome joins the
-    cancelled run's list of completed effects, so people see it went out."""
-    why = f"completed after cancellation: publish {completed}"
-    run.reason = f"{run.reason or 'completed effects: none'}; {why}"
-    run.updated_at = now
-    guarded_update(session, run, state=RunState.CANCELLED)
-    note_run(session, run, actor=PUBLISHER, at=now, reason=why)
+def _note_outcome(session: Session, run: RunRow, note: str, now: datetime) -> None:
+    """What became of a send after its run stopped publishing it. On a cancelled run it
+    joins the list of completed effects (its reason), so people see what went out."""
+    if run.state == RunState.CANCELLED:
+        run.reason = f"{run.reason or 'completed effects: none'}; {note}"
+        run.updated_at = now
+        guarded_update(session, run, state=RunState.CANCELLED)
+    note_run(session, run, actor=PUBLISHER, at=now, reason=note)
 
 
 def _send_back(
@@ -305,9 +366,5 @@ def _send_back(
     move_run(session, run, RunState.AWAITING_REVIEW, actor=PUBLISHER, at=now, detail=why)
 
 
-def _payload(target: str, publication: Publication) -> dict[str, str]:
-    return {
-        "target": target,
-        "draft_key": publication.draft_key,
-        "text": text_hash(publication.text),
-    }
+def _payload(target: str, draft_key: str, text: str) -> dict[str, str]:
+    return {"target": target, "draft_key": draft_key, "text": text_hash(text)}

@@ -59,8 +59,9 @@ class Resolver:
         return self._publish_again(run_id, actor, why=f"{actor} asked for a retry")
 
     def cancel(self, run_id: str, *, actor: str) -> str:
-        """Stop further steps; say which effects had already completed, and which send is
-        in flight (its outcome joins the run's list once it is known)."""
+        """Stop further steps; say which effects had already completed, and which sends
+        are in flight or went without an answer: each is looked up, never sent again,
+        and joins the run's list once its outcome is known (`PublishingService`)."""
         with self.store.transaction() as session:
             run, _ = self._locked(session, run_id)
             if not run_may_move(run.state, RunState.CANCELLED):
@@ -69,11 +70,14 @@ class Resolver:
             effects = session.exec(
                 select(EffectRow).where(
                     col(EffectRow.draft_key).in_(drafts.scalar_subquery()),
-                    col(EffectRow.state).in_([EffectState.SUCCEEDED, EffectState.IN_FLIGHT]),
+                    col(EffectRow.state).in_(
+                        [EffectState.SUCCEEDED, EffectState.IN_FLIGHT, EffectState.UNCERTAIN]
+                    ),
                 )
             ).all()
             done = [e for e in effects if e.state == EffectState.SUCCEEDED]
             sending = [e.key for e in effects if e.state == EffectState.IN_FLIGHT]
+            unknown = [e.key for e in effects if e.state == EffectState.UNCERTAIN]
             completed = ", ".join(f"{e.key} → {e.external_id}" for e in done) or "none"
             move_run(
                 session,
@@ -85,9 +89,13 @@ class Resolver:
             )
         answer = f"`{run_id}` cancelled. Effects already completed: {completed}."
         if sending:
+            answer += f" Already in flight: {', '.join(sending)}."
+        if unknown:
+            answer += f" Sent, outcome unknown: {', '.join(unknown)}."
+        if sending or unknown:
             answer += (
-                f" Already in flight: {', '.join(sending)}; whether it went out is added"
-                " to the run's list of completed effects once known."
+                " Nothing is sent again; whether it went out is added to the run's list of"
+                " completed effects once the destination says."
             )
         return answer
 

@@ -19,7 +19,7 @@ from core.policies import Finding, PublishOutcome
 from core.resolution import Resolver
 from core.states import DraftState, EffectState, RunState
 from tests.fakes import slack_api
-from tests.fakes.webhook import Action, accept_then_drop, accept_then_hang, drop
+from tests.fakes.webhook import Action, accept_then_drop, accept_then_hang, drop, status
 from tests.slack_harness import eventually
 from tests.worlds import (
     ANNOUNCE,
@@ -238,3 +238,67 @@ def test_cancelling_an_uncertain_run_lists_completed_effects_and_sends_nothing_m
     assert w.alerts().sweep() == 0
     assert w.posts() == 1
     assert len(w.alert_messages()) == 1
+
+
+@pytest.mark.parametrize(
+    ("fault", "found"),
+    [
+        pytest.param(accept_then_hang(HANG), True, id="it_went_out"),
+        pytest.param(drop(), False, id="it_never_arrived"),
+    ],
+)
+def test_a_run_cancelled_while_its_send_is_uncertain_learns_what_became_of_the_send(
+    worlds: MakeWorld, db_url: str, fault: Action, found: bool
+) -> None:
+    """Cancel stops further sends; the unknown one is still looked up (never repeated),
+    so the run's list of completed effects says what really left the building."""
+    w = worlds(db_url)
+    w.go_uncertain(fault)
+    w.hook.script_status(status(500))  # the destination cannot answer at the moment
+
+    said = w.resolver().cancel(RUN, actor="U0ADMIN")
+    assert HOOK_KEY in said and "unknown" in said
+    w.service("w2").publish_pending()  # cannot tell yet: nothing changes
+    assert (w.run_row().state, w.effect().state) == (RunState.CANCELLED, EffectState.UNCERTAIN)
+
+    w.service("w2").publish_pending()  # the destination answers now
+
+    run, effect = w.run_row(), w.effect()
+    assert w.posts() == 1  # looked up, never sent again
+    assert run.state == RunState.CANCELLED and run.reason is not None
+    assert effect is not None
+    if found:
+        assert (effect.state, effect.external_id) == (EffectState.SUCCEEDED, "pub_1")
+        assert w.draft_row().state == DraftState.PUBLISHED
+        assert f"completed after cancellation: publish {KEY} → pub_1" in run.reason
+    else:
+        assert effect.state == EffectState.FAILED
+        assert w.draft_row().state == DraftState.APPROVED
+        assert f"not sent: publish {KEY}" in run.reason
+    events = w.events()
+    w.service().publish_pending()
+    assert (w.events(), w.posts()) == (events, 1)  # settled once, for good
+
+
+def test_a_send_that_times_out_after_its_run_was_cancelled_is_listed_once_known(
+    worlds: MakeWorld, db_url: str
+) -> None:
+    """Cancel during the send promises the outcome "once known": a send whose answer
+    never comes is known only by looking, which the next pass does."""
+    w = worlds(db_url)
+    w.approved()
+    w.hook.script_post(accept_then_hang(HANG))
+    with ThreadPoolExecutor(1) as pool:
+        publishing = pool.submit(w.service().publish_run, RUN)
+        eventually(lambda: w.posts() == 1, "the POST to reach the webhook")
+        said = w.resolver().cancel(RUN, actor="U0ADMIN")
+        assert publishing.result(timeout=15).outcome == PublishOutcome.UNCERTAIN
+    assert "in flight" in said and HOOK_KEY in said
+    assert w.run_row().state == RunState.CANCELLED
+
+    w.service("w2").publish_pending()
+
+    run = w.run_row()
+    assert run.reason is not None and f"publish {KEY} → pub_1" in run.reason
+    assert w.draft_row().state == DraftState.PUBLISHED
+    assert w.posts() == 1

@@ -1,0 +1,78 @@
+"""Which publications need a pass: found through indexes on what is pending, never by
+reading every run ever published (issue 14). Each query reads one bounded batch inside
+the caller's read-only transaction and writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlmodel import Session, col, select
+
+from core.models import DraftRow, EffectRow, RunRow
+from core.states import EffectState, RunState
+
+PUBLISH_STEP = "publish"
+PUBLISHABLE = (RunState.APPROVED, RunState.PUBLISHING, RunState.UNCERTAIN)
+PUBLISH_BATCH = 100  # rows one reconciler pass takes on; the rest wait for the next, 2 s on
+
+
+def publishable(session: Session) -> Sequence[tuple[str, str]]:
+    """(run id, recipe) of runs a publish pass takes up, oldest slot first (ix_runs_state_slot)."""
+    return session.exec(
+        select(RunRow.id, RunRow.recipe)
+        .where(col(RunRow.state).in_(PUBLISHABLE))
+        .order_by(col(RunRow.state), col(RunRow.slot_at))
+        .limit(PUBLISH_BATCH)
+    ).all()
+
+
+@dataclass(frozen=True)
+class OrphanedSend:
+    """A send whose outcome is unknown and whose run no longer publishes it (cancelled,
+    or moved on to another draft): looked up until known, never sent again."""
+
+    effect_key: str
+    draft_key: str
+    text: str
+    run_id: str
+    recipe: str
+
+    def __str__(self) -> str:
+        return self.effect_key
+
+
+def orphaned_sends(session: Session, now: datetime) -> list[OrphanedSend]:
+    """Uncertain publish receipts, and in-flight ones whose holder stopped beating, that
+    no publish pass will look at (ix_effects_unsettled)."""
+    rows = session.execute(
+        sa.select(
+            col(EffectRow.key),
+            col(DraftRow.key),
+            col(DraftRow.text),
+            col(RunRow.id),
+            col(RunRow.recipe),
+        )
+        .join(DraftRow, col(DraftRow.key) == col(EffectRow.draft_key))
+        .join(RunRow, col(RunRow.id) == col(DraftRow.run_id))
+        .where(
+            # the partial index's own predicate, so SQLite can prove it is usable
+            sa.or_(
+                col(EffectRow.state) == EffectState.IN_FLIGHT,
+                col(EffectRow.state) == EffectState.UNCERTAIN,
+            ),
+            col(EffectRow.step) == PUBLISH_STEP,
+            sa.or_(col(EffectRow.lease_until).is_(None), col(EffectRow.lease_until) <= now),
+            sa.or_(
+                col(RunRow.state).not_in(PUBLISHABLE),
+                col(RunRow.draft_key) != col(EffectRow.draft_key),
+            ),
+        )
+        .limit(PUBLISH_BATCH)
+    ).all()
+    return [
+        OrphanedSend(key, draft, text or "", run, recipe) for key, draft, text, run, recipe in rows
+    ]
