@@ -13,7 +13,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field, SQLModel, col
 
 from core.states import DraftState, EffectState, RunState
 
@@ -217,6 +217,16 @@ class EffectRow(SQLModel, table=True):
     tries: int = 1
     created_at: datetime = _utc(nullable=False)
     updated_at: datetime = _utc(nullable=False)
+
+
+def unsettled_receipt(step: str) -> sa.ColumnElement[bool]:
+    """Receipts of `step` in flight or uncertain, in ix_effects_unsettled's own words:
+    SQLite uses a partial index only where it can prove the query's condition implies it."""
+    state = col(EffectRow.state)
+    return sa.and_(
+        sa.or_(state == EffectState.IN_FLIGHT, state == EffectState.UNCERTAIN),
+        col(EffectRow.step) == step,
+    )
 
 
 class EventRow(SQLModel, table=True):

@@ -12,8 +12,8 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from core.models import DraftRow, EffectRow, RunRow
-from core.states import EffectState, RunState
+from core.models import DraftRow, EffectRow, RunRow, unsettled_receipt
+from core.states import RunState
 
 PUBLISH_STEP = "publish"
 PUBLISHABLE = (RunState.APPROVED, RunState.PUBLISHING, RunState.UNCERTAIN)
@@ -59,12 +59,7 @@ def orphaned_sends(session: Session, now: datetime) -> list[OrphanedSend]:
         .join(DraftRow, col(DraftRow.key) == col(EffectRow.draft_key))
         .join(RunRow, col(RunRow.id) == col(DraftRow.run_id))
         .where(
-            # the partial index's own predicate, so SQLite can prove it is usable
-            sa.or_(
-                col(EffectRow.state) == EffectState.IN_FLIGHT,
-                col(EffectRow.state) == EffectState.UNCERTAIN,
-            ),
-            col(EffectRow.step) == PUBLISH_STEP,
+            unsettled_receipt(PUBLISH_STEP),
             sa.or_(col(EffectRow.lease_until).is_(None), col(EffectRow.lease_until) <= now),
             sa.or_(
                 col(RunRow.state).not_in(PUBLISHABLE),

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from core.identity import review_effect_key
-from core.models import DraftRow, EffectRow, RecipeRow, RunRow
+from core.models import DraftRow, EffectRow, RecipeRow, RunRow, unsettled_receipt
 from core.states import DraftState, EffectState
 from core.store import Store
 
@@ -43,15 +43,7 @@ def posts_not_settled(
         select(DraftRow, RunRow)
         .join(EffectRow, col(EffectRow.draft_key) == col(DraftRow.key))
         .join(RunRow, col(RunRow.id) == col(DraftRow.run_id))
-        .where(
-            # Written as the partial index's own predicate, so SQLite can prove it is usable.
-            sa.or_(
-                col(EffectRow.state) == EffectState.IN_FLIGHT,
-                col(EffectRow.state) == EffectState.UNCERTAIN,
-            ),
-            col(EffectRow.step) == step,
-            col(DraftRow.state).in_(list(decided)),
-        )
+        .where(unsettled_receipt(step), col(DraftRow.state).in_(list(decided)))
         .limit(BATCH)
     ).all()
 
