@@ -98,3 +98,18 @@ def test_the_markup_check_finds_markup_and_only_markup(
     module = tmp_path / "module.py"
     module.write_text(source + "\n")
     assert bool(markup_in(module)) == flagged
+
+
+def test_architecture_md_names_every_module_of_core_and_bot() -> None:
+    """The map stays a map: a module nobody can find on it is a module nobody reads."""
+    root = CORE.parent
+    page = (root / "ARCHITECTURE.md").read_text()
+    named = set(re.findall(r"`([\w/]+\.py)`", page))
+    modules = [
+        path
+        for package in ("core", "bot")
+        for path in sorted((root / package).glob("*.py"))
+        if path.name != "__init__.py"
+    ]
+    unnamed = [f"{p.parent.name}/{p.name}" for p in modules if p.name not in named]
+    assert modules and unnamed == []
