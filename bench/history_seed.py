@@ -141,7 +141,10 @@ def _add_run(rows: Rows, rng: random.Random, recipe: str, slot: datetime, state:
     if not drafted:
         return
     rows.attempts.append(_attempt(rid, recipe, key, slot, ok=state != "failed"))
-    if state == "failed":
+    if state == "failed":  # people were told at the time (core/alerts.py's key)
+        told = min(finished, NOW)
+        alert = f"alert|{rid}|failed|{told.isoformat()}"
+        rows.effects.append(_receipt(alert, key, "alert", told, {"run": rid}))
         return  # a failed draft gives its claim back: no draft row
     draft_state = DECIDED_DRAFT.get(state, "ready")
     rows.drafts.append(_draft(rid, recipe, key, slot, draft_state, min(finished, NOW)))

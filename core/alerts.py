@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 from sqlalchemy.orm import aliased
-from sqlmodel import col, select
+from sqlmodel import Session, col, select
 
 from core.causes import last_attempt_cause
 from core.config import Config
@@ -42,7 +42,7 @@ class AlertService:
 
     def alert_run(self, run_id: str) -> bool:
         """Alert for a run now if it needs one; True when a message was posted."""
-        with self.store.transaction() as session:
+        with self.store.read() as session:
             run = required(run_row(session, run_id), f"run {run_id}")
         return self._alert_if_due(run, self.clock.now())
 
@@ -59,7 +59,9 @@ class AlertService:
                 *session.exec(select(RunRow).where(watched).limit(ALERT_BATCH)).all(),
                 *session.exec(select(RunRow).where(failed).limit(ALERT_BATCH)).all(),
             ]
-        return sum(self._alert_if_due(run, now) for run in runs)
+            told = _already_told(session, [self._alert_key(run, now) for run in runs])
+        due = [run for run in runs if self._alert_key(run, now) not in told]
+        return sum(self._alert_if_due(run, now) for run in due)
 
     def settle_resolved(self) -> int:
         """Alerts whose run has since moved on (retried and drafted, published, cancelled,
@@ -105,7 +107,7 @@ class AlertService:
         )
         if self.ledger.get(spec.key) is not None:
             return 0
-        with self.store.transaction() as session:
+        with self.store.read() as session:
             moved_by = session.exec(
                 select(EventRow.actor)
                 .where(col(EventRow.subject) == "run", col(EventRow.subject_id) == run.id)
@@ -129,7 +131,7 @@ class AlertService:
     def alert_review_post(self, item: ReviewItem, why: str) -> bool:
         """A review post whose outcome is unknown and that no lookup can find or rule out:
         nothing else will settle it, so people are told (once per draft)."""
-        with self.store.transaction() as session:
+        with self.store.read() as session:
             run = required(run_row(session, item.run_id), f"run {item.run_id}")
         facts = [
             f"Draft `{item.draft_key}` of run `{item.run_id}` may or may not be in the "
@@ -147,14 +149,19 @@ class AlertService:
         if found is None:
             return False
         headline, kind = found
-        episode = f"alert|{run.id}|{run.state}|{run.updated_at.isoformat()}"
-        reminders = int((now - run.updated_at) / self.reminder_every)
-        if run.state == RunState.FAILED:
-            reminders = 0  # a failure is told once; retrying it is a person's choice
-        key = episode if reminders == 0 else f"{episode}|reminder:{reminders}"
-        if reminders:
+        key = self._alert_key(run, now)
+        if "|reminder:" in key:
             headline = f"Reminder: {headline}"
         return self._post_once(key, run, headline, kind)
+
+    def _alert_key(self, run: RunRow, now: datetime) -> str:
+        """One key per episode (the run's state since it entered it), and one per reminder
+        while it lasts; a failure is told once: retrying it is a person's choice."""
+        episode = f"alert|{run.id}|{run.state}|{run.updated_at.isoformat()}"
+        reminders = int((now - run.updated_at) / self.reminder_every)
+        if run.state == RunState.FAILED or reminders == 0:
+            return episode
+        return f"{episode}|reminder:{reminders}"
 
     def _headline(self, run: RunRow, now: datetime) -> tuple[str, AlertKind] | None:
         recipe = self.config.recipes.get(run.recipe)
@@ -198,7 +205,7 @@ class AlertService:
             return "The destination refused the publication: nothing was published.", (
                 AlertKind.STRANDED
             )
-        with self.store.transaction() as session:
+        with self.store.read() as session:
             cause = last_attempt_cause(session, run.id)
         return f"Drafting failed: {cause or reason.value}.", AlertKind.DRAFTING
 
@@ -241,14 +248,14 @@ class AlertService:
     def _facts(self, run: RunRow) -> list[str]:
         facts = [f"Run `{run.id}` is `{run.state}` since {run.updated_at:%Y-%m-%d %H:%M} UTC."]
         if run.state == RunState.FAILED:
-            with self.store.transaction() as session:
+            with self.store.read() as session:
                 attempts = session.exec(
                     select(sa.func.count()).where(col(AttemptRow.run_id) == run.id)
                 ).one()
             facts.append(f"Model calls made: {attempts}. Reason: `{run.reason}`.")
         if run.draft_key is None:
             return facts
-        with self.store.transaction() as session:
+        with self.store.read() as session:
             effects = session.exec(
                 select(EffectRow)
                 .where(col(EffectRow.draft_key) == run.draft_key, col(EffectRow.step) == "publish")
@@ -261,6 +268,20 @@ class AlertService:
                 + (f" ({effect.detail})" if effect.detail else "")
             )
         return facts
+
+
+def _already_told(session: Session, keys: list[str]) -> set[str]:
+    """Of these alert keys, those posted or on their way (any receipt but a failed one):
+    one read by primary key, so a pass over runs told long ago costs one query."""
+    if not keys:
+        return set()
+    return set(
+        session.exec(
+            select(EffectRow.key).where(
+                col(EffectRow.key).in_(keys), col(EffectRow.state) != EffectState.FAILED
+            )
+        ).all()
+    )
 
 
 def _run_and_state(alert_key: str) -> tuple[str, str]:

@@ -155,3 +155,28 @@ def test_no_periodic_pass_scans_a_whole_history_table(seeded: Store) -> None:
                     findings.setdefault(name, []).append(f"{scan}: {' '.join(statement.split())}")
     assert findings == {}
     assert explained >= len(_passes(seeded)) * 2  # the work paths were explained too
+
+
+def test_an_alert_sweep_over_failures_told_already_reads_no_more_for_more_of_them(
+    seeded: Store,
+) -> None:
+    """Failed runs of the last day are looked at every pass; those already told (the
+    seeded history's, as Galley wrote them at the time) cost one read between them,
+    never a transaction or a cause look-up each."""
+    config = parse_config(config_text(recipes=5))
+    clock, world = FixedClock(), CountingWorld()
+    alerts = AlertService(
+        seeded, config, clock, EffectLedger(seeded, clock, "plans:1"), world, timedelta(hours=4)
+    )
+    with seeded.read() as session:
+        failed_today = session.exec(
+            sa.text(
+                "SELECT count(*) FROM runs WHERE state = 'failed' AND updated_at > :since"
+            ).bindparams(since=(NOW - timedelta(days=1)).replace(tzinfo=None))
+        ).one()[0]
+
+    selects = _selects(seeded, alerts.sweep)
+
+    assert failed_today >= 3  # the pass had failures to look at
+    assert world.calls == 0  # and told nobody again
+    assert len(selects) == 3  # open runs, the day's failures, which of them were told
