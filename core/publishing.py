@@ -177,12 +177,16 @@ class PublishingService:
         except LookupUnavailable:
             self.ledger.release(start)
             return None
+        # The run and draft first, the receipt last: a pass that stops in between leaves
+        # the receipt unsettled, so the next one finds the send again and notes it once.
         if found is None:
-            self.ledger.fail(start, ORPHAN_NOT_SENT)
             self._note_orphan(send, f"not sent: publish {send.draft_key}")
+            failpoint("orphan_noted")
+            self.ledger.fail(start, ORPHAN_NOT_SENT)
             return PublishResult(PublishOutcome.NOT_READY, send.run_id, ORPHAN_NOT_SENT)
-        self.ledger.succeed(start, Proof(found, {"found": True}))
         self._note_orphan(send, f"publish {send.draft_key} → {found}", published=True)
+        failpoint("orphan_noted")
+        self.ledger.succeed(start, Proof(found, {"found": True}))
         return PublishResult(PublishOutcome.PUBLISHED, send.run_id, external_id=found)
 
     def _note_orphan(self, send: OrphanedSend, outcome: str, *, published: bool = False) -> None:
@@ -344,6 +348,8 @@ def _note_outcome(session: Session, run: RunRow, note: str, now: datetime) -> No
     """What became of a send after its run stopped publishing it. On a cancelled run it
     joins the list of completed effects (its reason), so people see what went out."""
     if run.state == RunState.CANCELLED:
+        if note in (run.reason or ""):
+            return  # noted already, by a pass that stopped before settling the receipt
         run.reason = f"{run.reason or 'completed effects: none'}; {note}"
         run.updated_at = now
         guarded_update(session, run, state=RunState.CANCELLED)

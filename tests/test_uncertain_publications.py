@@ -14,6 +14,7 @@ import pytest
 
 from bot.alert_blocks import PUBLISH_EVENT_TYPE
 from bot.slack_surface import SlackReviewSurface
+from core.failpoints import hook
 from core.outbox import ReviewOutbox
 from core.policies import Finding, PublishOutcome
 from core.resolution import Resolver
@@ -30,6 +31,7 @@ from tests.worlds import (
     REVIEW,
     RUN,
     SLACK_KEY,
+    Crash,
     HeldPublisher,
     MakeWorld,
 )
@@ -302,3 +304,26 @@ def test_a_send_that_times_out_after_its_run_was_cancelled_is_listed_once_known(
     assert run.reason is not None and f"publish {KEY} → pub_1" in run.reason
     assert w.draft_row().state == DraftState.PUBLISHED
     assert w.posts() == 1
+
+
+def test_a_pass_that_dies_before_settling_an_orphaned_send_lists_it_once(
+    worlds: MakeWorld, db_url: str
+) -> None:
+    w = worlds(db_url)
+    w.go_uncertain()
+    w.resolver().cancel(RUN, actor="U0ADMIN")
+    with hook("orphan_noted", crash), pytest.raises(Crash):  # between its two writes
+        w.service("w2").publish_pending()
+    w.clock.advance(timedelta(minutes=1))  # the dead pass's hold on the receipt lapses
+
+    w.service("w3").publish_pending()
+
+    run, effect = w.run_row(), w.effect()
+    assert effect is not None and effect.state == EffectState.SUCCEEDED
+    assert run.reason is not None and run.reason.count(f"publish {KEY} → pub_1") == 1
+    assert w.draft_row().state == DraftState.PUBLISHED
+    assert w.posts() == 1
+
+
+def crash() -> None:
+    raise Crash
