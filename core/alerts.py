@@ -59,8 +59,9 @@ class AlertService:
                 *session.exec(select(RunRow).where(watched).limit(ALERT_BATCH)).all(),
                 *session.exec(select(RunRow).where(failed).limit(ALERT_BATCH)).all(),
             ]
-            told = _already_told(session, [self._alert_key(run, now) for run in runs])
-        due = [run for run in runs if self._alert_key(run, now) not in told]
+            keys = {run.id: self._alert_key(run, now) for run in runs}
+            told = _already_told(session, list(keys.values()))
+        due = [run for run in runs if keys[run.id] not in told]
         return sum(self._alert_if_due(run, now) for run in due)
 
     def settle_resolved(self) -> int:
