@@ -269,6 +269,8 @@ def _decision_line(item: ReviewItem) -> tuple[str, str]:
             return f"⌛ Expired unreviewed (review window passed) {when}", DraftState.EXPIRED
         case DraftState.SUPERSEDED:
             return f"↪️ Superseded by a newer version {when}", DraftState.SUPERSEDED
+        case DraftState.CANCELLED:
+            return f"🚫 Cancelled{who} {when}: not published", DraftState.CANCELLED
     raise ValueError(f"a {item.state} draft has no decision to show")
 
 

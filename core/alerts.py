@@ -127,7 +127,7 @@ class AlertService:
             self.alerter.settle(ref, alert)
             return Proof(ref.ts)
 
-        return 1 if self.ledger.perform(spec, rewrite, repeatable=True) else 0
+        return 1 if self.ledger.perform(spec, rewrite, repeatable=True).happened else 0
 
     def alert_review_post(self, item: ReviewItem, why: str) -> bool:
         """A review post whose outcome is unknown and that no lookup can find or rule out:
@@ -244,7 +244,7 @@ class AlertService:
             ref = self.alerter.alert(alert)
             return Proof(ref.ts, {"channel": ref.channel, "ts": ref.ts})
 
-        return self.ledger.perform(spec, post) is not None
+        return self.ledger.perform(spec, post).happened
 
     def _facts(self, run: RunRow) -> list[str]:
         facts = [f"Run `{run.id}` is `{run.state}` since {run.updated_at:%Y-%m-%d %H:%M} UTC."]

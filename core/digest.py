@@ -59,7 +59,7 @@ def post_digest(
     def send() -> Proof:
         return Proof(post(build_digest(store, config, now)).ts)
 
-    return ledger.perform(spec, send) is not None
+    return ledger.perform(spec, send).happened
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,14 @@ same payload return the recorded result; the same key with a different payload r
 progress". A receipt whose holder died mid-call is `uncertain`: look before you leap.
 
 Every receipt that is acted on or reconciled is held by an owner token unique to that
-attempt, renewed by heartbeat while the call runs (429 waits included); only that owner
-can settle it, so a holder whose lease was taken over changes nothing.
+attempt, renewed by heartbeat while the look-up and the call run (429 waits included);
+only that owner can settle it, so a holder whose lease was taken over changes nothing.
+`perform` is the one post-once sequence every external effect goes through: look up
+under heartbeat, then, immediately before the call, `fence` checks in the database that
+the receipt is still ours (owner and unexpired lease, by the database's clock) and that
+the action may still happen. The one case left, a call already on the wire when the
+lease lapsed, is bounded: a lapsed holder is taken over only once its call's time limit
+has passed too, so the taker's look-up sees whatever that call did.
 """
 
 from __future__ import annotations
@@ -28,18 +34,26 @@ from core.errors import (
     EffectNotSent,
     EffectOutcomeUnknown,
     KeyPayloadConflict,
+    LeaseLost,
+    LookupUnavailable,
 )
-from core.history import guarded_update, move_effect, record_event
+from core.history import as_read, guarded_update, move_effect, record_event
 from core.identity import payload_hash
-from core.leases import Heartbeat, new_owner
+from core.leases import Heartbeat, lease_now, new_owner
 from core.models import EffectRow
-from core.policies import EffectDecision
+from core.policies import EffectDecision, EffectOutcome
 from core.ports import Clock
 from core.rows import effect_row, lock_effect, required
 from core.states import EffectState
 from core.store import Store, insert_ignore
 
 DEFAULT_HEARTBEAT = timedelta(seconds=2)
+MAX_BACKOFF = timedelta(seconds=300)
+
+MayAct = Callable[[Session, datetime], str | None]
+"""Run inside the fence's transaction with its lease time, before the receipt is touched
+(lock order: run, draft, then effect): None when the effect may still happen, else why
+not. It may write (a stale approval sent back), in the transaction that fails the receipt."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +87,9 @@ class EffectSpec:
     payload: Any
     lease: timedelta
     run_id: str | None = None
+    backoff: bool = False  # a refusal with no Retry-After waits 2, 4 … 300 s before the next try
+    on_wire: timedelta = timedelta(0)  # how long one call may take: a lapsed holder's
+    # call may still land this long after its lease ran out, so nobody takes over before
 
 
 @dataclass(frozen=True)
@@ -88,6 +105,25 @@ class EffectStart:
     @property
     def key(self) -> str:
         return self.spec.key
+
+
+@dataclass(frozen=True)
+class Performed:
+    """What `perform` came to: the outcome, the receipt when there is one, why, and the
+    destination's refusal when it refused (its `permanent`/`auth` decide what follows)."""
+
+    outcome: EffectOutcome
+    receipt: Receipt | None = None
+    detail: str | None = None
+    refusal: EffectNotSent | None = None
+
+    @property
+    def happened(self) -> bool:
+        return self.outcome.happened
+
+    @property
+    def external_id(self) -> str | None:
+        return None if self.receipt is None else self.receipt.external_id
 
 
 @dataclass(frozen=True)
@@ -110,7 +146,7 @@ class EffectLedger:
         digest = payload_hash(spec.payload)
         owner = new_owner(self.worker)
         with self.store.transaction() as session:
-            now = self.clock.now()
+            now = lease_now(session, self.clock)
             inserted = insert_ignore(
                 session,
                 EffectRow,
@@ -157,6 +193,11 @@ class EffectLedger:
         if row.state in (EffectState.IN_FLIGHT, EffectState.UNCERTAIN) and live:
             raise EffectInProgress(f"effect {row.key} is held by {row.claimed_by}")
         if row.state == EffectState.IN_FLIGHT:
+            assert row.lease_until is not None
+            if row.lease_until + spec.on_wire > now:  # its last call may still land
+                raise EffectInProgress(
+                    f"effect {row.key}: the call of {row.claimed_by} may still be on the wire"
+                )
             why = f"holder {row.claimed_by} stopped mid-call; outcome unknown"
             row.claimed_by, row.lease_until = None, None
             move_effect(
@@ -171,7 +212,9 @@ class EffectLedger:
         if row.state == EffectState.UNCERTAIN:
             # one reconciler at a time: the lookup and what follows it belong to `owner`
             row.claimed_by, row.lease_until = owner, now + spec.lease
-            guarded_update(session, row, state=EffectState.UNCERTAIN)
+            guarded_update(
+                session, row, state=EffectState.UNCERTAIN, claimed_by=as_read(row, "claimed_by")
+            )
             return EffectStart(EffectDecision.RECONCILE, Receipt.of(row), spec, owner)
         if live:  # a failed one's not-before (Retry-After)
             return EffectStart(EffectDecision.WAIT, Receipt.of(row), spec)
@@ -211,6 +254,7 @@ class EffectLedger:
     def renew(self, start: EffectStart) -> bool:
         """Extend the owner's lease; False when the receipt is no longer its."""
         with self.store.transaction() as session:
+            now = lease_now(session, self.clock)
             renewed = session.execute(
                 sa.update(EffectRow)
                 .where(
@@ -218,15 +262,44 @@ class EffectLedger:
                     col(EffectRow.claimed_by) == start.owner,
                     col(EffectRow.state).in_([EffectState.IN_FLIGHT, EffectState.UNCERTAIN]),
                 )
-                .values(lease_until=self.clock.now() + start.spec.lease)
+                .values(lease_until=now + start.spec.lease)
             )
             return bool(renewed.rowcount == 1)  # type: ignore[attr-defined]
 
     @contextmanager
     def held(self, start: EffectStart) -> Iterator[Heartbeat]:
-        """Keep the receipt's lease alive while the call runs, however long it waits."""
+        """Keep the receipt's lease alive while the look-up and the call run."""
         with Heartbeat(lambda: self.renew(start), self.heartbeat, start.key) as beat:
             yield beat
+
+    def fence(
+        self, start: EffectStart, beat: Heartbeat, may_act: MayAct | None = None
+    ) -> str | None:
+        """The last look before the call, in one transaction: `may_act` first (it locks
+        the run and draft it reads), then the receipt, which must still be ours, in flight
+        and unexpired by the database's clock; its lease is renewed for the call. None:
+        go ahead. A reason: the effect may no longer happen, and the receipt says so.
+        `LeaseLost`: it is no longer ours, and nothing may be sent or written."""
+        if beat.lost.is_set():
+            raise LeaseLost(f"effect {start.key}: the heartbeat of {start.owner} lost it")
+        with self.store.transaction() as session:
+            now = lease_now(session, self.clock)
+            refusal = may_act(session, now) if may_act is not None else None
+            held = session.execute(
+                sa.update(EffectRow)
+                .where(
+                    col(EffectRow.key) == start.key,
+                    col(EffectRow.claimed_by) == start.owner,
+                    col(EffectRow.state) == EffectState.IN_FLIGHT,
+                    col(EffectRow.lease_until) > now,
+                )
+                .values(lease_until=now + start.spec.lease)
+            )
+            if held.rowcount != 1:  # type: ignore[attr-defined]
+                raise LeaseLost(f"effect {start.key} is no longer held by {start.owner}")
+            if refusal is not None:
+                self._settle_in(session, start, EffectState.FAILED, now, detail=refusal)
+            return refusal
 
     def get(self, key: str) -> Receipt | None:
         with self.store.transaction() as session:
@@ -239,56 +312,131 @@ class EffectLedger:
         act: Callable[[], Proof],
         *,
         lookup: Callable[[], Proof | None] | None = None,
+        may_act: MayAct | None = None,
+        look_first: bool = False,
         repeatable: bool = False,
-    ) -> Receipt | None:
-        """The post-once sequence: begin → act under heartbeat → succeed, fail or uncertain.
+    ) -> Performed:
+        """The post-once sequence: begin → (look up) → fence → act → settle, the look-up
+        and the call under one heartbeat.
 
-        Returns the receipt when the effect is known to have happened, else None (in
-        progress elsewhere, refused, waiting, or unknown). An uncertain receipt is looked up
-        with `lookup` before any new attempt (`LookupUnavailable` propagates once the
-        receipt is released); without one it stays uncertain, unless the effect is
-        `repeatable` (an update: doing it twice is harmless).
+        An uncertain receipt is looked up before any new attempt: found, it is recorded;
+        clearly absent, the same owner acts once; `lookup` cannot tell (or there is none),
+        it stays uncertain (CANNOT_TELL) unless the effect is `repeatable` (an update:
+        doing it twice is harmless). `look_first` looks even on a first attempt (a
+        publication: a database restored from a backup has no receipt, the world does).
         """
         try:
             start = self.begin(spec)
-        except EffectInProgress:
-            return None
+        except EffectInProgress as exc:
+            return Performed(EffectOutcome.IN_PROGRESS, detail=str(exc))
         if start.decision == EffectDecision.DONE:
-            return start.receipt
+            return Performed(EffectOutcome.DONE, start.receipt)
         if start.decision == EffectDecision.WAIT:
-            return None
-        if start.decision == EffectDecision.RECONCILE and not repeatable:
-            if lookup is None:
-                self.release(start)  # nobody can tell: a second ping is worse than none
-                return None
+            return Performed(EffectOutcome.WAITING, start.receipt, start.receipt.detail)
+        try:
+            with self.held(start) as beat:
+                reconcile = start.decision == EffectDecision.RECONCILE and not repeatable
+                if reconcile or (look_first and lookup is not None):
+                    looked = self._look(start, lookup, must_know=reconcile)
+                    if isinstance(looked, Performed):
+                        return looked
+                    if reconcile:
+                        start = self._reopen(start)
+                refusal = self.fence(start, beat, may_act)
+                if refusal is not None:
+                    return Performed(EffectOutcome.REFUSED, self.get(spec.key), refusal)
+                return self._act(start, act, repeatable=repeatable)
+        except LeaseLost as exc:
+            return Performed(EffectOutcome.LEASE_LOST, detail=str(exc))
+
+    def settle_by_lookup(
+        self,
+        spec: EffectSpec,
+        lookup: Callable[[], Proof | None],
+        *,
+        not_sent: str,
+        record: Callable[[Proof | None], None] | None = None,
+    ) -> Performed:
+        """Reconcile only, never act: find out what became of an effect that may no
+        longer happen (its draft was decided, its run cancelled). Found: succeeded.
+        Absent: failed with `not_sent`. A receipt nobody sent yet fails at once. `record`
+        is told what was found before the receipt settles, so a caller that notes it
+        elsewhere and stops in between finds the receipt unsettled and notes it again."""
+        try:
+            start = self.begin(spec)
+        except EffectInProgress as exc:
+            return Performed(EffectOutcome.IN_PROGRESS, detail=str(exc))
+        if start.decision == EffectDecision.DONE:
+            return Performed(EffectOutcome.DONE, start.receipt)
+        if start.decision != EffectDecision.RECONCILE:  # never sent: it never will be now
+            return Performed(EffectOutcome.REFUSED, self.fail(start, not_sent), not_sent)
+        with self.held(start):
             try:
                 found = lookup()
-            except Exception:
+            except LookupUnavailable as exc:
                 self.release(start)
-                raise
-            if found is not None:
-                return self.succeed(start, found)
-            self.fail(start, "absent at the destination")
-            return self.perform(spec, act, lookup=lookup)  # clearly absent: act once now
-        return self._act(start, act, repeatable=repeatable)
+                return Performed(EffectOutcome.CANNOT_TELL, self.get(spec.key), str(exc))
+            if record is not None:
+                record(found)
+            if found is None:
+                return Performed(EffectOutcome.REFUSED, self.fail(start, not_sent), not_sent)
+            return Performed(EffectOutcome.FOUND, self.succeed(start, found))
 
-    def _act(
-        self, start: EffectStart, act: Callable[[], Proof], *, repeatable: bool
-    ) -> Receipt | None:
+    def _look(
+        self, start: EffectStart, lookup: Callable[[], Proof | None] | None, *, must_know: bool
+    ) -> Performed | None:
+        """Ask the destination. Found: recorded. None: clearly absent, go on. A first
+        attempt may go on when the destination cannot tell (our receipt is all there is);
+        a retry of an uncertain one may not."""
         try:
-            with self.held(start):
-                proof = act()
+            found = lookup() if lookup is not None else None
+        except LookupUnavailable as exc:
+            if not must_know:
+                return None
+            self.release(start)
+            return Performed(EffectOutcome.CANNOT_TELL, self.get(start.key), str(exc))
+        if lookup is None and must_know:  # nobody can tell: a second ping is worse than none
+            self.release(start)
+            return Performed(EffectOutcome.CANNOT_TELL, self.get(start.key), "no lookup")
+        if found is not None:
+            return Performed(EffectOutcome.FOUND, self.succeed(start, found))
+        return None
+
+    def _reopen(self, start: EffectStart) -> EffectStart:
+        """Clearly absent: the reconciler that looked acts once, under the same key and
+        its own token (uncertain → in flight), or `LeaseLost` if a person settled it."""
+        with self.store.transaction() as session:
+            now = lease_now(session, self.clock)
+            row = required(lock_effect(session, start.key), f"effect {start.key}")
+            if row.claimed_by != start.owner or row.state != EffectState.UNCERTAIN:
+                raise LeaseLost(f"effect {start.key} is no longer held by {start.owner}")
+            row.lease_until, row.tries = now + start.spec.lease, row.tries + 1
+            move_effect(
+                session,
+                row,
+                EffectState.IN_FLIGHT,
+                actor=start.owner or "",
+                at=now,
+                run_id=start.spec.run_id,
+                reason="absent at the destination",
+            )
+            return EffectStart(EffectDecision.ACT, Receipt.of(row), start.spec, start.owner)
+
+    def _act(self, start: EffectStart, act: Callable[[], Proof], *, repeatable: bool) -> Performed:
+        try:
+            proof = act()
         except EffectNotSent as exc:
-            wait = timedelta(seconds=exc.retry_after) if exc.retry_after else None
-            self.fail(start, str(exc), retry_after=wait)
-            return None
+            wait = _wait_after(exc, start.receipt.tries, start.spec.backoff)
+            return Performed(
+                EffectOutcome.NOT_SENT, self.fail(start, str(exc), retry_after=wait), str(exc), exc
+            )
         except EffectOutcomeUnknown as exc:
             if repeatable:
-                self.fail(start, str(exc))
-            else:
-                self.mark_uncertain(start, str(exc))
-            return None
-        return self.succeed(start, proof)
+                return Performed(EffectOutcome.NOT_SENT, self.fail(start, str(exc)), str(exc))
+            return Performed(
+                EffectOutcome.UNCERTAIN, self.mark_uncertain(start, str(exc)), str(exc)
+            )
+        return Performed(EffectOutcome.SENT, self.succeed(start, proof))
 
     def _settle(
         self,
@@ -302,26 +450,51 @@ class EffectLedger:
         """Only the owner that holds the receipt settles it: a holder whose lease was
         taken over (or settled by a person) raises `ConcurrentChange` and changes nothing."""
         with self.store.transaction() as session:
-            row = required(lock_effect(session, start.key), f"effect {start.key}")
-            if row.claimed_by != start.owner or start.owner is None:
-                raise ConcurrentChange(
-                    f"effect {start.key} is no longer held by {start.owner} "
-                    f"(now {row.state}, {row.claimed_by or 'unheld'}): nothing was changed"
-                )
-            now = self.clock.now()
-            if proof is not None:
-                row.external_id = proof.external_id
-                if proof.result is not None:
-                    row.result = json.dumps(proof.result, sort_keys=True)
-            row.claimed_by = None
-            row.lease_until = now + not_before if not_before else None
-            move_effect(
-                session,
-                row,
-                target,
-                actor=start.owner,
-                at=now,
-                run_id=start.spec.run_id,
-                reason=detail,
+            now = lease_now(session, self.clock)
+            return self._settle_in(
+                session, start, target, now, proof=proof, detail=detail, not_before=not_before
             )
-            return Receipt.of(row)
+
+    def _settle_in(
+        self,
+        session: Session,
+        start: EffectStart,
+        target: EffectState,
+        now: datetime,
+        *,
+        proof: Proof | None = None,
+        detail: str | None = None,
+        not_before: timedelta | None = None,
+    ) -> Receipt:
+        row = required(lock_effect(session, start.key), f"effect {start.key}")
+        if row.claimed_by != start.owner or start.owner is None:
+            raise ConcurrentChange(
+                f"effect {start.key} is no longer held by {start.owner} "
+                f"(now {row.state}, {row.claimed_by or 'unheld'}): nothing was changed"
+            )
+        if proof is not None:
+            row.external_id = proof.external_id
+            if proof.result is not None:
+                row.result = json.dumps(proof.result, sort_keys=True)
+        row.claimed_by = None
+        row.lease_until = now + not_before if not_before else None
+        move_effect(
+            session,
+            row,
+            target,
+            actor=start.owner,
+            at=now,
+            run_id=start.spec.run_id,
+            reason=detail,
+        )
+        return Receipt.of(row)
+
+
+def _wait_after(exc: EffectNotSent, tries: int, backoff: bool) -> timedelta | None:
+    """How long a refused effect waits before its next try: the destination's
+    Retry-After, else (with `backoff`) 2, 4, 8 … seconds, capped; nothing when permanent."""
+    if exc.permanent:
+        return None
+    if exc.retry_after is not None:
+        return min(timedelta(seconds=exc.retry_after), MAX_BACKOFF)
+    return min(timedelta(seconds=2.0**tries), MAX_BACKOFF) if backoff else None

@@ -47,6 +47,11 @@ class ConcurrentChange(GalleyError):
     back."""
 
 
+class LeaseLost(ConcurrentChange):
+    """Our receipt or claim is no longer ours (taken over, or settled by a person), so
+    nothing may be sent or written under it."""
+
+
 class KeyPayloadConflict(GalleyError):
     """The same idempotency key arrived with a different payload: nothing is changed."""
 

@@ -4,6 +4,11 @@ A claim or an effect receipt is held by an owner token unique per attempt (never
 by two threads of one process). While the work runs, a heartbeat renews the lease every
 `heartbeat`; a holder that stops beating is taken over once `takeover_after` has passed
 since its last beat. A write by an owner whose lease was taken over matches no row.
+
+Leases are written and judged by one clock, the database's (`lease_now`): replicas'
+own clocks drift, and a replica running ahead would take a live, beating claim over.
+The time is read inside the transaction that writes or compares it, after its write
+lock is held, so a write that waited for SQLite's lock never writes an expired lease.
 """
 
 from __future__ import annotations
@@ -12,11 +17,42 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import sqlalchemy as sa
+from sqlmodel import Session
 
 log = logging.getLogger(__name__)
+
+
+JUDGES_LEASES = (
+    "judges_leases"  # a test clock with this attribute true stands in for the database's
+)
+
+
+def database_now(session: Session) -> datetime:
+    """The database's own clock, read in `session`'s transaction. On SQLite the first
+    statement of a read-write transaction is its BEGIN IMMEDIATE, so the time is read
+    once the write lock is held; PostgreSQL's `clock_timestamp()` is the time of the
+    statement itself, not of the transaction's start."""
+    if session.get_bind().dialect.name == "postgresql":
+        value: Any = session.execute(sa.text("SELECT clock_timestamp()")).scalar_one()
+        return value.astimezone(UTC)  # type: ignore[no-any-return]
+    text = session.execute(sa.text("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')")).scalar_one()
+    return datetime.fromisoformat(str(text)).replace(tzinfo=UTC)
+
+
+def lease_now(session: Session, clock: object) -> datetime:
+    """The instant leases are written and compared by in this transaction: the
+    database's, unless `clock` is a test clock that drives leases itself (`FrozenClock`,
+    `RunningClock`), so unit tests still move time by hand. The transaction is begun
+    first either way: a time taken before SQLite's write lock would be stale once held."""
+    session.connection()
+    if getattr(clock, JUDGES_LEASES, False):
+        now: datetime = clock.now()  # type: ignore[attr-defined]
+        return now
+    return database_now(session)
 
 
 def new_owner(worker: str) -> str:

@@ -13,24 +13,35 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
+
+from sqlmodel import Session, col, select
 
 from core import review_messages
 from core.effects import EffectLedger, EffectSpec, Proof, Receipt
-from core.errors import EffectInProgress, GalleyError, LookupUnavailable
+from core.errors import GalleyError
 from core.failpoints import failpoint
 from core.gate import ready_count
 from core.identity import review_effect_key
-from core.models import RecipeRow
-from core.policies import Backpressure, EffectDecision
+from core.models import EffectRow, RecipeRow, unsettled_receipt
+from core.policies import Backpressure, EffectOutcome
 from core.ports import BackpressureNotice, MessageRef, ReviewItem, ReviewSurface
 from core.review import review_item
+from core.rows import lock_draft
 from core.states import DraftState, EffectState
 from core.store import Store
 
 log = logging.getLogger(__name__)
 REVIEW_STEP = "review"
-SHOWN_STATES = (DraftState.APPROVED, DraftState.REJECTED, DraftState.EXPIRED, DraftState.SUPERSEDED)
+SHOWN_STATES = (
+    DraftState.APPROVED,
+    DraftState.REJECTED,
+    DraftState.EXPIRED,
+    DraftState.SUPERSEDED,
+    DraftState.CANCELLED,
+)
+REWRITE_STEP = "review-update"
+NOT_POSTED = "decided before its post was found in the channel: not posted"
 
 
 class ReviewOutbox:
@@ -66,16 +77,20 @@ class ReviewOutbox:
             failpoint("after_review_post")  # posted, not yet recorded: the lookup must find it
             return _proof(ref)
 
-        try:
-            receipt = self.ledger.perform(self._review_spec(item), post, lookup=self._finder(item))
-        except LookupUnavailable as exc:
-            log.warning("cannot tell whether %s was posted: %s", item.draft_key, exc)
-            self.unfindable(item, str(exc))
+        done = self.ledger.perform(
+            self._review_spec(item),
+            post,
+            lookup=self._finder(item),
+            may_act=lambda session, _now: _unless_moved_on(session, item),
+        )
+        if done.outcome == EffectOutcome.CANNOT_TELL:
+            log.warning("cannot tell whether %s was posted: %s", item.draft_key, done.detail)
+            self.unfindable(item, done.detail or "")
             return None
-        if receipt is None:
+        if not done.happened or done.receipt is None:
             return None
         self._shown([item], unknown=True)  # posted now or found: which revision, unsure
-        return _ref(receipt.result)
+        return _ref(done.receipt.result)
 
     def _review_spec(self, item: ReviewItem) -> EffectSpec:
         return EffectSpec(
@@ -97,24 +112,12 @@ class ReviewOutbox:
     def _settle_unknown_post(self, item: ReviewItem) -> None:
         """A decided draft whose post's outcome is unknown: find it (so the decision can
         be shown on it) or rule it out; never post it now."""
-        try:
-            start = self.ledger.begin(self._review_spec(item))
-        except EffectInProgress:
-            return
-        if start.decision != EffectDecision.RECONCILE:
-            if start.decision == EffectDecision.ACT:
-                self.ledger.fail(start, "decided before it was posted: not posted")
-            return
-        try:
-            found = self._finder(item)()
-        except LookupUnavailable as exc:
-            self.ledger.release(start)
-            self.unfindable(item, str(exc))
-            return
-        if found is None:
-            self.ledger.fail(start, "not found in the channel history")
-        else:
-            self.ledger.succeed(start, found)
+        done = self.ledger.settle_by_lookup(
+            self._review_spec(item), self._finder(item), not_sent=NOT_POSTED
+        )
+        if done.outcome == EffectOutcome.CANNOT_TELL:
+            self.unfindable(item, done.detail or "")
+        elif done.outcome == EffectOutcome.FOUND:
             self._shown([item], unknown=True)
 
     def sync_messages(self) -> int:
@@ -142,7 +145,7 @@ class ReviewOutbox:
         spec = EffectSpec(
             f"{review_effect_key(item.draft_key)}-update:{item.state}:{item.revision}",
             draft_key=item.draft_key,
-            step="review-update",
+            step=REWRITE_STEP,
             payload={"channel": ref.channel, "ts": ref.ts, "state": item.state},
             lease=self.call_lease,
             run_id=item.run_id,
@@ -155,7 +158,13 @@ class ReviewOutbox:
             self.surface.update_review(ref, item)
             return Proof(ref.ts)
 
-        if self.ledger.perform(spec, update, repeatable=True) is None:
+        done = self.ledger.perform(
+            spec,
+            update,
+            repeatable=True,
+            may_act=lambda session, now: _one_rewrite_at_a_time(session, item, spec.key, now),
+        )
+        if not done.happened:
             return 0
         self._shown([item])
         return 1
@@ -224,7 +233,8 @@ class ReviewOutbox:
         )
         if _done(self.ledger.get(spec.key)):
             return 0
-        return 1 if self.ledger.perform(spec, lambda: _proof(self.surface.announce(notice))) else 0
+        done = self.ledger.perform(spec, lambda: _proof(self.surface.announce(notice)))
+        return 1 if done.happened else 0
 
     def _unposted(self) -> list[ReviewItem]:
         with self.store.read() as session:
@@ -249,6 +259,39 @@ class ReviewOutbox:
                 nothing_to_show.append((draft.key, draft.state, draft.revision))
         review_messages.mark_shown(self.store, nothing_to_show)
         return pairs
+
+
+def _unless_moved_on(session: Session, item: ReviewItem) -> str | None:
+    """A review post goes out only while its draft still waits for review."""
+    draft = lock_draft(session, item.draft_key)
+    if draft is None or draft.state != DraftState.READY:
+        return f"{item.draft_key} is {draft.state if draft else 'gone'}: not posted for review"
+    return None
+
+
+def _one_rewrite_at_a_time(
+    session: Session, item: ReviewItem, key: str, now: datetime
+) -> str | None:
+    """A rewrite goes out only if it still shows the draft as it is, and no other rewrite
+    of the same message is on its way: one that waited out a 429 would otherwise land
+    after a newer one, and the message would show an older state for good. Refused, it
+    is tried again by the next pass, from the draft as it is then. The draft's lock
+    makes two rewrites' checks take turns."""
+    draft = lock_draft(session, item.draft_key)
+    if draft is None or (draft.state, draft.revision) != (item.state, item.revision):
+        return f"{item.draft_key} moved on: this rewrite would show an older state"
+    other = session.exec(
+        select(EffectRow.key).where(
+            unsettled_receipt(REWRITE_STEP),
+            col(EffectRow.draft_key) == item.draft_key,
+            col(EffectRow.key) != key,
+            col(EffectRow.state) == EffectState.IN_FLIGHT,
+            col(EffectRow.lease_until) > now,  # a dead holder's rewrite holds nothing up
+        )
+    ).first()
+    if other is not None:
+        return f"another rewrite of {item.draft_key} is on its way ({other})"
+    return None
 
 
 def _notice_key(row: RecipeRow, kind: Backpressure) -> str:

@@ -111,6 +111,25 @@ class EffectDecision(StrEnum):
     WAIT = "wait"  # it was refused with a time to wait (Retry-After) that has not passed
 
 
+class EffectOutcome(StrEnum):
+    """What `EffectLedger.perform` came to for one effect key."""
+
+    DONE = "done"  # it had already happened: the recorded result
+    FOUND = "found"  # the destination had it (a lost answer, a restored database)
+    SENT = "sent"  # performed now, once
+    IN_PROGRESS = "in_progress"  # another holder has it, or its call may still be on the wire
+    WAITING = "waiting"  # refused earlier with a time to wait that has not passed
+    REFUSED = "refused"  # the last check before the call said it may no longer happen
+    NOT_SENT = "not_sent"  # the destination refused it; known not to have happened
+    UNCERTAIN = "uncertain"  # sent, outcome unknown: looked up before any retry
+    CANNOT_TELL = "cannot_tell"  # a lookup of an uncertain effect could not answer
+    LEASE_LOST = "lease_lost"  # our receipt was taken over before the call: nothing sent
+
+    @property
+    def happened(self) -> bool:
+        return self in (EffectOutcome.DONE, EffectOutcome.FOUND, EffectOutcome.SENT)
+
+
 class Verdict(StrEnum):
     """What a person decides about one revision of a draft."""
 
@@ -129,6 +148,7 @@ class Refusal(StrEnum):
     EDITED = "edited"  # the click names an older revision
     BUMPED = "bumped"  # the recipe's version moved on
     WINDOW_PASSED = "window_passed"  # the review window closed
+    CANCELLED = "cancelled"  # its run was cancelled
 
 
 class FollowUp(StrEnum):

@@ -20,20 +20,14 @@ from typing import TypeVar
 from sqlmodel import Session
 
 from core.config import Config, Recipe
-from core.effects import EffectLedger, EffectSpec, EffectStart, Proof
-from core.errors import (
-    ConcurrentChange,
-    EffectInProgress,
-    EffectNotSent,
-    EffectOutcomeUnknown,
-    GalleyError,
-    LookupUnavailable,
-)
+from core.effects import EffectLedger, EffectSpec, Performed, Proof
+from core.errors import ConcurrentChange, EffectNotSent, GalleyError, LookupUnavailable
 from core.failpoints import failpoint
 from core.history import guarded_update, move_draft, move_run, note_run
 from core.identity import publish_effect_key, text_hash
+from core.leases import lease_now
 from core.models import DraftRow, RunRow
-from core.policies import EffectDecision, FailReason, PublishOutcome
+from core.policies import EffectOutcome, FailReason, PublishOutcome
 from core.ports import Clock, Publication, Publisher
 from core.publish_queue import PUBLISH_STEP, PUBLISHABLE, OrphanedSend, orphaned_sends, publishable
 from core.rows import lock_draft, lock_draft_of, lock_run, required
@@ -43,7 +37,8 @@ from core.store import Store
 log = logging.getLogger(__name__)
 
 PUBLISHER = "publisher"
-MAX_PUBLISH_BACKOFF_SECONDS = 300.0
+NOT_SENT_CANCELLED = "the run was cancelled before it was sent"
+NOT_SENT_STALE = "approval went stale before it was sent"
 ORPHAN_NOT_SENT = "absent at the destination; its run no longer publishes it, so it is not sent"
 
 
@@ -86,7 +81,7 @@ class PublishingService:
         run's error is logged and does not hold up the others."""
         results = [self._logged(self.publish_run, run) for run in self.publishable_runs()]
         with self.store.read() as session:
-            orphans = orphaned_sends(session, self.clock.now())
+            orphans = orphaned_sends(session, lease_now(session, self.clock))
         results += [self._logged(self.settle_orphan, send) for send in orphans]
         return [result for result in results if result is not None]
 
@@ -108,39 +103,86 @@ class PublishingService:
         recipe, publication = started
         publisher = self.publisher_for(recipe)
         failpoint("after_publishing_commit")
-        spec = EffectSpec(
-            publication.effect_key,
-            draft_key=publication.draft_key,
+        spec = self._spec(recipe, publisher, publication.draft_key, publication.text, run_id)
+
+        def send() -> Proof:
+            failpoint("before_publish_call")
+            external_id = publisher.publish(publication)
+            failpoint("after_publish_call")  # sent, not yet recorded: the lookup must find it
+            return Proof(external_id)
+
+        done = self.ledger.perform(
+            spec,
+            send,
+            lookup=lambda: _found(publisher, publication.effect_key),
+            may_act=lambda session, _now: self._may_send(session, recipe, run_id, publication),
+            look_first=True,  # a restored database has no receipt: the destination knows
+        )
+        return self._after(run_id, done)
+
+    def _spec(
+        self, recipe: Recipe, publisher: Publisher, draft_key: str, text: str, run_id: str
+    ) -> EffectSpec:
+        return EffectSpec(
+            publish_effect_key(draft_key, publisher.target),
+            draft_key=draft_key,
             step=PUBLISH_STEP,
-            payload=_payload(publisher.target, publication.draft_key, publication.text),
+            payload=_payload(publisher.target, draft_key, text),
             lease=recipe.call_timeout * 4,
             run_id=run_id,
+            backoff=True,
+            on_wire=recipe.call_timeout,
         )
-        for _ in range(2):  # a second pass only after a lookup proved it absent
-            try:
-                start = self.ledger.begin(spec)
-            except EffectInProgress as exc:
-                return PublishResult(PublishOutcome.IN_PROGRESS, run_id, str(exc))
-            if start.decision == EffectDecision.DONE:
-                return self._finish(run_id, start.receipt.external_id or "")
-            if start.decision == EffectDecision.WAIT:
-                return PublishResult(PublishOutcome.WAITING, run_id, start.receipt.detail)
-            found = self._look(run_id, publisher, publication, start)
-            if isinstance(found, PublishResult):
-                return found
-            if found is not None:
-                self.ledger.succeed(start, Proof(found, {"found": True}))
-                return self._finish(run_id, found)
-            if start.decision == EffectDecision.RECONCILE:
-                self.ledger.fail(start, "absent at the destination")
-                continue
-            if self.clock.now() - publication.approved_at > recipe.approval_ttl:
-                # A new send needs a fresh approval, even for a run resolved days later.
-                self.ledger.fail(start, "approval went stale")
-                self._send_back_run(run_id, recipe.approval_ttl)
+
+    def _may_send(
+        self, session: Session, recipe: Recipe, run_id: str, publication: Publication
+    ) -> str | None:
+        """The last look before a send, under its receipt: the run still publishes this
+        draft, the draft is still approved, and the approval is still fresh (a stale one
+        sends the draft back to review, in this same transaction)."""
+        run = _locked_run(session, run_id)
+        draft = required(lock_draft(session, publication.draft_key), "draft")
+        if run.state not in (RunState.PUBLISHING, RunState.UNCERTAIN):
+            if run.state == RunState.CANCELLED and draft.state == DraftState.APPROVED:
+                now = self.clock.now()
+                move_draft(session, draft, DraftState.CANCELLED, actor=PUBLISHER, at=now)
+            return NOT_SENT_CANCELLED
+        if run.draft_key != draft.key or draft.state != DraftState.APPROVED:
+            return f"{draft.key} is {draft.state}: its run no longer publishes it"
+        now = self.clock.now()
+        if draft.decided_at is None or now - draft.decided_at > recipe.approval_ttl:
+            # A new send needs a fresh approval, even for a run resolved days later.
+            _send_back(session, run, draft, recipe.approval_ttl, now)
+            return NOT_SENT_STALE
+        return None
+
+    def _after(self, run_id: str, done: Performed) -> PublishResult:
+        """What the ledger's outcome means for the run."""
+        match done.outcome:
+            case EffectOutcome.DONE | EffectOutcome.FOUND | EffectOutcome.SENT:
+                return self._finish(run_id, done.external_id or "")
+            case EffectOutcome.IN_PROGRESS | EffectOutcome.LEASE_LOST:
+                return PublishResult(PublishOutcome.IN_PROGRESS, run_id, done.detail)
+            case EffectOutcome.WAITING:
+                return PublishResult(PublishOutcome.WAITING, run_id, done.detail)
+            case EffectOutcome.REFUSED if done.detail == NOT_SENT_STALE:
                 return PublishResult(PublishOutcome.SENT_BACK, run_id, "approval too old")
-            return self._act(run_id, publisher, publication, start)
-        return PublishResult(PublishOutcome.WAITING, run_id, "absent; will publish next pass")
+            case EffectOutcome.REFUSED:
+                return PublishResult(PublishOutcome.NOT_READY, run_id, done.detail)
+            case EffectOutcome.NOT_SENT if done.refusal is not None and done.refusal.permanent:
+                return self._refused(run_id, done.refusal)
+            case EffectOutcome.NOT_SENT:
+                return PublishResult(PublishOutcome.WAITING, run_id, done.detail)
+        return self._uncertain(run_id, done.detail or "outcome unknown")  # UNCERTAIN, CANNOT_TELL
+
+    def _refused(self, run_id: str, refusal: EffectNotSent) -> PublishResult:
+        """The destination refused the publication itself: the run fails; refused
+        credentials (401/403) stop and tell people."""
+        reason = FailReason.PUBLISH_AUTH if refusal.auth else FailReason.PUBLISH_REJECTED
+        self._move(run_id, RunState.FAILED, reason=reason, detail=str(refusal))
+        if refusal.auth:
+            self.alert(run_id)
+        return PublishResult(PublishOutcome.FAILED, run_id, str(refusal))
 
     def settle_orphan(self, send: OrphanedSend) -> PublishResult | None:
         """Ask the destination about an orphaned send; None while nobody can tell (people
@@ -152,42 +194,36 @@ class PublishingService:
         if publish_effect_key(send.draft_key, publisher.target) != send.effect_key:
             return None  # the recipe publishes elsewhere now
         try:
-            found = publisher.lookup(send.effect_key)  # a probe, before anything is written
+            probe = _found(publisher, send.effect_key)  # before anything is written
         except LookupUnavailable:
             return None
-        payload = _payload(publisher.target, send.draft_key, send.text)
-        spec = EffectSpec(
-            send.effect_key,
-            send.draft_key,
-            PUBLISH_STEP,
-            payload,
-            recipe.call_timeout * 4,
-            send.run_id,
-        )
-        try:
-            start = self.ledger.begin(spec)
-        except EffectInProgress:
-            return None
-        if start.decision == EffectDecision.ACT:  # settled as failed meanwhile: never sent now
-            self.ledger.fail(start, ORPHAN_NOT_SENT)
-        if start.decision != EffectDecision.RECONCILE:
-            return None
-        try:
-            found = found or publisher.lookup(send.effect_key)  # absent: ask again, holding it
-        except LookupUnavailable:
-            self.ledger.release(start)
-            return None
-        # The run and draft first, the receipt last: a pass that stops in between leaves
-        # the receipt unsettled, so the next one finds the send again and notes it once.
-        if found is None:
-            self._note_orphan(send, f"not sent: publish {send.draft_key}")
+        noted: list[Proof | None] = []
+
+        def note(found: Proof | None) -> None:
+            # The run and draft first, the receipt last: a pass that stops in between
+            # leaves the receipt unsettled, so the next one finds the send again and
+            # notes it once.
+            if found is None:
+                self._note_orphan(send, f"not sent: publish {send.draft_key}")
+            else:
+                outcome = f"publish {send.draft_key} → {found.external_id}"
+                self._note_orphan(send, outcome, published=True)
             failpoint("orphan_noted")
-            self.ledger.fail(start, ORPHAN_NOT_SENT)
+            noted.append(found)
+
+        done = self.ledger.settle_by_lookup(
+            self._spec(recipe, publisher, send.draft_key, send.text, send.run_id),
+            lambda: probe or _found(publisher, send.effect_key),  # absent: ask again, holding it
+            not_sent=ORPHAN_NOT_SENT,
+            record=note,
+        )
+        if done.outcome == EffectOutcome.FOUND:
+            return PublishResult(
+                PublishOutcome.PUBLISHED, send.run_id, external_id=done.external_id
+            )
+        if noted:
             return PublishResult(PublishOutcome.NOT_READY, send.run_id, ORPHAN_NOT_SENT)
-        self._note_orphan(send, f"publish {send.draft_key} → {found}", published=True)
-        failpoint("orphan_noted")
-        self.ledger.succeed(start, Proof(found, {"found": True}))
-        return PublishResult(PublishOutcome.PUBLISHED, send.run_id, external_id=found)
+        return None
 
     def _note_orphan(self, send: OrphanedSend, outcome: str, *, published: bool = False) -> None:
         with self.store.transaction() as session:
@@ -233,56 +269,6 @@ class PublishingService:
                 approved_at=draft.decided_at,
             )
 
-    def _look(
-        self, run_id: str, publisher: Publisher, publication: Publication, start: EffectStart
-    ) -> str | PublishResult | None:
-        """Look before you leap. A first attempt may go ahead when the destination
-        cannot answer (our receipt is all there is); a retry of an uncertain one may not."""
-        try:
-            return publisher.lookup(publication.effect_key)
-        except LookupUnavailable as exc:
-            if start.decision == EffectDecision.ACT:
-                return None
-            self.ledger.release(start)
-            return self._uncertain(run_id, str(exc))
-
-    def _act(
-        self, run_id: str, publisher: Publisher, publication: Publication, start: EffectStart
-    ) -> PublishResult:
-        if not self._still_publishing(run_id):
-            self.ledger.fail(start, "the run was cancelled before it was sent")
-            return PublishResult(PublishOutcome.NOT_READY, run_id, "cancelled before the send")
-        failpoint("before_publish_call")
-        try:
-            with self.ledger.held(start):  # a slow send (429 waits) keeps its receipt
-                external_id = publisher.publish(publication)
-        except EffectNotSent as exc:
-            if not exc.permanent:  # honour Retry-After, else back off: 2, 4, … 300 s
-                tries = start.receipt.tries
-                wait = exc.retry_after if exc.retry_after is not None else 2.0**tries
-                retry_after = timedelta(seconds=min(wait, MAX_PUBLISH_BACKOFF_SECONDS))
-                self.ledger.fail(start, str(exc), retry_after=retry_after)
-                return PublishResult(PublishOutcome.WAITING, run_id, str(exc))
-            self.ledger.fail(start, str(exc))
-            reason = FailReason.PUBLISH_AUTH if exc.auth else FailReason.PUBLISH_REJECTED
-            self._move(run_id, RunState.FAILED, reason=reason, detail=str(exc))
-            if exc.auth:
-                self.alert(run_id)  # 401/403: stop and tell people
-            return PublishResult(PublishOutcome.FAILED, run_id, str(exc))
-        except EffectOutcomeUnknown as exc:
-            self.ledger.mark_uncertain(start, str(exc))
-            return self._uncertain(run_id, str(exc))
-        failpoint("after_publish_call")
-        self.ledger.succeed(start, Proof(external_id))
-        return self._finish(run_id, external_id)
-
-    def _still_publishing(self, run_id: str) -> bool:
-        """The last look before a send: a run cancelled (or settled) meanwhile is not sent.
-        Cancelling after this point finds the receipt in flight and says so."""
-        with self.store.transaction() as session:
-            run = _locked_run(session, run_id)
-        return run.state in (RunState.PUBLISHING, RunState.UNCERTAIN)
-
     def _uncertain(self, run_id: str, detail: str) -> PublishResult:
         self._move(run_id, RunState.UNCERTAIN, detail=detail)  # only a publishing run
         self.alert(run_id)
@@ -315,11 +301,6 @@ class PublishingService:
                 note = f"completed after cancellation: publish {run.draft_key} → {external_id}"
                 _note_outcome(session, run, note, now)
         return PublishResult(PublishOutcome.PUBLISHED, run_id, external_id=external_id)
-
-    def _send_back_run(self, run_id: str, ttl: timedelta) -> None:
-        with self.store.transaction() as session:
-            run = _locked_run(session, run_id)
-            _send_back(session, run, _draft(session, run), ttl, self.clock.now())
 
     def _move(
         self, run_id: str, state: RunState, *, reason: str | None = None, detail: str
@@ -370,6 +351,12 @@ def _send_back(
     draft.ready_at = now  # a full review window again, from now
     move_draft(session, draft, DraftState.READY, actor=PUBLISHER, at=now, reason=why)
     move_run(session, run, RunState.AWAITING_REVIEW, actor=PUBLISHER, at=now, detail=why)
+
+
+def _found(publisher: Publisher, effect_key: str) -> Proof | None:
+    """The destination's answer to "is it there?", as the ledger takes it."""
+    external_id = publisher.lookup(effect_key)
+    return None if external_id is None else Proof(external_id, {"found": True})
 
 
 def _payload(target: str, draft_key: str, text: str) -> dict[str, str]:

@@ -46,6 +46,7 @@ DECISION_STATES = frozenset(
         DraftState.EXPIRED,
         DraftState.SUPERSEDED,
         DraftState.PUBLISHED,
+        DraftState.CANCELLED,
     }
 )
 

@@ -18,6 +18,7 @@ from core.identity import publish_effect_key
 from core.models import DraftRow, EffectRow, RunRow
 from core.policies import Finding
 from core.ports import Clock
+from core.publish_queue import PUBLISH_STEP
 from core.rows import lock_draft_of, lock_effect, lock_run
 from core.states import DraftState, EffectState, RunState, run_may_move
 from core.store import Store
@@ -63,7 +64,7 @@ class Resolver:
         are in flight or went without an answer: each is looked up, never sent again,
         and joins the run's list once its outcome is known (`PublishingService`)."""
         with self.store.transaction() as session:
-            run, _ = self._locked(session, run_id)
+            run, draft = self._locked(session, run_id)
             if not run_may_move(run.state, RunState.CANCELLED):
                 return f"`{run_id}` is {run.state}: there is nothing left to cancel."
             drafts = select(DraftRow.key).where(col(DraftRow.run_id) == run.id)
@@ -79,14 +80,26 @@ class Resolver:
             sending = [e.key for e in effects if e.state == EffectState.IN_FLIGHT]
             unknown = [e.key for e in effects if e.state == EffectState.UNCERTAIN]
             completed = ", ".join(f"{e.key} → {e.external_id}" for e in done) or "none"
+            now = self.clock.now()
             move_run(
                 session,
                 run,
                 RunState.CANCELLED,
                 actor=actor,
-                at=self.clock.now(),
+                at=now,
                 reason=f"completed effects: {completed}",
             )
+            publishing = any(e.step == PUBLISH_STEP for e in effects)
+            if draft is not None and _leaves_review(draft.state, publishing):
+                draft.decided_by, draft.decided_at = actor, now
+                move_draft(
+                    session,
+                    draft,
+                    DraftState.CANCELLED,
+                    actor=actor,
+                    at=now,
+                    reason="run cancelled",
+                )
         answer = f"`{run_id}` cancelled. Effects already completed: {completed}."
         if sending:
             answer += f" Already in flight: {', '.join(sending)}."
@@ -155,6 +168,13 @@ class Resolver:
         if recipe is None or recipe.publish is None or run.draft_key is None:
             return None
         return publish_effect_key(run.draft_key, recipe.publish.target)
+
+
+def _leaves_review(state: DraftState, publishing: bool) -> bool:
+    """A cancelled run's draft leaves the queue (ready), or the publish queue (approved
+    with no send begun); an approved draft whose send may have gone out stays approved
+    until that send's outcome is known."""
+    return state == DraftState.READY or (state == DraftState.APPROVED and not publishing)
 
 
 def _known_run(session: Session, run_id: str) -> RunRow:

@@ -202,6 +202,8 @@ def _sentence(refusal: Refusal, item: ReviewItem | None, recipe_version: int | N
             return "This draft no longer exists."
         case Refusal.WINDOW_PASSED:
             return "The review window for this draft has passed; it has expired."
+        case Refusal.CANCELLED:
+            return "This run was cancelled: nothing here will be published."
     assert item is not None, f"{refusal} names the draft as it is now"
     match refusal:
         case Refusal.DECIDED:
@@ -230,6 +232,8 @@ def _open_for_review(
     if found is None:
         return _refused(key, Refusal.GONE)
     draft, run, recipe_row = found
+    if run.state == RunState.CANCELLED or draft.state == DraftState.CANCELLED:
+        return _refused(key, Refusal.CANCELLED, review_item(draft, run), recipe_row.version)
     refusal = _stale(draft, recipe_row, revision, config, now)
     if refusal is None:
         return draft, run

@@ -34,6 +34,7 @@ class DraftState(StrEnum):
     EXPIRED = "expired"
     SUPERSEDED = "superseded"
     PUBLISHED = "published"
+    CANCELLED = "cancelled"  # its run was cancelled: nobody reviews or publishes it
 
 
 class EffectState(StrEnum):
@@ -74,13 +75,16 @@ RUN_TRANSITIONS: dict[RunState, set[RunState]] = {
 
 _D = DraftState
 DRAFT_TRANSITIONS: dict[DraftState, set[DraftState]] = {
-    _D.CLAIMED: {_D.READY},
-    _D.READY: {_D.APPROVED, _D.REJECTED, _D.EXPIRED, _D.SUPERSEDED},
-    _D.APPROVED: {_D.PUBLISHED, _D.READY, _D.SUPERSEDED},
+    _D.CLAIMED: {_D.READY, _D.CANCELLED},
+    _D.READY: {_D.APPROVED, _D.REJECTED, _D.EXPIRED, _D.SUPERSEDED, _D.CANCELLED},
+    # an approved draft whose send may have gone out stays approved when its run is
+    # cancelled, so the send's outcome can still be recorded against it
+    _D.APPROVED: {_D.PUBLISHED, _D.READY, _D.SUPERSEDED, _D.CANCELLED},
     _D.REJECTED: set(),
     _D.EXPIRED: set(),
     _D.SUPERSEDED: set(),
     _D.PUBLISHED: set(),
+    _D.CANCELLED: set(),
 }
 
 _E = EffectState

@@ -18,7 +18,10 @@ FROZEN_AT = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)  # a Monday, noon UTC
 
 
 class FrozenClock:
-    """The `Clock` port, standing still until told to move: for lease and expiry logic."""
+    """The `Clock` port, standing still until told to move: for lease and expiry logic.
+    It also stands in for the database's clock, which judges leases in production."""
+
+    judges_leases = True
 
     def __init__(self, start: datetime = FROZEN_AT) -> None:
         self.current = start
@@ -35,7 +38,10 @@ class FrozenClock:
 
 class RunningClock:
     """The `Clock` port at real speed, shifted to start at `start`: leases and timeouts
-    still pass in real seconds, but "today" is always the same day."""
+    still pass in real seconds, but "today" is always the same day. Leases are judged
+    by it too, not by the database's clock."""
+
+    judges_leases = True
 
     def __init__(self, start: datetime) -> None:
         self._start = start

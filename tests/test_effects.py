@@ -12,7 +12,7 @@ from sqlmodel import select
 from core.effects import EffectLedger, EffectSpec, EffectStart, Proof
 from core.errors import ConcurrentChange, EffectInProgress, KeyPayloadConflict
 from core.models import EffectRow, EventRow
-from core.policies import EffectDecision
+from core.policies import EffectDecision, EffectOutcome
 from core.states import EffectState
 from core.store import Store
 from core.testing import FrozenClock
@@ -169,7 +169,7 @@ def test_two_threads_of_one_process_reconciling_one_effect_act_once(store: Store
     release.set()
     first.join(10)
 
-    assert second is None
+    assert second.outcome == EffectOutcome.IN_PROGRESS
     assert len(sends) == 1
     [row] = rows(store)
     assert (row.state, row.external_id) == (EffectState.SUCCEEDED, "sent-1")
@@ -183,5 +183,5 @@ def test_perform_looks_up_an_uncertain_effect_before_acting_again(store: Store) 
 
     found = ledger.perform(spec(), lambda: Proof(str(sends.append(1))), lookup=lambda: Proof("x"))
 
-    assert found is not None and found.external_id == "x"
+    assert found.outcome == EffectOutcome.FOUND and found.external_id == "x"
     assert sends == []
