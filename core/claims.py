@@ -23,6 +23,7 @@ from core.failpoints import failpoint
 from core.gate import gate_reason, others_drafting
 from core.history import (
     guarded_delete,
+    guarded_update,
     move_run,
     note_draft,
     note_released,
@@ -30,7 +31,7 @@ from core.history import (
     record_event,
 )
 from core.identity import draft_key
-from core.leases import new_owner
+from core.leases import lease_now, new_owner
 from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
 from core.policies import AttemptOutcome, DraftOutcome, Overlap, SkipReason
 from core.ports import Clock
@@ -144,7 +145,11 @@ def skip_slot(
 def skip_if_pending(
     session: Session, run: RunRow, reason: SkipReason, detail: str, *, actor: str, now: datetime
 ) -> None:
-    """A run nobody has started becomes `skipped`; one that moved on is left as it is."""
+    """A run nobody has started becomes `skipped`; one that moved on is left as it is,
+    and so is a person's request found late (manual runs have no misfire_grace: the
+    pending-run pass drafts them)."""
+    if run.manual and reason == SkipReason.MISFIRE:
+        return
     if run.state == RunState.PENDING:
         move_run(session, run, RunState.SKIPPED, actor=actor, at=now, reason=reason, detail=detail)
 
@@ -168,9 +173,12 @@ def claim_slot(
     """
     owner = new_owner(worker)
     with store.transaction() as session:
-        now = clock.now()
+        now = lease_now(session, clock)  # leases are judged by the database's clock
         recipe_row = lock_recipe_row(session, recipe.name, now)
         run = open_run(session, recipe, slot, manual=manual, actor=actor, now=now)
+        if manual and not run.manual:
+            run.manual = True  # a person asked for this slot: it stays theirs through sweeps
+            guarded_update(session, run, state=run.state)
         key = draft_key(recipe.platform, run.id, recipe_row.version)
         existing = draft_row(session, key)
         if existing is not None:
@@ -338,7 +346,7 @@ def abandon_unfinished_attempts(session: Session, key: str, now: datetime) -> No
 def renew_lease(store: Store, claim: Claim, lease: timedelta, clock: Clock) -> bool:
     """Extend our claim; False when it is no longer ours (taken over or swept)."""
     with store.transaction() as session:
-        now = clock.now()
+        now = lease_now(session, clock)  # read once the write lock is held, not before
         renewed = session.execute(
             sa.update(DraftRow)
             .where(
@@ -358,12 +366,14 @@ def sweep_expired_claims(store: Store, clock: Clock, actor: str = "sweeper") -> 
     as a draft after the read is left alone (PostgreSQL re-checks the row at delete time).
     """
     swept: list[str] = []
-    lapsed = (col(DraftRow.state) == DraftState.CLAIMED) & (col(DraftRow.lease_until) < clock.now())
     with store.read() as session:  # most passes find nothing, and take no write lock for it
+        lapsed = (col(DraftRow.state) == DraftState.CLAIMED) & (
+            col(DraftRow.lease_until) < lease_now(session, clock)
+        )
         if session.exec(select(DraftRow.key).where(lapsed).limit(1)).first() is None:
             return swept
     with store.transaction() as session:
-        now = clock.now()
+        now = lease_now(session, clock)
         expired = session.exec(
             select(DraftRow)
             .where(col(DraftRow.state) == DraftState.CLAIMED, col(DraftRow.lease_until) < now)

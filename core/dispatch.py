@@ -26,7 +26,6 @@ from core.store import Store
 
 SCHEDULER = "scheduler"
 STALE_PENDING = timedelta(minutes=1)  # a pending run untouched this long has no one on it
-BUMPED = "recipe bumped"  # the reason a bump gives the runs it sends back to pending
 MAX_RECORDED_MISSES = 500  # a recipe offline for long records its most recent misses only
 QUEUE_POLL_SECONDS = 1.0
 
@@ -75,13 +74,20 @@ class SlotDispatcher:
 
     def resume(self, run_id: str) -> DraftResult | None:
         """Draft a run again whose claim expired (its worker died): once, if still
-        within misfire_grace, else it is recorded as a misfire."""
+        within misfire_grace, else it is recorded as a misfire. A person's request
+        (`manual`) is drafted whatever its age, as it was asked for."""
         run = self._pending_run(run_id)
         recipe = None if run is None else self.recipes.get(run.recipe)
         if run is None or recipe is None:
             return None
         slot = slot_of_run(recipe, run_id, run.slot_at)
-        return None if slot is None else self.run_slot(recipe, slot)
+        return None if slot is None else self._redispatch(recipe, slot, manual=run.manual)
+
+    def _redispatch(self, recipe: Recipe, slot: Slot, *, manual: bool) -> DraftResult:
+        """A person's request stays a person's request: no misfire_grace, no overlap."""
+        if manual:
+            return self.drafting.draft_slot(recipe, slot, manual=True, actor=SCHEDULER)
+        return self.run_slot(recipe, slot)
 
     def stale_pending_runs(self) -> list[str]:
         """Pending runs nobody has moved for a while: a crash between the sweep and its
@@ -97,8 +103,9 @@ class SlotDispatcher:
         return list(found)
 
     def settle_pending(self, run_id: str) -> DraftResult | None:
-        """Pick a stale pending run up, or close it with a reason: a bumped one is drafted
-        at the new version (a person asked for it: no misfire_grace), any other one under
+        """Pick a stale pending run up, or close it with a reason: a person's (a manual
+        run, or one a bump sent back) is drafted at the current version with no
+        misfire_grace, any other one under
         the recipe's misfire and overlap policies, and one whose recipe left the config is
         skipped."""
         run = self._pending_run(run_id)
@@ -110,9 +117,7 @@ class SlotDispatcher:
         slot = slot_of_run(recipe, run_id, run.slot_at)
         if slot is None:  # the schedule changed under it
             return self._skip_run(run_id, SkipReason.MISFIRE, "no longer a slot of the schedule")
-        if (run.reason or "").startswith(BUMPED):
-            return self.drafting.draft_slot(recipe, slot, manual=True, actor=SCHEDULER)
-        return self.run_slot(recipe, slot)
+        return self._redispatch(recipe, slot, manual=run.manual)
 
     def _pending_run(self, run_id: str) -> RunRow | None:
         """The run if it is still pending; what is done with it next re-checks under a lock."""

@@ -60,6 +60,9 @@ class Backoff:
         return float(exponential * random.uniform(0.5, 1.0))
 
 
+CANCELLED_WHILE_DRAFTED = "its run was cancelled while it was drafted"
+
+
 class DraftingService:
     """Turns (recipe, slot) into at most one stored draft and one paid model answer."""
 
@@ -201,24 +204,21 @@ class DraftingService:
                 "model": reply.model,
                 "request_id": reply.request_id,
                 "stop_reason": reply.stop_reason,
-                "input_tokens": reply.input_tokens,
-                "output_tokens": reply.output_tokens,
-                "cache_creation_tokens": reply.cache_creation_tokens,
-                "cache_read_tokens": reply.cache_read_tokens,
             }
-        statement = (  # an attempt already marked abandoned by a new owner stays so
-            sa.update(AttemptRow)
-            .where(
-                col(AttemptRow.id) == attempt_id(claim.run_id, number),
-                col(AttemptRow.finished_at).is_(None),
-            )
-            .values(**values)
-        )
+            values |= _usage(reply)
+        row = col(AttemptRow.id) == attempt_id(claim.run_id, number)
+        statements = [  # an attempt already marked abandoned by a new owner stays so…
+            sa.update(AttemptRow).where(row, col(AttemptRow.finished_at).is_(None)).values(**values)
+        ]
+        if reply is not None:  # …but what it cost was paid all the same, and counts
+            statements.append(sa.update(AttemptRow).where(row).values(**_usage(reply)))
         if session is not None:
-            session.execute(statement)
+            for statement in statements:
+                session.execute(statement)
             return
         with self.store.transaction() as own_session:
-            own_session.execute(statement)
+            for statement in statements:
+                own_session.execute(statement)
 
     def _store_draft(
         self, recipe: Recipe, claim: Claim, number: int, started: float, reply: ModelReply
@@ -226,19 +226,31 @@ class DraftingService:
         if not reply.text.strip():
             self._finish_attempt(claim, number, started, reply=reply)
             return self._fail(claim, FailReason.EMPTY_RESPONSE, "the model answered no text")
+        # The paid call is on record before the draft is: storing it may still be
+        # refused (the run was cancelled meanwhile), and its tokens count either way.
+        self._finish_attempt(claim, number, started, reply=reply)
         with self.store.transaction() as session:
             now = self.clock.now()
             recipe_row = lock_recipe_row(session, claim.run_id.partition("@")[0], now)
             run = _run(session, claim.run_id)  # recipe, run, then draft: core/rows.py
-            self._finish_attempt(claim, number, started, reply=reply, session=session)
             draft = _own_claim(session, claim)
             draft.text, draft.text_hash, draft.revision = reply.text, text_hash(reply.text), 1
             draft.model, draft.ready_at = reply.model, now
             draft.input_tokens, draft.output_tokens = reply.input_tokens, reply.output_tokens
             draft.claimed_by, draft.lease_until = None, None
-            move_draft(session, draft, DraftState.READY, actor=claim.owner, at=now)
+            cancelled = run.state == RunState.CANCELLED  # a person cancelled it meanwhile
+            move_draft(
+                session,
+                draft,
+                DraftState.CANCELLED if cancelled else DraftState.READY,
+                actor=claim.owner,
+                at=now,
+                reason=CANCELLED_WHILE_DRAFTED if cancelled else None,
+            )
             detail = None
-            if draft.version < recipe_row.version:
+            if cancelled:
+                detail = f"stored as cancelled: {CANCELLED_WHILE_DRAFTED}"
+            elif draft.version < recipe_row.version:
                 detail = self._store_superseded(session, draft, run, recipe_row, claim, now)
             else:
                 _supersede_older_drafts(session, claim, claim.owner, now)
@@ -261,6 +273,7 @@ class DraftingService:
         why = f"recipe bumped to v{recipe_row.version} while this draft was written"
         move_draft(session, draft, DraftState.SUPERSEDED, actor=claim.owner, at=now, reason=why)
         if run.state == RunState.RUNNING and run.draft_key == claim.draft_key:
+            run.manual = True  # a person bumped it: drafted again at the new version
             move_run(session, run, RunState.PENDING, actor=claim.owner, at=now, reason=why)
         else:
             note_run(session, run, actor=claim.owner, at=now, reason=f"{claim.draft_key}: {why}")
@@ -369,6 +382,15 @@ def _supersede_older_drafts(session: Session, claim: Claim, actor: str, now: dat
         move_draft(
             session, draft, DraftState.SUPERSEDED, actor=actor, at=now, reason=claim.draft_key
         )
+
+
+def _usage(reply: ModelReply) -> dict[str, int]:
+    return {
+        "input_tokens": reply.input_tokens,
+        "output_tokens": reply.output_tokens,
+        "cache_creation_tokens": reply.cache_creation_tokens,
+        "cache_read_tokens": reply.cache_read_tokens,
+    }
 
 
 def _fail_reason(outcome: AttemptOutcome) -> FailReason:

@@ -245,6 +245,7 @@ class Galley:
                     continue  # expired or decided since the read
                 move_draft(session, draft, DraftState.SUPERSEDED, actor=actor, at=now, reason=why)
                 if run.state == RunState.AWAITING_REVIEW and run.draft_key == draft.key:
+                    run.manual = True  # a person's request: drafted again whatever its age
                     move_run(session, run, RunState.PENDING, actor=actor, at=now, reason=why)
             return row.version
 

@@ -16,7 +16,7 @@ from core.errors import UnknownRun
 from core.history import move_draft, move_effect, move_run
 from core.identity import publish_effect_key
 from core.models import DraftRow, EffectRow, RunRow
-from core.policies import Finding
+from core.policies import FailReason, Finding
 from core.ports import Clock
 from core.publish_queue import PUBLISH_STEP
 from core.rows import lock_draft_of, lock_effect, lock_run
@@ -24,6 +24,8 @@ from core.states import DraftState, EffectState, RunState, run_may_move
 from core.store import Store
 
 __all__ = ["Finding", "Resolver"]
+
+PUBLISH_REFUSALS = (FailReason.PUBLISH_AUTH, FailReason.PUBLISH_REJECTED)
 
 
 class Resolver:
@@ -56,8 +58,30 @@ class Resolver:
         return f"`{run_id}` marked published. Nothing will be sent again."
 
     def retry(self, run_id: str, *, actor: str) -> str:
-        """Try an uncertain publication once more: the person takes the risk of a repeat."""
+        """Try an uncertain publication once more (the person takes the risk of a
+        repeat), or a refused one (401/403, 400) once its cause is fixed: it is looked up
+        and published once, under the same key, if its approval is still fresh."""
+        with self.store.transaction() as session:
+            run = _known_run(session, run_id)
+            if run.state == RunState.FAILED and run.reason in PUBLISH_REFUSALS:
+                return self._publish_refused_again(session, run, actor)
         return self._publish_again(run_id, actor, why=f"{actor} asked for a retry")
+
+    def _publish_refused_again(self, session: Session, run: RunRow, actor: str) -> str:
+        """A publication the destination refused: known not to have happened, so its
+        receipt is failed already and the publish pass may act once more."""
+        key = self._publish_key(run)
+        draft = lock_draft_of(session, run)
+        effect = None if key is None else lock_effect(session, key)
+        if draft is None or draft.state != DraftState.APPROVED:
+            return (
+                f"`{run.id}`'s draft is {draft.state if draft else 'missing'}: nothing to publish."
+            )
+        if effect is not None and effect.state != EffectState.FAILED:
+            return f"`{run.id}`'s publication is {effect.state}: a pass is already acting on it."
+        why = f"{actor} asked for a retry after {run.reason}"
+        move_run(session, run, RunState.PUBLISHING, actor=actor, at=self.clock.now(), detail=why)
+        return f"`{run.id}` will be published once more, under the same key."
 
     def cancel(self, run_id: str, *, actor: str) -> str:
         """Stop further steps; say which effects had already completed, and which sends

@@ -66,7 +66,8 @@ RUN_TRANSITIONS: dict[RunState, set[RunState]] = {
     _R.PUBLISHING: {_R.SUCCEEDED, _R.UNCERTAIN, _R.FAILED, _R.CANCELLED, _R.AWAITING_REVIEW},
     _R.UNCERTAIN: {_R.SUCCEEDED, _R.PUBLISHING, _R.FAILED, _R.CANCELLED, _R.AWAITING_REVIEW},
     _R.SKIPPED: _REOPEN | {_R.SKIPPED},
-    _R.FAILED: _REOPEN | {_R.SKIPPED},  # a person re-drafts it, or skips it
+    # a person re-drafts it, skips it, or retries a refused publication once fixed
+    _R.FAILED: _REOPEN | {_R.SKIPPED, _R.PUBLISHING},
     _R.SUCCEEDED: _REOPEN,
     _R.REJECTED: _REOPEN,
     _R.EXPIRED: _REOPEN,
