@@ -5,6 +5,7 @@ pending writes nothing. Counts what the review surface received and the rows sto
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
@@ -167,3 +168,51 @@ def test_upgrading_marks_decisions_still_to_show(store: Store) -> None:
             d.key: (d.shown_state, d.shown_revision) for d in session.exec(select(DraftRow)).all()
         }
     assert marks == {shown: ("rejected", 1), not_shown: ("rejected", 1), waiting: ("ready", 1)}
+
+
+class FirstUpdateWaits(RecordingSurface):
+    """The first rewrite waits (a 429's Retry-After) until released; the rest answer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiting, self.release = threading.Event(), threading.Event()
+
+    def update_review(self, ref: MessageRef, item: ReviewItem) -> None:
+        if not self.waiting.is_set():
+            self.waiting.set()
+            self.release.wait(10)
+        super().update_review(ref, item)
+
+
+def test_a_rewrite_that_waited_out_a_429_never_leaves_the_message_behind(store: Store) -> None:
+    """Issue 19 item 6: an edit's rewrite waits; meanwhile the draft is approved. The
+    approval's rewrite does not overtake it (one rewrite per message at a time), and the
+    next pass shows the approval: the message ends on the draft's last state."""
+    clock, surface = FrozenClock(), FirstUpdateWaits()
+    config = make_config(pending_limit=10)
+    key = _drafts(store, clock)[0]
+    outbox = _outbox(store, clock, surface)
+    outbox.post_ready_drafts()
+    assert edit(
+        store, config, clock, draft_key=key, revision=1, text="Better.", user="U1",
+        permitted=True,
+    ).accepted  # fmt: skip
+    rewriting = threading.Thread(target=outbox.sync_messages)
+    rewriting.start()
+    assert surface.waiting.wait(10)
+
+    answer = decide(
+        store, config, clock, draft_key=key, revision=2, verdict=Verdict.APPROVED, user="U1",
+        permitted=True,
+    )  # fmt: skip
+    assert answer.accepted and answer.item is not None
+    outbox.show_now(answer.item)  # while the edit's rewrite still waits
+    surface.release.set()
+    rewriting.join(10)
+    outbox.sync_messages()
+
+    assert surface.updates[-1] == (key, "approved", 2)
+    with store.read() as session:
+        shown = session.exec(select(DraftRow.shown_state).where(col(DraftRow.key) == key)).one()
+    assert shown == "approved"
+    assert outbox.sync_messages() == 0
