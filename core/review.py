@@ -27,7 +27,7 @@ from core.rows import (
     run_of_draft,
     run_row,
 )
-from core.states import DraftState, RunState
+from core.states import DRAFT_APPROVED_STATES, DraftState, RunState
 from core.store import Store
 
 EXPIRY_ACTOR = "expiry"
@@ -260,7 +260,7 @@ def _stale(
     draft: DraftRow, recipe_row: RecipeRow, revision: int, config: Config, now: datetime
 ) -> Refusal | None:
     """Why a click on this revision no longer counts, or None if it still does."""
-    if draft.state in (DraftState.APPROVED, DraftState.REJECTED, DraftState.PUBLISHED):
+    if draft.state in DRAFT_APPROVED_STATES or draft.state == DraftState.REJECTED:
         return Refusal.DECIDED
     if draft.state != DraftState.READY:
         return Refusal.NOT_DECIDABLE
