@@ -18,7 +18,7 @@ from core.causes import last_attempt_cause
 from core.config import Config
 from core.effects import EffectLedger, EffectSpec, Proof
 from core.models import AttemptRow, EffectRow, EventRow, RunRow
-from core.policies import AlertKind, FailReason
+from core.policies import AlertKind, EffectStep, FailReason
 from core.ports import Alerter, Clock, MessageRef, ReviewItem, RunAlert
 from core.rows import required, run_row
 from core.states import EffectState, RunState
@@ -74,7 +74,7 @@ class AlertService:
         with self.store.read() as session:  # ix_effects_alerts_posted: the last day's alerts
             posted = session.exec(
                 select(EffectRow).where(
-                    col(EffectRow.step) == "alert",
+                    col(EffectRow.step) == EffectStep.ALERT,
                     col(EffectRow.state) == EffectState.SUCCEEDED,
                     col(EffectRow.created_at) > now - FAILED_WINDOW,
                     col(EffectRow.key).not_like("alert|review-post|%"),
@@ -101,7 +101,7 @@ class AlertService:
         spec = EffectSpec(
             f"{receipt.key}|settled",
             draft_key=run.draft_key or "",
-            step="alert-settled",
+            step=EffectStep.ALERT_SETTLED,
             payload={"alert": receipt.key},
             lease=timedelta(minutes=5),
             run_id=run.id,
@@ -223,7 +223,7 @@ class AlertService:
         spec = EffectSpec(
             key,
             draft_key=run.draft_key or "",
-            step="alert",
+            step=EffectStep.ALERT,
             payload={"run": run.id},
             lease=timedelta(minutes=5),
             run_id=run.id,
@@ -259,7 +259,10 @@ class AlertService:
         with self.store.read() as session:
             effects = session.exec(
                 select(EffectRow)
-                .where(col(EffectRow.draft_key) == run.draft_key, col(EffectRow.step) == "publish")
+                .where(
+                    col(EffectRow.draft_key) == run.draft_key,
+                    col(EffectRow.step) == EffectStep.PUBLISH,
+                )
                 .order_by(col(EffectRow.created_at))
             ).all()
         for effect in effects:

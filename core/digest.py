@@ -19,8 +19,9 @@ from sqlmodel import Session, col, select
 from core.config import Config
 from core.effects import EffectLedger, EffectSpec, Proof
 from core.models import DraftRow, RunRow
+from core.policies import EffectStep
 from core.ports import MessageRef
-from core.states import DraftState, RunState
+from core.states import DraftState, EffectState, RunState
 from core.store import Store
 
 DAY = timedelta(days=1)
@@ -48,12 +49,12 @@ def post_digest(
     spec = EffectSpec(
         f"digest|{day}",
         draft_key="",
-        step="digest",
+        step=EffectStep.DIGEST,
         payload={"day": day},
         lease=timedelta(minutes=5),
     )
     existing = ledger.get(spec.key)
-    if existing is not None and existing.state != "failed":
+    if existing is not None and existing.state != EffectState.FAILED:
         return False
 
     def send() -> Proof:
