@@ -13,12 +13,12 @@ from datetime import datetime
 
 from sqlmodel import Session, col, select
 
-from core.alerts import STUCK_PUBLISHING_CALLS, STUCK_RUNNING_LEASES
 from core.config import Config
 from core.identity import review_effect_key
 from core.models import DraftRow, EffectRow, RunRow
 from core.operator import Galley, RecipeStatus
-from core.states import DraftState, EffectState, RunState
+from core.states import RUN_WATCHED_STATES, DraftState, EffectState, RunState
+from core.stuck import is_stuck
 
 WAITING_LIMIT = 60  # more than a Home tab can show; the rest is counted, not listed
 
@@ -49,7 +49,7 @@ class RunNeedingPerson:
     state: str
     reason: str | None
     since: datetime
-    stuck: bool  # running or publishing far past its deadline (core.alerts' thresholds)
+    stuck: bool  # running or publishing far past its deadline (core/stuck.py)
 
 
 @dataclass(frozen=True)
@@ -116,20 +116,12 @@ def _recipe_line(session: Session, status: RecipeStatus) -> RecipeLine:
 def _runs_needing_person(session: Session, config: Config, now: datetime) -> list[RunNeedingPerson]:
     rows = session.exec(
         select(RunRow)
-        .where(col(RunRow.state).in_([RunState.UNCERTAIN, RunState.RUNNING, RunState.PUBLISHING]))
+        .where(col(RunRow.state).in_(RUN_WATCHED_STATES))
         .order_by(col(RunRow.updated_at))
     ).all()
     found = []
     for run in rows:
-        recipe = config.recipes.get(run.recipe)
-        age = now - run.updated_at
-        stuck = recipe is not None and (
-            (run.state == RunState.RUNNING and age > recipe.claim_lease * STUCK_RUNNING_LEASES)
-            or (
-                run.state == RunState.PUBLISHING
-                and age > recipe.call_timeout * STUCK_PUBLISHING_CALLS
-            )
-        )
+        stuck = is_stuck(run, config, now)
         if run.state == RunState.UNCERTAIN or stuck:
             found.append(
                 RunNeedingPerson(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from datetime import UTC, datetime
 
 import sqlalchemy as sa
 from prometheus_client import REGISTRY, Counter, Histogram
@@ -19,17 +18,15 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlmodel import col, select
 
-from core.alerts import STUCK_PUBLISHING_CALLS, STUCK_RUNNING_LEASES
 from core.config import Config
 from core.errors import GalleyError
 from core.models import DraftRow, RunRow
 from core.ports import Clock
-from core.states import DraftState, RunState
+from core.states import DRAFT_LIVE_STATES, DraftState, RunState
 from core.store import Store
+from core.stuck import stuck_condition
 
 log = logging.getLogger(__name__)
-LIVE_DRAFT_STATES = (DraftState.CLAIMED, DraftState.READY, DraftState.APPROVED)
-WATCHED_RUN_STATES = (RunState.UNCERTAIN, RunState.RUNNING, RunState.PUBLISHING)
 
 LATENCY_BUCKETS = (0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300)
 ACK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 3)
@@ -140,33 +137,33 @@ class DatabaseGauges(Collector):
         drafts = GaugeMetricFamily(
             "galley_drafts", "Drafts in a live state, by state.", labels=["state"]
         )
-        now = clock.now()
+        count = sa.func.count()
         with store.reachable(), store.transaction() as session:
             ready = dict(
                 session.exec(
-                    select(DraftRow.recipe, sa.func.count())
+                    select(DraftRow.recipe, count)
                     .where(col(DraftRow.state) == DraftState.READY)
                     .group_by(col(DraftRow.recipe))
                 ).all()
             )
             by_state = dict(
                 session.exec(
-                    select(DraftRow.state, sa.func.count())
-                    .where(col(DraftRow.state).in_(LIVE_DRAFT_STATES))
+                    select(DraftRow.state, count)
+                    .where(col(DraftRow.state).in_(DRAFT_LIVE_STATES))
                     .group_by(col(DraftRow.state))
                 ).all()
             )
-            watched = session.exec(
-                select(RunRow.recipe, RunRow.state, RunRow.updated_at).where(
-                    col(RunRow.state).in_(WATCHED_RUN_STATES)
-                )
-            ).all()
+            uncertain = session.exec(
+                select(count).where(col(RunRow.state) == RunState.UNCERTAIN)
+            ).one()
+            stuck = session.exec(
+                select(count).select_from(RunRow).where(stuck_condition(config, clock.now()))
+            ).one()
         for name in config.recipes:
             queue.add_metric([name], ready.get(name, 0))
-        for state in LIVE_DRAFT_STATES:
-            drafts.add_metric([state], by_state.get(state, 0))
-        uncertain = sum(1 for _, state, _ in watched if state == RunState.UNCERTAIN)
-        stuck = sum(1 for row in watched if _is_stuck(config, *row, now=now))
+        for state in DraftState:
+            if state in DRAFT_LIVE_STATES:
+                drafts.add_metric([state], by_state.get(state, 0))
         return [
             queue,
             drafts,
@@ -177,22 +174,6 @@ class DatabaseGauges(Collector):
                 "galley_runs_stuck", "Runs drafting or publishing past their deadline.", stuck
             ),
         ]
-
-
-def _is_stuck(
-    config: Config, recipe_name: str, state: str, since: datetime, *, now: datetime
-) -> bool:
-    """The alert sweep's rule (core/alerts.py): drafting for two claim leases, or
-    publishing for ten call timeouts."""
-    recipe = config.recipes.get(recipe_name)
-    if recipe is None:
-        return False
-    since = since if since.tzinfo else since.replace(tzinfo=UTC)
-    if state == RunState.RUNNING:
-        return now - since > recipe.claim_lease * STUCK_RUNNING_LEASES
-    if state == RunState.PUBLISHING:
-        return now - since > recipe.call_timeout * STUCK_PUBLISHING_CALLS
-    return False
 
 
 DATABASE_GAUGES = DatabaseGauges()
