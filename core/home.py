@@ -14,6 +14,7 @@ from datetime import datetime
 from sqlmodel import Session, col, select
 
 from core.config import Config
+from core.history_pages import ready_counts
 from core.identity import review_effect_key
 from core.models import DraftRow, EffectRow, RunRow
 from core.operator import Galley, RecipeStatus
@@ -66,21 +67,23 @@ def read_home(galley: Galley) -> HomeModel:
     now = galley.clock.now()
     names = list(galley.config.recipes)
     with galley.store.transaction() as session:
-        ready = session.exec(
+        shown = session.exec(
             select(DraftRow)
             .where(col(DraftRow.recipe).in_(names), col(DraftRow.state) == DraftState.READY)
             .order_by(col(DraftRow.ready_at))
+            .limit(WAITING_LIMIT)
         ).all()
-        refs = _review_refs(session, [d.key for d in ready[:WAITING_LIMIT]])
+        total = sum(ready_counts(session, names).values())
+        refs = _review_refs(session, [d.key for d in shown])
         waiting = [
             WaitingDraft(
                 d.key, d.run_id, d.recipe, d.revision, d.ready_at, *refs.get(d.key, (None, None))
             )
-            for d in ready[:WAITING_LIMIT]
+            for d in shown
         ]
         recipes = [_recipe_line(session, status[name]) for name in names]
         needing = _runs_needing_person(session, galley.config, now)
-    return HomeModel(waiting, len(ready), recipes, needing)
+    return HomeModel(waiting, total, recipes, needing)
 
 
 def _review_refs(session: Session, keys: list[str]) -> dict[str, tuple[str, str]]:

@@ -20,6 +20,7 @@ from sqlmodel import col, select
 
 from core.config import Config
 from core.errors import GalleyError
+from core.history_pages import ready_counts
 from core.models import DraftRow, RunRow
 from core.ports import Clock
 from core.states import DRAFT_LIVE_STATES, DraftState, RunState
@@ -139,13 +140,7 @@ class DatabaseGauges(Collector):
         )
         count = sa.func.count()
         with store.reachable(), store.transaction() as session:
-            ready = dict(
-                session.exec(
-                    select(DraftRow.recipe, count)
-                    .where(col(DraftRow.state) == DraftState.READY)
-                    .group_by(col(DraftRow.recipe))
-                ).all()
-            )
+            ready = ready_counts(session)
             by_state = dict(
                 session.exec(
                     select(DraftRow.state, count)
