@@ -10,10 +10,11 @@ replica reports the same shared truth.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterable
 
 import sqlalchemy as sa
-from prometheus_client import REGISTRY, Counter, Histogram
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlmodel import col, select
@@ -108,8 +109,8 @@ SCHEDULER_MISFIRES = Counter(
 
 class DatabaseGauges(Collector):
     """Gauges read from the shared database at scrape time: the review queue per recipe,
-    drafts by (live) state, uncertain runs and stuck runs. Registered once per process;
-    `watch` points it at the running bot's store."""
+    drafts by (live) state, uncertain runs and stuck runs. `watch_database` registers the
+    process's one instance when the bot starts, never at import."""
 
     def __init__(self) -> None:
         self._source: tuple[Store, Config, Clock] | None = None
@@ -171,5 +172,19 @@ class DatabaseGauges(Collector):
         ]
 
 
-DATABASE_GAUGES = DatabaseGauges()
-REGISTRY.register(DATABASE_GAUGES)
+_GAUGES = DatabaseGauges()
+_SERVED_BY: list[CollectorRegistry] = []  # the registries _GAUGES is registered in
+_REGISTERING = threading.Lock()
+
+
+def watch_database(
+    store: Store, config: Config, clock: Clock, registry: CollectorRegistry = REGISTRY
+) -> DatabaseGauges:
+    """Serve the database gauges from this store: the process's one collector is
+    registered the first time (a second bot in one process, as in tests, re-points it)."""
+    with _REGISTERING:
+        if not any(served is registry for served in _SERVED_BY):
+            registry.register(_GAUGES)
+            _SERVED_BY.append(registry)
+        _GAUGES.watch(store, config, clock)
+    return _GAUGES
