@@ -166,3 +166,22 @@ def test_the_cycle_check_finds_a_cycle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}
     assert _cycle(graph) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) == []
+
+
+CITATION = re.compile(r"docs/design\.md\s+((?:§\d+(?:-§\d+)?(?:,\s*|\s+and\s+)?)+)")
+
+
+def test_every_citation_of_docs_design_md_names_a_section_it_has() -> None:
+    """Code cites the design as `docs/design.md §N`: a renumbered section must not leave
+    a citation pointing at nothing, or at the wrong rule."""
+    root = CORE.parent
+    sections = set(re.findall(r"^## (\d+)\. ", (root / "docs" / "design.md").read_text(), re.M))
+    cited = {
+        f"{path.relative_to(root)}: §{number}"
+        for folder in ("core", "bot", "galley", "tests", "bench")
+        for path in sorted((root / folder).rglob("*.py"))
+        for match in CITATION.finditer(path.read_text())
+        for number in re.findall(r"§(\d+)", match.group(1))
+        if number not in sections
+    }
+    assert sections and cited == set()
