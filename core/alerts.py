@@ -1,4 +1,4 @@
-"""Runs people must settle are told to them (docs/design.md §11): uncertain, stuck, failed,
+"""Runs people must settle are told to them (docs/design.md §12): uncertain, stuck, failed,
 or stranded (approved with nothing left to publish it), and review posts nobody can
 find. Once per episode, deduplicated by key across replicas, with reminders while an
 uncertain or stuck run waits on someone; a failure is told once, with its cause.

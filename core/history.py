@@ -1,6 +1,6 @@
 """State changes as guarded writes, each with its event row in the same transaction.
 
-Every transition goes through here (DESIGN.md §3). The state machine is checked
+Every transition goes through here (docs/design.md §3). The state machine is checked
 (illegal ones raise `IllegalTransition`), and the row is changed by one `UPDATE … WHERE
 key = … AND state = <the state the caller read> [AND claimed_by = <owner>]`: if another
 transaction moved the row in between (PostgreSQL runs at READ COMMITTED; a replica or a

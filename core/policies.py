@@ -83,7 +83,7 @@ class DraftOutcome(StrEnum):
 
 
 class AttemptOutcome(StrEnum):
-    """How one model call ended, as the attempts ledger records it (DESIGN.md §4.4)."""
+    """How one model call ended, as the attempts ledger records it (docs/design.md §8)."""
 
     OK = "ok"
     ABANDONED = "abandoned"  # the worker died mid-call; its claim was taken over

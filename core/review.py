@@ -1,7 +1,7 @@
 """The review queue seen from the domain: drafts waiting for people, and their expiry.
 
 A draft is reviewable while it is `ready`; it leaves the queue when people decide or
-when its review window passes (DESIGN.md §4.7). Knows nothing of Slack.
+when its review window passes (docs/design.md §11). Knows nothing of Slack.
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def decide(
     permitted: bool,
     reason: str | None = None,
 ) -> ReviewAnswer:
-    """Approve or reject one exact revision, fresh, once (DESIGN.md §4.6).
+    """Approve or reject one exact revision, fresh, once (docs/design.md §10).
 
     Every check and the decision happen in one transaction with the draft row locked,
     so two people clicking at once produce one decision and the other is told who won.

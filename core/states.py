@@ -1,4 +1,4 @@
-"""The run, draft and effect state machines (DESIGN.md §3).
+"""The run, draft and effect state machines (docs/design.md §3).
 
 Only the transitions listed here are legal; `check_*` raises `IllegalTransition` for any
 other. Names are contract: they are stored in the database and shown to people.

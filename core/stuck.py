@@ -1,4 +1,4 @@
-"""When a run is stuck (docs/design.md §11): drafting or publishing far past its deadline,
+"""When a run is stuck (docs/design.md §12): drafting or publishing far past its deadline,
 with nothing moving it, so people must be told. The one rule behind every surface that
 says "stuck" (the alert sweep, the Home tab, the daily digest, the `galley_runs_stuck`
 gauge), as a predicate over a run and as a SQL condition, both from `stuck_after`.

@@ -1,4 +1,4 @@
-"""Alerts about uncertain runs (DESIGN.md §4 rule 8): reminded once per `alert_reminder`
+"""Alerts about uncertain runs (docs/design.md §12): reminded once per `alert_reminder`
 while unresolved, by one replica only, and never after resolution; the alert's Mark
 published button checks the clicker, closes the run without a second post and rewrites
 the alert.

@@ -1,4 +1,4 @@
-"""One rule says which runs are stuck (core/stuck.py, docs/design.md §11), and every
+"""One rule says which runs are stuck (core/stuck.py, docs/design.md §12), and every
 surface that says so agrees: the alert sweep, the Home tab, the daily digest and the
 `galley_runs_stuck` gauge. Runs are seeded at ages on both sides of each threshold, for
 two recipes with different leases and call timeouts, so a surface using a threshold of
