@@ -16,7 +16,7 @@ from sqlmodel import Session, col
 
 from core.models import AttemptRow, DraftRow, EventRow, RunRow
 from core.pricing import estimated_cost_usd
-from core.states import DRAFT_APPROVED_STATES, DraftState, RunState
+from core.states import DRAFT_APPROVED_STATES, DRAFT_DECIDED_STATES, DraftState, RunState
 
 APPROVED, REJECTED, EXPIRED = "approved", "rejected", "expired"
 OUTCOMES = (APPROVED, REJECTED, EXPIRED)
@@ -129,9 +129,7 @@ def decision_rates(session: Session) -> list[RatePoint]:
         sa.select(col(DraftRow.recipe), week, outcome, count, share)
         .where(
             col(DraftRow.ready_at).is_not(None),
-            col(DraftRow.state).in_(
-                [DraftState.APPROVED, DraftState.PUBLISHED, DraftState.REJECTED, DraftState.EXPIRED]
-            ),
+            col(DraftRow.state).in_(DRAFT_DECIDED_STATES),
         )
         .group_by(col(DraftRow.recipe), week, outcome)
         .order_by(col(DraftRow.recipe), week, outcome)

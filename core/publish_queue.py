@@ -13,9 +13,10 @@ import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from core.models import DraftRow, EffectRow, RunRow, unsettled_receipt
+from core.policies import EffectStep
 from core.states import RUN_PUBLISHABLE_STATES
 
-PUBLISH_STEP = "publish"
+PUBLISH_STEP = EffectStep.PUBLISH  # the name core/publishing.py and core/drafting.py import
 PUBLISHABLE = RUN_PUBLISHABLE_STATES  # the name core/publishing.py imports
 PUBLISH_BATCH = 100  # rows one reconciler pass takes on; the rest wait for the next, 2 s on
 
