@@ -1,6 +1,6 @@
 """Block Kit for Galley's messages and modals: pure functions returning plain dicts, no I/O.
 
-Model output is untrusted (DESIGN.md §4.9): it is escaped before it reaches mrkdwn, so a
+Model output is untrusted (docs/design.md §13): it is escaped before it reaches mrkdwn, so a
 draft never pings anyone, and its sections are `verbatim` so Slack links nothing in it.
 Every payload stays within Block Kit's limits whatever the input: text is clipped at
 the boundary, never through an entity (`&amp;`) or a mention (`<@U…>`)."""

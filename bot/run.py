@@ -40,7 +40,7 @@ from core.deliveries import forget_old_deliveries
 from core.digest import Digest, post_digest
 from core.effects import EffectLedger
 from core.errors import ConfigError, GalleyError, PortUnavailable
-from core.metrics import DATABASE_GAUGES
+from core.metrics import watch_database
 from core.operator import Galley
 from core.outbox import ReviewOutbox
 from core.ports import Clock, MessageRef
@@ -90,7 +90,7 @@ class Bot:
         self.settings = settings
         self.shutdown_grace = shutdown_grace
         self.galley = Galley.from_settings(settings, clock=clock)
-        DATABASE_GAUGES.watch(self.galley.store, self.galley.config, self.galley.clock)
+        watch_database(self.galley.store, self.galley.config, self.galley.clock)  # /metrics
         recipes = list(self.galley.config.recipes.values())
         call_timeout = min((r.call_timeout for r in recipes), default=DEFAULT_CALL_TIMEOUT)
         self.client = CountedWebClient(

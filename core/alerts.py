@@ -1,4 +1,4 @@
-"""Runs people must settle are told to them (DESIGN.md §4.8): uncertain, stuck, failed,
+"""Runs people must settle are told to them (docs/design.md §12): uncertain, stuck, failed,
 or stranded (approved with nothing left to publish it), and review posts nobody can
 find. Once per episode, deduplicated by key across replicas, with reminders while an
 uncertain or stuck run waits on someone; a failure is told once, with its cause.
@@ -18,16 +18,15 @@ from core.causes import last_attempt_cause
 from core.config import Config
 from core.effects import EffectLedger, EffectSpec, Proof
 from core.models import AttemptRow, EffectRow, EventRow, RunRow
-from core.policies import AlertKind, FailReason
+from core.policies import AlertKind, EffectStep, FailReason
 from core.ports import Alerter, Clock, MessageRef, ReviewItem, RunAlert
 from core.rows import required, run_row
-from core.states import EffectState, RunState
+from core.states import RUN_PUBLISHABLE_STATES, RUN_WATCHED_STATES, EffectState, RunState
 from core.store import Store
+from core.stuck import is_stuck
 
-STUCK_RUNNING_LEASES = 2  # a run drafting for two claim leases is stuck
-STUCK_PUBLISHING_CALLS = 10  # a run publishing for ten call timeouts is stuck
 FAILED_WINDOW = timedelta(days=1)  # older failures were told already, or predate this process
-WATCHED = [RunState.UNCERTAIN, RunState.RUNNING, RunState.PUBLISHING, RunState.APPROVED]
+WATCHED = RUN_WATCHED_STATES | {RunState.APPROVED}  # approved: stranded when nothing publishes
 ALERT_BATCH = 200  # runs one sweep reads of each kind
 
 
@@ -74,7 +73,7 @@ class AlertService:
         with self.store.read() as session:  # ix_effects_alerts_posted: the last day's alerts
             posted = session.exec(
                 select(EffectRow).where(
-                    col(EffectRow.step) == "alert",
+                    col(EffectRow.step) == EffectStep.ALERT,
                     col(EffectRow.state) == EffectState.SUCCEEDED,
                     col(EffectRow.created_at) > now - FAILED_WINDOW,
                     col(EffectRow.key).not_like("alert|review-post|%"),
@@ -101,7 +100,7 @@ class AlertService:
         spec = EffectSpec(
             f"{receipt.key}|settled",
             draft_key=run.draft_key or "",
-            step="alert-settled",
+            step=EffectStep.ALERT_SETTLED,
             payload={"alert": receipt.key},
             lease=timedelta(minutes=5),
             run_id=run.id,
@@ -170,22 +169,18 @@ class AlertService:
             return "Galley cannot tell whether this was published.", AlertKind.PUBLISH
         if run.state == RunState.FAILED:
             return self._failure(run)
-        if run.state in (RunState.APPROVED, RunState.PUBLISHING) and (
-            recipe is None or recipe.publish is None
-        ):
+        if run.state in RUN_PUBLISHABLE_STATES and (recipe is None or recipe.publish is None):
             return (
                 "This run is approved, and nothing will publish it: its recipe is no longer "
                 "in the config, or has no publish target.",
                 AlertKind.STRANDED,
             )
-        if recipe is None:
+        if not is_stuck(run, self.config, now):
             return None
-        age = now - run.updated_at
-        if run.state == RunState.RUNNING and age > recipe.claim_lease * STUCK_RUNNING_LEASES:
-            return f"Drafting has been running for {_minutes(age)}.", AlertKind.STRANDED
-        if run.state == RunState.PUBLISHING and age > recipe.call_timeout * STUCK_PUBLISHING_CALLS:
-            return f"Publishing has been in progress for {_minutes(age)}.", AlertKind.PUBLISH
-        return None
+        age = _minutes(now - run.updated_at)
+        if run.state == RunState.RUNNING:
+            return f"Drafting has been running for {age}.", AlertKind.STRANDED
+        return f"Publishing has been in progress for {age}.", AlertKind.PUBLISH
 
     def _failure(self, run: RunRow) -> tuple[str, AlertKind] | None:
         try:
@@ -223,7 +218,7 @@ class AlertService:
         spec = EffectSpec(
             key,
             draft_key=run.draft_key or "",
-            step="alert",
+            step=EffectStep.ALERT,
             payload={"run": run.id},
             lease=timedelta(minutes=5),
             run_id=run.id,
@@ -259,7 +254,10 @@ class AlertService:
         with self.store.read() as session:
             effects = session.exec(
                 select(EffectRow)
-                .where(col(EffectRow.draft_key) == run.draft_key, col(EffectRow.step) == "publish")
+                .where(
+                    col(EffectRow.draft_key) == run.draft_key,
+                    col(EffectRow.step) == EffectStep.PUBLISH,
+                )
                 .order_by(col(EffectRow.created_at))
             ).all()
         for effect in effects:

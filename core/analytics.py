@@ -16,7 +16,7 @@ from sqlmodel import Session, col
 
 from core.models import AttemptRow, DraftRow, EventRow, RunRow
 from core.pricing import estimated_cost_usd
-from core.states import DraftState, RunState
+from core.states import DRAFT_APPROVED_STATES, DRAFT_DECIDED_STATES, DraftState, RunState
 
 APPROVED, REJECTED, EXPIRED = "approved", "rejected", "expired"
 OUTCOMES = (APPROVED, REJECTED, EXPIRED)
@@ -117,7 +117,7 @@ def decision_rates(session: Session) -> list[RatePoint]:
     """Per recipe and week the draft became ready: the share approved (published
     counts as approved), rejected and expired, of the drafts decided either way."""
     outcome = sa.case(
-        (col(DraftRow.state).in_([DraftState.APPROVED, DraftState.PUBLISHED]), APPROVED),
+        (col(DraftRow.state).in_(DRAFT_APPROVED_STATES), APPROVED),
         else_=col(DraftRow.state),
     ).label("outcome")
     week = week_of(session, col(DraftRow.ready_at)).label("week")
@@ -129,9 +129,7 @@ def decision_rates(session: Session) -> list[RatePoint]:
         sa.select(col(DraftRow.recipe), week, outcome, count, share)
         .where(
             col(DraftRow.ready_at).is_not(None),
-            col(DraftRow.state).in_(
-                [DraftState.APPROVED, DraftState.PUBLISHED, DraftState.REJECTED, DraftState.EXPIRED]
-            ),
+            col(DraftRow.state).in_(DRAFT_DECIDED_STATES),
         )
         .group_by(col(DraftRow.recipe), week, outcome)
         .order_by(col(DraftRow.recipe), week, outcome)

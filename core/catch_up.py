@@ -1,4 +1,4 @@
-"""Catch-up at start-up for every recipe at once (DESIGN.md §6: a fresh start runs each
+"""Catch-up at start-up for every recipe at once (docs/design.md §14: a fresh start runs each
 recipe's latest due slot if it is within misfire_grace).
 
 One query reads the latest recorded run of every recipe; slot arithmetic is shared by

@@ -1,4 +1,4 @@
-"""Why a model call failed, in words for the people who must act on it (DESIGN.md §4.8).
+"""Why a model call failed, in words for the people who must act on it (docs/design.md §12).
 
 The attempts ledger records each call's outcome, HTTP status and error; this turns the
 last of them into one sentence ("connection refused to the Anthropic API") for alerts,

@@ -19,21 +19,23 @@ from sqlmodel import Session, col, select
 from core.config import Config
 from core.effects import EffectLedger, EffectSpec, Proof
 from core.models import DraftRow, RunRow
+from core.policies import EffectStep
 from core.ports import MessageRef
-from core.states import DraftState, RunState
+from core.states import (
+    DRAFT_APPROVED_STATES,
+    DRAFT_DECIDED_STATES,
+    RUN_WATCHED_STATES,
+    DraftState,
+    EffectState,
+    RunState,
+)
 from core.store import Store
+from core.stuck import is_stuck
 
 DAY = timedelta(days=1)
 EXPIRY_WARNING = timedelta(hours=12)
 APPROVAL_WINDOW = timedelta(days=30)
 REPEATED_FAILURES = 2
-OPEN_STATES = [RunState.UNCERTAIN, RunState.RUNNING, RunState.PUBLISHING]
-DECIDED_STATES = [
-    DraftState.APPROVED,
-    DraftState.PUBLISHED,
-    DraftState.REJECTED,
-    DraftState.EXPIRED,
-]
 
 
 def post_digest(
@@ -48,12 +50,12 @@ def post_digest(
     spec = EffectSpec(
         f"digest|{day}",
         draft_key="",
-        step="digest",
+        step=EffectStep.DIGEST,
         payload={"day": day},
         lease=timedelta(minutes=5),
     )
     existing = ledger.get(spec.key)
-    if existing is not None and existing.state != "failed":
+    if existing is not None and existing.state != EffectState.FAILED:
         return False
 
     def send() -> Proof:
@@ -80,7 +82,7 @@ class Digest:
     """What the daily digest tells, as facts (the bot renders them for Slack)."""
 
     at: datetime
-    stuck: list[StuckRun]  # uncertain, or running/publishing past twice their lease
+    stuck: list[StuckRun]  # uncertain, or stuck (core/stuck.py)
     failing: dict[str, int]  # recipe → failed runs in 24h, when repeated
     skipped: dict[str, int]  # skip reason → runs in 24h
     expiring: list[ExpiringDraft]  # ready drafts within EXPIRY_WARNING of their window
@@ -94,7 +96,8 @@ def build_digest(store: Store, config: Config, now: datetime) -> Digest:
     last 30 days of decisions), so the history before them is never read.
     """
     with store.read() as session:
-        open_runs = session.exec(select(RunRow).where(col(RunRow.state).in_(OPEN_STATES))).all()
+        watched = select(RunRow).where(col(RunRow.state).in_(RUN_WATCHED_STATES))
+        open_runs = session.exec(watched).all()
         recent = _counts(
             session,
             RunRow,
@@ -108,7 +111,7 @@ def build_digest(store: Store, config: Config, now: datetime) -> Digest:
             DraftRow,
             [DraftRow.recipe, DraftRow.state],
             col(DraftRow.updated_at) >= now - APPROVAL_WINDOW,
-            col(DraftRow.state).in_(DECIDED_STATES),
+            col(DraftRow.state).in_(DRAFT_DECIDED_STATES),
         )
     return Digest(
         at=now,
@@ -135,13 +138,11 @@ def _counts(
 
 
 def _stuck(runs: Sequence[RunRow], config: Config, now: datetime) -> list[StuckRun]:
-    flagged = []
-    for run in runs:
-        recipe = config.recipes.get(run.recipe)
-        limit = recipe.claim_lease * 2 if recipe else DAY
-        if run.state == RunState.UNCERTAIN or now - run.updated_at > limit:
-            flagged.append(StuckRun(run.id, run.state, run.updated_at))
-    return flagged
+    return [
+        StuckRun(run.id, run.state, run.updated_at)
+        for run in runs
+        if run.state == RunState.UNCERTAIN or is_stuck(run, config, now)
+    ]
 
 
 def _failing(recent: list[tuple[Any, ...]]) -> dict[str, int]:
@@ -177,6 +178,6 @@ def _approvals(decided: list[tuple[Any, ...]]) -> dict[str, tuple[int, int]]:
     approved: Counter[str] = Counter()
     for recipe, state, count in decided:
         totals[recipe] += count
-        if state in (DraftState.APPROVED, DraftState.PUBLISHED):
+        if state in DRAFT_APPROVED_STATES:
             approved[recipe] += count
     return {name: (approved[name], total) for name, total in sorted(totals.items())}

@@ -34,7 +34,7 @@ class NotPermitted(GalleyError):
 
 
 class RevisionRequired(GalleyError):
-    """A decision must say which revision of the text it binds to (DESIGN.md §4.6)."""
+    """A decision must say which revision of the text it binds to (docs/design.md §10)."""
 
 
 class IllegalTransition(GalleyError):

@@ -1,4 +1,4 @@
-"""Named points where tests crash a process or force an interleaving (DESIGN.md §9).
+"""Named points where tests crash a process or force an interleaving (docs/design.md §20).
 
 With `GALLEY_FAILPOINT=<name>` set, reaching `failpoint("<name>")` ends the process at
 once with `os._exit`: no cleanup, no commit, no finally blocks, as a crash would.

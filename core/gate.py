@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from core.config import Recipe
+from core.history_pages import ready_counts
 from core.models import AttemptRow, DraftRow, RecipeRow
 from core.policies import SkipReason
 from core.states import DraftState
@@ -33,12 +34,7 @@ def queue_depth(session: Session, recipe: str | None, now: datetime) -> int:
 
 
 def ready_count(session: Session, recipe: str) -> int:
-    query = (
-        select(sa.func.count())
-        .select_from(DraftRow)
-        .where(col(DraftRow.recipe) == recipe, col(DraftRow.state) == DraftState.READY)
-    )
-    return int(session.exec(query).one())
+    return ready_counts(session, [recipe]).get(recipe, 0)
 
 
 def tokens_today(session: Session, recipe: Recipe, now: datetime) -> int:

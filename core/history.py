@@ -1,6 +1,6 @@
 """State changes as guarded writes, each with its event row in the same transaction.
 
-Every transition goes through here (DESIGN.md §3). The state machine is checked
+Every transition goes through here (docs/design.md §3). The state machine is checked
 (illegal ones raise `IllegalTransition`), and the row is changed by one `UPDATE … WHERE
 key = … AND state = <the state the caller read> [AND claimed_by = <owner>]`: if another
 transaction moved the row in between (PostgreSQL runs at READ COMMITTED; a replica or a
@@ -36,7 +36,10 @@ def record_event(
     run_id: str | None = None,
     from_state: str | None = None,
     reason: str | None = None,
+    step: str | None = None,
 ) -> None:
+    """The event row of one change; `step` (an effect's stored step) is told to
+    core/observe.py, not stored twice."""
     fields: dict[str, Any] = {
         "subject": subject,
         "subject_id": subject_id,
@@ -47,7 +50,7 @@ def record_event(
         "reason": reason,
     }
     session.add(EventRow(at=at, **fields))
-    observe.state_changed(session, **fields)
+    observe.state_changed(session, **fields, step=step)
 
 
 def as_read(row: SQLModel, field: str) -> Any:
@@ -185,6 +188,7 @@ def move_effect(
         actor=actor,
         at=at,
         reason=reason,
+        step=effect.step,
     )
 
 

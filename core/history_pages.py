@@ -7,6 +7,8 @@ session.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
@@ -23,11 +25,12 @@ def after_run(session: Session, before: str) -> sa.ColumnElement[bool]:
     return sa.tuple_(col(RunRow.slot_at), col(RunRow.id)) < sa.tuple_(anchor, before)
 
 
-def ready_counts(session: Session) -> dict[str, int]:
-    """Drafts waiting for review, per recipe, in one indexed count."""
-    rows = session.exec(
-        select(DraftRow.recipe, sa.func.count())
-        .where(col(DraftRow.state) == DraftState.READY)
-        .group_by(col(DraftRow.recipe))
-    ).all()
+def ready_counts(session: Session, recipes: Collection[str] | None = None) -> dict[str, int]:
+    """Drafts waiting for review (`ready`) per recipe, of `recipes` or of all, in one
+    indexed count; a recipe with none is absent, and the total is the sum. The one count
+    of the review queue: backpressure notices, status, the Home tab and the gauge read it."""
+    query = select(DraftRow.recipe, sa.func.count()).where(col(DraftRow.state) == DraftState.READY)
+    if recipes is not None:
+        query = query.where(col(DraftRow.recipe).in_(recipes))
+    rows = session.exec(query.group_by(col(DraftRow.recipe))).all()
     return {recipe: int(count) for recipe, count in rows}

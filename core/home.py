@@ -13,12 +13,13 @@ from datetime import datetime
 
 from sqlmodel import Session, col, select
 
-from core.alerts import STUCK_PUBLISHING_CALLS, STUCK_RUNNING_LEASES
 from core.config import Config
+from core.history_pages import ready_counts
 from core.identity import review_effect_key
 from core.models import DraftRow, EffectRow, RunRow
 from core.operator import Galley, RecipeStatus
-from core.states import DraftState, EffectState, RunState
+from core.states import RUN_WATCHED_STATES, DraftState, EffectState, RunState
+from core.stuck import is_stuck
 
 WAITING_LIMIT = 60  # more than a Home tab can show; the rest is counted, not listed
 
@@ -49,7 +50,7 @@ class RunNeedingPerson:
     state: str
     reason: str | None
     since: datetime
-    stuck: bool  # running or publishing far past its deadline (core.alerts' thresholds)
+    stuck: bool  # running or publishing far past its deadline (core/stuck.py)
 
 
 @dataclass(frozen=True)
@@ -66,21 +67,23 @@ def read_home(galley: Galley) -> HomeModel:
     now = galley.clock.now()
     names = list(galley.config.recipes)
     with galley.store.transaction() as session:
-        ready = session.exec(
+        shown = session.exec(
             select(DraftRow)
             .where(col(DraftRow.recipe).in_(names), col(DraftRow.state) == DraftState.READY)
             .order_by(col(DraftRow.ready_at))
+            .limit(WAITING_LIMIT)
         ).all()
-        refs = _review_refs(session, [d.key for d in ready[:WAITING_LIMIT]])
+        total = sum(ready_counts(session, names).values())
+        refs = _review_refs(session, [d.key for d in shown])
         waiting = [
             WaitingDraft(
                 d.key, d.run_id, d.recipe, d.revision, d.ready_at, *refs.get(d.key, (None, None))
             )
-            for d in ready[:WAITING_LIMIT]
+            for d in shown
         ]
         recipes = [_recipe_line(session, status[name]) for name in names]
         needing = _runs_needing_person(session, galley.config, now)
-    return HomeModel(waiting, len(ready), recipes, needing)
+    return HomeModel(waiting, total, recipes, needing)
 
 
 def _review_refs(session: Session, keys: list[str]) -> dict[str, tuple[str, str]]:
@@ -116,20 +119,12 @@ def _recipe_line(session: Session, status: RecipeStatus) -> RecipeLine:
 def _runs_needing_person(session: Session, config: Config, now: datetime) -> list[RunNeedingPerson]:
     rows = session.exec(
         select(RunRow)
-        .where(col(RunRow.state).in_([RunState.UNCERTAIN, RunState.RUNNING, RunState.PUBLISHING]))
+        .where(col(RunRow.state).in_(RUN_WATCHED_STATES))
         .order_by(col(RunRow.updated_at))
     ).all()
     found = []
     for run in rows:
-        recipe = config.recipes.get(run.recipe)
-        age = now - run.updated_at
-        stuck = recipe is not None and (
-            (run.state == RunState.RUNNING and age > recipe.claim_lease * STUCK_RUNNING_LEASES)
-            or (
-                run.state == RunState.PUBLISHING
-                and age > recipe.call_timeout * STUCK_PUBLISHING_CALLS
-            )
-        )
+        stuck = is_stuck(run, config, now)
         if run.state == RunState.UNCERTAIN or stuck:
             found.append(
                 RunNeedingPerson(

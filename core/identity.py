@@ -1,4 +1,4 @@
-"""Identities and keys (DESIGN.md §2) as pure functions: the same inputs, the same key.
+"""Identities and keys (docs/design.md §2) as pure functions: the same inputs, the same key.
 
 Every key is built from the *scheduled* slot, never from `now()`, so a catch-up run, a
 retry and a second replica compute the same key. Keys stay readable in a SQL shell.

@@ -10,26 +10,25 @@ replica reports the same shared truth.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterable
-from datetime import UTC, datetime
 
 import sqlalchemy as sa
-from prometheus_client import REGISTRY, Counter, Histogram
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlmodel import col, select
 
-from core.alerts import STUCK_PUBLISHING_CALLS, STUCK_RUNNING_LEASES
 from core.config import Config
 from core.errors import GalleyError
+from core.history_pages import ready_counts
 from core.models import DraftRow, RunRow
 from core.ports import Clock
-from core.states import DraftState, RunState
+from core.states import DRAFT_LIVE_STATES, DraftState, RunState
 from core.store import Store
+from core.stuck import stuck_condition
 
 log = logging.getLogger(__name__)
-LIVE_DRAFT_STATES = (DraftState.CLAIMED, DraftState.READY, DraftState.APPROVED)
-WATCHED_RUN_STATES = (RunState.UNCERTAIN, RunState.RUNNING, RunState.PUBLISHING)
 
 LATENCY_BUCKETS = (0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300)
 ACK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 3)
@@ -110,8 +109,8 @@ SCHEDULER_MISFIRES = Counter(
 
 class DatabaseGauges(Collector):
     """Gauges read from the shared database at scrape time: the review queue per recipe,
-    drafts by (live) state, uncertain runs and stuck runs. Registered once per process;
-    `watch` points it at the running bot's store."""
+    drafts by (live) state, uncertain runs and stuck runs. `watch_database` registers the
+    process's one instance when the bot starts, never at import."""
 
     def __init__(self) -> None:
         self._source: tuple[Store, Config, Clock] | None = None
@@ -140,33 +139,27 @@ class DatabaseGauges(Collector):
         drafts = GaugeMetricFamily(
             "galley_drafts", "Drafts in a live state, by state.", labels=["state"]
         )
-        now = clock.now()
+        count = sa.func.count()
         with store.reachable(), store.transaction() as session:
-            ready = dict(
-                session.exec(
-                    select(DraftRow.recipe, sa.func.count())
-                    .where(col(DraftRow.state) == DraftState.READY)
-                    .group_by(col(DraftRow.recipe))
-                ).all()
-            )
+            ready = ready_counts(session)
             by_state = dict(
                 session.exec(
-                    select(DraftRow.state, sa.func.count())
-                    .where(col(DraftRow.state).in_(LIVE_DRAFT_STATES))
+                    select(DraftRow.state, count)
+                    .where(col(DraftRow.state).in_(DRAFT_LIVE_STATES))
                     .group_by(col(DraftRow.state))
                 ).all()
             )
-            watched = session.exec(
-                select(RunRow.recipe, RunRow.state, RunRow.updated_at).where(
-                    col(RunRow.state).in_(WATCHED_RUN_STATES)
-                )
-            ).all()
+            uncertain = session.exec(
+                select(count).where(col(RunRow.state) == RunState.UNCERTAIN)
+            ).one()
+            stuck = session.exec(
+                select(count).select_from(RunRow).where(stuck_condition(config, clock.now()))
+            ).one()
         for name in config.recipes:
             queue.add_metric([name], ready.get(name, 0))
-        for state in LIVE_DRAFT_STATES:
-            drafts.add_metric([state], by_state.get(state, 0))
-        uncertain = sum(1 for _, state, _ in watched if state == RunState.UNCERTAIN)
-        stuck = sum(1 for row in watched if _is_stuck(config, *row, now=now))
+        for state in DraftState:
+            if state in DRAFT_LIVE_STATES:
+                drafts.add_metric([state], by_state.get(state, 0))
         return [
             queue,
             drafts,
@@ -179,21 +172,19 @@ class DatabaseGauges(Collector):
         ]
 
 
-def _is_stuck(
-    config: Config, recipe_name: str, state: str, since: datetime, *, now: datetime
-) -> bool:
-    """The alert sweep's rule (core/alerts.py): drafting for two claim leases, or
-    publishing for ten call timeouts."""
-    recipe = config.recipes.get(recipe_name)
-    if recipe is None:
-        return False
-    since = since if since.tzinfo else since.replace(tzinfo=UTC)
-    if state == RunState.RUNNING:
-        return now - since > recipe.claim_lease * STUCK_RUNNING_LEASES
-    if state == RunState.PUBLISHING:
-        return now - since > recipe.call_timeout * STUCK_PUBLISHING_CALLS
-    return False
+_GAUGES = DatabaseGauges()
+_SERVED_BY: list[CollectorRegistry] = []  # the registries _GAUGES is registered in
+_REGISTERING = threading.Lock()
 
 
-DATABASE_GAUGES = DatabaseGauges()
-REGISTRY.register(DATABASE_GAUGES)
+def watch_database(
+    store: Store, config: Config, clock: Clock, registry: CollectorRegistry = REGISTRY
+) -> DatabaseGauges:
+    """Serve the database gauges from this store: the process's one collector is
+    registered the first time (a second bot in one process, as in tests, re-points it)."""
+    with _REGISTERING:
+        if not any(served is registry for served in _SERVED_BY):
+            registry.register(_GAUGES)
+            _SERVED_BY.append(registry)
+        _GAUGES.watch(store, config, clock)
+    return _GAUGES

@@ -1,4 +1,4 @@
-"""The tables. Every key of DESIGN.md §2 is a primary key or a unique constraint here.
+"""The tables. Every key of docs/design.md §2 is a primary key or a unique constraint here.
 
 Times are stored as aware UTC on both SQLite and PostgreSQL. States are stored as their
 enum value in a plain VARCHAR column, so they read the same in a SQL shell.

@@ -3,8 +3,9 @@ metrics for each state change, model call and Slack call (core/metrics.py names 
 
 A state change is told only once its transaction has committed, so the log and the
 counters never show a change that was rolled back. Nothing here may raise into the
-caller: a broken log handler must not break a transition. prometheus_client loads on
-the first thing told, so a CLI command that changes nothing never pays for it.
+caller: a broken log handler must not break a transition. prometheus_client (and
+core/metrics.py with it) loads on the first thing told, so a CLI command that changes
+nothing never pays for it; core/metrics.py imports nothing that imports this module.
 """
 
 from __future__ import annotations
@@ -18,27 +19,18 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session, SessionTransaction
 
 from core.models import RunRow
-from core.policies import FailReason, SkipReason
+from core.policies import EffectStep, FailReason, SkipReason
 from core.ports import DraftRequest, ModelReply
-from core.states import DraftState, EffectState, RunState
+from core.states import EFFECT_OUTCOME_STATES, RUN_FINAL_STATES, DraftState, RunState
 
 state_log = logging.getLogger("galley.state")
 model_log = logging.getLogger("galley.model")
 slack_log = logging.getLogger("galley.slack")
 
 _PENDING = "galley_state_changes"
-FINAL_RUN_STATES = frozenset(
-    {
-        RunState.SUCCEEDED,
-        RunState.SKIPPED,
-        RunState.REJECTED,
-        RunState.EXPIRED,
-        RunState.FAILED,
-        RunState.CANCELLED,
-        RunState.UNCERTAIN,
-    }
-)
-OUTCOME_STATES = frozenset({EffectState.SUCCEEDED, EffectState.FAILED, EffectState.UNCERTAIN})
+# Runs finished, as the counter counts them: an uncertain run's work is over too, and what
+# is left is a person's.
+FINISHED_RUN_STATES = RUN_FINAL_STATES | {RunState.UNCERTAIN}
 _REASONS = frozenset(SkipReason) | frozenset(FailReason)
 # US dollars per million tokens (input, output), by model family; an estimate from list
 # prices: a cache write costs 1.25 input tokens, a cache read 0.1.
@@ -56,6 +48,7 @@ class StateChange:
     actor: str
     reason: str | None
     run_reason: str | None  # the run's stored reason (an enum value) when it is a run
+    step: str | None = None  # an effect's stored step (`effects.step`) when it is an effect
 
 
 def state_changed(
@@ -69,9 +62,11 @@ def state_changed(
     actor: str,
     reason: str | None,
     run_reason: str | None = None,
+    step: str | None = None,
 ) -> None:
     """Called for every event row; told (logged and counted) when the session commits.
-    `run_reason` is the run's stored reason; without it, it is read from the session."""
+    `run_reason` is the run's stored reason; without it, it is read from the session.
+    `step` is an effect's stored step: what it was for is read there, never from its key."""
     if subject == "run" and run_reason is None:
         run = session.identity_map.get(sa.orm.util.identity_key(RunRow, subject_id))
         run_reason = getattr(run, "reason", None)
@@ -84,6 +79,7 @@ def state_changed(
         actor,
         reason,
         run_reason,
+        None if step is None else str(step),
     )
     session.info.setdefault(_PENDING, []).append(change)
 
@@ -107,6 +103,7 @@ def _tell(change: StateChange) -> None:
     recipe = recipe_of(change)
     fields = asdict(change) | {"event": "state_change", "recipe": recipe}
     fields.pop("run_reason")
+    fields.pop("step")
     if change.subject == "draft":
         fields["draft_key"] = change.subject_id
     why = f" ({change.reason})" if change.reason else ""
@@ -135,7 +132,7 @@ def _count(change: StateChange, recipe: str) -> None:
     if change.subject == "recipe" and to_state.startswith("v"):
         to_state = "bumped"  # a new version: one series, not one per version
     metrics.STATE_CHANGES.labels(change.subject, to_state).inc()
-    if change.subject == "run" and to_state in FINAL_RUN_STATES:
+    if change.subject == "run" and to_state in FINISHED_RUN_STATES:
         reason = change.run_reason if change.run_reason in _REASONS else ""
         metrics.RUNS_FINISHED.labels(recipe, to_state, reason).inc()
     elif change.subject == "draft":
@@ -145,20 +142,11 @@ def _count(change: StateChange, recipe: str) -> None:
             change.reason or ""
         ).startswith("took over"):
             metrics.CLAIM_TAKEOVERS.labels(recipe).inc()
-    elif change.subject == "effect" and to_state in OUTCOME_STATES:
-        step = effect_step(change.subject_id)
-        if step == "publish":
+    elif change.subject == "effect" and to_state in EFFECT_OUTCOME_STATES:
+        if change.step == EffectStep.PUBLISH:
             metrics.PUBLICATIONS.labels(recipe, to_state).inc()
-        elif step == "alert":
+        elif change.step == EffectStep.ALERT:  # not its settle rewrite: that is no alert
             metrics.ALERTS.labels(to_state).inc()
-
-
-def effect_step(effect_key: str) -> str:
-    """review | publish | alert | digest, from an effect key (DESIGN.md §2)."""
-    head = effect_key.split("|", 1)[0]
-    if head in ("alert", "digest"):
-        return head
-    return effect_key.rsplit("|", 1)[-1].split(":", 1)[0]
 
 
 def recipe_of(change: StateChange) -> str:

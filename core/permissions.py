@@ -1,4 +1,4 @@
-"""Who may do what (DESIGN.md §5 `[slack]`): approvers decide drafts, admins run Galley.
+"""Who may do what (docs/design.md §15, `[slack]`): approvers decide drafts, admins run Galley.
 
 Lists hold users (U…/W…) and user groups (S…). An empty approver list means anyone;
 an empty admin list means the approvers.

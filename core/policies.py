@@ -83,7 +83,7 @@ class DraftOutcome(StrEnum):
 
 
 class AttemptOutcome(StrEnum):
-    """How one model call ended, as the attempts ledger records it (DESIGN.md §4.4)."""
+    """How one model call ended, as the attempts ledger records it (docs/design.md §8)."""
 
     OK = "ok"
     ABANDONED = "abandoned"  # the worker died mid-call; its claim was taken over
@@ -128,6 +128,19 @@ class EffectOutcome(StrEnum):
     @property
     def happened(self) -> bool:
         return self in (EffectOutcome.DONE, EffectOutcome.FOUND, EffectOutcome.SENT)
+
+
+class EffectStep(StrEnum):
+    """What an effect receipt is for, as `effects.step` stores it (the key says it too,
+    but code reads the stored step, never the key)."""
+
+    REVIEW = "review"  # a draft's review message posted
+    REVIEW_UPDATE = "review-update"  # a review message rewritten to show its draft's state
+    NOTICE = "notice"  # a backpressure notice: drafting paused, or resumed
+    PUBLISH = "publish"  # one publication to one target
+    ALERT = "alert"  # an alert about a run, or a reminder of one
+    ALERT_SETTLED = "alert-settled"  # an alert rewritten to say how its run was settled
+    DIGEST = "digest"  # the daily operations digest
 
 
 class Verdict(StrEnum):

@@ -13,10 +13,11 @@ import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from core.models import DraftRow, EffectRow, RunRow, unsettled_receipt
-from core.states import RunState
+from core.policies import EffectStep
+from core.states import RUN_PUBLISHABLE_STATES
 
-PUBLISH_STEP = "publish"
-PUBLISHABLE = (RunState.APPROVED, RunState.PUBLISHING, RunState.UNCERTAIN)
+PUBLISH_STEP = EffectStep.PUBLISH  # the name core/publishing.py and core/drafting.py import
+PUBLISHABLE = RUN_PUBLISHABLE_STATES  # the name core/publishing.py imports
 PUBLISH_BATCH = 100  # rows one reconciler pass takes on; the rest wait for the next, 2 s on
 
 

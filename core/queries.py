@@ -20,7 +20,7 @@ from core.models import AttemptRow, DraftRevisionRow, DraftRow, EffectRow, Event
 from core.pricing import estimated_cost_usd
 from core.revisions import model_author
 from core.rows import draft_row
-from core.states import DraftState, RunState
+from core.states import DRAFT_PAST_REVIEW_STATES, DraftState, RunState
 from core.views import (
     AttemptList,
     AttemptView,
@@ -39,16 +39,6 @@ from core.views import (
 )
 
 PREVIEW = 120  # characters of a draft shown in a list
-DECISION_STATES = frozenset(
-    {
-        DraftState.APPROVED,
-        DraftState.REJECTED,
-        DraftState.EXPIRED,
-        DraftState.SUPERSEDED,
-        DraftState.PUBLISHED,
-        DraftState.CANCELLED,
-    }
-)
 
 
 def list_runs(
@@ -243,7 +233,7 @@ def draft_detail(session: Session, ref: str) -> DraftDetail:
 
 
 def _is_decision(event: EventView) -> bool:
-    if event.to_state in DECISION_STATES:
+    if event.to_state in DRAFT_PAST_REVIEW_STATES:
         return True
     return event.from_state == DraftState.APPROVED and event.to_state == DraftState.READY
 

@@ -1,7 +1,7 @@
 """The review queue seen from the domain: drafts waiting for people, and their expiry.
 
 A draft is reviewable while it is `ready`; it leaves the queue when people decide or
-when its review window passes (DESIGN.md §4.7). Knows nothing of Slack.
+when its review window passes (docs/design.md §11). Knows nothing of Slack.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from core.rows import (
     run_of_draft,
     run_row,
 )
-from core.states import DraftState, RunState
+from core.states import DRAFT_APPROVED_STATES, DraftState, RunState
 from core.store import Store
 
 EXPIRY_ACTOR = "expiry"
@@ -136,7 +136,7 @@ def decide(
     permitted: bool,
     reason: str | None = None,
 ) -> ReviewAnswer:
-    """Approve or reject one exact revision, fresh, once (DESIGN.md §4.6).
+    """Approve or reject one exact revision, fresh, once (docs/design.md §10).
 
     Every check and the decision happen in one transaction with the draft row locked,
     so two people clicking at once produce one decision and the other is told who won.
@@ -260,7 +260,7 @@ def _stale(
     draft: DraftRow, recipe_row: RecipeRow, revision: int, config: Config, now: datetime
 ) -> Refusal | None:
     """Why a click on this revision no longer counts, or None if it still does."""
-    if draft.state in (DraftState.APPROVED, DraftState.REJECTED, DraftState.PUBLISHED):
+    if draft.state in DRAFT_APPROVED_STATES or draft.state == DraftState.REJECTED:
         return Refusal.DECIDED
     if draft.state != DraftState.READY:
         return Refusal.NOT_DECIDABLE

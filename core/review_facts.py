@@ -26,13 +26,10 @@ from core.ports import (
     ReviewSurface,
 )
 from core.similarity import similar_post
-from core.states import DraftState
+from core.states import DRAFT_APPROVED_STATES, DRAFT_DECIDED_STATES, DraftState
 from core.store import Store
 
 RECORD_DAYS = 30
-APPROVED_STATES = (DraftState.APPROVED, DraftState.PUBLISHED)
-# The same drafts the daily digest counts: an expired draft is one nobody wanted either.
-DECIDED_STATES = (*APPROVED_STATES, DraftState.REJECTED, DraftState.EXPIRED)
 
 
 def recipe_record(
@@ -45,7 +42,7 @@ def recipe_record(
             sa.select(col(DraftRow.state), sa.func.count())
             .where(
                 col(DraftRow.recipe) == recipe,
-                col(DraftRow.state).in_(DECIDED_STATES),
+                col(DraftRow.state).in_(DRAFT_DECIDED_STATES),
                 col(DraftRow.updated_at) >= now - timedelta(days=days),
             )
             .group_by(col(DraftRow.state))
@@ -60,7 +57,7 @@ def recipe_record(
     return RecipeRecord(
         recipe=recipe,
         days=days,
-        approved=sum(counts.get(state, 0) for state in APPROVED_STATES),
+        approved=sum(counts.get(state, 0) for state in DRAFT_APPROVED_STATES),
         decided=sum(counts.values()),
         last_rejected_at=last.updated_at if last else None,
         last_rejection_reason=last.decision_reason if last else None,

@@ -1,6 +1,6 @@
 """Slot arithmetic for a recipe's cron in its own time zone: which wall times a schedule
-names, and the UTC instant each one fires at, DST gaps and repeats included (DESIGN.md §2).
-Pure functions of their arguments: never use now() to name a slot.
+names, and the UTC instant each one fires at, DST gaps and repeats included
+(docs/design.md §2, §14). Pure functions of their arguments: never use now() to name a slot.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Environment variables (DESIGN.md §5): secrets and where things are; nothing else."""
+"""Environment variables (docs/design.md §15): secrets and where things are; nothing else."""
 
 from __future__ import annotations
 

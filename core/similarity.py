@@ -32,14 +32,13 @@ from core.models import AttemptRow, DraftRow, EffectRow
 from core.policies import OnSimilar, SimilarityMethod
 from core.ports import DraftRequest, MessageRef, ModelReply, SimilarPost
 from core.rows import draft_row
-from core.states import DraftState, EffectState
+from core.states import DRAFT_APPROVED_STATES, DraftState, EffectState
 from core.store import Store
 
 METHOD = SimilarityMethod.TOKEN_SET
 # A recipe posting five times a day for 90 days still fits; past that the oldest are
 # left out, so one check costs at most this many comparisons (see bench/similarity.py).
 MAX_COMPARED = 500
-SEEN_STATES = (DraftState.APPROVED, DraftState.PUBLISHED)
 _SLACK_PUBLISH = "|publish:slack:"
 
 
@@ -83,7 +82,8 @@ def comparison_set(
         sa.select(*columns).where(*same, col(DraftRow.state) == DraftState.READY)
     ).all()
     seen: list[sa.Row[Any]] = []
-    for state in SEEN_STATES:  # one state per query: read in index order, stop at the cap
+    # one state per query: read in index order, stop at the cap
+    for state in sorted(DRAFT_APPROVED_STATES):
         seen += session.execute(
             sa.select(*columns)
             .where(*same, col(DraftRow.state) == state, col(DraftRow.updated_at) >= since)

@@ -1,4 +1,4 @@
-"""The run, draft and effect state machines (DESIGN.md §3).
+"""The run, draft and effect state machines (docs/design.md §3).
 
 Only the transitions listed here are legal; `check_*` raises `IllegalTransition` for any
 other. Names are contract: they are stored in the database and shown to people.
@@ -96,9 +96,38 @@ EFFECT_TRANSITIONS: dict[EffectState, set[EffectState]] = {
     _E.SUCCEEDED: set(),
 }
 
+# Named sets of states: code asks "is it final?", "may it be published?", never spells
+# out a tuple of members of its own.
 RUN_OPEN_STATES = frozenset(
     {_R.PENDING, _R.RUNNING, _R.AWAITING_REVIEW, _R.APPROVED, _R.PUBLISHING, _R.UNCERTAIN}
 )
+# Nothing moves a run out of these on its own; only a person reopens one (a bump, a
+# manual run, a retry).
+RUN_FINAL_STATES = frozenset(set(RunState) - RUN_OPEN_STATES)
+# A holder is working on it under a deadline: the states a run can be stuck in (core/stuck.py).
+RUN_WORKING_STATES = frozenset({_R.RUNNING, _R.PUBLISHING})
+# What the Home tab, the digest and the gauges look through for runs needing a person:
+# uncertain ones, and those that may be stuck.
+RUN_WATCHED_STATES = RUN_WORKING_STATES | {_R.UNCERTAIN}
+# Approved and not yet known published: what a publishing pass takes up.
+RUN_PUBLISHABLE_STATES = frozenset({_R.APPROVED, _R.PUBLISHING, _R.UNCERTAIN})
+# Only a person can settle these (resolve, retry, skip, cancel).
+RUN_SETTLED_BY_PEOPLE = frozenset({_R.UNCERTAIN, _R.FAILED})
+
+# Not yet decided or published: what the `galley_drafts` gauge shows.
+DRAFT_LIVE_STATES = frozenset({_D.CLAIMED, _D.READY, _D.APPROVED})
+# People said yes (a publication counts as an approval).
+DRAFT_APPROVED_STATES = frozenset({_D.APPROVED, _D.PUBLISHED})
+# Reviewed one way or the other, an expired draft being one nobody wanted: the drafts an
+# approval rate is counted over.
+DRAFT_DECIDED_STATES = DRAFT_APPROVED_STATES | {_D.REJECTED, _D.EXPIRED}
+# A draft entering one of these has left review: decided, expired, superseded or cancelled.
+DRAFT_PAST_REVIEW_STATES = DRAFT_DECIDED_STATES | {_D.SUPERSEDED, _D.CANCELLED}
+
+# How an effect ended, as far as Galley knows: what the publication and alert counters count.
+EFFECT_OUTCOME_STATES = frozenset({_E.SUCCEEDED, _E.FAILED, _E.UNCERTAIN})
+# A receipt not settled yet: it may still happen, or may have happened.
+EFFECT_UNSETTLED_STATES = frozenset({_E.IN_FLIGHT, _E.UNCERTAIN})
 
 
 def run_may_move(current: RunState, target: RunState) -> bool:

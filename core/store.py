@@ -1,6 +1,6 @@
 """The database: engine set-up, short transactions and schema migrations.
 
-Never hold a transaction across a network call (DESIGN.md §4.2): callers open
+Never hold a transaction across a network call (docs/design.md §6): callers open
 `store.transaction()` around reads and writes only, and call the model or Slack outside.
 A URL that is malformed, of an unsupported kind or unreachable is a `DatabaseUnavailable`
 naming GALLEY_DATABASE_URL, never a driver traceback. Alembic loads only to migrate.

@@ -12,9 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from core.render import Printable, Rows, html_block, html_table, jsonable, text_table
-from core.states import RunState
-
-NEEDS_A_PERSON = frozenset({RunState.UNCERTAIN, RunState.FAILED})
+from core.states import RUN_SETTLED_BY_PEOPLE, RunState
 
 
 @dataclass(frozen=True)
@@ -234,7 +232,7 @@ class DraftDetail(Printable):
 
     def attention(self) -> str | None:
         """A sentence for a run a person must settle, or None."""
-        if self.run.state not in NEEDS_A_PERSON:
+        if self.run.state not in RUN_SETTLED_BY_PEOPLE:
             return None
         run = self.run.id
         if self.run.state == RunState.UNCERTAIN:

@@ -1,6 +1,6 @@
 """The webhook adapter of the `Publisher` port: one POST per publish, one GET per lookup.
 
-Nothing is retried or redirected here: each failure is classified (DESIGN.md §4 rule 4)
+Nothing is retried or redirected here: each failure is classified (docs/design.md §8)
 and the decision to try again is Galley's, recorded in its ledger.
 """
 

@@ -1,4 +1,4 @@
-"""Alerts about uncertain runs (DESIGN.md §4 rule 8): reminded once per `alert_reminder`
+"""Alerts about uncertain runs (docs/design.md §12): reminded once per `alert_reminder`
 while unresolved, by one replica only, and never after resolution; the alert's Mark
 published button checks the clicker, closes the run without a second post and rewrites
 the alert.
@@ -9,8 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 
+from prometheus_client import REGISTRY
+from sqlmodel import col, select
+
 from bot.blocks import ACTION_ALERT_PUBLISHED
-from core.policies import Finding, PublishOutcome
+from core.models import EffectRow
+from core.policies import EffectStep, Finding, PublishOutcome
 from core.states import DraftState, RunState
 from tests.fakes.slack_api import rate_limited
 from tests.fakes.webhook import accept_then_hang
@@ -107,3 +111,24 @@ def test_an_alert_button_waits_out_a_429_when_it_rewrites_the_alert(
     assert not [b for b in alert["blocks"] if b["type"] == "actions"]
     assert "U0ADMIN" in str(alert["blocks"])
     assert h.run_row().state == RunState.SUCCEEDED
+
+
+def test_an_alert_and_its_settle_rewrite_count_as_one_alert(worlds: MakeWorld, db_url: str) -> None:
+    """`galley_alerts_total` counts alert posts by the receipt's stored step: the rewrite
+    that settles an alert (`alert|…|settled`, step alert-settled) is no second alert."""
+    w = worlds(db_url, target="webhook-no-status")
+    before = _alerts_counted()
+    w.go_uncertain()
+    w.resolver().resolve(RUN, Finding.PUBLISHED, actor="U0ADMIN")
+    assert w.alerts().settle_resolved() == 1
+
+    with w.store.read() as session:
+        steps = session.exec(
+            select(EffectRow.step).where(col(EffectRow.key).startswith("alert|"))
+        ).all()
+    assert sorted(steps) == [EffectStep.ALERT, EffectStep.ALERT_SETTLED]
+    assert _alerts_counted() - before == 1
+
+
+def _alerts_counted() -> float:
+    return REGISTRY.get_sample_value("galley_alerts_total", {"outcome": "succeeded"}) or 0.0

@@ -1,4 +1,4 @@
-"""Backpressure from people (DESIGN.md §4 rule 7): a recipe with too many drafts waiting
+"""Backpressure from people (docs/design.md §11): a recipe with too many drafts waiting
 skips its slots, the review channel is told once per episode and once when drafting
 resumes, and a draft whose review window passes leaves the queue and its message says so.
 """

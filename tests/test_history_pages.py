@@ -9,6 +9,10 @@ import sqlalchemy as sa
 from bench.history_seed import config_text, load, recipe_name
 from core.config import parse_config
 from core.errors import UnknownRun
+from core.gate import ready_count
+from core.history_pages import ready_counts
+from core.home import read_home
+from core.metrics import DatabaseGauges
 from core.operator import Galley
 from core.states import RunState
 from core.store import Store
@@ -62,3 +66,32 @@ def test_status_counts_each_recipes_waiting_drafts(galley: Galley) -> None:
     report = galley.status()
     assert {r.name: r.pending for r in report.recipes} == {recipe_name(i): 2 for i in range(3)}
     assert report.uncertain == [stuck]
+
+
+def test_every_count_of_the_review_queue_is_ready_counts(galley: Galley) -> None:
+    """Backpressure notices (the gate's count), status, the Home tab and the queue-depth
+    gauge all count the same `ready` drafts per recipe."""
+    with galley.store.engine.begin() as connection:  # recipe 0 gets one more than the others
+        connection.exec_driver_sql(
+            "UPDATE drafts SET state = 'ready' WHERE key = (SELECT MIN(key) FROM drafts"
+            f" WHERE recipe = '{recipe_name(0)}' AND state <> 'ready')"
+        )
+        raw = dict(
+            connection.exec_driver_sql(
+                "SELECT recipe, COUNT(*) FROM drafts WHERE state = 'ready' GROUP BY recipe"
+            ).all()
+        )
+    names = list(galley.config.recipes)
+    with galley.store.read() as session:
+        counts = ready_counts(session)
+        gate = {name: ready_count(session, name) for name in names}
+        assert ready_counts(session, names[:1]) == {names[0]: raw[names[0]]}
+    gauges = DatabaseGauges()
+    gauges.watch(galley.store, galley.config, galley.clock)
+    [depth] = [f for f in gauges.collect() if f.name == "galley_review_queue_depth"]
+
+    assert counts == raw and raw[names[0]] == raw[names[1]] + 1
+    assert gate == counts
+    assert {r.name: r.pending for r in galley.status().recipes} == counts
+    assert read_home(galley).waiting_total == sum(counts.values())
+    assert {s.labels["recipe"]: s.value for s in depth.samples} == counts

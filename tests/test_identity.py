@@ -1,4 +1,4 @@
-"""Identities are pure functions of the scheduled slot (DESIGN.md §2)."""
+"""Identities are pure functions of the scheduled slot (docs/design.md §2)."""
 
 from __future__ import annotations
 

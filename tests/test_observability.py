@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -144,6 +145,46 @@ def test_metrics_count_a_draft_from_model_call_to_approval(bot: Bot) -> None:
     assert value(after, "galley_review_queue_depth", recipe=RECIPE) == 0
     assert value(after, "galley_drafts", state="approved") == 0  # published since
     assert value(after, "galley_runs_uncertain") == 0
+
+
+IMPORT_AND_WATCH = """
+import sys
+from prometheus_client import REGISTRY
+
+def families():
+    return {f.name: f.type for f in REGISTRY.collect() if f.name.startswith("galley_")}
+
+import core.metrics
+added = families()
+assert added and set(added.values()) <= {"counter", "histogram"}, added
+registered = list(REGISTRY._collector_to_names)  # no public list of collectors
+assert not any(isinstance(c, core.metrics.DatabaseGauges) for c in registered)
+
+from core.config import parse_config
+from core.store import Store
+from core.testing import FrozenClock
+store = Store(sys.argv[1])
+store.upgrade()
+config = parse_config(sys.argv[2])
+core.metrics.watch_database(store, config, FrozenClock())
+core.metrics.watch_database(store, config, FrozenClock())  # a second bot: no second copy
+names = [f.name for f in REGISTRY.collect()]
+assert names.count("galley_runs_stuck") == 1, names
+assert names.count("galley_review_queue_depth") == 1, names
+"""
+
+
+def test_importing_core_metrics_registers_no_database_gauges(tmp_path: Path) -> None:
+    """The gauges read the database at scrape time: the bot registers them when it
+    starts (once per process), and an import of core.metrics adds only its counters and
+    histograms, so a CLI command or a notebook never queries the database for them."""
+    url = f"sqlite:///{tmp_path / 'galley.db'}"
+    subprocess.run(
+        [sys.executable, "-c", IMPORT_AND_WATCH, url, config_text()],
+        check=True,
+        cwd=Path(__file__).resolve().parent.parent,
+        timeout=120,
+    )
 
 
 def test_start_up_misfire_is_counted_by_reason(bot: Bot) -> None:

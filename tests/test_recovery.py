@@ -1,4 +1,4 @@
-"""Nothing is left that nothing will move, and nobody is told about (DESIGN.md §4.8).
+"""Nothing is left that nothing will move, and nobody is told about (docs/design.md §12).
 
 A failed draft is loud once and can be drafted again without a bump; a pending run no
 one looks at is picked up or closed; a run stranded by the config, or a review post no

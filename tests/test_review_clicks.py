@@ -1,4 +1,4 @@
-"""Clicks on a review message decide once, and only when they may (DESIGN.md §4 rule 6):
+"""Clicks on a review message decide once, and only when they may (docs/design.md §10):
 Approve acks within Slack's 3 seconds and decides exactly once even when two people
 click together; a stale, superseded, expired or unauthorised click changes nothing and
 says why; Reject records its reason; Edit saves a new revision and retires the old

@@ -1,5 +1,5 @@
-"""Each ready draft is posted for review exactly once, whatever the wire does (DESIGN.md
-§4 rules 3, 5 and 9): a refused post is retried, a post whose answer was lost is looked
+"""Each ready draft is posted for review exactly once, whatever the wire does (docs/design.md
+§7, §9 and §13): a refused post is retried, a post whose answer was lost is looked
 up by its metadata before it is sent again, a 429 storm delays posts without losing or
 reordering any, and model text reaches Slack inert and within Block Kit limits.
 

@@ -1,6 +1,6 @@
 """One staleness table, two surfaces: approving a draft that was bumped, edited or
 expired after a person read it changes nothing and says why, the same way from the
-operator API (a notebook) as from a signed Slack click (DESIGN.md §4.6).
+operator API (a notebook) as from a signed Slack click (docs/design.md §10).
 
 Both surfaces run against a real `Bot` (fake Slack and Anthropic over real HTTP), so a
 decision made in the notebook is also shown to reach the Slack review message through

@@ -1,4 +1,4 @@
-"""The state machines refuse every transition DESIGN.md §3 does not list."""
+"""The state machines refuse every transition docs/design.md §3 does not list."""
 
 from __future__ import annotations
 

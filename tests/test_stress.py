@@ -1,4 +1,4 @@
-"""Random concurrent operations, then the invariants (DESIGN.md §4, §9).
+"""Random concurrent operations, then the invariants (docs/design.md §3-§12, §20).
 
 Threads and processes draw seeded operations (draft, approve, reject, edit, bump,
 pause, resume, cancel, retry, resolve, sweep, reconcile, expire, settle pending)
