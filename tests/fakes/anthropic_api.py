@@ -182,6 +182,8 @@ def _validate(body: Any) -> str | None:
         return f"missing required field(s): {', '.join(missing)}"
     if not isinstance(body["messages"], list) or not body["messages"]:
         return "messages: must be a non-empty list"
+    if not isinstance(body["max_tokens"], int) or body["max_tokens"] < 1:
+        return "max_tokens: must be at least 1"
     if body.get("stream"):
         return "the fake does not implement streaming"
     return None
