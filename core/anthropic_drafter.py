@@ -50,9 +50,12 @@ class AnthropicDrafter:
         import anthropic
         import httpx2
 
+        from core.prompt_cache import SYNC_TTL, system_param
+
         limits = call_timeout(request.timeout)
         timeout = httpx2.Timeout(limits.phase, connect=limits.connect)
-        optional: dict[str, Any] = {"system": request.system} if request.system else {}
+        system = system_param(request.system, request.model, SYNC_TTL)
+        optional: dict[str, Any] = {"system": system} if request.system else {}
         try:
             message = self._client.messages.create(
                 model=request.model,
@@ -97,19 +100,23 @@ def _classify_status(exc: anthropic.APIStatusError) -> ModelCallFailed:
     status = exc.status_code
     request_id = exc.response.headers.get("request-id")
     message = f"HTTP {status}: {_error_message(exc)}"
-    if status in (401, 403):
-        outcome = AttemptOutcome.AUTH
-    elif status == 429 or status >= 500:
-        outcome = AttemptOutcome.REJECTED_RETRYABLE
-    else:
-        outcome = AttemptOutcome.INVALID_REQUEST
     return ModelCallFailed(
-        outcome,
+        status_outcome(status),
         message,
         status=status,
         retry_after=retry_after_seconds(exc.response.headers.get("retry-after")),
         request_id=request_id,
     )
+
+
+def status_outcome(status: int) -> AttemptOutcome:
+    """The retry table's row for an HTTP status the API answered with (or, for a batch
+    entry, the status its error type stands for)."""
+    if status in (401, 403):
+        return AttemptOutcome.AUTH
+    if status == 429 or status >= 500:
+        return AttemptOutcome.REJECTED_RETRYABLE
+    return AttemptOutcome.INVALID_REQUEST
 
 
 def _error_message(exc: anthropic.APIStatusError) -> str:

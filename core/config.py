@@ -26,7 +26,7 @@ from pydantic import (
 
 from core.durations import parse_duration
 from core.errors import ConfigError
-from core.policies import DstGap, DstRepeat, OnSimilar, Overlap
+from core.policies import Drafting, DstGap, DstRepeat, OnSimilar, Overlap
 
 Duration = Annotated[
     timedelta, BeforeValidator(lambda v: parse_duration(v) if isinstance(v, str) else v)
@@ -42,6 +42,8 @@ SIMILAR_WARN_DEFAULT = 78
 # inside them (DESIGN.md §2: keys stay readable).
 NAME_MAX_LENGTH = 64
 PLATFORM_MAX_LENGTH = 40
+# The API ends a Message Batch 24 hours after its creation, done or not (DESIGN.md §13).
+BATCH_LIFETIME = timedelta(hours=24)
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -131,6 +133,9 @@ class RecipeSettings(_Strict):
     similar_warn: int = Field(default=SIMILAR_WARN_DEFAULT, ge=1, le=100)  # percent
     similar_window: Duration = timedelta(days=90)  # approvals and publications compared
     on_similar: OnSimilar = OnSimilar.WARN
+    drafting: Drafting = Drafting.SYNC  # §13: batch sends due slots as one Message Batch
+    batch_gather: Duration = timedelta(seconds=30)  # due slots gathered this long into one batch
+    batch_deadline: Duration = timedelta(hours=1)  # longest a slot waits on a batch, then sync
 
     @field_validator("timezone")
     @classmethod
@@ -268,6 +273,10 @@ def _validate_recipes(
             problems.append(f"{label}: claim_lease: must be longer than model_timeout")
         if recipe.takeover_after < recipe.heartbeat * 2:
             problems.append(f"{label}: takeover_after: must be at least twice heartbeat")
+        if recipe.batch_gather >= recipe.batch_deadline:
+            problems.append(f"{label}: batch_gather: must be shorter than batch_deadline")
+        if recipe.batch_deadline > BATCH_LIFETIME:
+            problems.append(f"{label}: batch_deadline: must be at most 24h (batches expire then)")
         recipes[recipe.name] = recipe
     return recipes
 

@@ -8,11 +8,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from datetime import datetime
 from typing import Any
 
 WALL_FORMAT = "%Y-%m-%dT%H:%M"
 SECOND_PASS_SUFFIX = "~2"
+# A Message Batches `custom_id`: the API's own rule (DESIGN.md §13).
+CUSTOM_ID_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+CUSTOM_ID_MAX_LENGTH = 64
+CUSTOM_ID_HASH_LENGTH = 24  # hex digits: 96 bits of SHA-256, never two keys alike in practice
+_NOT_IN_CUSTOM_ID = re.compile(r"[^A-Za-z0-9_-]+")
 
 
 def run_id(recipe: str, slot_wall: datetime, occurrence: int = 1) -> str:
@@ -38,6 +44,33 @@ def draft_key(platform: str, run: str, version: int) -> str:
 def run_of_draft_key(key: str) -> str:
     """The run id inside a draft key (`platform|run|vN`)."""
     return key.split("|")[1]
+
+
+def batch_custom_id(draft: str) -> str:
+    """The draft key as a Message Batches `custom_id`: within `[A-Za-z0-9_-]`, at most 64
+    characters. A readable prefix (recipe, compact slot, version: what a person looks for
+    in the Console) and a hash of the whole key, which alone tells keys apart: the prefix
+    is cut to fit and drops the platform, so two keys may share it. Log the plain key
+    beside it; the hash cannot be read back."""
+    raw = draft.encode("utf-8", "surrogatepass")  # total: any str has one id
+    digest = hashlib.sha256(raw).hexdigest()[:CUSTOM_ID_HASH_LENGTH]
+    room = CUSTOM_ID_MAX_LENGTH - CUSTOM_ID_HASH_LENGTH - 1
+    return f"{_readable_prefix(draft, room)}_{digest}"
+
+
+def _readable_prefix(draft: str, room: int) -> str:
+    """`weekly-update_20261020T0900_v3` for `linkedin|weekly-update@2026-10-20T09:00|v3`,
+    the recipe cut first so slot and version stay; any other text made to fit."""
+    parts = draft.split("|")
+    if len(parts) == 3 and "@" in parts[1]:
+        recipe, _, wall = parts[1].partition("@")
+        slot = wall.replace("-", "").replace(":", "").replace(SECOND_PASS_SUFFIX, "-2")
+        tail = _NOT_IN_CUSTOM_ID.sub("-", f"_{slot}_{parts[2]}")
+        recipe = _NOT_IN_CUSTOM_ID.sub("-", recipe)[: max(0, room - len(tail))]
+        prefix = f"{recipe}{tail}"
+    else:
+        prefix = _NOT_IN_CUSTOM_ID.sub("-", draft)
+    return prefix[:room] or "draft"
 
 
 def review_effect_key(draft: str) -> str:

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session, SessionTransaction
 from core.models import RunRow
 from core.policies import EffectStep, FailReason, SkipReason
 from core.ports import DraftRequest, ModelReply
+from core.pricing import reply_cost_usd
 from core.states import EFFECT_OUTCOME_STATES, RUN_FINAL_STATES, DraftState, RunState
 
 state_log = logging.getLogger("galley.state")
@@ -32,10 +33,6 @@ _PENDING = "galley_state_changes"
 # is left is a person's.
 FINISHED_RUN_STATES = RUN_FINAL_STATES | {RunState.UNCERTAIN}
 _REASONS = frozenset(SkipReason) | frozenset(FailReason)
-# US dollars per million tokens (input, output), by model family; an estimate from list
-# prices: a cache write costs 1.25 input tokens, a cache read 0.1.
-PRICES_PER_MILLION = {"opus": (15.0, 75.0), "sonnet": (3.0, 15.0), "haiku": (1.0, 5.0)}
-DEFAULT_PRICE = PRICES_PER_MILLION["sonnet"]
 
 
 @dataclass(frozen=True)
@@ -202,13 +199,9 @@ def model_called(
 
 
 def estimated_cost(reply: ModelReply) -> float:
-    """US dollars at list prices for the model's family (an estimate, never billed)."""
-    family = next((f for f in PRICES_PER_MILLION if f in reply.model), None)
-    per_input, per_output = PRICES_PER_MILLION[family] if family else DEFAULT_PRICE
-    input_equivalent = (
-        reply.input_tokens + 1.25 * reply.cache_creation_tokens + 0.1 * reply.cache_read_tokens
-    )
-    return (input_equivalent * per_input + reply.output_tokens * per_output) / 1_000_000
+    """US dollars at list prices for the model's family (an estimate, never billed): the
+    one table in core/pricing.py, so /metrics and the ledger's figures agree."""
+    return reply_cost_usd(reply)
 
 
 def slack_counted(method: str, outcome: str) -> None:

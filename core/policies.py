@@ -217,6 +217,37 @@ class SimilarityMethod(StrEnum):
     TOKEN_SET = "rapidfuzz.token_set_ratio"
 
 
+class Drafting(StrEnum):
+    """How a recipe's slots reach the model (DESIGN.md §13)."""
+
+    SYNC = "sync"  # one Messages API call per slot, answered while Galley waits
+    BATCH = "batch"  # gathered into a Message Batch: half price, answered within 24 hours
+
+
+class CacheTtl(StrEnum):
+    """How long the API keeps a cached prompt prefix; the value is the API's own `ttl`."""
+
+    FIVE_MINUTES = "5m"
+    ONE_HOUR = "1h"
+
+
+class BatchProcessing(StrEnum):
+    """A Message Batch's `processing_status`, spelled as the API spells it."""
+
+    IN_PROGRESS = "in_progress"
+    CANCELING = "canceling"  # cancel asked; entries not yet begun will come back canceled
+    ENDED = "ended"  # every entry has a result: its results can be read
+
+
+class BatchEntryResult(StrEnum):
+    """How one entry of an ended batch came back (the API's result `type`)."""
+
+    SUCCEEDED = "succeeded"
+    ERRORED = "errored"  # the API answered this entry with an error
+    CANCELED = "canceled"  # the batch was cancelled before this entry began
+    EXPIRED = "expired"  # the batch reached its 24 hours before this entry began
+
+
 class LogFormat(StrEnum):
     TEXT = "text"
     JSON = "json"  # one JSON object per line

@@ -12,10 +12,16 @@ Separate process (first stdout line is the URL; serves until killed)::
 
 ``write_script(PATH, [status(500)])`` scripts the next responses and ``read_requests(PATH)``
 returns the requests logged (JSON lines) to ``PATH + ".log"``.
+
+The Message Batches API is served too (``fake.batches``: tests/fakes/anthropic_batches.py).
+With ``count_tokens=True`` usage is counted from the request (4 characters a token) and a
+system prompt marked with ``cache_control`` is cached as the API would: written by the
+first request, read by the next within its TTL, if at least ``cache_min_tokens`` long.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections import deque
@@ -23,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.fakes import server
+from tests.fakes import anthropic_batches, server
 from tests.fakes.server import RecordedRequest as RecordedRequest
 from tests.fakes.server import closed_port as closed_port
 
@@ -107,7 +113,11 @@ class _Handler(server.Handler["FakeAnthropic"]):
         n = fake._record(
             RecordedRequest("POST", self.path, self._lower_headers(), body, time.time())
         )
-        if self.path.split("?")[0].rstrip("/") != "/v1/messages":
+        path = self.path.split("?")[0].rstrip("/")
+        if path.startswith(anthropic_batches.BATCHES_PATH):
+            self._batch_reply(fake.batches.post(path, body), n)
+            return
+        if path != "/v1/messages":
             self._reply(404, error_body(404, f"no route POST {self.path}"), n)
             return
         action, defaults = fake._next_action()
@@ -126,25 +136,42 @@ class _Handler(server.Handler["FakeAnthropic"]):
             self.close_connection = True  # server stopped while "thinking"
             return
         text = action.text if action.text is not None else defaults.get("text")
-        if text is None:
-            text = "Draft for: " + _last_user_text(body["messages"])
-        message = {
-            "id": f"msg_fake{n:06d}",
-            "type": "message",
-            "role": "assistant",
-            "model": body["model"],
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": "end_turn",
-            "stop_sequence": None,
-            "usage": {**DEFAULT_USAGE, **defaults.get("usage", {})},
-        }
-        self._reply(200, message, n)
+        self._reply(200, fake._message(body, f"msg_fake{n:06d}", text, defaults), n)
+
+    def do_GET(self) -> None:  # noqa: N802
+        fake = self.server.fake
+        n = fake._record(
+            RecordedRequest("GET", self.path, self._lower_headers(), None, time.time())
+        )
+        path, _, query = self.path.partition("?")
+        if path.startswith(anthropic_batches.BATCHES_PATH):
+            self._batch_reply(fake.batches.get(path.rstrip("/"), query), n)
+            return
+        self._reply(404, error_body(404, f"no route GET {self.path}"), n)
 
     def _reply(
         self, code: int, payload: Any, n: int, headers: dict[str, str] | None = None
     ) -> None:
         """JSON with the request's `request-id` header, then any scripted `headers`."""
         self._send_json(code, payload, [("request-id", f"req_{n}"), *(headers or {}).items()])
+
+    def _batch_reply(self, reply: anthropic_batches.Reply, n: int) -> None:
+        if reply.cut is not None:  # the effect (if any) happened; the answer never comes
+            self._close_after(reply.seconds if reply.cut == "hang" else 0)
+            return
+        if reply.error is not None:
+            self._reply(reply.code, error_body(reply.code, reply.error), n, reply.headers)
+        elif reply.jsonl:
+            data = str(reply.payload).encode()
+            self.send_response(reply.code)
+            self.send_header("Content-Type", "application/binary")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("request-id", f"req_{n}")
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+        else:
+            self._reply(reply.code, reply.payload, n, reply.headers)
 
 
 def _validate(body: Any) -> str | None:
@@ -155,6 +182,8 @@ def _validate(body: Any) -> str | None:
         return f"missing required field(s): {', '.join(missing)}"
     if not isinstance(body["messages"], list) or not body["messages"]:
         return "messages: must be a non-empty list"
+    if not isinstance(body["max_tokens"], int) or body["max_tokens"] < 1:
+        return "max_tokens: must be at least 1"
     if body.get("stream"):
         return "the fake does not implement streaming"
     return None
@@ -175,6 +204,73 @@ def _last_user_text(messages: list[Any]) -> str:
     return ""
 
 
+def count_tokens(text: str) -> int:
+    """The fake's tokenizer: 4 characters a token, at least 1 for any text."""
+    return max(1, math.ceil(len(text) / 4)) if text else 0
+
+
+def _system_blocks(system: Any) -> list[dict[str, Any]]:
+    if isinstance(system, str):
+        return [{"type": "text", "text": system}] if system else []
+    return [b for b in system or [] if isinstance(b, dict)]
+
+
+def _message_text(messages: list[Any]) -> str:
+    parts = []
+    for msg in messages:
+        content = msg.get("content") if isinstance(msg, dict) else None
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts += [b.get("text", "") for b in content if isinstance(b, dict)]
+    return "".join(parts)
+
+
+CACHE_TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
+
+
+class PromptCache:
+    """The API's prompt cache as far as Galley uses it: the system blocks up to the last
+    one marked `cache_control`, cached per model if long enough, for its TTL from the
+    last use."""
+
+    def __init__(self, min_tokens: int) -> None:
+        self.min_tokens = min_tokens
+        self._until: dict[tuple[str, str], float] = {}  # (model, prefix) -> expiry
+
+    def usage(self, body: dict[str, Any], output: str, tier: str) -> dict[str, Any]:
+        blocks = _system_blocks(body.get("system"))
+        marked = [i for i, b in enumerate(blocks) if b.get("cache_control")]
+        total = count_tokens("".join(b.get("text", "") for b in blocks))
+        total += count_tokens(_message_text(body["messages"]))
+        written = {"5m": 0, "1h": 0}
+        read = 0
+        if marked:
+            last = marked[-1]
+            prefix = "".join(b.get("text", "") for b in blocks[: last + 1])
+            ttl = str(blocks[last]["cache_control"].get("ttl", "5m"))
+            size = count_tokens(prefix)
+            if size >= self.min_tokens:
+                key, now = (str(body["model"]), prefix), time.monotonic()
+                if self._until.get(key, 0.0) > now:
+                    read = size
+                else:
+                    written[ttl] = size
+                self._until[key] = max(self._until.get(key, 0.0), now + CACHE_TTL_SECONDS[ttl])
+        cached = read + written["5m"] + written["1h"]
+        return {
+            "input_tokens": total - cached,
+            "output_tokens": count_tokens(output),
+            "cache_creation_input_tokens": written["5m"] + written["1h"],
+            "cache_read_input_tokens": read,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": written["5m"],
+                "ephemeral_1h_input_tokens": written["1h"],
+            },
+            "service_tier": tier,
+        }
+
+
 class FakeAnthropic(server.FakeServer):
     """The fake server. Use as a context manager, or call start()/stop()."""
 
@@ -186,6 +282,8 @@ class FakeAnthropic(server.FakeServer):
         text: str | None = None,
         usage: dict[str, int] | None = None,
         delay: float = 0.0,
+        count_tokens: bool = False,
+        cache_min_tokens: int = 1024,
         state_file: str | os.PathLike[str] | None = None,
         port: int = 0,
     ) -> None:
@@ -193,7 +291,11 @@ class FakeAnthropic(server.FakeServer):
         self.text = text  # default reply text; None means "Draft for: <last user text>"
         self.usage = dict(usage or {})  # overrides merged into DEFAULT_USAGE
         self.delay = delay  # default seconds before answering
+        self.count_tokens = count_tokens  # usage counted from the request, prompt cache too
+        self.prompt_cache = PromptCache(cache_min_tokens)
         self._queue: deque[Action] = deque()
+        self._entries_answered = 0
+        self.batches = anthropic_batches.BatchBook(self, self._batch_answer)
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -215,9 +317,51 @@ class FakeAnthropic(server.FakeServer):
         """The in-memory queue first, then the state file's; also the defaults (the file's
         override the constructor's)."""
         action, state = self._next_scripted(self._queue, Action, "script")
+        return action or ok(), self._defaults(state)
+
+    def _defaults(self, state: dict[str, Any]) -> dict[str, Any]:
         defaults: dict[str, Any] = {"text": self.text, "delay": self.delay, "usage": self.usage}
         defaults.update({k: state[k] for k in ("text", "delay", "usage") if k in state})
-        return action or ok(), defaults
+        return defaults
+
+    def _message(
+        self,
+        body: Any,
+        message_id: str,
+        text: str | None,
+        defaults: dict[str, Any],
+        tier: str = "standard",
+    ) -> dict[str, Any]:
+        """The Message JSON answering a valid request `body`."""
+        if text is None:
+            text = "Draft for: " + _last_user_text(body["messages"])
+        if self.count_tokens:
+            with self._lock:
+                usage = self.prompt_cache.usage(body, text, tier)
+        else:
+            usage = {**DEFAULT_USAGE, **defaults.get("usage", {})}
+        return {
+            "id": message_id,
+            "type": "message",
+            "role": "assistant",
+            "model": body["model"],
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": usage,
+        }
+
+    def _batch_answer(self, params: Any, text: str | None) -> dict[str, Any] | str:
+        """One batch entry answered as /v1/messages would, or why its params are invalid."""
+        problem = _validate(params)
+        if problem:
+            return problem
+        state = server.read_state(self.state_file) if self.state_file is not None else {}
+        defaults = self._defaults(state)
+        with self._lock:
+            self._entries_answered += 1
+            message_id = f"msg_fakebatch{self._entries_answered:06d}"
+        return self._message(params, message_id, text or defaults.get("text"), defaults, "batch")
 
 
 def main(argv: list[str] | None = None) -> None:
