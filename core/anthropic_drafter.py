@@ -81,7 +81,7 @@ class AnthropicDrafter:
 
 
 def classify(exc: anthropic.AnthropicError) -> ModelCallFailed:
-    """Map an SDK error to the retry table of DESIGN.md §4.4."""
+    """Map an SDK error to the retry table of docs/design.md §8."""
     import anthropic
 
     if isinstance(exc, anthropic.APIStatusError):

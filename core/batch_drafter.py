@@ -1,6 +1,6 @@
 """The Message Batches adapter: drafting requests sent as one batch, a batch whose create
 answer was lost found again, batches polled, and their results read back as replies or
-as failures classified by the retry table (DESIGN.md §4.4, §13).
+as failures classified by the retry table (docs/design.md §8, §21).
 
 It never re-sends on its own: a create without an answer is an `OUTCOME_UNKNOWN` failure,
 and the caller asks `find_again` before sending anything again. The SDK's retries are

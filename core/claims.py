@@ -1,4 +1,4 @@
-"""Claim before you spend (DESIGN.md §4.1): who may pay for a slot's model call.
+"""Claim before you spend (docs/design.md §4): who may pay for a slot's model call.
 
 The draft key is claimed with `INSERT … ON CONFLICT DO NOTHING` in one short
 transaction; the loser never calls the model. A claim carries an owner token unique to

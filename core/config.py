@@ -1,4 +1,4 @@
-"""The config file (DESIGN.md §5): parsed, validated and resolved before anything runs.
+"""The config file (docs/design.md §15): parsed, validated and resolved before anything runs.
 
 A bad file never half-loads: `load_config` collects every problem, one line each
 naming the recipe and the field, and raises `ConfigError` with all of them.
@@ -39,10 +39,10 @@ TEMPLATE_FIELDS = ("recipe", "platform", "slot", "version")
 SIMILAR_WARN_DEFAULT = 78
 # Both are part of every draft key, which travels in Slack button values, modal metadata
 # and message metadata (2,000 to 3,000 characters at most): short caps keep a key well
-# inside them (DESIGN.md §2: keys stay readable).
+# inside them (docs/design.md §2: keys stay readable).
 NAME_MAX_LENGTH = 64
 PLATFORM_MAX_LENGTH = 40
-# The API ends a Message Batch 24 hours after its creation, done or not (DESIGN.md §13).
+# The API ends a Message Batch 24 hours after its creation, done or not (docs/design.md §21).
 BATCH_LIFETIME = timedelta(hours=24)
 M = TypeVar("M", bound=BaseModel)
 

@@ -1,4 +1,4 @@
-"""Receipts for external effects (DESIGN.md §4.3), as Stripe's idempotency keys work.
+"""Receipts for external effects (docs/design.md §7), as Stripe's idempotency keys work.
 
 One row per effect key, with the hash of its canonical payload. The same key and the
 same payload return the recorded result; the same key with a different payload raises

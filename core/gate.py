@@ -1,4 +1,4 @@
-"""The gate consulted before a claim: pause, backpressure (DESIGN.md §4.7) and budget.
+"""The gate consulted before a claim: pause, backpressure (docs/design.md §11) and budget.
 
 Read inside the claim's transaction, with the recipe row locked, so two workers cannot
 both pass the gate for the last free place in the review queue.

@@ -14,7 +14,7 @@ from typing import Any
 
 WALL_FORMAT = "%Y-%m-%dT%H:%M"
 SECOND_PASS_SUFFIX = "~2"
-# A Message Batches `custom_id`: the API's own rule (DESIGN.md §13).
+# A Message Batches `custom_id`: the API's own rule (docs/design.md §21).
 CUSTOM_ID_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 CUSTOM_ID_MAX_LENGTH = 64
 CUSTOM_ID_HASH_LENGTH = 24  # hex digits: 96 bits of SHA-256, never two keys alike in practice

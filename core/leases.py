@@ -1,4 +1,4 @@
-"""Leases kept alive by heartbeat (DESIGN.md §4.1), and the owner tokens that fence them.
+"""Leases kept alive by heartbeat (docs/design.md §5), and the owner tokens that fence them.
 
 A claim or an effect receipt is held by an owner token unique per attempt (never shared
 by two threads of one process). While the work runs, a heartbeat renews the lease every

@@ -218,7 +218,7 @@ class SimilarityMethod(StrEnum):
 
 
 class Drafting(StrEnum):
-    """How a recipe's slots reach the model (DESIGN.md §13)."""
+    """How a recipe's slots reach the model (docs/design.md §21)."""
 
     SYNC = "sync"  # one Messages API call per slot, answered while Galley waits
     BATCH = "batch"  # gathered into a Message Batch: half price, answered within 24 hours

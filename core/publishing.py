@@ -1,4 +1,4 @@
-"""Publishing an approved draft exactly once (DESIGN.md §4.3-4.6).
+"""Publishing an approved draft exactly once (docs/design.md §7-§10).
 
 Every publication is an effect with a receipt. The destination is asked before
 publishing and before any retry of an uncertain attempt: found → record it, done;

@@ -1,4 +1,4 @@
-"""The batch drafting keys of a recipe (DESIGN.md §13): defaults, overrides and the
+"""The batch drafting keys of a recipe (docs/design.md §21): defaults, overrides and the
 one-line problems a bad value gets."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The Message Batches adapter (DESIGN.md §13), driven through the real `anthropic` SDK
+"""The Message Batches adapter (docs/design.md §21), driven through the real `anthropic` SDK
 against the fake over real HTTP: what the fake recorded is the evidence, never a log."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`galley run` as a real process, SIGKILLed and restarted (DESIGN.md §9).
+"""`galley run` as a real process, SIGKILLed and restarted (docs/design.md §20).
 
 Counts what the fakes received and what the database holds: drafts per slot, model
 requests, review posts. Both backends.
@@ -200,7 +200,7 @@ def _review_receipt(deployment: Deployment) -> str | None:
 
 @pytest.fixture
 def three_replicas(tmp_path: Path, pg_url: str) -> Iterator[Deployment]:
-    """Replicas share PostgreSQL (DESIGN.md §8); the default heartbeat (2 s), take-over
+    """Replicas share PostgreSQL (docs/design.md §6); the default heartbeat (2 s), take-over
     (8 s) and overlap (skip) apply."""
     yield from deployment(tmp_path, pg_url, "* * * * *")
 

@@ -1,4 +1,4 @@
-"""Claims, leases, takeover and the sweeper, on SQLite and PostgreSQL (DESIGN.md §4.1)."""
+"""Claims, leases, takeover and the sweeper, on SQLite and PostgreSQL (docs/design.md §4, §5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The `galley` command line: exit codes, JSON shapes and clear errors (DESIGN.md §6)."""
+"""The `galley` command line: exit codes, JSON shapes and clear errors (docs/design.md §16)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A draft key becomes a Message Batches `custom_id` (DESIGN.md §13): always valid for the
+"""A draft key becomes a Message Batches `custom_id` (docs/design.md §21): always valid for the
 API, the same for the same key, different for different keys, and readable."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Real `galley draft` processes against the fake Anthropic API, killed at each step.
 
-DESIGN.md §4.1 and §9: every test starts the console script as a separate process
+docs/design.md §4 and §20: every test starts the console script as a separate process
 (several at once, or crashed at a named failpoint, or SIGKILLed mid-call), restarts it,
 and checks the final state on SQLite and PostgreSQL: how many requests the fake
 received, which draft rows exist and in what state, and the attempts ledger. Never logs.

@@ -1,4 +1,4 @@
-"""Operator errors are one line naming the variable or URL, exit 2 (DESIGN.md §6).
+"""Operator errors are one line naming the variable or URL, exit 2 (docs/design.md §16).
 
 Each case runs the real `galley` executable as a process and checks its exit code and
 stderr: at most three lines, no traceback, the variable named. `--debug` (or

@@ -1,4 +1,4 @@
-"""A refused publication is classified, not guessed at (DESIGN.md §4 rule 4): 429 and 503
+"""A refused publication is classified, not guessed at (docs/design.md §8): 429 and 503
 are tried again (not before Retry-After) and published once; 422 fails the run with no
 retry; 403 fails it and alerts people.
 """
@@ -14,7 +14,7 @@ from core.states import EffectState, RunState
 from tests.fakes.webhook import status
 from tests.worlds import HOOK_KEY, RUN, MakeWorld
 
-# --- refusals: retry the right failures (DESIGN.md §4 rule 4) -------------------------------
+# --- refusals: retry the right failures (docs/design.md §8) -------------------------------
 
 
 @pytest.mark.parametrize("code", [429, 503])

@@ -1,5 +1,5 @@
 """`galley run` crashed at each publishing step boundary, restarted, publishing once
-(DESIGN.md §4 rule 5, §9).
+(docs/design.md §9, §20).
 
 The fake webhook runs as its own process and persists what it received, so a crash
 of the bot loses nothing on the destination's side. The draft is made with `galley

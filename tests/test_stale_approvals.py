@@ -1,4 +1,4 @@
-"""Approvals are fresh (DESIGN.md §4 rule 6): an approval older than `approval_ttl` when
+"""Approvals are fresh (docs/design.md §10): an approval older than `approval_ttl` when
 publishing starts is not revived; the draft goes back to review as a new revision, its
 review message gets its buttons back and says why, and only the newest revision can be
 approved.

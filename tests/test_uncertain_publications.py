@@ -1,5 +1,5 @@
 """A publication whose outcome is unknown ends published once or in front of a person,
-never sent twice unasked (DESIGN.md §4 rules 5 and 8): with a status URL the next pass
+never sent twice unasked (docs/design.md §9 and §12): with a status URL the next pass
 settles it; without one the run is `uncertain`, alerted once, and people mark it
 published, retry it exactly once more, or cancel it (which lists what was completed).
 """
