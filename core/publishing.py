@@ -34,7 +34,7 @@ from core.history import guarded_update, move_draft, move_run, note_run
 from core.identity import publish_effect_key, text_hash
 from core.models import DraftRow, RunRow
 from core.policies import EffectDecision, FailReason, PublishOutcome
-from core.ports import Clock, Publication, Publisher
+from core.ports import Clock, PostQuery, Publication, Publisher
 from core.publish_queue import PUBLISH_STEP, PUBLISHABLE, OrphanedSend, orphaned_sends, publishable
 from core.rows import lock_draft, lock_draft_of, lock_run, required
 from core.states import DraftState, RunState, run_may_move
@@ -152,7 +152,8 @@ class PublishingService:
         if publish_effect_key(send.draft_key, publisher.target) != send.effect_key:
             return None  # the recipe publishes elsewhere now
         try:
-            found = publisher.lookup(send.effect_key)  # a probe, before anything is written
+            # a probe, before anything is written
+            found = publisher.lookup(PostQuery(send.effect_key, send.text, send.since))
         except LookupUnavailable:
             return None
         payload = _payload(publisher.target, send.draft_key, send.text)
@@ -173,7 +174,8 @@ class PublishingService:
         if start.decision != EffectDecision.RECONCILE:
             return None
         try:
-            found = found or publisher.lookup(send.effect_key)  # absent: ask again, holding it
+            # absent: ask again, holding it
+            found = found or publisher.lookup(PostQuery(send.effect_key, send.text, send.since))
         except LookupUnavailable:
             self.ledger.release(start)
             return None
@@ -239,7 +241,9 @@ class PublishingService:
         """Look before you leap. A first attempt may go ahead when the destination
         cannot answer (our receipt is all there is); a retry of an uncertain one may not."""
         try:
-            return publisher.lookup(publication.effect_key)
+            return publisher.lookup(
+                PostQuery(publication.effect_key, publication.text, publication.approved_at)
+            )
         except LookupUnavailable as exc:
             if start.decision == EffectDecision.ACT:
                 return None
