@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import re
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
 
 from core.config import Recipe
 from core.identity import (
+    HEADER_KEY_MAX,
     attempt_id,
+    bluesky_record_key,
     draft_key,
+    header_key,
     parse_run_id,
     payload_hash,
     publish_effect_key,
     review_effect_key,
     run_id,
+    tid_time,
 )
 from core.policies import DstRepeat
 from core.schedule import slots_between
@@ -76,3 +84,45 @@ def test_spring_forward_keeps_the_nominal_wall_time_as_the_run_id() -> None:
     [slot] = window
     assert slot.run_id(recipe.name) == "weekly-update@2026-03-08T02:30"  # the scheduled time
     assert slot.fire_at == datetime(2026, 3, 8, 7, 0, tzinfo=UTC)  # 03:00 EDT, just past the gap
+
+
+# --- record keys and header keys derived from effect keys ----------------------------------
+
+TID = re.compile(r"^[234567abcdefghij][234567abcdefghijklmnopqrstuvwxyz]{12}$")  # the spec's
+SLOT = datetime(2026, 10, 20, 8, 0, tzinfo=UTC)
+BSKY_KEY = "bluesky|weekly-update@2026-10-20T09:00|v3|publish:bluesky:acme.bsky.social"
+
+
+def test_a_record_key_is_a_valid_tid_and_the_same_for_the_same_effect_key() -> None:
+    rkey = bluesky_record_key(BSKY_KEY, SLOT)
+    assert TID.match(rkey), rkey
+    assert bluesky_record_key(BSKY_KEY, SLOT) == rkey  # a retry, a replica, a restored backup
+    london = SLOT.astimezone(ZoneInfo("Europe/London"))
+    assert bluesky_record_key(BSKY_KEY, london) == rkey  # the instant counts, not its zone
+
+
+def test_a_record_key_carries_the_slot_time_within_about_a_second() -> None:
+    at = tid_time(bluesky_record_key(BSKY_KEY, SLOT))
+    assert SLOT <= at < SLOT + timedelta(seconds=1.05)
+
+
+def test_record_keys_sort_by_slot_and_tell_keys_of_one_slot_apart() -> None:
+    later = bluesky_record_key(BSKY_KEY, SLOT + timedelta(days=7))
+    assert bluesky_record_key(BSKY_KEY, SLOT) < later
+    keys = {bluesky_record_key(BSKY_KEY.replace("|v3|", f"|v{n}|"), SLOT) for n in range(500)}
+    assert len(keys) == 500
+
+
+def test_a_record_key_needs_an_aware_slot() -> None:
+    with pytest.raises(ValueError, match="aware"):
+        bluesky_record_key(BSKY_KEY, datetime(2026, 10, 20, 9, 0))
+
+
+def test_a_header_key_is_the_effect_key_when_short_else_a_stable_hash() -> None:
+    short = "linkedin|w@2026-10-20T09:00|v1|publish:webhook"
+    assert header_key(short) == short
+    long = BSKY_KEY + "|" + "x" * 80
+    hashed = header_key(long)
+    assert hashed == header_key(long) and hashed != header_key(long + "y")
+    assert hashed.startswith("galley-") and len(hashed) <= HEADER_KEY_MAX
+    assert header_key("café|w@2026-10-20T09:00|v1").startswith("galley-")  # headers are ASCII
