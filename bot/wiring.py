@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from bot.slack_publishing import SlackAlerter, SlackChannelPublisher
 from bot.slack_surface import SlackChannels
 from core.alerts import AlertService
-from core.config import Config, Recipe, SlackTarget, WebhookTarget
+from core.config import Config, PublishTarget, Recipe, SlackTarget, WebhookTarget
 from core.effects import EffectLedger
 from core.ports import Clock, Publisher
 from core.publishing import PublisherFor, PublishingService
@@ -37,10 +37,12 @@ class Publishers:
                 self._built[key] = self._build(recipe, target)
             return self._built[key]
 
-    def _build(self, recipe: Recipe, target: SlackTarget | WebhookTarget) -> Publisher:
+    def _build(self, recipe: Recipe, target: PublishTarget) -> Publisher:
         if isinstance(target, SlackTarget):
             return SlackChannelPublisher(self.channels, target.channel)
-        return WebhookPublisher(target.url, target.status_url, timeout=recipe.call_timeout)
+        if isinstance(target, WebhookTarget):
+            return WebhookPublisher(target.url, target.status_url, timeout=recipe.call_timeout)
+        raise NotImplementedError(f"no publisher for {target.to} yet")
 
     def close(self) -> None:
         with self._lock:
