@@ -76,22 +76,26 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def bluesky_record_key(effect_key: str, slot_at: datetime) -> str:
+def bluesky_record_key(effect_key: str) -> str:
     """The TID a post is created under: the same effect key always names the same record,
     so a second create of one publication fails instead of posting twice (DESIGN.md §10).
 
-    Its time is the slot's (plus up to ~1 s from the key's hash, so two keys of one slot
-    differ), and its clock id is the key's hash: 30 bits that tell keys apart.
+    Its time is the slot named in the key's run id, its wall time read as UTC (a look-up
+    has only the key, and a record key needs no zone), plus up to ~1 s from the key's
+    hash so two keys of one slot differ; its clock id is the key's hash too: 30 bits that
+    tell keys apart. ValueError for a key without a run id in it.
     """
-    if slot_at.tzinfo is None:
-        raise ValueError("slot_at must be aware")
+    try:
+        _, wall, _ = parse_run_id(run_of_draft_key(effect_key))
+    except (IndexError, ValueError):
+        raise ValueError(f"not an effect key with a run id: {effect_key!r}") from None
     digest = int.from_bytes(hashlib.sha256(effect_key.encode("utf-8")).digest()[:8], "big")
     clock = digest & ((1 << TID_CLOCK_BITS) - 1)
     jitter = (digest >> TID_CLOCK_BITS) & ((1 << TID_JITTER_BITS) - 1)
-    delta = slot_at - _EPOCH
+    delta = wall.replace(tzinfo=UTC) - _EPOCH
     micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds + jitter
     if not 0 <= micros < 1 << 53:
-        raise ValueError(f"slot {slot_at.isoformat()} is outside the TID time range")
+        raise ValueError(f"slot {wall.isoformat()} is outside the TID time range")
     value = (micros << TID_CLOCK_BITS) | clock
     chars = []
     for _ in range(TID_LENGTH):
