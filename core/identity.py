@@ -19,7 +19,7 @@ TID_ALPHABET = "234567abcdefghijklmnopqrstuvwxyz"
 TID_LENGTH = 13
 TID_CLOCK_BITS = 10
 TID_JITTER_BITS = 20  # low bits of the time taken from the key: ~1.05 s after the slot
-HEADER_KEY_MAX = 64  # an effect key longer than this travels as a hash in HTTP headers
+HEADER_KEY_MAX = 128  # an effect key longer than this travels as a hash in HTTP headers
 HEADER_KEY_PREFIX = "galley-"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

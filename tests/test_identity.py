@@ -120,7 +120,7 @@ def test_a_record_key_needs_a_run_id_in_the_effect_key() -> None:
 def test_a_header_key_is_the_effect_key_when_short_else_a_stable_hash() -> None:
     short = "linkedin|w@2026-10-20T09:00|v1|publish:webhook"
     assert header_key(short) == short
-    long = BSKY_KEY + "|" + "x" * 80
+    long = BSKY_KEY + "|" + "x" * 100
     hashed = header_key(long)
     assert hashed == header_key(long) and hashed != header_key(long + "y")
     assert hashed.startswith("galley-") and len(hashed) <= HEADER_KEY_MAX

@@ -110,7 +110,7 @@ class FakeBluesky(social.SocialFake):
     def record(self, handle: str, rkey: str) -> dict[str, Any] | None:
         """The post stored under `rkey`, visible or held."""
         did = did_of(handle)
-        return self._any(lambda p: p["account"] == did and p["rkey"] == rkey)
+        return self._any(lambda p: p["owner"] == did and p["rkey"] == rkey)
 
     # --- routes ---
 
@@ -238,7 +238,7 @@ class FakeBluesky(social.SocialFake):
         call.pause()
         uri = f"at://{who}/{POST_COLLECTION}/{rkey}"
         with self._lock:  # one repo commit at a time: the key check and the write are atomic
-            if self._any(lambda p: p["account"] == who and p["rkey"] == rkey) is not None:
+            if self._any(lambda p: p["owner"] == who and p["rkey"] == rkey) is not None:
                 return 500, dict(BARE_500), {}
             facets = record.get("facets") or []
             mentions = [
@@ -249,7 +249,7 @@ class FakeBluesky(social.SocialFake):
             ]
             cid = "bafyrei" + hashlib.sha256(json.dumps(record).encode()).hexdigest()[:40]
             post = {
-                "account": who,
+                "owner": who,
                 "handle": handle,
                 "rkey": rkey,
                 "uri": uri,
@@ -270,7 +270,7 @@ class FakeBluesky(social.SocialFake):
             return 400, {"error": "InvalidRequest", "message": message}, {}
         did, rkey = did_of(handle), params.get("rkey", "")
         uri = f"at://{did}/{params.get('collection')}/{rkey}"
-        [found] = self._visible(lambda p: p["account"] == did and p["rkey"] == rkey) or [None]
+        [found] = self._visible(lambda p: p["owner"] == did and p["rkey"] == rkey) or [None]
         if found is None or params.get("collection") != POST_COLLECTION:
             message = f"Could not locate record: {uri}"
             return 400, {"error": "RecordNotFound", "message": message}, {}

@@ -208,7 +208,8 @@ class SocialFake(server.FakeServer):
         return [
             r
             for r in self.requests
-            if r.path.partition("?")[0].endswith(path_suffix) and method in (None, r.method)
+            if r.path.partition("?")[0].rstrip("/").endswith(path_suffix)
+            and method in (None, r.method)
         ]
 
     @property
@@ -217,8 +218,9 @@ class SocialFake(server.FakeServer):
         with self._lock:
             return [dict(p) for p in self._posts]
 
-    def posts_of(self, account: str) -> list[dict[str, Any]]:
-        return [p for p in self.posts if p["account"] == account]
+    def posts_of(self, owner: str) -> list[dict[str, Any]]:
+        """The posts of one account (its DID, account id or author URN), held ones too."""
+        return [p for p in self.posts if p["owner"] == owner]
 
     def release(self) -> None:
         """Held posts become visible to reads."""
