@@ -43,7 +43,8 @@ class SlackChannelPublisher:
         return None if found is None else found.ts
 
     def link(self, external_id: str) -> str | None:
-        return None  # a permalink needs the workspace domain (chat.getPermalink): a call
+        """The message's permalink, from the channel and ts (the workspace URL is asked once)."""
+        return self.channels.permalink(MessageRef(self.channel, external_id))
 
     def fit(self, text: str) -> Fit:
         """Slack counts the escaped text: `&`, `<` and `>` become entities."""
