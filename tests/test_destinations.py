@@ -3,8 +3,12 @@ own wiring: one publisher per target, in order, its id safe inside an effect key
 
 from __future__ import annotations
 
-from slack_sdk import WebClient
+from pathlib import Path
 
+from slack_sdk import WebClient
+from typer.testing import CliRunner
+
+from bot.cli import app
 from bot.slack_publishing import SlackChannelPublisher
 from bot.slack_surface import SlackChannels
 from bot.wiring import Publishers
@@ -68,3 +72,25 @@ def test_each_destination_declares_its_limit_or_none() -> None:
         ("LinkedIn", len(text), 3_000),
     ]
     publishers.close()
+
+
+def test_galley_check_names_a_target_whose_secret_is_missing(tmp_path: Path) -> None:
+    config = tmp_path / "galley.toml"
+    config.write_text(config_text() + EVERY_TARGET)
+    env = {
+        "GALLEY_CONFIG": str(config),
+        "GALLEY_DATABASE_URL": f"sqlite:///{tmp_path / 'g.db'}",
+        "GALLEY_BLUESKY_PASSWORD": "app-pass",
+        "GALLEY_MASTODON_TOKEN": None,
+        "GALLEY_LINKEDIN_TOKEN": "token",
+    }
+    result = CliRunner().invoke(app, ["check"], env=env)
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        "recipe 'everywhere': publish: GALLEY_MASTODON_TOKEN is not set: "
+        "mastodon:127.0.0.1:9 needs it to publish"
+    ]
+    env["GALLEY_MASTODON_TOKEN"] = "token"
+    upgraded = CliRunner().invoke(app, ["db", "upgrade"], env=env)
+    assert upgraded.exit_code == 0, upgraded.output
+    assert CliRunner().invoke(app, ["check"], env=env).exit_code == 0
