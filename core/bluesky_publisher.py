@@ -71,7 +71,10 @@ class BlueskyPublisher:
         too_long = self._too_long(text)
         if too_long:
             raise EffectNotSent(too_long, permanent=True)
-        rkey = bluesky_record_key(publication.effect_key)
+        try:
+            rkey = bluesky_record_key(publication.effect_key)
+        except ValueError as exc:
+            raise EffectNotSent(str(exc), permanent=True) from exc
         client, did = self._signed_in()
         from atproto_client import models
 
@@ -99,7 +102,10 @@ class BlueskyPublisher:
             client = self._client_or_new()
         except MissingExtra as exc:
             raise LookupUnavailable(str(exc)) from exc
-        rkey = bluesky_record_key(query.effect_key)
+        try:
+            rkey = bluesky_record_key(query.effect_key)
+        except ValueError as exc:
+            raise LookupUnavailable(str(exc)) from exc
         repo = self._did or self.config.handle
         try:
             found = client.app.bsky.feed.post.get(repo, rkey)

@@ -33,6 +33,7 @@ DEFAULT_LIMIT = 500  # Mastodon's own default, used while the instance cannot be
 DEFAULT_URL_LENGTH = 23
 PAGE = 40  # statuses per page, Mastodon's maximum
 MAX_PAGES = 25  # a look-up reads at most 1,000 statuses, then says it cannot tell
+ASK_AGAIN_SECONDS = 300.0  # after /api/v2/instance failed, Mastodon's defaults this long
 SINCE_MARGIN = timedelta(minutes=5)  # the instance's clock may lag ours
 RETRY_LATER = frozenset({429, 503})
 PERMANENT = frozenset({400, 404, 410, 413, 422})
@@ -54,6 +55,7 @@ class MastodonPublisher:
         self._lock = threading.Lock()
         self._answers = threading.local()  # the last HTTP answer this thread received
         self._limits: tuple[int, int] | None = None  # (max_characters, characters per URL)
+        self._limits_failed_at = -ASK_AGAIN_SECONDS  # time.monotonic() of the last failed ask
         self._account: Any = None  # verify_credentials, once
         self._links: dict[str, str] = {}
 
@@ -177,6 +179,8 @@ class MastodonPublisher:
         (not kept) while the instance cannot be asked."""
         if self._limits is not None:
             return self._limits
+        if time.monotonic() - self._limits_failed_at < ASK_AGAIN_SECONDS:
+            return DEFAULT_LIMIT, DEFAULT_URL_LENGTH  # a hung instance does not slow each fit
         try:
             statuses = api.instance_v2()["configuration"]["statuses"]
             limits = (
@@ -184,6 +188,7 @@ class MastodonPublisher:
                 int(statuses.get("characters_reserved_per_url") or DEFAULT_URL_LENGTH),
             )
         except Exception:
+            self._limits_failed_at = time.monotonic()
             return DEFAULT_LIMIT, DEFAULT_URL_LENGTH
         self._limits = limits
         return limits

@@ -7,6 +7,7 @@ Each test checks what the publisher raised or returned and what the fake receive
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -15,7 +16,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from core.config import MastodonTarget
-from core.errors import EffectNotSent, EffectOutcomeUnknown, LookupUnavailable, MissingSecret
+from core.errors import (
+    EffectNotSent,
+    EffectOutcomeUnknown,
+    LookupUnavailable,
+    MissingExtra,
+    MissingSecret,
+)
 from core.identity import header_key
 from core.mastodon_publisher import MastodonPublisher
 from core.ports import PostQuery, Publication, Publisher
@@ -279,9 +286,21 @@ def test_fit_uses_the_instance_limit_asked_once_and_counts_links_as_23() -> None
         assert len(fake.requests_to("/api/v2/instance")) == 1
 
 
-def test_fit_without_the_instance_assumes_mastodons_default() -> None:
-    fit = publisher(f"http://127.0.0.1:{closed_port()}", seconds=1).fit("hello")
-    assert (fit.count, fit.limit) == (5, 500)
+def test_fit_without_the_instance_assumes_mastodons_default_for_a_while(
+    fake: FakeMastodon,
+) -> None:
+    fake.script("instance", social.status(503))
+    pub = publisher(fake.url)
+    assert (pub.fit("hello").count, pub.fit("hello").limit) == (5, 500)
+    assert len(fake.requests_to("/api/v2/instance")) == 1  # not asked again at once
+
+
+def test_a_missing_extra_is_one_clear_line(
+    fake: FakeMastodon, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "mastodon", None)  # as if not installed
+    with pytest.raises(MissingExtra, match=r"galley\[mastodon\]"):
+        publisher(fake.url).publish(publication())
 
 
 def test_a_draft_over_the_limit_is_refused_before_it_is_sent() -> None:
