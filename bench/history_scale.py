@@ -43,8 +43,10 @@ from core.outbox import ReviewOutbox
 from core.ports import (
     BackpressureNotice,
     DraftRequest,
+    Fit,
     MessageRef,
     ModelReply,
+    PostQuery,
     Publication,
     ReviewItem,
     RunAlert,
@@ -99,8 +101,14 @@ class CountingWorld:
     def publish(self, publication: Publication) -> str:
         return self._call().ts
 
-    def lookup(self, effect_key: str) -> str | None:
+    def lookup(self, query: PostQuery) -> str | None:
         self.calls += 1
+        return None
+
+    def link(self, external_id: str) -> str | None:
+        return None
+
+    def fit(self, text: str) -> Fit | None:
         return None
 
     def draft(self, request: DraftRequest) -> ModelReply:

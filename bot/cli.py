@@ -309,11 +309,15 @@ def run(
 
 @app.command()
 def check(as_json: JsonFlag = False) -> None:
-    """Validate the config and the database; show each recipe's next five slots."""
+    """Validate the config, each publish target's secret and the database; show each
+    recipe's next five slots."""
     from core.schedule import describe, next_slots
 
     with explained_errors():
         galley = open_galley()
+        missing = galley.config.missing_secrets()  # one line per target that cannot publish
+        if missing:
+            raise ConfigError(missing)
         now = galley.clock.now()
         report = {
             name: (recipe, next_slots(recipe, now, 5))

@@ -13,9 +13,11 @@ from bot.alert_blocks import (
     alert_message,
     publication_message,
 )
+from bot.blocks import DRAFT_TEXT_BUDGET
+from bot.mrkdwn import escape_mrkdwn
 from bot.slack_surface import SlackChannels
 from core.errors import EffectNotSent
-from core.ports import MessageRef, Publication, RunAlert
+from core.ports import Fit, MessageRef, PostQuery, Publication, RunAlert
 
 alert_log = logging.getLogger("galley.alert")
 
@@ -36,9 +38,17 @@ class SlackChannelPublisher:
             raise EffectNotSent(str(exc), permanent=True) from exc
         return self.channels.post(self.channel, **message).ts
 
-    def lookup(self, effect_key: str) -> str | None:
-        found = self.channels.find(self.channel, PUBLISH_EVENT_TYPE, "effect_key", effect_key)
+    def lookup(self, query: PostQuery) -> str | None:
+        found = self.channels.find(self.channel, PUBLISH_EVENT_TYPE, "effect_key", query.effect_key)
         return None if found is None else found.ts
+
+    def link(self, external_id: str) -> str | None:
+        """The message's permalink, from the channel and ts (the workspace URL is asked once)."""
+        return self.channels.permalink(MessageRef(self.channel, external_id))
+
+    def fit(self, text: str) -> Fit:
+        """Slack counts the escaped text: `&`, `<` and `>` become entities."""
+        return Fit(self.target, "Slack", len(escape_mrkdwn(text)), DRAFT_TEXT_BUDGET)
 
 
 class SlackAlerter:

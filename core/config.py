@@ -6,12 +6,15 @@ naming the recipe and the field, and raises `ConfigError` with all of them.
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
@@ -25,7 +28,7 @@ from pydantic import (
 )
 
 from core.durations import parse_duration
-from core.errors import ConfigError
+from core.errors import ConfigError, MissingSecret
 from core.policies import Drafting, DstGap, DstRepeat, OnSimilar, Overlap
 
 Duration = Annotated[
@@ -44,6 +47,12 @@ NAME_MAX_LENGTH = 64
 PLATFORM_MAX_LENGTH = 40
 # The API ends a Message Batch 24 hours after its creation, done or not (docs/design.md §21).
 BATCH_LIFETIME = timedelta(hours=24)
+ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+HANDLE_PATTERN = re.compile(
+    r"^([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z][A-Za-z0-9-]*$"
+)
+DID_PATTERN = re.compile(r"^did:[a-z]+:[A-Za-z0-9._:%-]+$")
+BASE_URL_PATTERN = re.compile(r"^https?://[^\s/?#|]+(/[^\s?#|]*)?$")
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -92,6 +101,13 @@ class SlackTarget(_Strict):
     to: Literal["slack"]
     channel: str = Field(min_length=1)
 
+    @field_validator("channel")
+    @classmethod
+    def _channel(cls, channel: str) -> str:
+        if not re.match(r"^[^|\s]+$", channel):
+            raise ValueError("a channel id has no spaces and no |")  # | separates key parts
+        return channel
+
     @property
     def target(self) -> str:
         return f"slack:{self.channel}"
@@ -107,7 +123,133 @@ class WebhookTarget(_Strict):
         return "webhook"
 
 
-PublishTarget = Annotated[SlackTarget | WebhookTarget, Field(discriminator="to")]
+class _SecretTarget(_Strict):
+    """A destination whose credential is read from the environment variable `secret_env`
+    (never from the file), so two accounts on one platform can name two variables."""
+
+    secret_env: str
+
+    @field_validator("secret_env")
+    @classmethod
+    def _env_name(cls, name: str) -> str:
+        if not ENV_NAME_PATTERN.match(name):
+            raise ValueError(f"not an environment variable name: {name!r}")
+        return name
+
+    @property
+    def target(self) -> str:
+        raise NotImplementedError
+
+    def secret(self, environ: Mapping[str, str] | None = None) -> str:
+        """The credential, read when it is needed; MissingSecret names the variable."""
+        value = (os.environ if environ is None else environ).get(self.secret_env, "")
+        if not value.strip():
+            raise MissingSecret(self.secret_env, self.target)
+        return value.strip()
+
+
+class BlueskyTarget(_SecretTarget):
+    to: Literal["bluesky"]
+    handle: str  # the account's handle (acme.bsky.social) or DID
+    service: str = "https://bsky.social"  # its PDS (or a local fake)
+    secret_env: str = "GALLEY_BLUESKY_PASSWORD"  # an app password
+
+    @field_validator("handle")
+    @classmethod
+    def _handle(cls, handle: str) -> str:
+        if not (HANDLE_PATTERN.match(handle) or DID_PATTERN.match(handle)):
+            hint = " (without the @)" if handle.startswith("@") else ""
+            raise ValueError(f"not a Bluesky handle like acme.bsky.social, nor a DID{hint}")
+        return handle
+
+    @field_validator("service")
+    @classmethod
+    def _service(cls, url: str) -> str:
+        return _base_url(url)
+
+    @property
+    def target(self) -> str:
+        return f"bluesky:{self.handle}"
+
+
+class MastodonTarget(_SecretTarget):
+    to: Literal["mastodon"]
+    instance: str  # base URL: https://mastodon.social
+    visibility: Literal["public", "unlisted", "private", "direct"] = "public"
+    secret_env: str = "GALLEY_MASTODON_TOKEN"  # write:statuses and read:statuses
+
+    @field_validator("instance")
+    @classmethod
+    def _instance(cls, url: str) -> str:
+        return _base_url(url)
+
+    @property
+    def target(self) -> str:
+        """`mastodon:mastodon.social`; a second account on one instance is told apart by
+        its variable: `mastodon:mastodon.social+GALLEY_MASTODON_TOKEN_TEAM`."""
+        host = urlsplit(self.instance)
+        where = (host.netloc + host.path.rstrip("/")).lower()
+        default = MastodonTarget.model_fields["secret_env"].default
+        return f"mastodon:{where}" + ("" if self.secret_env == default else f"+{self.secret_env}")
+
+
+class LinkedInTarget(_SecretTarget):
+    to: Literal["linkedin"]
+    author: str  # urn:li:organization:N (a page) or urn:li:person:ID (a member)
+    api: str = "https://api.linkedin.com/rest/"
+    version: str = "202511"  # the LinkedIn-Version header: YYYYMM; versions retire after a year
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, version: str) -> str:
+        if not re.match(r"^\d{6}(\.\d{2})?$", version):
+            raise ValueError('must be a LinkedIn API version like "202511"')
+        return version
+
+    secret_env: str = "GALLEY_LINKEDIN_TOKEN"  # w_organization_social, r_organization_social
+
+    @field_validator("author")
+    @classmethod
+    def _author(cls, author: str) -> str:
+        if not re.match(r"^urn:li:(organization|person):[A-Za-z0-9_-]+$", author):
+            raise ValueError("must be urn:li:organization:N or urn:li:person:ID")
+        return author
+
+    @field_validator("api")
+    @classmethod
+    def _api(cls, url: str) -> str:
+        return _base_url(url) + "/"  # paths are joined onto it: posts, posts?q=author
+
+    @property
+    def is_organization(self) -> bool:
+        return self.author.startswith("urn:li:organization:")
+
+    @property
+    def target(self) -> str:
+        return f"linkedin:{self.author}"
+
+
+PublishTarget = Annotated[
+    SlackTarget | WebhookTarget | BlueskyTarget | MastodonTarget | LinkedInTarget,
+    Field(discriminator="to"),
+]
+SecretTarget = BlueskyTarget | MastodonTarget | LinkedInTarget
+
+
+def _base_url(url: str) -> str:
+    """An http(s) base URL with no query or fragment, without its trailing slash."""
+    if not BASE_URL_PATTERN.match(url):
+        raise ValueError(f"not an http(s) base URL: {url!r}")
+    return url.rstrip("/")
+
+
+def _one_or_many(value: Any) -> Any:
+    """`publish` is one target table or a list of them (DESIGN.md §10)."""
+    if isinstance(value, dict):
+        return [value]
+    if not isinstance(value, list | tuple):
+        raise ValueError('must be a target table, like { to = "slack", … }, or a list of them')
+    return value
 
 
 class RecipeSettings(_Strict):
@@ -151,7 +293,10 @@ class Recipe(RecipeSettings):
     schedule: str
     system: str = ""
     prompt: str = Field(min_length=1)
-    publish: PublishTarget | None = None
+    # `publish` in the file: one target table, a list of them, or none (no publish step)
+    targets: Annotated[tuple[PublishTarget, ...], BeforeValidator(_one_or_many)] = Field(
+        default=(), validation_alias="publish"
+    )
 
     @field_validator("schedule")
     @classmethod
@@ -169,6 +314,11 @@ class Recipe(RecipeSettings):
     @property
     def zone(self) -> ZoneInfo:
         return ZoneInfo(self.timezone)
+
+    @property
+    def publish(self) -> PublishTarget | None:
+        """The first target, for code that publishes to one destination; None: no publish."""
+        return self.targets[0] if self.targets else None
 
 
 def render_template(
@@ -190,6 +340,18 @@ class Config:
     slack: SlackSection
     recipes: dict[str, Recipe]
     path: Path | None = None
+
+    def missing_secrets(self, environ: Mapping[str, str] | None = None) -> list[str]:
+        """One line per publish target whose credential variable is not set."""
+        lines = []
+        for recipe in self.recipes.values():
+            for target in recipe.targets:
+                if isinstance(target, _SecretTarget):
+                    try:
+                        target.secret(environ)
+                    except MissingSecret as exc:
+                        lines.append(f"recipe {recipe.name!r}: publish: {exc}")
+        return lines
 
     def recipe(self, name: str) -> Recipe:
         from core.errors import UnknownRecipe
@@ -277,6 +439,9 @@ def _validate_recipes(
             problems.append(f"{label}: batch_gather: must be shorter than batch_deadline")
         if recipe.batch_deadline > BATCH_LIFETIME:
             problems.append(f"{label}: batch_deadline: must be at most 24h (batches expire then)")
+        ids = [target.target for target in recipe.targets]
+        for target_id in sorted({t for t in ids if ids.count(t) > 1}):
+            problems.append(f"{label}: publish: duplicate target {target_id!r}")
         recipes[recipe.name] = recipe
     return recipes
 
@@ -288,9 +453,24 @@ def _validate(model: type[M], raw: Any, label: str, problems: list[str]) -> M | 
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
+        single = isinstance(raw, dict) and isinstance(raw.get("publish"), dict)
         for error in exc.errors():
-            problems.append(f"{label}: {_field_name(error['loc'])}: {_message(error)}")
+            loc = (
+                _publish_loc(error["loc"], single)
+                if error["loc"][:1] == ("publish",)
+                else error["loc"]
+            )
+            problems.append(f"{label}: {_field_name(loc)}: {_message(error)}")
         return None
+
+
+def _publish_loc(loc: tuple[int | str, ...], single: bool) -> tuple[int | str, ...]:
+    """`publish.url`, or `publish[2].url` in a list: pydantic's loc also names the list index
+    (0 for a single table) and the union's tag, which say nothing to the reader."""
+    if len(loc) < 2 or not isinstance(loc[1], int):
+        return loc
+    head = "publish" if single else f"publish[{loc[1] + 1}]"
+    return (head, *loc[3:])
 
 
 def _field_name(loc: tuple[int | str, ...]) -> str:

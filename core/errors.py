@@ -129,3 +129,24 @@ class EffectOutcomeUnknown(GalleyError):
 
 class LookupUnavailable(GalleyError):
     """The destination could not say whether an effect exists."""
+
+
+class MissingSecret(EffectNotSent):
+    """A destination's credential variable is not set: nothing was sent, and people must set
+    it (permanent, and alerted like a refused credential)."""
+
+    def __init__(self, variable: str, target: str) -> None:
+        super().__init__(
+            f"{variable} is not set: {target} needs it to publish", permanent=True, auth=True
+        )
+        self.variable = variable
+
+
+class MissingExtra(EffectNotSent):
+    """A destination's client library is not installed (an optional extra of galley)."""
+
+    def __init__(self, extra: str, target: str) -> None:
+        super().__init__(
+            f"{target} needs the {extra!r} extra: pip install 'galley[{extra}]'", permanent=True
+        )
+        self.extra = extra

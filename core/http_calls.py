@@ -63,11 +63,31 @@ def never_sent(exc: BaseException) -> bool:
     """True when a transport failure proves the request never left: the connection was
     refused, the name did not resolve, connecting or waiting for a pooled connection
     timed out. False for anything else (a read timeout, a dropped answer): it may have
-    been acted on. Knows httpx, the anthropic SDK's httpx2 and urllib's errors."""
+    been acted on. Knows httpx, the anthropic SDK's httpx2, urllib's and requests' errors."""
     if isinstance(exc, urllib.error.URLError):
         return isinstance(exc.reason, _URLLIB_NEVER_SENT_REASONS)
     if isinstance(exc, _HTTPX_NEVER_SENT):
         return True
+    if type(exc).__module__.startswith("requests."):
+        return _requests_never_sent(exc)
     import httpx2  # the anthropic SDK's httpx; imported late, as the SDK is
 
     return isinstance(exc, (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout))
+
+
+def _requests_never_sent(exc: BaseException) -> bool:
+    """requests (Mastodon.py's transport): a connect timeout, or a connection error whose
+    cause is urllib3 failing to connect. A dropped answer is a ConnectionError too, but
+    caused by a ProtocolError: it may have been acted on."""
+    import requests
+    import urllib3.exceptions
+
+    if isinstance(exc, requests.exceptions.ConnectTimeout):
+        return True
+    if not isinstance(exc, requests.exceptions.ConnectionError) or not exc.args:
+        return False
+    cause = exc.args[0]
+    cause = getattr(cause, "reason", cause)  # MaxRetryError wraps the connect failure
+    return isinstance(
+        cause, urllib3.exceptions.NewConnectionError | urllib3.exceptions.ConnectTimeoutError
+    )

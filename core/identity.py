@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 WALL_FORMAT = "%Y-%m-%dT%H:%M"
@@ -19,6 +19,15 @@ CUSTOM_ID_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 CUSTOM_ID_MAX_LENGTH = 64
 CUSTOM_ID_HASH_LENGTH = 24  # hex digits: 96 bits of SHA-256, never two keys alike in practice
 _NOT_IN_CUSTOM_ID = re.compile(r"[^A-Za-z0-9_-]+")
+# AT Protocol record keys for posts are TIDs: 64 bits (top bit 0), 53 of microseconds since
+# the epoch then a 10-bit clock id, written in this base-32 alphabet, 13 characters.
+TID_ALPHABET = "234567abcdefghijklmnopqrstuvwxyz"
+TID_LENGTH = 13
+TID_CLOCK_BITS = 10
+TID_JITTER_BITS = 20  # low bits of the time taken from the key: ~1.05 s after the slot
+HEADER_KEY_MAX = 128  # an effect key longer than this travels as a hash in HTTP headers
+HEADER_KEY_PREFIX = "galley-"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def run_id(recipe: str, slot_wall: datetime, occurrence: int = 1) -> str:
@@ -98,3 +107,48 @@ def payload_hash(payload: Any) -> str:
 def text_hash(text: str) -> str:
     """Short hash of one revision of a draft's text: what an approval binds to."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def bluesky_record_key(effect_key: str) -> str:
+    """The TID a post is created under: the same effect key always names the same record,
+    so a second create of one publication fails instead of posting twice (DESIGN.md §10).
+
+    Its time is the slot named in the key's run id, its wall time read as UTC (a look-up
+    has only the key, and a record key needs no zone), plus up to ~1 s from the key's
+    hash so two keys of one slot differ; its clock id is the key's hash too: 30 bits that
+    tell keys apart. ValueError for a key without a run id in it.
+    """
+    try:
+        _, wall, _ = parse_run_id(run_of_draft_key(effect_key))
+    except (IndexError, ValueError):
+        raise ValueError(f"not an effect key with a run id: {effect_key!r}") from None
+    digest = int.from_bytes(hashlib.sha256(effect_key.encode("utf-8")).digest()[:8], "big")
+    clock = digest & ((1 << TID_CLOCK_BITS) - 1)
+    jitter = (digest >> TID_CLOCK_BITS) & ((1 << TID_JITTER_BITS) - 1)
+    delta = wall.replace(tzinfo=UTC) - _EPOCH
+    micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds + jitter
+    if not 0 <= micros < 1 << 53:
+        raise ValueError(f"slot {wall.isoformat()} is outside the TID time range")
+    value = (micros << TID_CLOCK_BITS) | clock
+    chars = []
+    for _ in range(TID_LENGTH):
+        chars.append(TID_ALPHABET[value & 31])
+        value >>= 5
+    return "".join(reversed(chars))
+
+
+def tid_time(tid: str) -> datetime:
+    """The instant a TID's time part names (to microseconds)."""
+    value = 0
+    for char in tid:
+        value = value * 32 + TID_ALPHABET.index(char)
+    micros = value >> TID_CLOCK_BITS
+    return datetime.fromtimestamp(micros // 1_000_000, UTC).replace(microsecond=micros % 1_000_000)
+
+
+def header_key(effect_key: str) -> str:
+    """An effect key as an `Idempotency-Key` header value: itself when short and plain
+    ASCII, else `galley-` and a SHA-256 prefix (the plain key is logged beside it)."""
+    if len(effect_key) <= HEADER_KEY_MAX and effect_key.isascii() and effect_key.isprintable():
+        return effect_key
+    return HEADER_KEY_PREFIX + hashlib.sha256(effect_key.encode("utf-8")).hexdigest()[:40]

@@ -161,22 +161,62 @@ class Publication:
     approved_at: datetime
 
 
+@dataclass(frozen=True)
+class PostQuery:
+    """What a destination is asked after an unknown answer, or before acting: is there a
+    post under this effect key? Destinations with no key of their own (Mastodon's listing,
+    LinkedIn's) match `text` among the account's posts since `since`, when the first
+    attempt under this key began (or earlier: a wider look only costs reading)."""
+
+    effect_key: str
+    text: str
+    since: datetime
+
+
+@dataclass(frozen=True)
+class Fit:
+    """How a draft measures against one destination's limit, in that destination's own
+    units (Bluesky graphemes, Mastodon characters with links as 23, …)."""
+
+    target: str
+    label: str  # for people: "Bluesky", "Mastodon (mastodon.social)"
+    count: int
+    limit: int
+
+    @property
+    def fits(self) -> bool:
+        return self.count <= self.limit
+
+
 class Publisher(Protocol):
-    """A destination for approved drafts. Adapters: webhook (core), Slack channel (bot)."""
+    """A destination for approved drafts. Adapters: webhook, Bluesky, Mastodon and
+    LinkedIn (core), Slack channel (bot)."""
 
     @property
     def target(self) -> str:
-        """Names the destination inside effect keys: `slack:C0ANNOUNCE`, `webhook`."""
+        """Names the destination inside effect keys (never contains `|`): `slack:C0ANNOUNCE`,
+        `webhook`, `bluesky:acme.bsky.social`, `mastodon:mastodon.social`,
+        `linkedin:urn:li:organization:123`."""
         ...
 
     def publish(self, publication: Publication) -> str:
         """Act once; return the destination's id for it. Raise EffectNotSent (known not
-        to have happened; `permanent` when retrying cannot help) or EffectOutcomeUnknown."""
+        to have happened; `permanent` when retrying cannot help, `auth` when credentials
+        were refused, `retry_after` when the destination asked for a wait) or
+        EffectOutcomeUnknown."""
         ...
 
-    def lookup(self, effect_key: str) -> str | None:
+    def lookup(self, query: PostQuery) -> str | None:
         """The id of an earlier publication under this key, None when clearly absent;
         raise LookupUnavailable when the destination cannot tell."""
+        ...
+
+    def link(self, external_id: str) -> str | None:
+        """The published post's public URL, None when the destination has none."""
+        ...
+
+    def fit(self, text: str) -> Fit | None:
+        """`text` measured against this destination's limit; None when it has none."""
         ...
 
 

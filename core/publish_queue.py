@@ -41,6 +41,7 @@ class OrphanedSend:
     text: str
     run_id: str
     recipe: str
+    since: datetime  # when its receipt was first written: a look-up reads posts from here
 
     def __str__(self) -> str:
         return self.effect_key
@@ -56,6 +57,7 @@ def orphaned_sends(session: Session, now: datetime) -> list[OrphanedSend]:
             col(DraftRow.text),
             col(RunRow.id),
             col(RunRow.recipe),
+            col(EffectRow.created_at),
         )
         .join(DraftRow, col(DraftRow.key) == col(EffectRow.draft_key))
         .join(RunRow, col(RunRow.id) == col(DraftRow.run_id))
@@ -70,5 +72,6 @@ def orphaned_sends(session: Session, now: datetime) -> list[OrphanedSend]:
         .limit(PUBLISH_BATCH)
     ).all()
     return [
-        OrphanedSend(key, draft, text or "", run, recipe) for key, draft, text, run, recipe in rows
+        OrphanedSend(key, draft, text or "", run, recipe, since)
+        for key, draft, text, run, recipe, since in rows
     ]

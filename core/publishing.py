@@ -28,7 +28,7 @@ from core.identity import publish_effect_key, text_hash
 from core.leases import lease_now
 from core.models import DraftRow, RunRow
 from core.policies import EffectOutcome, FailReason, PublishOutcome
-from core.ports import Clock, Publication, Publisher
+from core.ports import Clock, PostQuery, Publication, Publisher
 from core.publish_queue import PUBLISH_STEP, PUBLISHABLE, OrphanedSend, orphaned_sends, publishable
 from core.rows import lock_draft, lock_draft_of, lock_run, required
 from core.states import DraftState, RunState, run_may_move
@@ -114,7 +114,10 @@ class PublishingService:
         done = self.ledger.perform(
             spec,
             send,
-            lookup=lambda: _found(publisher, publication.effect_key),
+            lookup=lambda: _found(
+                publisher,
+                PostQuery(publication.effect_key, publication.text, publication.approved_at),
+            ),
             may_act=lambda session, _now: self._may_send(session, recipe, run_id, publication),
             look_first=True,  # a restored database has no receipt: the destination knows
         )
@@ -194,7 +197,8 @@ class PublishingService:
         if publish_effect_key(send.draft_key, publisher.target) != send.effect_key:
             return None  # the recipe publishes elsewhere now
         try:
-            probe = _found(publisher, send.effect_key)  # before anything is written
+            query = PostQuery(send.effect_key, send.text, send.since)
+            probe = _found(publisher, query)  # before anything is written
         except LookupUnavailable:
             return None
         noted: list[Proof | None] = []
@@ -213,7 +217,7 @@ class PublishingService:
 
         done = self.ledger.settle_by_lookup(
             self._spec(recipe, publisher, send.draft_key, send.text, send.run_id),
-            lambda: probe or _found(publisher, send.effect_key),  # absent: ask again, holding it
+            lambda: probe or _found(publisher, query),  # absent: ask again, holding it
             not_sent=ORPHAN_NOT_SENT,
             record=note,
         )
@@ -353,9 +357,9 @@ def _send_back(
     move_run(session, run, RunState.AWAITING_REVIEW, actor=PUBLISHER, at=now, detail=why)
 
 
-def _found(publisher: Publisher, effect_key: str) -> Proof | None:
+def _found(publisher: Publisher, query: PostQuery) -> Proof | None:
     """The destination's answer to "is it there?", as the ledger takes it."""
-    external_id = publisher.lookup(effect_key)
+    external_id = publisher.lookup(query)
     return None if external_id is None else Proof(external_id, {"found": True})
 
 

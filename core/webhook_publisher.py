@@ -14,7 +14,7 @@ import httpx
 
 from core.errors import EffectNotSent, EffectOutcomeUnknown, LookupUnavailable
 from core.http_calls import call_timeout, never_sent, retry_after_seconds
-from core.ports import Publication
+from core.ports import Fit, PostQuery, Publication
 
 RETRY_LATER = frozenset({408, 425, 429, 503})  # refused for now: nothing happened
 REDIRECT_NOT_ACTED = frozenset({301, 307, 308})  # moved: the request was not processed here
@@ -70,7 +70,8 @@ class WebhookPublisher:
             return _id_from(response, key)
         raise classify(response)
 
-    def lookup(self, effect_key: str) -> str | None:
+    def lookup(self, query: PostQuery) -> str | None:
+        effect_key = query.effect_key
         if self.status_url is None:
             raise LookupUnavailable(
                 "the webhook has no status_url: Galley cannot tell whether it was received"
@@ -87,6 +88,12 @@ class WebhookPublisher:
         raise LookupUnavailable(
             f"webhook status check answered HTTP {response.status_code}: {_excerpt(response)}"
         )
+
+    def link(self, external_id: str) -> str | None:
+        return None  # a webhook's receiver has no public page Galley knows of
+
+    def fit(self, text: str) -> Fit | None:
+        return None  # no limit: the receiver decides
 
     def close(self) -> None:
         self._client.close()

@@ -14,6 +14,7 @@ import random
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from sqlmodel import col, select
@@ -28,7 +29,7 @@ from core.errors import GalleyError, ModelCallFailed
 from core.models import DraftRow, RunRow
 from core.operator import Galley
 from core.policies import AttemptOutcome, Finding, Verdict
-from core.ports import DraftRequest, MessageRef, ModelReply, RunAlert, SystemClock
+from core.ports import DraftRequest, MessageRef, ModelReply, PostQuery, RunAlert, SystemClock
 from core.publishing import PublishingService
 from core.review import decide, edit, expire_overdue_drafts
 from core.states import DraftState, RunState
@@ -36,6 +37,7 @@ from core.store import Store
 from core.webhook_publisher import WebhookPublisher
 
 RECIPE = "weekly-update"
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 SLOTS = [f"2026-{month:02d}-{day:02d}T09:00" for month, day in ((11, 2), (11, 9), (11, 16))]
 SLOTS += ["2026-11-23T09:00", "2026-11-30T09:00", "2026-10-26T09:00"]
 PEOPLE = ["U0EDITOR", "U0EDITOR2", "U0ADMIN"]
@@ -182,7 +184,8 @@ class Worker:
             return
         with self.store.transaction() as session:
             key = session.exec(select(RunRow.draft_key).where(col(RunRow.id) == run)).one()
-        found = self.publisher.lookup(f"{key}|publish:webhook")
+        # the webhook looks up by key alone: no text, no time
+        found = self.publisher.lookup(PostQuery(f"{key}|publish:webhook", "", EPOCH))
         finding = Finding.ABSENT if found is None else Finding.PUBLISHED
         self.galley.resolve(run, finding, actor="U0ADMIN")
 

@@ -29,8 +29,10 @@ from core.outbox import ReviewOutbox
 from core.policies import DraftOutcome, PublishOutcome
 from core.ports import (
     BackpressureNotice,
+    Fit,
     MessageRef,
     ModelReply,
+    PostQuery,
     Publication,
     Publisher,
     ReviewItem,
@@ -349,10 +351,16 @@ class GatedPublisher:
     def target(self) -> str:
         return self.inner.target
 
-    def lookup(self, effect_key: str) -> str | None:
+    def lookup(self, query: PostQuery) -> str | None:
         if self.before_lookup is not None:
             self.before_lookup()
-        return self.inner.lookup(effect_key)
+        return self.inner.lookup(query)
+
+    def link(self, external_id: str) -> str | None:
+        return self.inner.link(external_id)
+
+    def fit(self, text: str) -> Fit | None:
+        return self.inner.fit(text)
 
     def publish(self, publication: Publication) -> str:
         self.sending.set()

@@ -109,3 +109,143 @@ def test_durations_parse_to_seconds_and_format_back_to_the_same(text: str, secon
 def test_bad_durations_are_refused(text: str) -> None:
     with pytest.raises(ValueError, match="bad duration"):
         parse_duration(text)
+
+
+# --- publish targets (DESIGN.md §10) -------------------------------------------------------
+
+
+def targets_of(publish: str) -> list[str]:
+    config = parse_config(config_text() + recipe(extra=publish))
+    return [target.target for target in config.recipes["second"].targets]
+
+
+def test_publish_is_one_table_a_list_of_them_or_none() -> None:
+    one = "publish = { to = 'bluesky', handle = 'acme.bsky.social' }"
+    assert targets_of(one) == ["bluesky:acme.bsky.social"]
+    many = (
+        "publish = [{ to = 'mastodon', instance = 'https://Mastodon.social/' },\n"
+        "  { to = 'linkedin', author = 'urn:li:organization:123' },\n"
+        "  { to = 'slack', channel = 'C0ANNOUNCE' }, { to = 'webhook', url = 'https://h.test/' }]"
+    )
+    assert targets_of(many) == [
+        "mastodon:mastodon.social",
+        "linkedin:urn:li:organization:123",
+        "slack:C0ANNOUNCE",
+        "webhook",
+    ]
+    assert targets_of("publish = []") == []
+    assert targets_of("") == []
+
+
+def test_the_first_target_stays_recipe_publish_for_single_target_code() -> None:
+    config = parse_config(
+        config_text()
+        + recipe(
+            extra="publish = [{ to = 'slack', channel = 'C1' }, { to = 'slack', channel = 'C2' }]"
+        )
+    )
+    second = config.recipes["second"]
+    assert second.publish is not None and second.publish.target == "slack:C1"
+    assert parse_config(config_text() + recipe()).recipes["second"].publish is None
+
+
+def test_target_defaults_match_the_contract() -> None:
+    config = parse_config(
+        config_text()
+        + recipe(
+            extra="publish = [{ to = 'bluesky', handle = 'acme.bsky.social' },\n"
+            "  { to = 'mastodon', instance = 'https://mastodon.social' },\n"
+            "  { to = 'linkedin', author = 'urn:li:person:abc123' }]"
+        )
+    )
+    bluesky, mastodon, linkedin = config.recipes["second"].targets
+    assert (bluesky.service, bluesky.secret_env) == (  # type: ignore[union-attr]
+        "https://bsky.social",
+        "GALLEY_BLUESKY_PASSWORD",
+    )
+    assert (mastodon.visibility, mastodon.secret_env) == (  # type: ignore[union-attr]
+        "public",
+        "GALLEY_MASTODON_TOKEN",
+    )
+    assert linkedin.api == "https://api.linkedin.com/rest/"  # type: ignore[union-attr]
+    assert linkedin.secret_env == "GALLEY_LINKEDIN_TOKEN"  # type: ignore[union-attr]
+    assert not linkedin.is_organization  # type: ignore[union-attr]
+
+
+def test_two_accounts_on_one_instance_are_told_apart_by_their_variable() -> None:
+    assert targets_of(
+        "publish = [{ to = 'mastodon', instance = 'https://m.test' },\n"
+        "  { to = 'mastodon', instance = 'https://m.test', secret_env = 'TEAM_TOKEN' }]"
+    ) == ["mastodon:m.test", "mastodon:m.test+TEAM_TOKEN"]
+
+
+@pytest.mark.parametrize(
+    ("publish", "expected"),
+    [
+        (
+            "publish = [{ to = 'slack', channel = 'C1' }, { to = 'slack', channel = 'C1' }]",
+            "recipe 'second': publish: duplicate target 'slack:C1'",
+        ),
+        (
+            "publish = [{ to = 'mastodon', instance = 'https://m.test' },"
+            " { to = 'mastodon', instance = 'https://M.test/' }]",
+            "recipe 'second': publish: duplicate target 'mastodon:m.test'",
+        ),
+        (
+            "publish = { to = 'bluesky', handle = '@acme.bsky.social' }",
+            "recipe 'second': publish.handle:",
+        ),
+        (
+            "publish = { to = 'bluesky', handle = 'acme' }",
+            "recipe 'second': publish.handle:",
+        ),
+        (
+            "publish = { to = 'bluesky', handle = 'a.b', service = 'bsky' }",
+            "recipe 'second': publish.service:",
+        ),
+        (
+            "publish = { to = 'mastodon' }",
+            "recipe 'second': publish.instance: missing required field",
+        ),
+        (
+            "publish = { to = 'mastodon', instance = 'https://m.test', visibility = 'friends' }",
+            "recipe 'second': publish.visibility:",
+        ),
+        (
+            "publish = [{ to = 'slack', channel = 'C1' },"
+            " { to = 'linkedin', author = 'urn:li:company:1' }]",
+            "recipe 'second': publish[2].author: must be urn:li:organization:N or urn:li:person:ID",
+        ),
+        (
+            "publish = { to = 'linkedin', author = 'urn:li:person:x', version = '2025-11' }",
+            "recipe 'second': publish.version:",
+        ),
+        (
+            "publish = { to = 'linkedin', author = 'urn:li:person:x', secret_env = 'MY-TOKEN' }",
+            "recipe 'second': publish.secret_env: not an environment variable name",
+        ),
+        ("publish = { to = 'slack', channel = 'C1|x' }", "recipe 'second': publish.channel:"),
+        ("publish = 'slack'", "recipe 'second': publish: must be a target table"),
+        ("publish = [{ to = 'fax' }]", "recipe 'second': publish[1]:"),
+    ],
+)
+def test_each_bad_target_is_one_line_naming_the_recipe_and_field(
+    publish: str, expected: str
+) -> None:
+    problems = problems_of(config_text() + recipe(extra=publish))
+    assert len(problems) == 1 and problems[0].startswith(expected), problems
+
+
+def test_a_missing_secret_is_one_line_naming_the_variable() -> None:
+    config = parse_config(
+        config_text()
+        + recipe(
+            extra="publish = [{ to = 'bluesky', handle = 'acme.bsky.social' },\n"
+            "  { to = 'linkedin', author = 'urn:li:person:x', secret_env = 'LI_TEAM' }]"
+        )
+    )
+    env = {"GALLEY_BLUESKY_PASSWORD": "app-pass", "LI_TEAM": "  "}
+    assert config.missing_secrets(env) == [
+        "recipe 'second': publish: LI_TEAM is not set: linkedin:urn:li:person:x needs it to publish"
+    ]
+    assert config.missing_secrets({**env, "LI_TEAM": "t"}) == []

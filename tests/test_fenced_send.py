@@ -25,7 +25,7 @@ from core.leases import database_now
 from core.models import AttemptRow, DraftRow
 from core.operator import Galley
 from core.policies import DraftOutcome, EffectDecision, PublishOutcome, Refusal, Verdict
-from core.ports import Publication, Publisher, SystemClock
+from core.ports import Fit, PostQuery, Publication, Publisher, SystemClock
 from core.review import decide
 from core.states import DraftState, RunState
 from core.store import Store
@@ -62,12 +62,18 @@ class BlockingLookup:
     def publish(self, publication: Publication) -> str:
         return self.inner.publish(publication)
 
-    def lookup(self, effect_key: str) -> str | None:
+    def lookup(self, query: PostQuery) -> str | None:
         if self._first:
             self._first = False
             self.looking.set()
             self.release.wait(20)
-        return self.inner.lookup(effect_key)
+        return self.inner.lookup(query)
+
+    def link(self, external_id: str) -> str | None:
+        return self.inner.link(external_id)
+
+    def fit(self, text: str) -> Fit | None:
+        return self.inner.fit(text)
 
 
 # --- 1. the fenced send -------------------------------------------------------------------

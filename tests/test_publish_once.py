@@ -24,7 +24,7 @@ from core.errors import KeyPayloadConflict
 from core.identity import text_hash
 from core.models import DraftRow, EffectRow, RunRow
 from core.policies import EffectDecision, PublishOutcome
-from core.ports import Publication, Publisher
+from core.ports import Fit, PostQuery, Publication, Publisher
 from core.publishing import PublishingService
 from core.states import DraftState, EffectState, RunState
 from core.store import Store
@@ -55,8 +55,14 @@ class CrashBeforeSend:
     def publish(self, publication: Publication) -> str:
         raise Crash("killed before the call")
 
-    def lookup(self, effect_key: str) -> str | None:
-        return self.inner.lookup(effect_key)
+    def lookup(self, query: PostQuery) -> str | None:
+        return self.inner.lookup(query)
+
+    def link(self, external_id: str) -> str | None:
+        return self.inner.link(external_id)
+
+    def fit(self, text: str) -> Fit | None:
+        return self.inner.fit(text)
 
 
 class CrashAfterReceipt(EffectLedger):

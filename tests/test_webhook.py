@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from core.errors import EffectNotSent, EffectOutcomeUnknown, LookupUnavailable
-from core.ports import Publication, Publisher
+from core.ports import PostQuery, Publication, Publisher
 from core.webhook_publisher import WebhookPublisher, WebhookRefused
 from tests.fakes.anthropic_api import closed_port
 from tests.fakes.webhook import (
@@ -48,6 +48,10 @@ def publication(key: str = KEY, text: str = "Our week, in brief.") -> Publicatio
         approver="U0EDITOR",
         approved_at=datetime(2026, 11, 23, 8, 30, tzinfo=UTC),
     )
+
+
+def query(key: str = KEY) -> PostQuery:
+    return PostQuery(key, "Our week, in brief.", datetime(2026, 11, 23, 8, 30, tzinfo=UTC))
 
 
 def publisher(
@@ -149,7 +153,7 @@ def test_accepted_then_hung_is_unknown_and_the_lookup_finds_it(fake: FakeWebhook
         pub.publish(publication())
     assert time.monotonic() - started < 5
     assert fake.publications[KEY]["id"] == "pub_1"
-    assert pub.lookup(KEY) == "pub_1"
+    assert pub.lookup(query()) == "pub_1"
 
 
 def test_hung_before_acting_is_unknown_and_the_lookup_says_absent(fake: FakeWebhook) -> None:
@@ -158,7 +162,7 @@ def test_hung_before_acting_is_unknown_and_the_lookup_says_absent(fake: FakeWebh
     with pytest.raises(EffectOutcomeUnknown):
         pub.publish(publication())
     assert fake.publications == {} and len(fake.posts) == 1
-    assert pub.lookup(KEY) is None
+    assert pub.lookup(query()) is None
 
 
 @pytest.mark.parametrize("action", [drop(), accept_then_drop()], ids=["drop", "accept_then_drop"])
@@ -168,7 +172,7 @@ def test_a_dropped_connection_is_outcome_unknown(fake: FakeWebhook, action: Acti
     with pytest.raises(EffectOutcomeUnknown):
         pub.publish(publication())
     expected = "pub_1" if action == accept_then_drop() else None
-    assert pub.lookup(KEY) == expected
+    assert pub.lookup(query()) == expected
     assert pub.publish(publication()) == "pub_1"  # publishing again under the key is safe
 
 
@@ -179,12 +183,12 @@ def test_connection_refused_is_not_sent_and_retryable() -> None:
         pub.publish(publication())
     assert not info.value.permanent
     with pytest.raises(LookupUnavailable, match="ConnectError"):
-        pub.lookup(KEY)
+        pub.lookup(query())
 
 
 def test_lookup_without_a_status_url_cannot_tell(fake: FakeWebhook) -> None:
     with pytest.raises(LookupUnavailable, match="no status_url"):
-        publisher(fake, status_url=False).lookup(KEY)
+        publisher(fake, status_url=False).lookup(query())
     assert fake.lookups == []
 
 
@@ -193,18 +197,18 @@ def test_lookup_failures_cannot_tell(fake: FakeWebhook) -> None:
     fake.script_status(status(500), hang_before(10), accept())
     pub = publisher(fake, seconds=1)
     with pytest.raises(LookupUnavailable, match="HTTP 500"):
-        pub.lookup(KEY)
+        pub.lookup(query())
     with pytest.raises(LookupUnavailable, match="ReadTimeout"):
-        pub.lookup(KEY)
-    assert pub.lookup(KEY) == "pub_1"
+        pub.lookup(query())
+    assert pub.lookup(query()) == "pub_1"
 
 
 def test_a_key_with_separators_round_trips_through_the_status_url(fake: FakeWebhook) -> None:
     key = "linkedin|weekly/update@2026-11-23T09:00 ~2|v1|publish:webhook?x=1#y"
     pub = publisher(fake)
-    assert pub.lookup(key) is None
+    assert pub.lookup(query(key)) is None
     assert pub.publish(publication(key=key)) == "pub_1"
-    assert pub.lookup(key) == "pub_1"
+    assert pub.lookup(query(key)) == "pub_1"
     raw = fake.lookups[-1]
     assert "|" not in raw and ":" not in raw and "%7C" in raw and "%3A" in raw
     assert raw.count("/") == 2  # the "/" inside the key is quoted too
@@ -246,7 +250,7 @@ def test_the_subprocess_fake_obeys_its_state_file_and_keeps_publications_across_
         assert pub.publish(publication()) == "pub_1"
         write_state(state, status_script=[status(500)])
         with pytest.raises(LookupUnavailable):
-            pub.lookup(KEY)
+            pub.lookup(query())
         posts = read_posts(state)
         assert [p["headers"]["idempotency-key"] for p in posts] == [KEY, KEY]
         assert posts[1]["body"]["text"] == "Our week, in brief." and posts[1]["at"] > 0
@@ -257,7 +261,7 @@ def test_the_subprocess_fake_obeys_its_state_file_and_keeps_publications_across_
     proc, url = start_subprocess(state)  # a restart keeps what was received
     try:
         pub = WebhookPublisher(url + "/hook", url + "/status/{key}", timedelta(seconds=2))
-        assert pub.lookup(KEY) == "pub_1"
+        assert pub.lookup(query()) == "pub_1"
         assert pub.publish(publication()) == "pub_1"
         assert pub.publish(publication(key="next")) == "pub_2"
         assert len(read_posts(state)) == 4 and len(read_publications(state)) == 2

@@ -28,7 +28,7 @@ from core.effects import EffectLedger
 from core.models import DraftRow, EffectRow, EventRow, RunRow
 from core.operator import Galley
 from core.policies import DraftOutcome, PublishOutcome
-from core.ports import Publication, Publisher
+from core.ports import Fit, PostQuery, Publication, Publisher
 from core.publishing import PublishingService, PublishResult
 from core.resolution import Resolver
 from core.review import ReviewAnswer
@@ -81,8 +81,14 @@ class HeldPublisher:
         self.release.wait(10)
         return self.inner.publish(publication)
 
-    def lookup(self, effect_key: str) -> str | None:
-        return self.inner.lookup(effect_key)
+    def lookup(self, query: PostQuery) -> str | None:
+        return self.inner.lookup(query)
+
+    def link(self, external_id: str) -> str | None:
+        return self.inner.link(external_id)
+
+    def fit(self, text: str) -> Fit | None:
+        return self.inner.fit(text)
 
 
 # --- config --------------------------------------------------------------------------------
