@@ -23,11 +23,7 @@ from typing import TYPE_CHECKING
 
 from sqlmodel import col, select
 
-from core.acting import Desk, People, as_answer
-from core.anthropic_drafter import AnthropicDrafter
-from core.claims import DraftResult, lock_recipe_row, sweep_expired_claims
 from core.config import Config, Recipe, load_config
-from core.drafting import Backoff, DraftingService
 from core.errors import ConfigError, SlotError, UnknownRun
 from core.failpoints import failpoint
 from core.history import move_draft, move_run, record_event
@@ -44,8 +40,6 @@ from core.queries import (
     list_events,
     list_runs,
 )
-from core.resolution import Resolver
-from core.review_facts import recipe_record
 from core.rows import lock_draft, lock_run, run_row
 from core.schedule import (
     Slot,
@@ -56,7 +50,6 @@ from core.schedule import (
     slot_of_run,
 )
 from core.settings import Settings
-from core.similarity import similar_post
 from core.states import DraftState, RunState
 from core.store import Store
 from core.views import (
@@ -72,8 +65,12 @@ from core.views import (
     Status,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # loaded by the operations that use them: reads stay light
+    from core.acting import Desk, People
+    from core.claims import DraftResult
+    from core.drafting import Backoff, DraftingService
     from core.plots import Plots
+    from core.resolution import Resolver
 
 ALL = "all"
 DRAFTING_FAILURES = [reason.value for reason in FailReason if reason.while_drafting]
@@ -121,14 +118,10 @@ class Galley:
         config = load_config(settings.galley_config)
         store = Store(settings.galley_database_url)
         store.ensure_schema()
-        api_key = (
-            settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else ""
-        )
-        drafter = AnthropicDrafter(api_key, settings.anthropic_base_url) if api_key else None
         return cls(
             config,
             store,
-            drafter=drafter,
+            drafter=anthropic_drafter(settings),
             clock=clock,
             user=user,
             directory=directory,
@@ -137,6 +130,8 @@ class Galley:
 
     @property
     def drafting(self) -> DraftingService:
+        from core.drafting import DraftingService
+
         if self._drafter is None:
             raise ConfigError(["ANTHROPIC_API_KEY is not set: it is needed to draft"])
         if self._service is None:
@@ -213,6 +208,8 @@ class Galley:
         """
         actor = self.acting(actor, Role.ADMIN)
         self.recipe(recipe_name)
+        from core.claims import lock_recipe_row
+
         with self.store.transaction() as session:
             now = self.clock.now()
             row = lock_recipe_row(session, recipe_name, now)  # ten bumps at once: +10
@@ -259,6 +256,8 @@ class Galley:
     def _set_paused(
         self, target: str, paused: bool, *, actor: str, reason: str | None
     ) -> list[str]:
+        from core.claims import lock_recipe_row
+
         names = sorted(self.config.recipes) if target == ALL else [self.recipe(target).name]
         with self.store.transaction() as session:
             now = self.clock.now()
@@ -279,10 +278,14 @@ class Galley:
         return names
 
     def sweep(self) -> list[str]:
+        from core.claims import sweep_expired_claims
+
         return sweep_expired_claims(self.store, self.clock)
 
     @cached_property
     def resolver(self) -> Resolver:
+        from core.resolution import Resolver
+
         return Resolver(self.store, self.config, self.clock)
 
     def resolve(self, run_id: str, finding: Finding | str, *, actor: str | None = None) -> str:
@@ -324,12 +327,16 @@ class Galley:
     def closest_seen(self, draft_key: str) -> SimilarPost | None:
         """The post people saw that this draft reads most like, as stored when it became
         ready, whatever its score (the review message shows it from `similar_warn` on)."""
+        from core.similarity import similar_post
+
         with self.store.transaction() as session:
             draft = session.get(DraftRow, draft_key)
             return similar_post(session, draft, warn=None) if draft else None
 
     def recipe_record(self, recipe_name: str) -> RecipeRecord:
         """Approved of decided drafts over the last 30 days, and the last rejection."""
+        from core.review_facts import recipe_record
+
         self.recipe(recipe_name)
         with self.store.transaction() as session:
             return recipe_record(session, recipe_name, self.clock.now())
@@ -338,6 +345,8 @@ class Galley:
 
     @property
     def people(self) -> People:
+        from core.acting import People
+
         return People(self.config.slack, self.directory, self.user, as_person=self.as_person)
 
     def acting(self, actor: str | None, role: Role) -> str:
@@ -347,6 +356,8 @@ class Galley:
 
     @property
     def desk(self) -> Desk:
+        from core.acting import Desk
+
         return Desk(self.store, self.config, self.clock, self.people)
 
     def approve(
@@ -354,6 +365,8 @@ class Galley:
     ) -> Answer:
         """Approve exactly the revision read (a `show()` result carries it). Refused,
         changing nothing, if the draft was edited, bumped, expired or decided since."""
+        from core.acting import as_answer
+
         return as_answer(self.desk.decide(draft, revision, Verdict.APPROVED, user=user))
 
     def reject(
@@ -364,6 +377,8 @@ class Galley:
         reason: str | None = None,
         user: str | None = None,
     ) -> Answer:
+        from core.acting import as_answer
+
         decision = self.desk.decide(draft, revision, Verdict.REJECTED, user=user, reason=reason)
         return as_answer(decision)
 
@@ -377,6 +392,8 @@ class Galley:
     ) -> Answer:
         """Save `text` as the next revision of the revision read; approvals bind to
         revisions, so an approval of the old text no longer counts."""
+        from core.acting import as_answer
+
         return as_answer(self.desk.edit(draft, text, revision, user=user))
 
     # --- reading ------------------------------------------------------------------------
@@ -444,3 +461,14 @@ class Galley:
         from core.plots import Plots
 
         return Plots(self.store, self.config)
+
+
+def anthropic_drafter(settings: Settings) -> Drafter | None:
+    """The Anthropic adapter when ANTHROPIC_API_KEY is set. Cheap: the SDK itself loads
+    when the bot prepares it at start-up (`Drafter.prepare`) or on the first call."""
+    if not settings.anthropic_api_key:
+        return None
+    from core.anthropic_drafter import AnthropicDrafter
+
+    api_key = settings.anthropic_api_key.get_secret_value()
+    return AnthropicDrafter(api_key, settings.anthropic_base_url) if api_key else None
