@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from sqlmodel import col, select
 
 from core.config import Config, Recipe, load_config
-from core.errors import ConfigError, SlotError, UnknownRun
+from core.errors import ConfigError, DatabaseUnavailable, SlotError, UnknownRun
 from core.failpoints import failpoint
 from core.history import move_draft, move_run, record_event
 from core.history_pages import ready_counts
@@ -52,7 +52,7 @@ from core.schedule import (
 )
 from core.settings import Settings
 from core.states import DraftState, RunState
-from core.store import Store
+from core.store import URL_VARIABLE, Store, normalise_url
 from core.views import (
     Answer,
     AttemptList,
@@ -112,11 +112,17 @@ class Galley:
         user: str | None = None,
         directory: Directory | None = None,
         as_person: bool = False,
+        existing_database: bool = False,
     ) -> Galley:
         """`clock` is for tests and replays; the bot and the CLI use the system clock.
-        `user` opens it as a person (a notebook): their permissions are checked."""
+        `user` opens it as a person (a notebook): their permissions are checked.
+        `existing_database`: refuse a SQLite file that is not there rather than create
+        an empty one (a reader pointed at the wrong place must be told, not answered
+        "nothing yet")."""
         settings = settings or Settings()
         config = load_config(settings.galley_config)
+        if existing_database:
+            _require_sqlite_file(settings.galley_database_url)
         store = Store(settings.galley_database_url)
         store.ensure_schema()
         return cls(
@@ -140,6 +146,25 @@ class Galley:
                 self.store, self._drafter, clock=self.clock, backoff=self._backoff
             )
         return self._service
+
+    def __repr__(self) -> str:
+        return f"<Galley {self.opened}>"
+
+    @property
+    def opened(self) -> str:
+        """Which config and database this is, and who acts: one line."""
+        where = "config" if self.config.path is None else str(self.config.path)
+        recipes = f"{len(self.config.recipes)} recipe" + (
+            "" if len(self.config.recipes) == 1 else "s"
+        )
+        database = self.store.engine.url.render_as_string(hide_password=True)
+        if self.user is not None:
+            who = f"as {self.user}"
+        elif self.as_person:
+            who = "read only (GALLEY_USER is not set)"
+        else:
+            who = "as the operator"
+        return f"{where} ({recipes}), database {database}, {who}"
 
     def prepare_drafting(self) -> float | None:
         """Build the drafting service and load the model client now, before any slot is
@@ -473,7 +498,7 @@ class Galley:
 
     @cached_property
     def plots(self) -> Plots:
-        """Figures of the history (needs `pip install galley[notebook]`)."""
+        """Figures of the history (needs the `notebook` extra)."""
         from core.plots import Plots
 
         return Plots(self.store, self.config)
@@ -488,3 +513,14 @@ def anthropic_drafter(settings: Settings) -> Drafter | None:
 
     api_key = settings.anthropic_api_key.get_secret_value()
     return AnthropicDrafter(api_key, settings.anthropic_base_url) if api_key else None
+
+
+def _require_sqlite_file(url: str) -> None:
+    from core.settings import sqlite_file
+
+    path = sqlite_file(normalise_url(url))
+    if path is not None and not path.exists():
+        raise DatabaseUnavailable(
+            f"{URL_VARIABLE}: no database at {path.resolve()} ({url}); a reader never creates "
+            "one: name the file `galley run` or `galley draft` uses, as an absolute path"
+        )
