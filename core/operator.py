@@ -350,13 +350,23 @@ class Galley:
         """A failed draft: draft the slot again now, a person's explicit request like
         `galley draft` of that slot (no bump; pause and backpressure still apply). An
         uncertain publication: try it once more, under the same key. The bot hands a
-        failed draft's re-draft to its pool instead (bot/commands.py `retry_run`)."""
+        failed draft's re-draft to its pool instead (bot/commands.py `retry_run`).
+        What happened, in plain text."""
+        actor = self.acting(actor, Role.ADMIN)
+        redrafted = self.retry_failed_draft(run_id, actor=actor)
+        if redrafted is None:
+            return self.resolver.retry(run_id, actor=actor)
+        return plain_description(redrafted)
+
+    def retry_failed_draft(self, run_id: str, *, actor: str | None = None) -> DraftResult | None:
+        """`retry` of a run that failed before it had a draft: its slot drafted again
+        now; None (nothing done) for any other run."""
         actor = self.acting(actor, Role.ADMIN)
         failed = self.failed_drafting(run_id)
         if failed is None:
-            return self.resolver.retry(run_id, actor=actor)
+            return None
         recipe, slot = failed
-        return self.drafting.draft_slot(recipe, slot, manual=True, actor=actor).describe()
+        return self.drafting.draft_slot(recipe, slot, manual=True, actor=actor)
 
     def skip(self, run_id: str, *, actor: str | None = None) -> str:
         """Give up on a failed run's slot (the alert's Skip button)."""
@@ -502,6 +512,12 @@ class Galley:
         from core.plots import Plots
 
         return Plots(self.store, self.config)
+
+
+def plain_description(result: DraftResult) -> str:
+    """`DraftResult.describe()` without its Slack markup, for a terminal or a notebook."""
+    why = result.detail or result.reason
+    return f"{result.run}: {result.outcome}" + (f" ({why})" if why else "")
 
 
 def anthropic_drafter(settings: Settings) -> Drafter | None:
