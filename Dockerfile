@@ -7,7 +7,7 @@ COPY requirements.lock pyproject.toml README.md ./
 COPY core ./core
 COPY bot ./bot
 COPY galley ./galley
-# Runtime dependencies only, each at its pinned version (the lock also pins dev tools).
+# Runtime dependencies only, each at its pinned version (requirements.lock holds nothing else).
 # Bytecode is compiled here: the runtime user cannot write .pyc files into /venv, and
 # without them every `galley` command would compile its imports again (seconds).
 RUN uv venv /venv \
