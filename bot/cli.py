@@ -35,12 +35,13 @@ from core.errors import (
     UnknownRecipe,
     UnknownRun,
 )
-from core.policies import DraftOutcome, Finding
+from core.policies import DraftOutcome, FailReason, Finding
 from core.states import RunState
 
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from core.claims import DraftResult
     from core.operator import Galley
 
 EXIT_FAILED = 1
@@ -134,11 +135,24 @@ def draft(
     """Draft one slot now (default: the most recent due slot), without Slack."""
     with explained_errors():
         result = open_galley().draft(recipe, slot, actor=actor)
+    report_draft(result, as_json)
+
+
+def report_draft(result: DraftResult, as_json: bool) -> None:
+    """A draft's outcome on stdout; exit 1 when it failed, 2 when Anthropic refused the
+    key (an operator error: one line on stderr naming ANTHROPIC_API_KEY)."""
     if as_json:
         print_json(result.to_json())
     else:
-        reason = f" ({result.reason}: {result.detail})" if result.detail else ""
+        why = result.detail or result.reason
+        if result.detail and result.reason and not result.detail.startswith(result.reason):
+            why = f"{result.reason}: {result.detail}"
+        reason = f" ({why})" if why else ""
         out.print(f"{result.outcome}{reason}  run={result.run}  key={result.key}", highlight=False)
+    if result.outcome == DraftOutcome.FAILED and result.reason == FailReason.AUTH:
+        cause = result.detail or "the Anthropic API refused the key"
+        err.print(f"ANTHROPIC_API_KEY: {cause}", markup=False, highlight=False, style="red")
+        raise typer.Exit(EXIT_USAGE)
     if result.outcome == DraftOutcome.FAILED:
         raise typer.Exit(EXIT_FAILED)
 
@@ -179,13 +193,16 @@ def runs(
     as_json: JsonFlag = False,
 ) -> None:
     """Recent runs, newest slot first, a page at a time (`--before` the last run shown)."""
+    from core.views import RunList
+
     with explained_errors():
-        found = open_galley().runs(state, limit, before)
+        found = open_galley().runs(state, limit + 1, before)  # one more: is there a next page
+    page = RunList(found[:limit])
     if as_json:  # the next page: --before the last id of this one
-        print_json({"runs": found.to_json()})
+        print_json({"runs": page.to_json()})
         return
-    following = found[-1].id if len(found) == limit else None
-    rows = [[r.id, r.state, r.reason, r.draft_key, r.attempts] for r in found]
+    following = page[-1].id if len(found) > limit else None
+    rows = [[r.id, r.state, r.reason, r.draft_key, r.attempts] for r in page]
     out.print(table("runs", ["run", "state", "reason", "draft key", "attempts"], rows))
     if following is not None:
         out.print(f"older: galley runs --before {following}", highlight=False)
@@ -257,9 +274,16 @@ def retry(
     run_id: Annotated[str, typer.Argument(metavar="RUN", help="The run id.")],
     actor: Actor = "cli",
 ) -> None:
-    """Publish an uncertain run once more (you accept the risk of a repeat)."""
+    """Draft a failed run's slot again (no bump needed), or publish an uncertain run once
+    more (you accept the risk of a repeat)."""
     with explained_errors():
-        out.print(open_galley().retry(run_id, actor=actor), highlight=False)
+        galley = open_galley()
+        redrafted = galley.retry_failed_draft(run_id, actor=actor)
+        answer = galley.retry(run_id, actor=actor) if redrafted is None else None
+    if redrafted is None:
+        out.print(answer, markup=False, highlight=False)
+    else:
+        report_draft(redrafted, as_json=False)
 
 
 @app.command()
@@ -289,16 +313,18 @@ def run(
     ] = 30,
 ) -> None:
     """Run the bot: scheduler, Slack, review outbox, sweeper, health and metrics."""
-    from bot.logs import configure_logging
+    from bot.logs import configure_logging, library_lines_held
     from core.settings import load_settings
 
     with explained_errors():
         settings = load_settings()
         configure_logging(settings.galley_log_format, settings.galley_log_level)
-        from bot.run import Bot  # Slack and uvicorn load only for the bot itself
+        with library_lines_held(_debug["on"]) as held:
+            from bot.run import Bot  # Slack and uvicorn load only for the bot itself
 
-        bot = Bot(settings, shutdown_grace=timedelta(seconds=shutdown_grace))
-        code = bot.serve()  # a refused app token is found when the socket opens
+            bot = Bot(settings, shutdown_grace=timedelta(seconds=shutdown_grace))
+            # a refused app token is found when the socket opens, within serve()
+            code = bot.serve(started=held.release if held else None)
     # Drafting threads still waiting on a model call past the grace must not hold the
     # process open (the interpreter would join them at exit): leave now; their claims
     # stop beating and another process takes them over within takeover_after.

@@ -4,12 +4,18 @@ library Galley hosts (Bolt, APScheduler, uvicorn) already logs through it, so on
 formatter covers them all, with no second logging system to configure.
 
 Fields a Galley log call passes as `extra={"galley": {...}}` become top-level JSON keys.
+While `galley run` starts, other libraries' lines are held back: a start-up that fails
+ends with Galley's one line naming what to fix, not with Bolt's or the SDK's account of
+the same failure before it (`GALLEY_LOG_LEVEL=debug` shows everything).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -54,6 +60,64 @@ class NoiseFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
         return not any(noise in message for noise in NOISE)
+
+
+GALLEY_LOGGERS = ("galley", "core", "bot")
+
+
+class StartupHold(logging.Filter):
+    """Holds back records of loggers other than Galley's until `release()` (re-emitted
+    in order) or `discard()` (dropped)."""
+
+    def __init__(self, handler: logging.Handler) -> None:
+        super().__init__()
+        self.handler = handler
+        self._held: list[logging.LogRecord] = []
+        self._holding = True
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.split(".", 1)[0] in GALLEY_LOGGERS:
+            return True
+        with self._lock:
+            if self._holding:
+                self._held.append(record)
+                return False
+        return True
+
+    def release(self) -> None:
+        with self._lock:
+            self._holding, held, self._held = False, self._held, []
+        for record in held:
+            self.handler.handle(record)
+
+    def discard(self) -> None:
+        with self._lock:
+            self._holding, self._held = False, []
+
+
+@contextmanager
+def library_lines_held(debug: bool) -> Iterator[StartupHold | None]:
+    """Hold other libraries' lines on the root handler while `galley run` starts: the
+    caller releases them once the bot runs; a start-up that fails with a Galley error
+    drops them (its own line says what to fix). With `debug`, nothing is held."""
+    handlers = logging.getLogger().handlers
+    if debug or not handlers:
+        yield None
+        return
+    hold = StartupHold(handlers[0])
+    handlers[0].addFilter(hold)
+    try:
+        yield hold
+    except Exception as exc:
+        from core.errors import GalleyError
+
+        if isinstance(exc, GalleyError):
+            hold.discard()
+        raise
+    finally:
+        hold.release()  # nothing left once discarded; otherwise shown, as it came
+        handlers[0].removeFilter(hold)
 
 
 def configure_logging(log_format: LogFormat, level: LogLevel) -> None:

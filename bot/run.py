@@ -35,7 +35,7 @@ from bot.slack_surface import (
 )
 from bot.socket_link import SocketLink
 from bot.wiring import Publishers, publishing_services
-from core.config import Recipe
+from core.config import Recipe, load_config
 from core.deliveries import forget_old_deliveries
 from core.digest import Digest, post_digest
 from core.effects import EffectLedger
@@ -85,6 +85,10 @@ class Bot:
         sweep_every: timedelta | None = None,
     ) -> None:
         problems = missing_settings(settings)
+        try:  # the file's problems too, in the same answer: never one fix at a time
+            load_config(settings.galley_config)
+        except ConfigError as exc:
+            problems += exc.problems
         if problems:
             raise ConfigError(problems)
         self.settings = settings
@@ -267,11 +271,14 @@ class Bot:
         listener.set_inheritable(True)
         return listener
 
-    def serve(self) -> int:
-        """Start everything, then block until SIGTERM or SIGINT; returns the exit code."""
+    def serve(self, started: Callable[[], object] | None = None) -> int:
+        """Start everything, call `started`, then block until SIGTERM or SIGINT; returns
+        the exit code."""
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: self._stop.set())
         self.start()
+        if started is not None:
+            started()
         self._stop.wait()
         return self.stop()
 
@@ -295,8 +302,19 @@ class Bot:
             )
             self._socket.connect()  # an app token Slack refuses is one line (ConfigError)
         self._http_thread.start()
+        self.prepare_drafting()
         self.host.start()
         log.info("galley running: %d recipes", len(self.galley.config.recipes))
+
+    def prepare_drafting(self) -> None:
+        """Load the model client before the scheduler can fire: start-up's catch-up and
+        the first slot draft at once, and their claims are not held through seconds of
+        imports (long enough, on a busy host, for the next slot to be skipped as overlap)."""
+        seconds = self.galley.prepare_drafting()
+        if seconds is not None:
+            log.info(
+                "drafter ready in %.2fs", seconds, extra={"galley": {"event": "drafter_ready"}}
+            )
 
     @property
     def http_port(self) -> int:

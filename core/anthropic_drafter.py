@@ -2,13 +2,18 @@
 
 The SDK's own retries are off (`max_retries=0`): every attempt goes through Galley's
 ledger, so a retry is a decision recorded in the database, never a hidden re-send.
-The SDK is imported on the first model call, never at import: it costs seconds, and
-`galley status` or `--help` must not pay for a client they never use.
+The SDK is imported by `prepare()` (`galley run` calls it before the scheduler can fire)
+or else on the first model call, never at import: it costs seconds, and `galley status`
+or `--help` must not pay for a client they never use. A call's latency counts from the
+moment the request is sent; the time spent before it (importing the SDK, building the
+client) is reported beside it, never hidden in it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -35,18 +40,29 @@ class AnthropicDrafter:
 
         return anthropic.Anthropic(api_key=self._api_key, base_url=self._base_url, max_retries=0)
 
+    def prepare(self) -> float:
+        """Load the SDK and build the client now, so that the first call spends its time
+        on the wire; returns the seconds it took. Sends nothing."""
+        began = time.monotonic()
+        self._client.messages  # noqa: B018 (the resource is built on first access)
+        return time.monotonic() - began
+
     def draft(self, request: DraftRequest) -> ModelReply:
-        """One model call, timed, logged and counted whatever its outcome."""
-        started = time.monotonic()
+        """One model call, timed from the moment it is sent, logged and counted whatever
+        its outcome; the reply or the failure carries both times."""
+        times = _CallTimes(time.monotonic())
         try:
-            reply = self._call(request)
+            reply = self._call(request, times)
         except ModelCallFailed as exc:
-            observe.model_called(request, exc.outcome, time.monotonic() - started)
+            exc.before_send_s, exc.latency_s = times.split()
+            observe.model_called(request, exc.outcome, exc.latency_s, before_send=exc.before_send_s)
             raise
-        observe.model_called(request, AttemptOutcome.OK, time.monotonic() - started, reply)
+        before_send, latency = times.split()
+        reply = dataclasses.replace(reply, latency_s=latency, before_send_s=before_send)
+        observe.model_called(request, AttemptOutcome.OK, latency, reply, before_send=before_send)
         return reply
 
-    def _call(self, request: DraftRequest) -> ModelReply:
+    def _call(self, request: DraftRequest, times: _CallTimes) -> ModelReply:
         import anthropic
         import httpx2
 
@@ -56,8 +72,10 @@ class AnthropicDrafter:
         timeout = httpx2.Timeout(limits.phase, connect=limits.connect)
         system = system_param(request.system, request.model, SYNC_TTL)
         optional: dict[str, Any] = {"system": system} if request.system else {}
+        client = self._client
+        times.sent = time.monotonic()
         try:
-            message = self._client.messages.create(
+            message = client.messages.create(
                 model=request.model,
                 max_tokens=request.max_tokens,
                 messages=[{"role": "user", "content": request.prompt}],
@@ -78,6 +96,20 @@ class AnthropicDrafter:
             cache_creation_tokens=usage.cache_creation_input_tokens or 0,
             cache_read_tokens=usage.cache_read_input_tokens or 0,
         )
+
+
+@dataclass
+class _CallTimes:
+    """When one call began (in `draft`) and when its request left (None: not yet)."""
+
+    began: float
+    sent: float | None = None
+
+    def split(self) -> tuple[float, float]:
+        """(seconds before the request was sent, seconds from sending until now)."""
+        now = time.monotonic()
+        sent = now if self.sent is None else self.sent
+        return sent - self.began, now - sent
 
 
 def classify(exc: anthropic.AnthropicError) -> ModelCallFailed:

@@ -26,7 +26,8 @@ def attempt_cause(outcome: str | None, status: int | None, error: str | None) ->
         return "no complete answer from the Anthropic API (timed out or dropped)"
     if outcome == AttemptOutcome.AUTH:
         return f"the Anthropic API refused Galley's key (HTTP {status})"
-    if outcome == AttemptOutcome.INVALID_REQUEST:
+    if outcome == AttemptOutcome.INVALID_REQUEST:  # the error starts with its status too
+        detail = detail.removeprefix(f"HTTP {status}: ") if status else detail
         return f"the Anthropic API rejected the request (HTTP {status}): {detail}"
     if outcome == AttemptOutcome.ABANDONED:
         return "the process drafting it stopped mid-call"

@@ -1,11 +1,14 @@
 """The config file (docs/design.md §15): parsed, validated and resolved before anything runs.
 
 A bad file never half-loads: `load_config` collects every problem, one line each
-naming the recipe and the field, and raises `ConfigError` with all of them.
+naming the recipe and the field, in words for people (never pydantic's own), and raises
+`ConfigError` with all of them. A value's type is part of what a person wrote: `"1024"`
+is not a number and `"yes"` not a boolean, so they are refused, never converted.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tomllib
@@ -35,6 +38,7 @@ Duration = Annotated[
     timedelta, BeforeValidator(lambda v: parse_duration(v) if isinstance(v, str) else v)
 ]
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+DIGEST_AT_PATTERN = r"^([01]\d|2[0-3]):[0-5]\d$"
 SLACK_ID_PATTERN = re.compile(r"^[UWS][A-Z0-9]+$")
 TEMPLATE_FIELDS = ("recipe", "platform", "slot", "version")
 # Measured on tests/data/similar_pairs.jsonl (bench/similarity.py): precision 0.92,
@@ -76,7 +80,7 @@ class SlackSection(_Strict):
     admins: list[str] = []
     alert_reminder: Duration = timedelta(hours=4)  # re-ping while a run stays unresolved
     digest: bool = True  # a daily operations digest in the alert channel
-    digest_at: str = Field(default="09:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$")
+    digest_at: str = Field(default="09:00", pattern=DIGEST_AT_PATTERN)
     digest_timezone: str = "UTC"  # the zone digest_at is read in
 
     @field_validator("alert_mentions", "approvers", "admins")
@@ -367,17 +371,18 @@ def load_config(path: Path) -> Config:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigError([f"{path}: cannot read config file: {exc.strerror}"]) from None
-    config = parse_config(text)
+        raise ConfigError([f"GALLEY_CONFIG: cannot read {path}: {exc.strerror}"]) from None
+    config = parse_config(text, source=str(path))
     return Config(slack=config.slack, recipes=config.recipes, path=path)
 
 
-def parse_config(text: str) -> Config:
-    """Validate a whole TOML document; ConfigError lists every problem found."""
+def parse_config(text: str, *, source: str = "config") -> Config:
+    """Validate a whole TOML document; ConfigError lists every problem found. `source`
+    names the file in a syntax error."""
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError([f"config: not valid TOML: {exc}"]) from None
+        raise ConfigError([f"{source}: not valid TOML: {exc}"]) from None
     problems: list[str] = []
     for key in sorted(set(raw) - {"slack", "defaults", "recipes"}):
         problems.append(f"config: unknown key {key!r}")
@@ -401,7 +406,7 @@ def _valid_defaults(defaults: dict[str, Any], problems: list[str]) -> dict[str, 
     for key in sorted(bad_keys):
         problems.append(f"[defaults]: {key}: unknown key")
     try:
-        RecipeSettings.model_validate({k: v for k, v in defaults.items() if k not in bad_keys})
+        _checked(RecipeSettings, {k: v for k, v in defaults.items() if k not in bad_keys})
     except ValidationError as exc:
         for error in exc.errors():
             problems.append(f"[defaults]: {_field_name(error['loc'])}: {_message(error)}")
@@ -451,7 +456,7 @@ def _validate(model: type[M], raw: Any, label: str, problems: list[str]) -> M | 
         problems.append(f"{label}: missing")
         return None
     try:
-        return model.model_validate(raw)
+        return _checked(model, raw)
     except ValidationError as exc:
         single = isinstance(raw, dict) and isinstance(raw.get("publish"), dict)
         for error in exc.errors():
@@ -473,15 +478,85 @@ def _publish_loc(loc: tuple[int | str, ...], single: bool) -> tuple[int | str, .
     return (head, *loc[3:])
 
 
+def _checked(model: type[M], raw: Any) -> M:
+    """Validate TOML's values as the JSON types they are (strings, integers, booleans,
+    arrays, tables), strictly: nothing is converted from one type to another. TOML's
+    dates and times, which no key takes, arrive as text."""
+    return model.model_validate_json(json.dumps(raw, default=str), strict=True)
+
+
 def _field_name(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(part) for part in loc if not str(part).startswith("function-")) or "?"
 
 
+# What a value of a pattern-checked field must look like, in words.
+PATTERN_WORDS = {
+    NAME_PATTERN.pattern: "use lower-case letters, digits and '-', starting with a letter or digit",
+    r"^[^|]+$": "must not contain '|'",
+    DIGEST_AT_PATTERN: 'want a time of day as HH:MM on a 24-hour clock, like "09:00"',
+    r"^https?://": "want a URL that starts with http:// or https://",
+}
+TYPE_WORDS = {
+    "int_type": "want a whole number, without quotes",
+    "bool_type": "want true or false, without quotes",
+    "string_type": "want text in quotes",
+    "list_type": "want a list in brackets",
+    "dict_type": "want a table",
+    "model_type": "want a table",
+    "time_delta_type": 'want a duration in quotes, like "90m", "48h" or "7d"',
+    "float_type": "want a number",
+}
+
+
 def _message(error: Any) -> str:
-    kind = error["type"]
+    """Pydantic's error as a person would say it, with what was written."""
+    kind, ctx = error["type"], error.get("ctx") or {}
+    got = f", got {_written(error.get('input'))}" if "input" in error else ""
     if kind == "missing":
         return "missing required field"
     if kind == "extra_forbidden":
         return "unknown key"
-    message = str(error["msg"])
-    return message.removeprefix("Value error, ")
+    if kind in TYPE_WORDS:
+        return TYPE_WORDS[kind] + got
+    if kind == "string_pattern_mismatch":
+        return PATTERN_WORDS.get(str(ctx.get("pattern")), "is not in the expected form") + got
+    if kind in ("enum", "literal_error"):
+        return f"want {ctx.get('expected', 'another value')}{got}"
+    if kind == "union_tag_invalid":
+        key, tag = str(ctx.get("discriminator", "to")).strip("'"), _written(ctx.get("tag"))
+        return f"{key}: want one of {ctx.get('expected_tags')}, got {tag}"
+    if kind == "union_tag_not_found":
+        return f"missing {str(ctx.get('discriminator', 'to')).strip(chr(39))} (where to publish)"
+    if kind in ("greater_than_equal", "greater_than"):
+        bound = ctx.get("ge", ctx.get("gt"))
+        return (
+            f"must be at least {bound}{got}"
+            if kind.endswith("equal")
+            else f"must be over {bound}{got}"
+        )
+    if kind in ("less_than_equal", "less_than"):
+        bound = ctx.get("le", ctx.get("lt"))
+        return (
+            f"must be at most {bound}{got}"
+            if kind.endswith("equal")
+            else f"must be under {bound}{got}"
+        )
+    if kind == "string_too_short":
+        return (
+            "must not be empty"
+            if ctx.get("min_length") == 1
+            else f"want at least {ctx['min_length']} characters"
+        )
+    if kind == "string_too_long":
+        return f"want at most {ctx.get('max_length')} characters"
+    return str(error["msg"]).removeprefix("Value error, ")
+
+
+def _written(value: Any) -> str:
+    """A value as the TOML file spells it: strings in quotes, booleans in lower case."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    shown = json.dumps(value, ensure_ascii=False, default=str)
+    return shown if len(shown) <= 60 else shown[:57] + "..."

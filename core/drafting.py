@@ -187,9 +187,12 @@ class DraftingService:
         reply: ModelReply | None = None,
         session: Session | None = None,
     ) -> None:
+        timed = reply if reply is not None else failure  # the adapter's own, from sending
+        measured = None if timed is None else timed.latency_s
+        seconds = time.monotonic() - started if measured is None else measured
         values: dict[str, object] = {
             "finished_at": self.clock.now(),
-            "latency_ms": round((time.monotonic() - started) * 1000),
+            "latency_ms": round(seconds * 1000),
         }
         if failure is not None:
             values |= {

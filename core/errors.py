@@ -81,7 +81,11 @@ class PortUnavailable(GalleyError):
 
 
 class ModelCallFailed(GalleyError):
-    """One model call failed; `outcome` says whether and how to retry it."""
+    """One model call failed; `outcome` says whether and how to retry it. The adapter
+    sets `latency_s` (sent to failed; None when it did not time it) and `before_send_s`."""
+
+    latency_s: float | None = None
+    before_send_s: float = 0.0
 
     def __init__(
         self,

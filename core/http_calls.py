@@ -13,10 +13,7 @@ from datetime import timedelta
 from email.utils import parsedate_to_datetime
 from typing import NamedTuple
 
-import httpx
-
 CONNECT_TIMEOUT_SECONDS = 10.0
-_HTTPX_NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 _URLLIB_NEVER_SENT_REASONS = (ConnectionRefusedError, socket.gaierror)
 
 
@@ -66,11 +63,15 @@ def never_sent(exc: BaseException) -> bool:
     been acted on. Knows httpx, the anthropic SDK's httpx2, urllib's and requests' errors."""
     if isinstance(exc, urllib.error.URLError):
         return isinstance(exc.reason, _URLLIB_NEVER_SENT_REASONS)
-    if isinstance(exc, _HTTPX_NEVER_SENT):
+    # Both imported late: a CLI read (which only loads the database layer) imports this
+    # module through the drafter and must not pay for HTTP clients it never uses.
+    import httpx
+    import httpx2  # the anthropic SDK's httpx
+
+    if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)):
         return True
     if type(exc).__module__.startswith("requests."):
         return _requests_never_sent(exc)
-    import httpx2  # the anthropic SDK's httpx; imported late, as the SDK is
 
     return isinstance(exc, (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout))
 

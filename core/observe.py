@@ -160,9 +160,15 @@ def recipe_of(change: StateChange) -> str:
 
 
 def model_called(
-    request: DraftRequest, outcome: str, seconds: float, reply: ModelReply | None = None
+    request: DraftRequest,
+    outcome: str,
+    seconds: float,
+    reply: ModelReply | None = None,
+    *,
+    before_send: float = 0.0,
 ) -> None:
-    """One model call: a log line (outcome, latency, tokens) and its metrics."""
+    """One model call: a log line (outcome, latency from sending, the time spent before
+    sending, tokens) and its metrics."""
     recipe = request.recipe
     model = reply.model if reply is not None else request.model
     fields: dict[str, Any] = {
@@ -171,6 +177,7 @@ def model_called(
         "model": model,
         "outcome": outcome,
         "latency_s": round(seconds, 3),
+        "before_send_s": round(before_send, 3),
     }
     metrics = _metrics()
     metrics.MODEL_CALLS.labels(recipe, request.model, outcome).inc()
@@ -189,11 +196,12 @@ def model_called(
         fields |= {"request_id": reply.request_id, "cost_usd": round(cost, 6)}
         fields |= {f"{kind}_tokens": count for kind, count in tokens.items()}
     model_log.info(
-        "model call for %s: %s in %.2fs%s",
+        "model call for %s: %s in %.2fs%s%s",
         recipe or "?",
         outcome,
         seconds,
         f" ({reply.input_tokens} in / {reply.output_tokens} out tokens)" if reply else "",
+        f"; {before_send:.2f}s spent before sending" if before_send >= 0.05 else "",
         extra={"galley": fields},
     )
 

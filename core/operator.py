@@ -17,18 +17,15 @@ plots in `core/plots.py`.
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING
 
 from sqlmodel import col, select
 
-from core.acting import Desk, People, as_answer
-from core.anthropic_drafter import AnthropicDrafter
-from core.claims import DraftResult, lock_recipe_row, sweep_expired_claims
 from core.config import Config, Recipe, load_config
-from core.drafting import Backoff, DraftingService
-from core.errors import ConfigError, SlotError, UnknownRun
+from core.errors import ConfigError, DatabaseUnavailable, SlotError, UnknownRun
 from core.failpoints import failpoint
 from core.history import move_draft, move_run, record_event
 from core.history_pages import ready_counts
@@ -44,8 +41,6 @@ from core.queries import (
     list_events,
     list_runs,
 )
-from core.resolution import Resolver
-from core.review_facts import recipe_record
 from core.rows import lock_draft, lock_run, run_row
 from core.schedule import (
     Slot,
@@ -56,9 +51,8 @@ from core.schedule import (
     slot_of_run,
 )
 from core.settings import Settings
-from core.similarity import similar_post
 from core.states import DraftState, RunState
-from core.store import Store
+from core.store import URL_VARIABLE, Store, normalise_url
 from core.views import (
     Answer,
     AttemptList,
@@ -72,8 +66,12 @@ from core.views import (
     Status,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # loaded by the operations that use them: reads stay light
+    from core.acting import Desk, People
+    from core.claims import DraftResult
+    from core.drafting import Backoff, DraftingService
     from core.plots import Plots
+    from core.resolution import Resolver
 
 ALL = "all"
 DRAFTING_FAILURES = [reason.value for reason in FailReason if reason.while_drafting]
@@ -114,21 +112,23 @@ class Galley:
         user: str | None = None,
         directory: Directory | None = None,
         as_person: bool = False,
+        existing_database: bool = False,
     ) -> Galley:
         """`clock` is for tests and replays; the bot and the CLI use the system clock.
-        `user` opens it as a person (a notebook): their permissions are checked."""
+        `user` opens it as a person (a notebook): their permissions are checked.
+        `existing_database`: refuse a SQLite file that is not there rather than create
+        an empty one (a reader pointed at the wrong place must be told, not answered
+        "nothing yet")."""
         settings = settings or Settings()
         config = load_config(settings.galley_config)
+        if existing_database:
+            _require_sqlite_file(settings.galley_database_url)
         store = Store(settings.galley_database_url)
         store.ensure_schema()
-        api_key = (
-            settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else ""
-        )
-        drafter = AnthropicDrafter(api_key, settings.anthropic_base_url) if api_key else None
         return cls(
             config,
             store,
-            drafter=drafter,
+            drafter=anthropic_drafter(settings),
             clock=clock,
             user=user,
             directory=directory,
@@ -137,6 +137,8 @@ class Galley:
 
     @property
     def drafting(self) -> DraftingService:
+        from core.drafting import DraftingService
+
         if self._drafter is None:
             raise ConfigError(["ANTHROPIC_API_KEY is not set: it is needed to draft"])
         if self._service is None:
@@ -144,6 +146,40 @@ class Galley:
                 self.store, self._drafter, clock=self.clock, backoff=self._backoff
             )
         return self._service
+
+    def __repr__(self) -> str:
+        return f"<Galley {self.opened}>"
+
+    @property
+    def opened(self) -> str:
+        """Which config and database this is, and who acts: one line."""
+        where = "config" if self.config.path is None else str(self.config.path)
+        recipes = f"{len(self.config.recipes)} recipe" + (
+            "" if len(self.config.recipes) == 1 else "s"
+        )
+        database = self.store.engine.url.render_as_string(hide_password=True)
+        if self.user is not None:
+            who = f"as {self.user}"
+        elif self.as_person:
+            who = "read only (GALLEY_USER is not set)"
+        else:
+            who = "as the operator"
+        return f"{where} ({recipes}), database {database}, {who}"
+
+    def prepare_drafting(self) -> float | None:
+        """Build the drafting service and load the model client now, before any slot is
+        due (the bot, at start-up): a fresh process then drafts at once instead of paying
+        seconds of imports inside its first call's claim. Seconds it took; None without
+        a drafter (no ANTHROPIC_API_KEY) or with one that needs no preparing."""
+        if self._drafter is None:
+            return None
+        began = time.monotonic()
+        service = self.drafting
+        prepare = getattr(service.drafter, "prepare", None)  # an adapter with set-up cost
+        if prepare is None:
+            return None
+        prepare()
+        return time.monotonic() - began
 
     def recipe(self, name: str) -> Recipe:
         return self.config.recipe(name)
@@ -213,6 +249,8 @@ class Galley:
         """
         actor = self.acting(actor, Role.ADMIN)
         self.recipe(recipe_name)
+        from core.claims import lock_recipe_row
+
         with self.store.transaction() as session:
             now = self.clock.now()
             row = lock_recipe_row(session, recipe_name, now)  # ten bumps at once: +10
@@ -260,6 +298,8 @@ class Galley:
     def _set_paused(
         self, target: str, paused: bool, *, actor: str, reason: str | None
     ) -> list[str]:
+        from core.claims import lock_recipe_row
+
         names = sorted(self.config.recipes) if target == ALL else [self.recipe(target).name]
         with self.store.transaction() as session:
             now = self.clock.now()
@@ -280,10 +320,14 @@ class Galley:
         return names
 
     def sweep(self) -> list[str]:
+        from core.claims import sweep_expired_claims
+
         return sweep_expired_claims(self.store, self.clock)
 
     @cached_property
     def resolver(self) -> Resolver:
+        from core.resolution import Resolver
+
         return Resolver(self.store, self.config, self.clock)
 
     def resolve(self, run_id: str, finding: Finding | str, *, actor: str | None = None) -> str:
@@ -307,13 +351,23 @@ class Galley:
         """A failed draft: draft the slot again now, a person's explicit request like
         `galley draft` of that slot (no bump; pause and backpressure still apply). An
         uncertain publication: try it once more, under the same key. The bot hands a
-        failed draft's re-draft to its pool instead (bot/commands.py `retry_run`)."""
+        failed draft's re-draft to its pool instead (bot/commands.py `retry_run`).
+        What happened, in plain text."""
+        actor = self.acting(actor, Role.ADMIN)
+        redrafted = self.retry_failed_draft(run_id, actor=actor)
+        if redrafted is None:
+            return self.resolver.retry(run_id, actor=actor)
+        return plain_description(redrafted)
+
+    def retry_failed_draft(self, run_id: str, *, actor: str | None = None) -> DraftResult | None:
+        """`retry` of a run that failed before it had a draft: its slot drafted again
+        now; None (nothing done) for any other run."""
         actor = self.acting(actor, Role.ADMIN)
         failed = self.failed_drafting(run_id)
         if failed is None:
-            return self.resolver.retry(run_id, actor=actor)
+            return None
         recipe, slot = failed
-        return self.drafting.draft_slot(recipe, slot, manual=True, actor=actor).describe()
+        return self.drafting.draft_slot(recipe, slot, manual=True, actor=actor)
 
     def skip(self, run_id: str, *, actor: str | None = None) -> str:
         """Give up on a failed run's slot (the alert's Skip button)."""
@@ -325,12 +379,16 @@ class Galley:
     def closest_seen(self, draft_key: str) -> SimilarPost | None:
         """The post people saw that this draft reads most like, as stored when it became
         ready, whatever its score (the review message shows it from `similar_warn` on)."""
+        from core.similarity import similar_post
+
         with self.store.transaction() as session:
             draft = session.get(DraftRow, draft_key)
             return similar_post(session, draft, warn=None) if draft else None
 
     def recipe_record(self, recipe_name: str) -> RecipeRecord:
         """Approved of decided drafts over the last 30 days, and the last rejection."""
+        from core.review_facts import recipe_record
+
         self.recipe(recipe_name)
         with self.store.transaction() as session:
             return recipe_record(session, recipe_name, self.clock.now())
@@ -339,6 +397,8 @@ class Galley:
 
     @property
     def people(self) -> People:
+        from core.acting import People
+
         return People(self.config.slack, self.directory, self.user, as_person=self.as_person)
 
     def acting(self, actor: str | None, role: Role) -> str:
@@ -348,6 +408,8 @@ class Galley:
 
     @property
     def desk(self) -> Desk:
+        from core.acting import Desk
+
         return Desk(self.store, self.config, self.clock, self.people)
 
     def approve(
@@ -355,6 +417,8 @@ class Galley:
     ) -> Answer:
         """Approve exactly the revision read (a `show()` result carries it). Refused,
         changing nothing, if the draft was edited, bumped, expired or decided since."""
+        from core.acting import as_answer
+
         return as_answer(self.desk.decide(draft, revision, Verdict.APPROVED, user=user))
 
     def reject(
@@ -365,6 +429,8 @@ class Galley:
         reason: str | None = None,
         user: str | None = None,
     ) -> Answer:
+        from core.acting import as_answer
+
         decision = self.desk.decide(draft, revision, Verdict.REJECTED, user=user, reason=reason)
         return as_answer(decision)
 
@@ -378,6 +444,8 @@ class Galley:
     ) -> Answer:
         """Save `text` as the next revision of the revision read; approvals bind to
         revisions, so an approval of the old text no longer counts."""
+        from core.acting import as_answer
+
         return as_answer(self.desk.edit(draft, text, revision, user=user))
 
     # --- reading ------------------------------------------------------------------------
@@ -441,7 +509,35 @@ class Galley:
 
     @cached_property
     def plots(self) -> Plots:
-        """Figures of the history (needs `pip install galley[notebook]`)."""
+        """Figures of the history (needs the `notebook` extra)."""
         from core.plots import Plots
 
         return Plots(self.store, self.config)
+
+
+def plain_description(result: DraftResult) -> str:
+    """`DraftResult.describe()` without its Slack markup, for a terminal or a notebook."""
+    why = result.detail or result.reason
+    return f"{result.run}: {result.outcome}" + (f" ({why})" if why else "")
+
+
+def anthropic_drafter(settings: Settings) -> Drafter | None:
+    """The Anthropic adapter when ANTHROPIC_API_KEY is set. Cheap: the SDK itself loads
+    when the bot prepares it at start-up (`Drafter.prepare`) or on the first call."""
+    if not settings.anthropic_api_key:
+        return None
+    from core.anthropic_drafter import AnthropicDrafter
+
+    api_key = settings.anthropic_api_key.get_secret_value()
+    return AnthropicDrafter(api_key, settings.anthropic_base_url) if api_key else None
+
+
+def _require_sqlite_file(url: str) -> None:
+    from core.settings import sqlite_file
+
+    path = sqlite_file(normalise_url(url))
+    if path is not None and not path.exists():
+        raise DatabaseUnavailable(
+            f"{URL_VARIABLE}: no database at {path.resolve()} ({url}); a reader never creates "
+            "one: name the file `galley run` or `galley draft` uses, as an absolute path"
+        )

@@ -3,13 +3,16 @@
 Needs the `notebook` extra (matplotlib); nothing in the bot imports this module. The
 numbers come from `core/analytics.py`, counted by the database. Figures are built
 without pyplot (no global state, no GUI backend), so they render the same in a kernel,
-a test and a headless server.
+a test and a headless server. A time axis spans the data (a young deployment's three
+days are not drawn across four years), and a plot with nothing to show says so in
+words instead of drawing an empty axis.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import timedelta
+from collections.abc import Iterable
+from datetime import UTC, date, datetime, time, timedelta
 from typing import TYPE_CHECKING, Any
 
 from core.analytics import (
@@ -55,6 +58,8 @@ class Plots:
             depths.append(point.depth)
         figure = _figure()
         axes = figure.subplots()
+        if not series:
+            return _nothing(figure, axes, "Review queue depth", "no drafts yet")
         for recipe, (days, depths) in sorted(series.items()):
             (line,) = axes.step(days, depths, where="post", label=recipe)
             limit = self.config.recipes.get(recipe)
@@ -66,6 +71,7 @@ class Plots:
                     label=f"{recipe} pending_limit",
                 )
         axes.set(title="Review queue depth", xlabel="day (UTC)", ylabel="drafts waiting")
+        _span(axes, (day for days, _ in series.values() for day in days), timedelta(days=1))
         _legend(axes, series)
         figure.autofmt_xdate()
         return figure
@@ -74,7 +80,10 @@ class Plots:
         """Share of drafts approved, rejected and expired, per recipe per week: which
         recipe produces work nobody wants."""
         points = self._read(decision_rates)
-        recipes = sorted({p.recipe for p in points}) or ["(no decisions yet)"]
+        recipes = sorted({p.recipe for p in points})
+        if not recipes:
+            figure = _figure(9.0, 2.6)
+            return _nothing(figure, figure.subplots(), "Decisions", "no decisions yet")
         figure = _figure(9.0, 2.6 * len(recipes))
         grid = figure.subplots(len(recipes), 1, squeeze=False, sharex=True)
         for axes, recipe in zip(grid[:, 0], recipes, strict=True):
@@ -89,6 +98,7 @@ class Plots:
                     )
             axes.set(title=recipe, ylabel="share of drafts", ylim=(-0.05, 1.05))
             _legend(axes, points)
+        _span(grid[-1, 0], (p.week for p in points), timedelta(weeks=1))  # shared x
         grid[-1, 0].set_xlabel("week the draft became ready (UTC)")
         figure.autofmt_xdate()
         return figure
@@ -98,6 +108,8 @@ class Plots:
         counts = self._read(decision_times)
         figure = _figure()
         axes = figure.subplots()
+        if not counts:
+            return _nothing(figure, axes, "Time from draft to decision", "no decisions yet")
         for recipe in sorted({c.recipe for c in counts}):
             chosen = [c for c in counts if c.recipe == recipe]
             axes.step(
@@ -118,6 +130,11 @@ class Plots:
     def cost(self) -> Figure:
         """Model tokens and estimated cost (USD) per recipe per day."""
         points = self._read(daily_cost)
+        if not points:
+            figure = _figure()
+            return _nothing(
+                figure, figure.subplots(), "Model tokens and cost", "no model calls yet"
+            )
         figure = _figure(9.0, 6.0)
         tokens_axes, cost_axes = figure.subplots(2, 1, sharex=True)
         for recipe in sorted({p.recipe for p in points}):
@@ -130,6 +147,7 @@ class Plots:
         tokens_axes.set(title="Model tokens per day (input + output)", ylabel="tokens")
         cost_axes.set(title="Estimated cost per day", ylabel="USD", xlabel="day (UTC)")
         _legend(tokens_axes, points)
+        _span(cost_axes, (p.day for p in points), timedelta(days=1))
         figure.autofmt_xdate()
         return figure
 
@@ -139,6 +157,8 @@ class Plots:
         recipes = sorted({c.recipe for c in counts})
         figure = _figure()
         axes = figure.subplots()
+        if not counts:
+            return _nothing(figure, axes, "Skipped slots by reason", "no skipped slots")
         bottoms = [0] * len(recipes)
         for reason in sorted({c.reason for c in counts}):
             heights = [
@@ -182,6 +202,29 @@ class Plots:
         axes.set(title=f"Timeline of {run_id}", xlabel="time (UTC)", ylim=(-0.5, len(lanes)))
         figure.autofmt_xdate()
         return figure
+
+
+def _nothing(figure: Figure, axes: Any, title: str, words: str) -> Figure:
+    """A figure that says there is nothing to plot yet, rather than an empty frame."""
+    axes.set_axis_off()
+    axes.set_title(title)
+    axes.text(0.5, 0.5, words, ha="center", va="center", fontsize=14, transform=axes.transAxes)
+    return figure
+
+
+def _span(axes: Any, instants: Iterable[date | datetime], step: timedelta) -> None:
+    """Bound a time axis by the data, half a `step` either side, or matplotlib widens a
+    few days to years (one day alone to four)."""
+    moments = [_as_datetime(i) for i in instants]
+    if moments:
+        pad = max((max(moments) - min(moments)) / 20, step / 2)
+        axes.set_xlim(min(moments) - pad, max(moments) + pad)
+
+
+def _as_datetime(instant: date | datetime) -> datetime:
+    if isinstance(instant, datetime):
+        return instant
+    return datetime.combine(instant, time(0), tzinfo=UTC)
 
 
 def _marker(points: list[Any]) -> str | None:

@@ -44,6 +44,8 @@ class ModelReply:
     output_tokens: int
     cache_creation_tokens: int
     cache_read_tokens: int
+    latency_s: float | None = None  # sent to answered, when the adapter timed it
+    before_send_s: float = 0.0  # spent before the request left (SDK import, client set-up)
 
 
 class Drafter(Protocol):

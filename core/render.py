@@ -124,7 +124,7 @@ class Rows(Printable, list[T]):
         return [jsonable(item) for item in self]
 
     def to_frame(self) -> Any:
-        """A `pandas.DataFrame`, one row per item (needs `pip install galley[notebook]`)."""
+        """A `pandas.DataFrame`, one row per item (needs the `notebook` extra)."""
         import pandas as pd  # the notebook extra; the bot never gets here
 
         names = self.field_names()

@@ -33,6 +33,43 @@ class Settings(BaseSettings):
     def _lower_case(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
 
+    def resolved(self, base: Path) -> Settings:
+        """These settings with a relative GALLEY_CONFIG and a relative SQLite file in
+        GALLEY_DATABASE_URL made absolute against `base`, so that what was opened can
+        be named, and found again from anywhere."""
+        config = (
+            self.galley_config if self.galley_config.is_absolute() else base / self.galley_config
+        )
+        url = sqlite_url_against(self.galley_database_url, base)
+        return self.model_copy(update={"galley_config": config, "galley_database_url": url})
+
+
+def sqlite_url_against(url: str, base: Path) -> str:
+    """A SQLite URL whose file path is relative, made absolute against `base`; any
+    other URL (PostgreSQL, an in-memory or `file:` URI database) as it was."""
+    path = sqlite_file(url)
+    if path is None or path.is_absolute():
+        return url
+    import sqlalchemy as sa
+
+    return sa.make_url(url).set(database=str(base / path)).render_as_string(hide_password=False)
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file a SQLite URL names; None for other databases and in-memory ones."""
+    import sqlalchemy as sa
+
+    try:
+        parsed = sa.make_url(url)
+    except sa.exc.ArgumentError:
+        return None  # the store explains a malformed URL, naming GALLEY_DATABASE_URL
+    database = parsed.database or ""
+    if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:"):
+        return None
+    if database.startswith("file:") or parsed.query.get("uri"):
+        return None
+    return Path(database)
+
 
 def load_settings() -> Settings:
     """The environment's settings; a bad value is a `ConfigError` naming its variable."""

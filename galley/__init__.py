@@ -15,6 +15,7 @@ groups (S…) in `approvers` and `admins` are looked up in Slack, as the bot doe
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from core.config import Config, Recipe, load_config
@@ -73,18 +74,54 @@ def connect(
     settings: Settings | None = None,
     directory: Directory | None = None,
     clock: Clock | None = None,
+    quiet: bool = False,
 ) -> Galley:
     """Open Galley as a person: `user` (a Slack user id), else `GALLEY_USER`. Reading
     needs nobody; deciding needs an approver, running Galley an admin; without a user
-    it only reads."""
-    settings = settings or Settings()
+    it only reads.
+
+    Prints one line naming the config file and the database it opened (`quiet=True`
+    does not). Relative paths in GALLEY_CONFIG and GALLEY_DATABASE_URL start where
+    `galley` commands would: the working directory, or in a Jupyter kernel (which runs
+    in the notebook's own folder) the directory Jupyter was started from. A SQLite
+    database that is not there is an error naming GALLEY_DATABASE_URL, never a new
+    empty file."""
+    settings = (settings or Settings()).resolved(launch_directory())
     person = user or os.environ.get(USER_VARIABLE) or None
     if directory is None and settings.slack_bot_token:
         directory = _slack_directory(settings)
     _show_figures_inline()
-    return Galley.from_settings(
-        settings, clock=clock, user=person, directory=directory, as_person=True
+    galley = Galley.from_settings(
+        settings,
+        clock=clock,
+        user=person,
+        directory=directory,
+        as_person=True,
+        existing_database=True,
     )
+    if not quiet:
+        print(f"galley: {galley.opened}")
+    return galley
+
+
+def launch_directory() -> Path:
+    """Where relative paths start. Jupyter starts a kernel in the notebook's folder
+    (examples/ for the example notebook), not where the person started Jupyter and
+    runs `galley`; the shell's PWD, which the kernel inherits, still says where that
+    was. Anywhere else: the working directory."""
+    pwd = os.environ.get("PWD")
+    if pwd and _in_kernel() and Path(pwd).is_dir():
+        return Path(pwd)
+    return Path.cwd()
+
+
+def _in_kernel() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell: Any = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
 
 
 def _slack_directory(settings: Settings) -> Directory:

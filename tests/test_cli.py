@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ from typer.testing import CliRunner
 from bot.cli import app
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import FakeAnthropic
+from tests.processes import galley_env
 
 
 @pytest.fixture
@@ -126,3 +129,41 @@ def test_draft_needs_an_api_key(env: dict[str, str]) -> None:
     result = CliRunner().invoke(app, ["draft", "weekly-update"], env=env)
     assert result.exit_code == 2
     assert "ANTHROPIC_API_KEY" in result.stderr
+
+
+# Loaded by the bot, a draft or a notebook, never by a read: each costs a `galley status`
+# a tenth of a second or more on a busy machine (bench/cli_startup.py).
+NOT_FOR_READS = (
+    "anthropic",
+    "httpx",
+    "httpx2",
+    "rapidfuzz",
+    "slack_sdk",
+    "slack_bolt",
+    "apscheduler",
+    "uvicorn",
+    "starlette",
+    "prometheus_client",
+    "alembic",
+)
+
+
+@pytest.mark.parametrize(
+    "command", [["status"], ["runs"], ["show", "weekly-update@2026-11-23T09:00"]]
+)
+def test_read_commands_load_the_database_layer_only(
+    env: dict[str, str], command: list[str]
+) -> None:
+    galley(env, "draft", "weekly-update", "--slot", "2026-11-23T09:00")  # a migrated database
+    script = (
+        "import sys\n"
+        "from bot.cli import main\n"
+        f"sys.argv = ['galley', *{command!r}]\n"
+        "try:\n    main()\nexcept SystemExit as exit:\n    assert not exit.code, exit.code\n"
+        f"print(sorted(m for m in {NOT_FOR_READS!r} if m in sys.modules), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=galley_env(**env), capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "[]"

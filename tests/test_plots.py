@@ -236,3 +236,30 @@ def _param(store: Store, instant: datetime) -> Any:
     if store.dialect == "sqlite":
         return instant.astimezone(UTC).replace(tzinfo=None).isoformat(sep=" ")
     return instant
+
+
+def test_a_young_deployments_time_axes_span_its_days_not_years(store: Store, plots: Plots) -> None:
+    seed_history(store, runs=6, start=START)  # twelve hours of history
+    for figure in (plots.queue_depth(), plots.cost(), plots.decision_rates()):
+        for axes in figure.axes:
+            low, high = axes.get_xlim()  # in days; matplotlib alone would show four years
+            assert low <= date2num(START) < high and high - low <= 8
+
+
+@pytest.mark.parametrize(
+    ("plot", "words"),
+    [
+        ("skipped", "no skipped slots"),
+        ("queue_depth", "no drafts yet"),
+        ("decision_rates", "no decisions yet"),
+        ("time_to_decision", "no decisions yet"),
+        ("cost", "no model calls yet"),
+    ],
+)
+def test_a_plot_with_nothing_to_show_says_so_instead_of_an_empty_axis(
+    store: Store, plots: Plots, plot: str, words: str
+) -> None:
+    figure = getattr(plots, plot)()
+    [axes] = figure.axes
+    assert not axes.axison
+    assert [text.get_text() for text in axes.texts] == [words]
