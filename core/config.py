@@ -248,12 +248,13 @@ def _base_url(url: str) -> str:
 
 
 def _one_or_many(value: Any) -> Any:
-    """`publish` is one target table or a list of them (DESIGN.md §10)."""
+    """`publish` is one target table or a list of them (docs/design.md §15). A tuple, as
+    strict validation of the tuple field takes no list once a validator has run."""
     if isinstance(value, dict):
-        return [value]
+        return (value,)
     if not isinstance(value, list | tuple):
         raise ValueError('must be a target table, like { to = "slack", … }, or a list of them')
-    return value
+    return tuple(value)
 
 
 class RecipeSettings(_Strict):
