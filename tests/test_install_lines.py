@@ -85,7 +85,11 @@ def test_no_committed_file_names_a_package_index() -> None:
     ).stdout.split()
     for name in tracked:
         path = REPO / name
-        if path.suffix in (".png", ".jpg") or not path.is_file() or path == Path(__file__):
+        if (
+            path.suffix in (".png", ".jpg")
+            or not path.is_file()
+            or name == "tests/test_install_lines.py"
+        ):
             continue  # this file names the markers it looks for
         text = path.read_text(errors="ignore")
         for marker in ("--index-url", "extra-index-url", "--find-links", "find-links ="):
