@@ -52,7 +52,7 @@ def test_defaults_and_recipes_set_the_batch_keys() -> None:
     [
         (
             'drafting = "later"',
-            "recipe 'weekly-update': drafting: Input should be 'sync' or 'batch'",
+            "recipe 'weekly-update': drafting: want 'sync' or 'batch', got \"later\"",
         ),
         ('batch_gather = "soon"', "recipe 'weekly-update': batch_gather: bad duration 'soon'"),
         (

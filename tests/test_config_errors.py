@@ -61,7 +61,11 @@ def test_a_value_of_the_wrong_type_is_refused_in_one_line(
         ("similar_warn = 101", "similar_warn: must be at most 100, got 101"),
         ("pending_limit = -1", "pending_limit: must be at least 0, got -1"),
         ('platform = "a|b"', "platform: must not contain '|'"),
-        ('publish = { to = "fax" }', "publish: to: want one of 'slack', 'webhook', got \"fax\""),
+        (
+            'publish = { to = "fax" }',
+            "publish: to: want one of 'slack', 'webhook', 'bluesky', 'mastodon', 'linkedin', "
+            'got "fax"',
+        ),
     ],
 )
 def test_no_problem_is_worded_by_pydantic(line: str, problem: str) -> None:
