@@ -25,6 +25,7 @@ from core.ports import DraftRequest, ModelReply
 
 if TYPE_CHECKING:
     import anthropic
+    from anthropic.types import Message
 
 
 class AnthropicDrafter:
@@ -84,18 +85,7 @@ class AnthropicDrafter:
             )
         except anthropic.AnthropicError as exc:
             raise classify(exc) from exc
-        text = "".join(block.text for block in message.content if block.type == "text")
-        usage = message.usage
-        return ModelReply(
-            text=text,
-            model=message.model,
-            request_id=message._request_id,
-            stop_reason=message.stop_reason,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cache_creation_tokens=usage.cache_creation_input_tokens or 0,
-            cache_read_tokens=usage.cache_read_input_tokens or 0,
-        )
+        return model_reply(message, message._request_id)
 
 
 @dataclass
@@ -110,6 +100,21 @@ class _CallTimes:
         now = time.monotonic()
         sent = now if self.sent is None else self.sent
         return sent - self.began, now - sent
+
+
+def model_reply(message: Message, request_id: str | None) -> ModelReply:
+    """A Messages API answer as the port's reply (a batch entry's too)."""
+    usage = message.usage
+    return ModelReply(
+        text="".join(block.text for block in message.content if block.type == "text"),
+        model=message.model,
+        request_id=request_id,
+        stop_reason=message.stop_reason,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_creation_tokens=usage.cache_creation_input_tokens or 0,
+        cache_read_tokens=usage.cache_read_input_tokens or 0,
+    )
 
 
 def classify(exc: anthropic.AnthropicError) -> ModelCallFailed:

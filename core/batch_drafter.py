@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from core.anthropic_drafter import classify, status_outcome
+from core.anthropic_drafter import classify, model_reply, status_outcome
 from core.errors import ModelCallFailed
 from core.http_calls import call_timeout
 from core.identity import CUSTOM_ID_PATTERN
@@ -334,14 +334,4 @@ def _entry_result(entry: MessageBatchIndividualResponse) -> ModelReply | EntryFa
 def _reply(message: Message) -> ModelReply:
     """A batch entry's Message as the reply a synchronous call would have given; its
     message id stands in for the request id, which a batch entry does not have."""
-    usage = message.usage
-    return ModelReply(
-        text="".join(block.text for block in message.content if block.type == "text"),
-        model=message.model,
-        request_id=message.id,
-        stop_reason=message.stop_reason,
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cache_creation_tokens=usage.cache_creation_input_tokens or 0,
-        cache_read_tokens=usage.cache_read_input_tokens or 0,
-    )
+    return model_reply(message, message.id)

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import tomllib
+from abc import abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -141,8 +142,9 @@ class _SecretTarget(_Strict):
         return name
 
     @property
+    @abstractmethod
     def target(self) -> str:
-        raise NotImplementedError
+        """The target id inside effect keys; each platform's model names its own."""
 
     def secret(self, environ: Mapping[str, str] | None = None) -> str:
         """The credential, read when it is needed; MissingSecret names the variable."""
