@@ -190,6 +190,21 @@ def register(app: App, deps: BotDeps) -> None:
         if deps.home is not None and event.get("tab") == "home":
             deps.home.opened(event["user"])
 
+    @app.error
+    def on_error(error: Exception, body: dict[str, Any], respond: Respond | None) -> None:
+        """The last resort: a listener that raised still answers the person who clicked
+        or typed, with what went wrong; the state Galley shows is what holds."""
+        log.error("listener failed on %s: %s", body.get("type", "?"), error, exc_info=error)
+        text = last_resort_reply(error)
+        user = (body.get("user") or {}).get("id") or body.get("user_id")
+        try:
+            if respond is not None and respond.response_url:
+                respond(text, response_type="ephemeral", replace_original=False)
+            elif isinstance(user, str) and body.get("type") == "view_submission":
+                _ephemeral(app.client, slack.review_channel, user, text)
+        except Exception as exc:  # nothing is left to tell them; keep the log
+            log.error("could not tell %s what failed: %s", user, exc)
+
     @app.action(re.compile(r"^galley_home_"))
     def on_home_button(ack: Ack, body: dict[str, Any]) -> None:
         """A Home button is its `/galley` command: the same checks, the answer on Home."""
@@ -201,6 +216,14 @@ def register(app: App, deps: BotDeps) -> None:
         tell = lambda reply: home.publish(user, notice=reply)  # noqa: E731
         context = CommandContext(galley, deps.directory, user, deps.start_draft, tell)
         home.publish(user, notice=answer(text, context))
+
+
+def last_resort_reply(error: Exception) -> str:
+    """What a person is told when their click or command failed unexpectedly."""
+    return (
+        f"Galley could not finish that: {error}. It is in the bot's log; "
+        "the review message and `/galley status` show where things stand."
+    )
 
 
 def _ephemeral(client: WebClient, channel: str, user: str, text: str) -> None:

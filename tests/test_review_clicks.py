@@ -302,3 +302,29 @@ def test_a_failed_update_after_an_edit_is_retried_by_the_next_pass(
     # Otherwise the message keeps revision 1's text and buttons: every click on it is
     # refused as "edited since", and the new text is never shown to anyone.
     assert button(h.message_for(key)["blocks"], APPROVE) == button_value(key, 2)
+
+
+def test_a_listener_that_fails_still_answers_the_person(
+    start_bot: StartBot, sqlite_url: str
+) -> None:
+    """No exception reaches Bolt unanswered: a click whose listener raises (a button
+    value Galley cannot read) and a modal submission that raises are each told why."""
+    h = start_bot(sqlite_url, slack=PEOPLE)
+    key, _ = h.draft_and_post()
+
+    assert h.click(APPROVE, "U0EDITOR", key, value="not a galley button").status_code == 200
+    [reply] = eventually(lambda: h.replies("U0EDITOR"), "the click's answer")
+    assert "could not finish" in reply and "not a Galley button value" in reply
+
+    broken = view_submission(
+        user="U0EDITOR2",
+        callback_id="galley_reject_modal",
+        private_metadata="{}",
+        values={"reason": {"reason": text_input("Off-brand tone")}},
+    )
+    # no status asserted: a listener that raises right after ack() can race Bolt's
+    # thread runner, which then resets the ack and answers 404 (slack_bolt thread_runner)
+    h.sender.interactive(broken)
+    [told] = eventually(lambda: h.ephemerals("U0EDITOR2"), "the submission's answer")
+    assert "could not finish" in told
+    assert h.draft_row(key).state == DraftState.READY

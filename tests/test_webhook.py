@@ -86,7 +86,9 @@ def test_publish_posts_json_with_idempotency_key_and_returns_the_id(fake: FakeWe
         "approver": "U0EDITOR",
         "approved_at": "2026-11-23T08:30:00+00:00",
     }
-    assert fake.publications == {KEY: {"id": "pub_1", "body": post.body}}
+    stored = fake.publications
+    assert list(stored) == [KEY] and stored[KEY]["id"] == "pub_1"
+    assert stored[KEY]["body"] == post.body
 
 
 def test_the_same_key_twice_is_one_publication_with_one_id(fake: FakeWebhook) -> None:
@@ -267,3 +269,18 @@ def test_the_subprocess_fake_obeys_its_state_file_and_keeps_publications_across_
         assert len(read_posts(state)) == 4 and len(read_publications(state)) == 2
     finally:
         stop(proc)
+
+
+def test_a_held_publication_is_stored_at_once_and_read_only_later() -> None:
+    """Reads that lag writes: the key is taken at once, the status read says 404 until
+    the hold has passed (the stress test's destination)."""
+    with FakeWebhook(hold_visibility=0.4) as fake:
+        pub = publisher(fake)
+        assert pub.publish(publication()) == "pub_1"
+        assert pub.lookup(query()) is None
+        assert pub.publish(publication()) == "pub_1" and len(fake.publications) == 1
+        deadline = time.monotonic() + 10
+        while pub.lookup(query()) is None:
+            assert time.monotonic() < deadline, "the held publication never became visible"
+            time.sleep(0.05)
+        assert fake.visible(KEY) is not None

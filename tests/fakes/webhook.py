@@ -3,6 +3,9 @@
 ``POST /hook`` stores a publication under its ``Idempotency-Key`` and answers
 ``{"id": "pub_<n>"}`` (the same key again: the same id, nothing stored);
 ``GET /status/<quoted key>`` answers 200 ``{"id": ...}`` if received, else 404.
+``FakeWebhook(hold_visibility=s)`` makes it a destination whose reads lag its writes:
+a publication is stored (and a repeated key deduplicated) at once, but the status read
+answers 404 for it until `s` seconds after it arrived.
 In-process: ``with FakeWebhook() as fake: fake.script_post(accept_then_hang(5))``.
 Separate process (first stdout line is the URL)::
 
@@ -89,7 +92,7 @@ def read_posts(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 
 def read_publications(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
-    """Stored publications by Idempotency-Key ({"id", "body"}) as last persisted."""
+    """Stored publications by Idempotency-Key ({"id", "body", "at"}) as last persisted."""
     return server.read_saved(path, PUBLICATIONS_SUFFIX)
 
 
@@ -137,7 +140,7 @@ class _Handler(server.Handler["FakeWebhook"]):
         if action.kind == "status":
             self._send_json(action.code, {"error": f"fake {action.code}"}, action.headers.items())
             return
-        found = fake.publications.get(unquote(path.removeprefix(STATUS_PREFIX)))
+        found = fake.visible(unquote(path.removeprefix(STATUS_PREFIX)))
         if found is None:
             self._send_json(404, {"error": "not received"})
         else:
@@ -150,8 +153,15 @@ class FakeWebhook(server.FakeServer):
     handler_class = _Handler
     backlog = 128
 
-    def __init__(self, *, state_file: str | os.PathLike[str] | None = None, port: int = 0):
+    def __init__(
+        self,
+        *,
+        state_file: str | os.PathLike[str] | None = None,
+        port: int = 0,
+        hold_visibility: float = 0.0,
+    ):
         super().__init__(state_file=state_file, port=port)
+        self.hold_visibility = hold_visibility
         self._queues: dict[str, deque[Action]] = {name: deque() for name in QUEUES}
         self._lookups: list[str] = []
         self._publications: dict[str, dict[str, Any]] = {}
@@ -180,9 +190,17 @@ class FakeWebhook(server.FakeServer):
 
     @property
     def publications(self) -> dict[str, dict[str, Any]]:
-        """Distinct publications received: Idempotency-Key -> {"id", "body"}."""
+        """Distinct publications received: Idempotency-Key -> {"id", "body", "at"}."""
         with self._lock:
             return {k: dict(v) for k, v in self._publications.items()}
+
+    def visible(self, key: str) -> dict[str, Any] | None:
+        """What a status read sees of `key`: nothing until `hold_visibility` has passed."""
+        with self._lock:
+            found = self._publications.get(key)
+        if found is None or time.time() < found.get("at", 0.0) + self.hold_visibility:
+            return None
+        return dict(found)
 
     def script_post(self, *actions: Action) -> None:
         """Append to the FIFO queue for POST /hook; each POST consumes one."""
@@ -201,7 +219,7 @@ class FakeWebhook(server.FakeServer):
         with self._lock:
             if key not in self._publications:
                 pub_id = f"pub_{len(self._publications) + 1}"
-                self._publications[key] = {"id": pub_id, "body": body}
+                self._publications[key] = {"id": pub_id, "body": body, "at": time.time()}
                 self._save(PUBLICATIONS_SUFFIX, self._publications)
             return str(self._publications[key]["id"])
 
