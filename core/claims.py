@@ -283,15 +283,7 @@ def _overlap(
         return DraftResult(DraftOutcome.QUEUED, run.id, key, QUEUED_REASON)
     detail = f"the previous run of {run.recipe} is still drafting (overlap = {policy})"
     if run_may_move(run.state, RunState.SKIPPED):
-        move_run(
-            session,
-            run,
-            RunState.SKIPPED,
-            actor=actor,
-            at=now,
-            reason=SkipReason.OVERLAP,
-            detail=detail,
-        )
+        _skip(session, run, SkipReason.OVERLAP, detail, actor=actor, now=now)
     return DraftResult(DraftOutcome.SKIPPED, run.id, key, SkipReason.OVERLAP, detail)
 
 
@@ -324,10 +316,20 @@ def _record_skip(
         recipe_row.backpressure_since, recipe_row.backpressure_resumed_at = now, None
         session.add(recipe_row)
     if run.state != RunState.RUNNING and run_may_move(run.state, RunState.SKIPPED):
-        move_run(session, run, RunState.SKIPPED, actor=actor, at=now, reason=reason, detail=detail)
+        _skip(session, run, reason, detail, actor=actor, now=now)
         return
     # the run holds an older version's draft: note the refusal only
     note_run(session, run, actor=actor, at=now, reason=f"not drafted again: {detail}")
+
+
+def _skip(
+    session: Session, run: RunRow, reason: SkipReason, detail: str, *, actor: str, now: datetime
+) -> None:
+    """Record the slot as skipped once per reason: another replica firing the same slot
+    for the same reason changes nothing (a new reason is a new event)."""
+    if run.state == RunState.SKIPPED and run.reason == reason:
+        return
+    move_run(session, run, RunState.SKIPPED, actor=actor, at=now, reason=reason, detail=detail)
 
 
 def _attempts_of(session: Session, key: str) -> int:

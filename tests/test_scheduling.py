@@ -17,7 +17,7 @@ from bot.apscheduler_host import RecipeTrigger
 from core.claims import Claim, claim_slot
 from core.config import Recipe
 from core.dispatch import SlotDispatcher
-from core.models import RunRow
+from core.models import EventRow, RunRow
 from core.operator import Galley
 from core.policies import DraftOutcome, DstGap, DstRepeat, Overlap, SkipReason
 from core.schedule import slot_at_instant, slots_between
@@ -133,6 +133,32 @@ def test_overlap_skip_records_the_slot_and_calls_nothing(store: Store) -> None:
 
     assert (result.outcome, result.reason) == (DraftOutcome.SKIPPED, SkipReason.OVERLAP)
     assert drafter.calls == 0
+
+
+def test_an_overlap_skip_fired_again_by_another_replica_is_recorded_once(db_url: str) -> None:
+    """Every replica fires the slot: the second finds it skipped for overlap already and
+    writes nothing (no `skipped -> skipped` event)."""
+    clock = FrozenClock(MONDAY + timedelta(seconds=1))
+    first_store, second_store = Store(db_url), Store(db_url)
+    first, recipe, _ = setup(first_store, clock, overlap=Overlap.SKIP)
+    second, _, drafter = setup(second_store, clock, overlap=Overlap.SKIP)
+    _hold_claim(first_store, recipe, clock, first)
+    slot = first._unrun_slots(recipe, MONDAY)[-1]
+
+    results = [first.run_slot(recipe, slot), second.run_slot(recipe, slot)]
+
+    assert {(r.outcome, r.reason) for r in results} == {(DraftOutcome.SKIPPED, SkipReason.OVERLAP)}
+    with first_store.transaction() as session:
+        skips = session.exec(
+            select(EventRow).where(
+                col(EventRow.subject_id) == results[0].run,
+                col(EventRow.to_state) == RunState.SKIPPED,
+            )
+        ).all()
+    assert [e.from_state for e in skips] == [RunState.PENDING]
+    assert drafter.calls == 0
+    first_store.dispose()
+    second_store.dispose()
 
 
 def test_overlap_queue_one_waits_for_the_running_draft_and_skips_a_third(store: Store) -> None:

@@ -161,7 +161,10 @@ def check_invariants(store: Store, hook: FakeWebhook) -> None:
     # no published draft that is superseded, rejected or expired
     for key in hook.publications:
         draft = drafts[key.rsplit("|publish:", 1)[0]]
-        assert draft.state in (DraftState.PUBLISHED, DraftState.APPROVED), (key, draft.state)
+        assert draft.state in (DraftState.PUBLISHED, DraftState.APPROVED), (
+            f"{key} was published though its draft is {draft.state}:\n"
+            + _history(events, draft.run_id)
+        )
     unrecorded = [
         d
         for d in drafts.values()
