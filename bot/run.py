@@ -124,6 +124,7 @@ class Bot:
             channel=slack.review_channel,
             call_lease=call_timeout * 4,
             unfindable=lambda item, why: self.alerts.alert_review_post(item, why),
+            gone=lambda item, why: self.alerts.alert_review_gone(item, why),
         )
         self.publishers = Publishers(self.channels)  # publisher_for(recipe)
         services = publishing_services(

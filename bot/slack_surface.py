@@ -26,7 +26,7 @@ from bot.blocks import (
 )
 from bot.review_facts import Permalink, fact_lines
 from core import observe
-from core.errors import EffectNotSent, EffectOutcomeUnknown, LookupUnavailable
+from core.errors import EffectNotSent, EffectOutcomeUnknown, LookupUnavailable, MessageGone
 from core.http_calls import never_sent, retry_after_seconds
 from core.ports import BackpressureNotice, MessageRef, ReviewItem
 
@@ -34,6 +34,7 @@ POSTS_PER_CHANNEL_SECONDS = 1.05  # Slack allows about one message per second pe
 # the margin absorbs jitter that would otherwise turn an on-time post into a 429
 MAX_RATE_LIMIT_WAITS = 30
 HISTORY_PAGES = 5  # how far back a lookup reads: 5 pages of 200 messages
+GONE_ERRORS = ("message_not_found",)  # chat.update on a message deleted in the channel
 
 
 class CountedWebClient(WebClient):
@@ -208,6 +209,8 @@ def _classify_answer(exc: SlackApiError) -> EffectNotSent | EffectOutcomeUnknown
     error = exc.response.get("error") if isinstance(exc.response.data, dict) else None
     if status >= 500:
         return EffectOutcomeUnknown(f"Slack answered HTTP {status} ({error})")
+    if error in GONE_ERRORS:
+        return MessageGone(f"Slack refused: {error} (the message was deleted)")
     return EffectNotSent(f"Slack refused: {error or status}")
 
 

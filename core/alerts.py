@@ -144,6 +144,22 @@ class AlertService:
         key = f"alert|review-post|{item.draft_key}"
         return self._post_once(key, run, headline, AlertKind.REVIEW_POST, facts)
 
+    def alert_review_gone(self, item: ReviewItem, why: str) -> bool:
+        """A review message deleted in the channel: its draft can no longer be decided
+        there, so people are told where it can be (once per draft)."""
+        with self.store.read() as session:
+            run = required(run_row(session, item.run_id), f"run {item.run_id}")
+        facts = [
+            f"The review message of draft `{item.draft_key}` (run `{item.run_id}`) was "
+            f"deleted in the channel; it now is `{item.state}`, and Galley stops updating it.",
+            f"Slack: {why}",
+            "Review or follow it with `galley show` or the notebook; bump the recipe for a "
+            "new draft and message.",
+        ]
+        headline = "A review message was deleted, so Galley can no longer update it."
+        key = f"alert|review-gone|{item.draft_key}"
+        return self._post_once(key, run, headline, AlertKind.REVIEW_POST, facts)
+
     def _alert_if_due(self, run: RunRow, now: datetime) -> bool:
         found = self._headline(run, now)
         if found is None:

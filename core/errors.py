@@ -127,6 +127,14 @@ class EffectNotSent(GalleyError):
         self.retry_after = retry_after
 
 
+class MessageGone(EffectNotSent):
+    """The message to rewrite no longer exists (deleted in the channel): no rewrite of
+    it can ever succeed, so it is not tried again."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, permanent=True)
+
+
 class EffectOutcomeUnknown(GalleyError):
     """An external call may or may not have taken effect: reconcile before retrying."""
 

@@ -19,7 +19,7 @@ from sqlmodel import Session, col, select
 
 from core import review_messages
 from core.effects import EffectLedger, EffectSpec, Proof, Receipt
-from core.errors import GalleyError
+from core.errors import GalleyError, MessageGone
 from core.failpoints import failpoint
 from core.gate import ready_count
 from core.identity import review_effect_key
@@ -54,13 +54,16 @@ class ReviewOutbox:
         channel: str,
         call_lease: timedelta,
         unfindable: Callable[[ReviewItem, str], object] | None = None,
+        gone: Callable[[ReviewItem, str], object] | None = None,
     ) -> None:
         """`unfindable(item, why)` is told of a post whose outcome is unknown and that a
-        lookup cannot find or rule out: people must look."""
+        lookup cannot find or rule out: people must look. `gone(item, why)` is told of a
+        review message deleted in the channel: it is never rewritten again."""
         self.store, self.ledger, self.surface = store, ledger, surface
         self.channel = channel
         self.call_lease = call_lease  # longer than one Slack call: a live post is not stolen
         self.unfindable = unfindable or (lambda item, why: None)
+        self.gone = gone or (lambda item, why: None)
 
     def post_ready_drafts(self) -> int:
         """Post every ready draft that has no review receipt yet; returns how many."""
@@ -164,6 +167,10 @@ class ReviewOutbox:
             repeatable=True,
             may_act=lambda session, now: _one_rewrite_at_a_time(session, item, spec.key, now),
         )
+        if isinstance(done.refusal, MessageGone):  # final for this message: no retry loop
+            self._shown([item])
+            self.gone(item, done.detail or "")
+            return 0
         if not done.happened:
             return 0
         self._shown([item])

@@ -20,7 +20,7 @@ import pytest
 
 from bot.blocks import button_value, parse_button_value
 from core.states import DraftState, RunState
-from tests.fakes.slack_api import RESPONSE_URL, error
+from tests.fakes.slack_api import RESPONSE_URL, RecordedCall, error
 from tests.slack_harness import (
     APPROVE,
     EDIT,
@@ -52,7 +52,9 @@ def test_approve_click_acks_fast_and_decides_once(start_bot: StartBot, db_url: s
     [update] = eventually(lambda: h.calls("chat.update"), "the decided message")
     h.bot.sync_slack()  # a later pass has nothing left to show
 
-    assert len(h.calls("chat.update")) == 1
+    assert len(h.calls("chat.update")) == 1, [
+        (c.params.get("ts"), str(c.params.get("text"))[:80]) for c in h.calls("chat.update")
+    ] + [str(c.params.get("text"))[:80] for c in h.calls("chat.postMessage")]
     draft = h.draft_row(key)
     assert draft.decided_by == "U0EDITOR" and draft.decided_at is not None
     run = h.run_row()
@@ -93,7 +95,9 @@ def test_two_approvers_clicking_at_once_make_one_decision(start_bot: StartBot, d
     assert winner in users
     [loser] = [u for u in users if u != winner]
     assert len(h.draft_events(DraftState.APPROVED, key)) == 1
-    assert len(h.calls("chat.update")) == 1
+    assert len(h.calls("chat.update")) == 1, [
+        (c.params.get("ts"), str(c.params.get("text"))[:80]) for c in h.calls("chat.update")
+    ] + [str(c.params.get("text"))[:80] for c in h.calls("chat.postMessage")]
     assert h.replies(loser) == [f"Already approved by <@{winner}>."]
     assert h.replies(str(winner)) == []
 
@@ -195,7 +199,9 @@ def test_reject_opens_a_modal_and_its_reason_is_recorded(
     eventually(lambda: h.draft_row(key).state == DraftState.REJECTED, "the rejection")
     [update] = eventually(lambda: h.calls("chat.update"), "the decided message")
     h.bot.sync_slack()
-    assert len(h.calls("chat.update")) == 1
+    assert len(h.calls("chat.update")) == 1, [
+        (c.params.get("ts"), str(c.params.get("text"))[:80]) for c in h.calls("chat.update")
+    ] + [str(c.params.get("text"))[:80] for c in h.calls("chat.postMessage")]
     draft = h.draft_row(key)
     assert (draft.decided_by, draft.decision_reason) == ("U0EDITOR", "Off-brand tone")
     run = h.run_row()
@@ -253,7 +259,9 @@ def test_an_edit_saves_revision_2_and_retires_the_old_buttons(
     assert "edited since" in reply
     time.sleep(SETTLE)
     assert h.draft_row(key).state == DraftState.READY
-    assert len(h.calls("chat.update")) == 1
+    assert len(h.calls("chat.update")) == 1, [
+        (c.params.get("ts"), str(c.params.get("text"))[:80]) for c in h.calls("chat.update")
+    ] + [str(c.params.get("text"))[:80] for c in h.calls("chat.postMessage")]
 
     assert h.click(APPROVE, "U0EDITOR", key).status_code == 200  # the current buttons work
     eventually(lambda: h.draft_row(key).state == DraftState.APPROVED, "approval of revision 2")
@@ -328,3 +336,26 @@ def test_a_listener_that_fails_still_answers_the_person(
     [told] = eventually(lambda: h.ephemerals("U0EDITOR2"), "the submission's answer")
     assert "could not finish" in told
     assert h.draft_row(key).state == DraftState.READY
+
+
+def test_a_review_message_deleted_in_slack_is_not_rewritten_in_a_loop(
+    start_bot: StartBot, sqlite_url: str
+) -> None:
+    """`message_not_found` is final for that message: one refused update, people told
+    once, and later passes leave it alone."""
+    h = start_bot(sqlite_url, slack=PEOPLE)
+    h.slack.script("chat.update", *[error("message_not_found", 200)] * 10)
+    key, _ = h.draft_and_post()
+
+    def told() -> list[RecordedCall]:
+        posts = h.calls("chat.postMessage")
+        return [c for c in posts if "was deleted" in json.dumps(c.params.get("blocks"))]
+
+    assert h.click(APPROVE, "U0EDITOR", key).status_code == 200
+    [alert] = eventually(told, "the alert about the deleted message", timeout=10)
+    for _ in range(4):
+        h.bot.sync_slack()
+
+    assert len(h.calls("chat.update")) == 1
+    assert key in json.dumps(alert.params["blocks"]) and len(told()) == 1
+    assert h.draft_row(key).state == DraftState.APPROVED
