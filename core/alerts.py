@@ -17,6 +17,7 @@ from sqlmodel import Session, col, select
 from core.causes import last_attempt_cause
 from core.config import Config
 from core.effects import EffectLedger, EffectSpec, Proof
+from core.leases import is_person
 from core.models import AttemptRow, EffectRow, EventRow, RunRow
 from core.policies import AlertKind, EffectStep, FailReason
 from core.ports import Alerter, Clock, MessageRef, ReviewItem, RunAlert
@@ -108,12 +109,13 @@ class AlertService:
         if self.ledger.get(spec.key) is not None:
             return 0
         with self.store.read() as session:
-            moved_by = session.exec(
+            actors = session.exec(
                 select(EventRow.actor)
                 .where(col(EventRow.subject) == "run", col(EventRow.subject_id) == run.id)
                 .order_by(col(EventRow.id).desc())
-                .limit(1)
-            ).first()
+                .limit(20)  # the person who moved it on, not the worker that finished it
+            ).all()
+        moved_by = next((a for a in actors if is_person(a)), None)
         alert = RunAlert(
             run_id=run.id,
             recipe=run.recipe,

@@ -21,13 +21,13 @@ from sqlmodel import Session, col, select
 from core import observe
 from core.claims import skip_slot
 from core.config import Recipe
+from core.leases import SCHEDULER
 from core.models import EventRow, RecipeRow, RunRow
 from core.policies import SkipReason
 from core.schedule import Slot, latest_slot_at_or_before, next_slots, slots_between
 from core.states import RunState
 from core.store import Store
 
-SCHEDULER = "scheduler"  # the actor of the dispatcher's own skips
 MAX_RECORDED_MISSES = 500  # as core.dispatch: a long outage records its latest misses only
 WRITE_BATCH = 500  # skipped runs per transaction: the write lock is held for one batch
 

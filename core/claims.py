@@ -31,7 +31,7 @@ from core.history import (
     record_event,
 )
 from core.identity import draft_key
-from core.leases import lease_now, new_owner
+from core.leases import SWEEPER, lease_now, new_owner
 from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
 from core.policies import AttemptOutcome, DraftOutcome, Overlap, SkipReason
 from core.ports import Clock
@@ -361,7 +361,7 @@ def renew_lease(store: Store, claim: Claim, lease: timedelta, clock: Clock) -> b
         return bool(renewed.rowcount == 1)  # type: ignore[attr-defined]
 
 
-def sweep_expired_claims(store: Store, clock: Clock, actor: str = "sweeper") -> list[str]:
+def sweep_expired_claims(store: Store, clock: Clock, actor: str = SWEEPER) -> list[str]:
     """Return expired claims to the pool: the draft row goes, the run is pending again.
 
     The delete names the owner and expiry it read: a claim renewed, taken over or stored

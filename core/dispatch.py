@@ -16,6 +16,7 @@ from sqlmodel import col, select
 from core.claims import DraftResult, skip_if_pending, skip_slot
 from core.config import Recipe
 from core.drafting import DraftingService
+from core.leases import SCHEDULER
 from core.models import RunRow
 from core.policies import DraftOutcome, SkipReason
 from core.ports import Clock
@@ -24,7 +25,6 @@ from core.schedule import Slot, latest_slot_at_or_before, slot_of_run, slots_bet
 from core.states import RunState
 from core.store import Store
 
-SCHEDULER = "scheduler"
 STALE_PENDING = timedelta(minutes=1)  # a pending run untouched this long has no one on it
 MAX_RECORDED_MISSES = 500  # a recipe offline for long records its most recent misses only
 QUEUE_POLL_SECONDS = 1.0

@@ -55,6 +55,17 @@ def lease_now(session: Session, clock: object) -> datetime:
     return database_now(session)
 
 
+SCHEDULER, SWEEPER, PUBLISHER = "scheduler", "sweeper", "publisher"  # Galley's own passes
+PASSES = frozenset({SCHEDULER, SWEEPER, PUBLISHER})
+
+
+def is_person(actor: str) -> bool:
+    """Whether an event's actor is a person (a Slack id, `cli`, a notebook's user) rather
+    than a process (`host:pid:…` from `worker_name`, `…/token` from `new_owner`) or one of
+    Galley's passes."""
+    return ":" not in actor and "/" not in actor and actor not in PASSES
+
+
 def new_owner(worker: str) -> str:
     """A fresh owner token for one attempt: readable (host:pid:…), unique per call."""
     return f"{worker}/{uuid.uuid4().hex[:8]}"

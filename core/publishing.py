@@ -25,7 +25,7 @@ from core.errors import ConcurrentChange, EffectNotSent, GalleyError, LookupUnav
 from core.failpoints import failpoint
 from core.history import guarded_update, move_draft, move_run, note_run
 from core.identity import publish_effect_key, text_hash
-from core.leases import lease_now
+from core.leases import PUBLISHER, lease_now
 from core.models import DraftRow, RunRow
 from core.policies import EffectOutcome, FailReason, PublishOutcome
 from core.ports import Clock, PostQuery, Publication, Publisher
@@ -36,7 +36,6 @@ from core.store import Store
 
 log = logging.getLogger(__name__)
 
-PUBLISHER = "publisher"
 NOT_SENT_CANCELLED = "the run was cancelled before it was sent"
 NOT_SENT_STALE = "approval went stale before it was sent"
 ORPHAN_NOT_SENT = "absent at the destination; its run no longer publishes it, so it is not sent"

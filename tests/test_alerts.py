@@ -17,7 +17,7 @@ from core.models import EffectRow
 from core.policies import EffectStep, Finding, PublishOutcome
 from core.states import DraftState, RunState
 from tests.fakes.slack_api import rate_limited
-from tests.fakes.webhook import accept_then_hang
+from tests.fakes.webhook import accept, accept_then_hang
 from tests.publishing_bots import BotHarness
 from tests.slack_harness import eventually
 from tests.worlds import ALERTS, HANG, HOOK_KEY, KEY, MENTIONS, RECIPE, RUN, SLOT, MakeWorld
@@ -132,3 +132,23 @@ def test_an_alert_and_its_settle_rewrite_count_as_one_alert(worlds: MakeWorld, d
 
 def _alerts_counted() -> float:
     return REGISTRY.get_sample_value("galley_alerts_total", {"outcome": "succeeded"}) or 0.0
+
+
+def test_a_settled_alert_names_the_person_not_the_worker_that_finished(
+    worlds: MakeWorld, db_url: str
+) -> None:
+    """A person says it was not published; a worker then publishes it: the settled alert
+    says who decided, never the worker's token."""
+    w = worlds(db_url)
+    w.go_uncertain()
+    w.alerts().sweep()
+    assert len(w.alert_messages()) == 1
+    w.hook.script_post(accept())
+    w.resolver().resolve(RUN, Finding.ABSENT, actor="U0ADMIN")
+    assert w.service().publish_run(RUN).outcome == PublishOutcome.PUBLISHED
+    assert w.run_row().state == RunState.SUCCEEDED
+
+    assert w.alerts().settle_resolved() == 1
+    [alert] = w.alert_messages()
+    assert "By U0ADMIN" in str(alert["blocks"])
+    assert "w1" not in str(alert["blocks"])
