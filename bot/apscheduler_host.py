@@ -181,6 +181,8 @@ class SchedulerHost:
             self._submit(record_skips, store, plan.to_skip, now)
         for recipe, slot in plan.to_run:
             self._submit(self.dispatcher.run_slot, recipe, slot)
+        for run_id in self.dispatcher.people_waiting():  # a bump made while it was down
+            self._submit(self.dispatcher.settle_pending, run_id)
 
     def wait_idle(self, timeout: float | None = None) -> None:
         """Block until the drafting pool has nothing left (tests and benchmarks)."""

@@ -230,8 +230,8 @@ def bump(
 ) -> None:
     """Raise a recipe's version: the only way to a second draft for a drafted slot."""
     with explained_errors():
-        version = open_galley().bump(recipe, actor=actor, reason=reason)
-    out.print(f"{recipe} is now v{version}", highlight=False)
+        bumped = open_galley().bump_recipe(recipe, actor=actor, reason=reason)
+    out.print(bumped.describe(), markup=False, highlight=False)
 
 
 @app.command()

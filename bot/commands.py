@@ -97,8 +97,7 @@ def _run(args: list[str], context: CommandContext) -> str:
 def _bump(args: list[str], context: CommandContext) -> str:
     name = _first(args)
     reason = " ".join(args[1:]) or None
-    version = context.galley.bump(name, actor=context.user, reason=reason)
-    return f"*{name}* is now v{version}."
+    return context.galley.bump_recipe(name, actor=context.user, reason=reason).describe()
 
 
 def _pause(args: list[str], context: CommandContext) -> str:

@@ -102,6 +102,17 @@ class SlotDispatcher:
             ).all()
         return list(found)
 
+    def people_waiting(self) -> list[str]:
+        """Pending runs that are a person's request (a bump, `galley draft` in a process
+        that stopped): a start drafts them at once rather than after STALE_PENDING."""
+        with self.store.read() as session:  # ix_runs_state_updated: pending runs are few
+            found = session.exec(
+                select(RunRow.id).where(
+                    col(RunRow.state) == RunState.PENDING, col(RunRow.manual).is_(True)
+                )
+            ).all()
+        return list(found)
+
     def settle_pending(self, run_id: str) -> DraftResult | None:
         """Pick a stale pending run up, or close it with a reason: a person's (a manual
         run, or one a bump sent back) is drafted at the current version with no

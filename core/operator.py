@@ -26,8 +26,7 @@ from sqlmodel import col, select
 
 from core.config import Config, Recipe, load_config
 from core.errors import ConfigError, DatabaseUnavailable, SlotError, UnknownRun
-from core.failpoints import failpoint
-from core.history import move_draft, move_run, record_event
+from core.history import record_event
 from core.history_pages import ready_counts
 from core.models import DraftRow, RecipeRow, RunRow
 from core.permissions import ListedOnly
@@ -41,7 +40,7 @@ from core.queries import (
     list_events,
     list_runs,
 )
-from core.rows import lock_draft, lock_run, run_row
+from core.rows import run_row
 from core.schedule import (
     Slot,
     latest_slot_at_or_before,
@@ -68,6 +67,7 @@ from core.views import (
 
 if TYPE_CHECKING:  # loaded by the operations that use them: reads stay light
     from core.acting import Desk, People
+    from core.bumps import Bumped
     from core.claims import DraftResult
     from core.drafting import Backoff, DraftingService
     from core.plots import Plots
@@ -242,50 +242,22 @@ class Galley:
         return Status(recipes=recipes, uncertain=list(uncertain))
 
     def bump(self, recipe_name: str, *, actor: str | None = None, reason: str | None = None) -> int:
-        """New version: the only way to a second draft for a slot that has one.
+        """New version: the only way to a second draft for a slot that has one; returns
+        the version (`bump_recipe` also says what became of the waiting drafts)."""
+        return self.bump_recipe(recipe_name, actor=actor, reason=reason).version
 
-        Drafts of older versions still waiting for review are superseded (they leave the
-        review queue) and their runs return to `pending`, to be drafted at the new version.
-        """
+    def bump_recipe(
+        self, recipe_name: str, *, actor: str | None = None, reason: str | None = None
+    ) -> Bumped:
+        """New version. Drafts of older versions still waiting for review are superseded
+        (they leave the review queue) and their runs return to `pending`, to be drafted
+        at the new version whatever their age (a person's request)."""
         actor = self.acting(actor, Role.ADMIN)
         self.recipe(recipe_name)
-        from core.claims import lock_recipe_row
+        from core.bumps import bump_in  # core.claims stays out of the light read commands
 
         with self.store.transaction() as session:
-            now = self.clock.now()
-            row = lock_recipe_row(session, recipe_name, now)  # ten bumps at once: +10
-            row.version += 1
-            row.changed_by, row.updated_at = actor, now
-            session.add(row)
-            record_event(
-                session,
-                subject="recipe",
-                subject_id=recipe_name,
-                to_state=f"v{row.version}",
-                actor=actor,
-                at=now,
-                reason=reason,
-            )
-            stale = session.exec(
-                select(DraftRow.run_id, DraftRow.key)
-                .where(
-                    col(DraftRow.recipe) == recipe_name,
-                    col(DraftRow.state) == DraftState.READY,
-                    col(DraftRow.version) < row.version,
-                )
-                .order_by(col(DraftRow.key))
-            ).all()
-            failpoint("bump_after_read")
-            why = f"recipe bumped to v{row.version}"
-            for run_id, key in stale:  # run, then draft (core/rows.py), each re-read locked
-                run, draft = lock_run(session, run_id), lock_draft(session, key)
-                if run is None or draft is None or draft.state != DraftState.READY:
-                    continue  # expired or decided since the read
-                move_draft(session, draft, DraftState.SUPERSEDED, actor=actor, at=now, reason=why)
-                if run.state == RunState.AWAITING_REVIEW and run.draft_key == draft.key:
-                    run.manual = True  # a person's request: drafted again whatever its age
-                    move_run(session, run, RunState.PENDING, actor=actor, at=now, reason=why)
-            return row.version
+            return bump_in(session, recipe_name, actor=actor, reason=reason, now=self.clock.now())
 
     def pause(
         self, target: str, *, actor: str | None = None, reason: str | None = None

@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 from sqlmodel import col, select
 
+from core.config import load_config
 from core.failpoints import FAILPOINT_EXIT_CODE
 from core.models import AttemptRow, DraftRow, EffectRow, RunRow
+from core.schedule import slots_between
 from core.states import DraftState, EffectState, RunState
 from core.store import Store
 from tests.conftest import config_text
@@ -255,3 +257,48 @@ def test_a_replica_killed_as_a_slot_fires_loses_no_slot(three_replicas: Deployme
     assert {killed_run, next_run} <= {d.run_id for d in drafts}
     takeover = [a for a in _attempts(three_replicas) if a.run_id == killed_run]
     assert [a.outcome for a in takeover] == ["abandoned", "ok"]
+
+
+def test_a_bump_before_a_start_drafts_both_bumped_slots_at_the_new_version_once(
+    weekly: Deployment,
+) -> None:
+    """`galley draft` twice (slots weeks old), `galley bump`, then `galley run`: the bump
+    is a person's request, so the start-up catch-up drafts both slots at v2, once each,
+    however late they are (misfire_grace is 5 minutes here)."""
+    recipe = load_config(Path(weekly.env["GALLEY_CONFIG"])).recipes["weekly-update"]
+    now = datetime.now(UTC)
+    slots = slots_between(recipe, now - timedelta(weeks=4, days=1), now - timedelta(weeks=2))[-2:]
+    assert len(slots) == 2
+    for slot in slots:
+        drafted = subprocess.run(
+            [str(GALLEY), "draft", "weekly-update", "--slot", slot.wall.isoformat()],
+            env=weekly.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert drafted.returncode == 0, drafted.stderr
+    bumped = subprocess.run(
+        [str(GALLEY), "bump", "weekly-update", "--as", "U0ADMIN"],
+        env=weekly.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bumped.returncode == 0, bumped.stderr
+    assert "2 drafts superseded; their slots will be drafted again at v2" in bumped.stdout
+
+    bot = weekly.start()
+    try:
+        wait_for(lambda: len([d for d in weekly.ready() if d.version == 2]) >= 2, 90, "v2 drafts")
+    finally:
+        bot.send_signal(signal.SIGTERM)
+        assert bot.wait(timeout=30) == 0
+
+    runs = {slot.run_id("weekly-update") for slot in slots}
+    v2 = [d for d in weekly.drafts() if d.version == 2 and d.run_id in runs]
+    assert sorted(d.run_id for d in v2) == sorted(runs)  # each bumped slot once, at v2
+    assert {r.id: r.state for r in weekly.runs() if r.id in runs} == dict.fromkeys(
+        runs, RunState.AWAITING_REVIEW
+    )
+    assert weekly.model_requests() == len(weekly.drafts())  # one request per draft made
