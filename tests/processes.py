@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.timing import scaled
+
 REPO = Path(__file__).resolve().parents[1]
 GALLEY = Path(sys.prefix) / "bin" / "galley"
 
@@ -36,7 +38,7 @@ def fake_server(module: str, state_file: Path) -> Iterator[str]:
         text=True,
     )
     try:
-        url = first_line(proc, timeout=30.0)
+        url = first_line(proc, timeout=scaled(30.0))
         assert url.startswith("http://"), f"{module} did not start: {url!r}"
         yield url
     finally:
@@ -46,10 +48,10 @@ def fake_server(module: str, state_file: Path) -> Iterator[str]:
 def stop(proc: subprocess.Popen[str], timeout: float = 10.0) -> None:
     proc.terminate()
     try:
-        proc.wait(timeout=timeout)
+        proc.wait(timeout=scaled(timeout))
     except subprocess.TimeoutExpired:
         proc.kill()
-        proc.wait(timeout=5)
+        proc.wait(timeout=scaled(5))
     if proc.stdout is not None:
         proc.stdout.close()
 
@@ -87,7 +89,8 @@ def galley_run_env(
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
+    """Poll until `condition()`; give up after `timeout` seconds, scaled (tests/timing.py)."""
+    deadline = time.monotonic() + scaled(timeout)
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")

@@ -30,6 +30,7 @@ from tests.conftest import config_text
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.slack_api import RESPONSE_URL, FakeSlack, RecordedCall
 from tests.slack_requests import SlackSender, block_actions, slash_command
+from tests.timing import scaled
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5-galley-test"
 CHANNEL = "C0REVIEW"
@@ -44,8 +45,9 @@ T = TypeVar("T")
 
 
 def eventually(probe: Callable[[], T], what: str, timeout: float = 5.0) -> T:
-    """Poll until `probe()` is truthy (Bolt acks first and runs listeners after)."""
-    deadline = time.monotonic() + timeout
+    """Poll until `probe()` is truthy (Bolt acks first and runs listeners after); the
+    timeout is scaled (tests/timing.py)."""
+    deadline = time.monotonic() + scaled(timeout)
     while True:
         value = probe()
         if value:

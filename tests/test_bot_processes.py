@@ -28,6 +28,7 @@ from tests.conftest import config_text
 from tests.fakes.anthropic_api import hang, read_requests, write_script
 from tests.fakes.slack_api import read_calls, read_messages
 from tests.processes import GALLEY, fake_server, galley_run_env, stop, wait_for
+from tests.timing import scaled
 
 pytestmark = pytest.mark.slow
 REVIEW = "C0REVIEW"
@@ -109,7 +110,7 @@ def test_killed_and_restarted_bot_drafts_every_due_slot_once(every_minute: Deplo
         wait_for(lambda: len(every_minute.ready()) >= 1, 60, "the first draft")
     finally:
         first.send_signal(signal.SIGKILL)
-        first.wait(timeout=10)
+        first.wait(timeout=scaled(10))
     killed_at = datetime.now(UTC)
     boundary = killed_at.replace(second=0, microsecond=0).timestamp() + 61
     time.sleep(max(0.0, boundary - time.time()))  # a slot falls due while the bot is down
@@ -120,7 +121,7 @@ def test_killed_and_restarted_bot_drafts_every_due_slot_once(every_minute: Deplo
         wait_for(lambda: every_minute.review_posts() >= 2, 30, "review posts")
     finally:
         second.send_signal(signal.SIGTERM)
-        assert second.wait(timeout=30) == 0
+        assert second.wait(timeout=scaled(30)) == 0
 
     drafts = every_minute.drafts()
     runs = every_minute.runs()
@@ -153,7 +154,7 @@ def test_sigterm_exits_within_the_grace_even_while_a_model_call_hangs(
         raise
     asked = time.monotonic()
     bot.send_signal(signal.SIGTERM)
-    code = bot.wait(timeout=30)
+    code = bot.wait(timeout=scaled(30))
     took = time.monotonic() - asked
 
     assert code == 0
@@ -175,7 +176,7 @@ def test_killed_right_after_the_review_post_finds_it_instead_of_posting_again(
     assert '"drafted"' in drafted.stdout, drafted.stderr
 
     crashed = weekly.start(failpoint="after_review_post")
-    assert crashed.wait(timeout=60) == FAILPOINT_EXIT_CODE
+    assert crashed.wait(timeout=scaled(60)) == FAILPOINT_EXIT_CODE
     assert weekly.review_posts() == 1
     [message] = read_messages(weekly.slack_state)[REVIEW]
 
@@ -233,7 +234,7 @@ def test_a_replica_killed_as_a_slot_fires_loses_no_slot(three_replicas: Deployme
         [first] = _attempts(three_replicas)
         [holder] = [r for r in replicas if f":{r.pid}:" in first.worker]
         holder.send_signal(signal.SIGKILL)
-        holder.wait(timeout=10)
+        holder.wait(timeout=scaled(10))
         killed_run = first.run_id
         wait_for(
             lambda: _state(three_replicas, killed_run) == RunState.AWAITING_REVIEW,
@@ -293,7 +294,7 @@ def test_a_bump_before_a_start_drafts_both_bumped_slots_at_the_new_version_once(
         wait_for(lambda: len([d for d in weekly.ready() if d.version == 2]) >= 2, 90, "v2 drafts")
     finally:
         bot.send_signal(signal.SIGTERM)
-        assert bot.wait(timeout=30) == 0
+        assert bot.wait(timeout=scaled(30)) == 0
 
     runs = {slot.run_id("weekly-update") for slot in slots}
     v2 = [d for d in weekly.drafts() if d.version == 2 and d.run_id in runs]

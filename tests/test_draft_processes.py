@@ -29,6 +29,7 @@ from core.store import Store
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import hang, read_requests, write_script
 from tests.processes import GALLEY, fake_server, galley_env
+from tests.timing import scaled
 
 pytestmark = pytest.mark.slow
 
@@ -111,7 +112,7 @@ class Finished:
 
 def finish(proc: subprocess.Popen[str], timeout: float = RUN_TIMEOUT) -> Finished:
     try:
-        stdout, stderr = proc.communicate(timeout=timeout)
+        stdout, stderr = proc.communicate(timeout=scaled(timeout))
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
@@ -168,7 +169,7 @@ def snapshot(db_url: str) -> Snapshot:
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 20.0) -> T:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while True:
         found = probe()
         if found:

@@ -28,6 +28,7 @@ from core.store import Store
 from tests.conftest import config_text, make_config
 from tests.fakes.anthropic_api import FakeAnthropic, read_requests, write_script
 from tests.processes import GALLEY, fake_server, galley_run_env, stop, wait_for
+from tests.timing import scaled
 
 FAKE_LATENCY_S = 0.5
 SLOT = "2026-11-23T09:00"
@@ -106,7 +107,7 @@ def test_a_fresh_galley_run_loads_the_drafter_before_the_first_fire(
 
         wait_for(drafted, 120, "the catch-up's draft")
         proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=60)
+        _, stderr = proc.communicate(timeout=scaled(60))
     finally:
         if proc.poll() is None:
             stop(proc)

@@ -39,6 +39,7 @@ from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.slack_api import RESPONSE_URL, FakeSlack, rate_limited
 from tests.processes import GALLEY, fake_server, galley_run_env, wait_for
 from tests.slack_requests import SlackSender, block_actions, slash_command
+from tests.timing import scaled
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5-galley-test"
 RECIPE = "weekly-update"
@@ -234,7 +235,7 @@ def test_json_log_has_one_state_change_line_per_event_row(tmp_path: Path, db_url
             wait_for(lambda: _review_posted(store), 60, "the start-up draft's review post")
         finally:
             proc.send_signal(signal.SIGTERM)
-            _, stderr = proc.communicate(timeout=30)
+            _, stderr = proc.communicate(timeout=scaled(30))
     assert proc.returncode == 0, stderr
     lines = [json.loads(line) for line in stderr.splitlines()]  # every line is one object
     told = [

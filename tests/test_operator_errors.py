@@ -18,6 +18,7 @@ from tests.conftest import PG_URL, config_text
 from tests.fakes.server import closed_port
 from tests.fakes.slack_api import FakeSlack, error
 from tests.processes import GALLEY, galley_env
+from tests.timing import scaled
 
 pytestmark = pytest.mark.slow
 EXIT_USAGE = 2
@@ -32,7 +33,11 @@ def config(tmp_path: Path) -> Path:
 
 def galley(*args: str, timeout: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(GALLEY), *args], env=galley_env(**env), capture_output=True, text=True, timeout=timeout
+        [str(GALLEY), *args],
+        env=galley_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=scaled(timeout),
     )
 
 

@@ -32,6 +32,7 @@ from tests.approvals import approve
 from tests.conftest import config_text
 from tests.fakes.webhook import read_posts, read_publications
 from tests.processes import GALLEY, fake_server, galley_run_env, stop, wait_for
+from tests.timing import scaled
 
 pytestmark = pytest.mark.slow
 
@@ -57,7 +58,7 @@ class Deployment:
 
     def galley(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(GALLEY), *args], env=self.env, capture_output=True, text=True, timeout=60
+            [str(GALLEY), *args], env=self.env, capture_output=True, text=True, timeout=scaled(60)
         )
 
     def start(self, failpoint: str | None = None) -> subprocess.Popen[str]:
@@ -154,7 +155,7 @@ def test_a_bot_killed_at_a_publishing_step_publishes_exactly_once_after_a_restar
     deployment.draft_and_approve()
 
     crashed = deployment.start(failpoint=failpoint)
-    assert crashed.wait(timeout=60) == FAILPOINT_EXIT_CODE, deployment.log_of(1)
+    assert crashed.wait(timeout=scaled(60)) == FAILPOINT_EXIT_CODE, deployment.log_of(1)
     assert f"failpoint {failpoint} reached" in deployment.log_of(1)
     assert deployment.posts() == posts_at_crash
     assert len(deployment.publications()) == posts_at_crash

@@ -16,6 +16,7 @@ from core.errors import SlackUnavailable
 from tests.conftest import config_text
 from tests.fakes.slack_api import FakeSlack, error, rate_limited
 from tests.processes import GALLEY, galley_env
+from tests.timing import scaled
 
 EXIT_USAGE = 2
 
@@ -72,7 +73,11 @@ def galley_run(tmp_path: Path, config: str, **env: str) -> subprocess.CompletedP
         "GALLEY_HTTP_PORT": "0",
     } | env
     return subprocess.run(
-        [str(GALLEY), "run"], env=galley_env(**values), capture_output=True, text=True, timeout=120
+        [str(GALLEY), "run"],
+        env=galley_env(**values),
+        capture_output=True,
+        text=True,
+        timeout=scaled(120),
     )
 
 

@@ -28,6 +28,7 @@ from tests.conftest import config_text
 from tests.fakes.anthropic_api import hang, ok, read_requests, write_script
 from tests.posts import REWORDED, SEEN
 from tests.processes import GALLEY, fake_server, galley_env
+from tests.timing import scaled
 
 pytestmark = pytest.mark.slow
 
@@ -51,7 +52,7 @@ def galley_draft(env: dict[str, str], cwd: Path, slot: str) -> subprocess.Popen[
 
 
 def outcome(proc: subprocess.Popen[str]) -> Any:
-    stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT)
+    stdout, stderr = proc.communicate(timeout=scaled(RUN_TIMEOUT))
     assert stdout.strip(), stderr
     return json.loads(stdout)["outcome"]
 
@@ -88,7 +89,7 @@ def test_a_worker_killed_mid_redraft_is_taken_over_without_a_second_redraft(
         doomed = galley_draft(env, tmp_path, LATER)
         wait_for_requests(state_file, 3)  # the earlier week, the answer, the redraft call
         doomed.send_signal(signal.SIGKILL)
-        doomed.communicate(timeout=10)
+        doomed.communicate(timeout=scaled(10))
         time.sleep(3.5)  # past the dead worker's lease
 
         write_script(state_file, [ok(text=REWORDED)])

@@ -41,6 +41,7 @@ from core.store import Store
 from tests import stress
 from tests.conftest import config_text
 from tests.fakes.webhook import FakeWebhook, accept_then_hang
+from tests.timing import scaled
 
 pytestmark = pytest.mark.slow
 OPERATIONS = int(os.environ.get("GALLEY_STRESS_OPERATIONS", "150"))
@@ -133,7 +134,7 @@ def test_random_concurrent_operations_keep_every_invariant(
     for thread in threads:
         thread.join(600)
     for process in processes:
-        _, err = process.communicate(timeout=600)
+        _, err = process.communicate(timeout=scaled(600))
         assert process.returncode == 0, err[-3000:]
     assert len(refusals) == THREADS
 
