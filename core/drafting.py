@@ -34,7 +34,13 @@ from core.ports import Clock, Drafter, DraftRequest, ModelReply, SystemClock
 from core.publish_queue import PUBLISH_STEP
 from core.rows import lock_draft, lock_run, required
 from core.schedule import Slot
-from core.similarity import RedraftReason, avoiding, record_similarity, redraft_reason
+from core.similarity import (
+    RedraftReason,
+    avoiding,
+    closest_seen,
+    note_similarity,
+    redraft_reason,
+)
 from core.states import DraftState, EffectState, RunState
 from core.store import Store
 
@@ -232,6 +238,7 @@ class DraftingService:
         # The paid call is on record before the draft is: storing it may still be
         # refused (the run was cancelled meanwhile), and its tokens count either way.
         self._finish_attempt(claim, number, started, reply=reply)
+        seen = closest_seen(self.store, recipe, claim.draft_key, reply.text, self.clock.now())
         with self.store.transaction() as session:
             now = self.clock.now()
             recipe_row = lock_recipe_row(session, claim.run_id.partition("@")[0], now)
@@ -257,7 +264,7 @@ class DraftingService:
                 detail = self._store_superseded(session, draft, run, recipe_row, claim, now)
             else:
                 _supersede_older_drafts(session, claim, claim.owner, now)
-                record_similarity(session, draft, recipe.similar_window, now)
+                note_similarity(session, draft, seen)
                 move_run(session, run, RunState.AWAITING_REVIEW, actor=claim.owner, at=now)
         failpoint("after_draft_commit")
         return DraftResult(DraftOutcome.DRAFTED, claim.run_id, claim.draft_key, None, detail)

@@ -114,8 +114,8 @@ def closest(text: str, candidates: list[Candidate]) -> Match | None:
 def record_similarity(
     session: Session, draft: DraftRow, window: timedelta, now: datetime
 ) -> Match | None:
-    """Store the closest draft people saw on `draft`, in the caller's transaction: the one
-    that makes the draft `ready`, so the check is never lost nor made twice."""
+    """Read, score and store the closest draft people saw on `draft`, all in the
+    caller's transaction."""
     candidates = comparison_set(
         session,
         recipe=draft.recipe,
@@ -124,11 +124,34 @@ def record_similarity(
         since=now - window,
     )
     match = closest(draft.text or "", candidates)
+    note_similarity(session, draft, match)
+    return match
+
+
+def closest_seen(
+    store: Store, recipe: Recipe, draft_key: str, text: str, now: datetime
+) -> Match | None:
+    """The closest draft people saw, read and scored before the write that stores the
+    draft, so the write lock is not held while up to MAX_COMPARED texts are scored. A
+    draft made ready in between is not compared: at worst a warning is missed, never a
+    draft lost or stored twice (the write that makes it `ready` stores this result)."""
+    with store.read() as session:
+        candidates = comparison_set(
+            session,
+            recipe=recipe.name,
+            platform=recipe.platform,
+            exclude=draft_key,
+            since=now - recipe.similar_window,
+        )
+    return closest(text, candidates)
+
+
+def note_similarity(session: Session, draft: DraftRow, match: Match | None) -> None:
+    """Store `match` on `draft`, in the caller's transaction (the one that makes it ready)."""
     draft.similar_to = match.key if match else None
     draft.similar_score = match.score if match else 0
     draft.similar_method = METHOD
     session.add(draft)
-    return match
 
 
 @dataclass(frozen=True)
