@@ -26,7 +26,7 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.socket_mode.websocket_client import SocketModeClient
 from websocket import WebSocketTimeoutException
 
-from core.deliveries import first_delivery
+from core.deliveries import DeliveryBook
 from core.errors import ConfigError
 from core.ports import Clock
 from core.store import Store
@@ -92,6 +92,7 @@ class SocketLink(BaseSocketModeHandler):
     def __init__(self, app: App, app_token: str, *, store: Store, clock: Clock) -> None:
         self.app = app
         self.store, self.clock = store, clock
+        self.deliveries = DeliveryBook(store, clock)
         self.client = socket_mode_client(app_token, app.client, app.logger)
         self.client.socket_mode_request_listeners.append(self.handle)
         self.client.message_listeners.append(self._note_hello)
@@ -102,7 +103,7 @@ class SocketLink(BaseSocketModeHandler):
             self._greeted = client.current_session
 
     def handle(self, client: Any, req: SocketModeRequest) -> None:
-        if not first_delivery(self.store, req.envelope_id, self.clock.now()):
+        if not self.deliveries.first(req.envelope_id):
             log.info(
                 "envelope %s delivered again (retry %s): acked, not acted on",
                 req.envelope_id,

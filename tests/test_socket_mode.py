@@ -11,6 +11,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,13 +20,14 @@ from urllib.parse import parse_qsl
 
 import httpx
 import pytest
-from sqlmodel import col, update
+from sqlmodel import col, select, update
 
-from core.deliveries import first_delivery, forget_old_deliveries
+from core.deliveries import DeliveryBook, first_delivery, forget_old_deliveries
 from core.errors import ConfigError
-from core.models import RunRow
+from core.models import DeliveryRow, RunRow
 from core.states import DraftState, RunState
 from core.store import Store
+from core.testing import FrozenClock
 from tests import bots
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import FakeAnthropic, ok
@@ -490,6 +492,45 @@ def test_one_delivery_of_an_envelope_wins_among_concurrent_ones_and_old_ones_are
     assert forget_old_deliveries(store, now + timedelta(minutes=70)) == 1  # Env-1 only
     assert first_delivery(store, "Env-1", now + timedelta(minutes=70)) is True
     assert first_delivery(store, "Env-2", now + timedelta(minutes=70)) is False
+
+
+def test_a_burst_of_deliveries_is_recorded_in_two_writes_and_each_envelope_wins_once(
+    store: Store,
+) -> None:
+    """Twenty listener threads at once, ten envelopes each delivered twice: the first
+    write is held until the other nineteen wait, and they all go in the second one."""
+    book = DeliveryBook(store, FrozenClock(datetime(2026, 11, 25, 12, 0, tzinfo=UTC)))
+    real = store.transaction
+    writes: list[int] = []
+
+    @contextmanager
+    def counted() -> Iterator[Any]:
+        writes.append(1)
+        if len(writes) == 1:  # the leader's write: let the burst queue up behind it
+            deadline = time.monotonic() + 10
+            while len(book._waiting) < 19 and time.monotonic() < deadline:
+                time.sleep(0.005)
+        with real() as session:
+            yield session
+
+    store.transaction = counted  # type: ignore[method-assign]
+    barrier = threading.Barrier(20)
+    wins: dict[str, list[bool]] = {f"Env-{n % 10}": [] for n in range(20)}
+
+    def deliver(envelope: str) -> None:
+        barrier.wait()
+        wins[envelope].append(book.first(envelope))
+
+    threads = [threading.Thread(target=deliver, args=(f"Env-{n % 10}",)) for n in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+
+    assert all(sorted(won) == [False, True] for won in wins.values()), wins
+    assert len(writes) == 2
+    with store.read() as session:
+        assert len(session.exec(select(DeliveryRow)).all()) == 10
 
 
 def test_an_app_token_slack_refuses_stops_the_start_with_one_line_naming_it(
