@@ -257,6 +257,9 @@ def _decision_line(item: ReviewItem) -> tuple[str, str]:
     _require_aware(at, "decided_at")
     when = _slack_date(at)
     who = f" by {mention_user(item.decided_by)}" if item.decided_by else ""
+    approvers = item.approvals.approvers if item.approvals else ()
+    if len(approvers) > 1:  # approvals_required people decided together (§22)
+        who = " by " + " and ".join(mention_user(person) for person in approvers)
     match item.state:
         case DraftState.APPROVED | DraftState.PUBLISHED:
             return f"✅ Approved{who} {when}", DraftState.APPROVED

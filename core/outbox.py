@@ -22,7 +22,7 @@ from core.effects import EffectLedger, EffectSpec, Proof, Receipt
 from core.errors import GalleyError
 from core.failpoints import failpoint
 from core.gate import ready_count
-from core.identity import review_effect_key
+from core.identity import review_effect_key, review_update_key
 from core.models import EffectRow, RecipeRow, unsettled_receipt
 from core.policies import Backpressure, EffectOutcome
 from core.ports import BackpressureNotice, MessageRef, ReviewItem, ReviewSurface
@@ -143,7 +143,7 @@ class ReviewOutbox:
     def _update_once(self, item: ReviewItem, ref: MessageRef) -> int:
         """An update is safe to repeat: a failed or unknown one is simply tried again."""
         spec = EffectSpec(
-            f"{review_effect_key(item.draft_key)}-update:{item.state}:{item.revision}",
+            review_update_key(item.draft_key, item.state, item.revision, _approvals_shown(item)),
             draft_key=item.draft_key,
             step=REWRITE_STEP,
             payload={"channel": ref.channel, "ts": ref.ts, "state": item.state},
@@ -292,6 +292,13 @@ def _one_rewrite_at_a_time(
     if other is not None:
         return f"another rewrite of {item.draft_key} is on its way ({other})"
     return None
+
+
+def _approvals_shown(item: ReviewItem) -> int:
+    """Approvals a waiting draft's message shows: each one is a rewrite of its own."""
+    if item.approvals is None or item.state != DraftState.READY:
+        return 0
+    return len(item.approvals.approvers)
 
 
 def _notice_key(row: RecipeRow, kind: Backpressure) -> str:
