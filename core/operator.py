@@ -71,6 +71,7 @@ if TYPE_CHECKING:  # loaded by the operations that use them: reads stay light
     from core.claims import DraftResult
     from core.drafting import Backoff, DraftingService
     from core.plots import Plots
+    from core.redrafting import RedraftService
     from core.resolution import Resolver
 
 ALL = "all"
@@ -146,6 +147,17 @@ class Galley:
                 self.store, self._drafter, clock=self.clock, backoff=self._backoff
             )
         return self._service
+
+    @cached_property
+    def redrafting(self) -> RedraftService:
+        """Reviewers' redrafts (docs/design.md §22), on the drafting service's worker."""
+        from core.redrafting import RedraftService
+
+        drafter = self.drafting.drafter if self._drafter is not None else None
+        worker = self.drafting.worker if drafter is not None else None
+        return RedraftService(
+            self.store, self.config, self.clock, drafter, worker=worker, backoff=self._backoff
+        )
 
     def __repr__(self) -> str:
         return f"<Galley {self.opened}>"
@@ -447,6 +459,24 @@ class Galley:
         from core.acting import as_answer
 
         return as_answer(self.desk.edit(draft, text, revision, user=user))
+
+    def redraft(
+        self,
+        draft: DraftDetail | str,
+        note: str,
+        revision: int | None = None,
+        *,
+        user: str | None = None,
+    ) -> Answer:
+        """Ask the model for the next revision of the revision read, with `note` saying
+        what to change; one model call however often it is asked (docs/design.md §22)."""
+        from core.acting import as_answer
+        from core.redraft_claims import RedraftClaim
+
+        claimed = self.desk.ask_redraft(self.redrafting, draft, revision, note, user=user)
+        if isinstance(claimed, RedraftClaim):
+            return as_answer(self.redrafting.run(claimed))
+        return as_answer(claimed)
 
     # --- reading ------------------------------------------------------------------------
 
