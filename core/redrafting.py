@@ -125,9 +125,9 @@ class RedraftService:
             if isinstance(claimed, RedraftClaim):
                 return claimed
             refusal, why = claimed
-            return _refusal(
-                draft_key, refusal, _limit_sentence(refusal, why), review_item(draft, run)
-            )
+            # asked for already: the message shows it as it is, and needs no rewrite
+            shown = None if refusal == Refusal.REDRAFTING else review_item(draft, run)
+            return _refusal(draft_key, refusal, _limit_sentence(refusal, why), shown)
 
     def take_over_expired(self, key: str) -> RedraftClaim | None:
         """The claim of a holder that stopped renewing it, now ours; None if it is live,
