@@ -17,6 +17,7 @@ plots in `core/plots.py`.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from datetime import datetime
 from functools import cached_property
@@ -60,6 +61,8 @@ from core.views import (
     DraftList,
     EffectList,
     EventList,
+    FeedbackList,
+    RecipeFeedback,
     RecipeStatus,
     RunList,
     RunSummary,
@@ -405,6 +408,23 @@ class Galley:
         with self.store.transaction() as session:
             return recipe_record(session, recipe_name, self.clock.now())
 
+    def feedback(self, recipe_name: str, days: int = 30) -> FeedbackList:
+        """What reviewers said about the recipe's drafts over `days`: rejections with
+        their reasons and redrafts with their notes, newest first, as a table."""
+        from core.feedback import feedback_entries, recent
+
+        self.recipe(recipe_name)
+        with self.store.read() as session:
+            return feedback_entries(session, recipe_name, recent(self.clock.now(), days))
+
+    def feedback_summary(self, recipe_name: str, days: int = 30) -> RecipeFeedback:
+        """Redrafts and rejections over `days`, and the change asked for most."""
+        from core.feedback import last_days, recent, recipe_feedback
+
+        with self.store.read() as session:
+            since = recent(self.clock.now(), days)
+            return recipe_feedback(session, recipe_name, since, last_days(days))
+
     # --- acting as a person -------------------------------------------------------------
 
     @property
@@ -512,7 +532,9 @@ class Galley:
         """A run id or a draft key: the text, its revisions, decisions, attempts (with
         causes) and effects (with external ids). What `galley show` prints."""
         with self.store.transaction() as session:
-            return draft_detail(session, ref)
+            detail = draft_detail(session, ref)
+        said = self.feedback_summary(detail.run.recipe)  # reviewers' words (§22)
+        return dataclasses.replace(detail, feedback=said.line())
 
     def events(self, run: str | None = None, *, limit: int | None = 200) -> EventList:
         """A run's history in order, or the newest events of all."""
