@@ -7,13 +7,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from typing import Any
 
-import pytest
-
-import galley
-from core.settings import Settings
 from core.states import DraftState
 from tests.fakes.anthropic_api import ok
 from tests.slack_harness import (
@@ -24,8 +19,6 @@ from tests.slack_harness import (
     SETTLE,
     Harness,
     StartBot,
-    age_past_review_window,
-    bump_recipe,
     button,
     edit_revision_1,
     eventually,
@@ -96,59 +89,6 @@ def test_one_redraft_submission_delivered_three_times_makes_one_model_request(
     [reply] = eventually(lambda: h.replies(OTHER), "the stale approval's refusal")
     assert "edited since" in reply and "revision 2" in reply
     assert h.draft_row().state == DraftState.READY and h.draft_events(DraftState.APPROVED) == []
-
-
-def notebook(h: Harness) -> galley.Galley:
-    settings = Settings(
-        galley_config=h.bot.settings.galley_config,
-        galley_database_url=h.bot.settings.galley_database_url,
-    )
-    return galley.connect(EDITOR, settings=settings, clock=h.bot.galley.clock)
-
-
-def redraft_in_notebook(h: Harness, read: galley.DraftDetail, view: dict[str, Any]) -> str:
-    answer = notebook(h).redraft(read, NOTE)
-    assert not answer.accepted
-    return answer.message
-
-
-def redraft_in_slack(h: Harness, read: galley.DraftDetail, view: dict[str, Any]) -> str:
-    assert h.sender.interactive(submission(view)).status_code == 200
-    [reply] = eventually(lambda: h.ephemerals(EDITOR), "the refusal")
-    return reply
-
-
-@pytest.mark.parametrize(
-    "redraft",
-    [pytest.param(redraft_in_notebook, id="api"), pytest.param(redraft_in_slack, id="slack")],
-)
-@pytest.mark.parametrize(
-    ("change", "says", "state_after"),
-    [
-        pytest.param(bump_recipe, "superseded", DraftState.SUPERSEDED, id="bumped"),
-        pytest.param(edit_revision_1, "edited since", DraftState.READY, id="edited"),
-        pytest.param(age_past_review_window, "review window", DraftState.READY, id="expired"),
-    ],
-)
-def test_a_stale_redraft_calls_no_model_and_says_why_on_both_surfaces(
-    start_bot: StartBot,
-    db_url: str,
-    redraft: Callable[[Harness, galley.DraftDetail, dict[str, Any]], str],
-    change: Callable[[Harness], None],
-    says: str,
-    state_after: DraftState,
-) -> None:
-    h = start_bot(db_url, slack=PEOPLE)
-    h.draft_and_post()
-    read, view = notebook(h).show(KEY), redraft_view(h)  # both read revision 1
-    change(h)
-
-    said = redraft(h, read, view)
-
-    assert says in said.lower()
-    time.sleep(SETTLE)
-    assert len(model_requests(h)) == 1  # the first draft only
-    assert h.draft_row().state == state_after  # a redraft expires nothing: it only asks
 
 
 def test_two_approvals_through_slack_show_progress_then_both_names(
