@@ -55,15 +55,18 @@ def claim_redraft(
 ) -> RedraftClaim | tuple[Refusal, str]:
     """Claim the redraft of the draft's current revision (the caller holds the draft's
     lock and checked it is the revision clicked), or say why not: asked for already, or a
-    limit reached. A claim whose holder died is taken over here."""
+    limit reached. A claim whose holder died is taken over here; one whose model call
+    failed may be asked for again (its calls count against max_attempts)."""
     key = redraft_key(draft.key, draft.revision)
     now = lease_now(session, clock)
     existing = session.get(RedraftRow, key)
-    if existing is not None:
+    if existing is not None and existing.state != RedraftState.FAILED:
         return take_over(session, existing, owner, recipe.takeover_after, now)
     limit = redraft_limit(session, recipe, draft, now)
     if limit is not None:
         return limit
+    if existing is not None:
+        return _ask_again(session, existing, note, user, owner, now + recipe.takeover_after)
     inserted = insert_ignore(
         session,
         RedraftRow,
@@ -83,6 +86,30 @@ def claim_redraft(
         return Refusal.REDRAFTING, f"revision {draft.revision} is being redrafted already"
     return RedraftClaim(
         key, draft.key, draft.run_id, draft.recipe, draft.revision, note, user, owner
+    )
+
+
+def _ask_again(
+    session: Session, row: RedraftRow, note: str, user: str, owner: str, lease_until: datetime
+) -> RedraftClaim | tuple[Refusal, str]:
+    """A failed redraft of this revision, claimed afresh (fenced: still failed)."""
+    claimed = session.execute(
+        sa.update(RedraftRow)
+        .where(col(RedraftRow.key) == row.key, col(RedraftRow.state) == RedraftState.FAILED)
+        .values(
+            state=RedraftState.CLAIMED,
+            note=note,
+            requested_by=user,
+            claimed_by=owner,
+            lease_until=lease_until,
+            detail=None,
+            finished_at=None,
+        )
+    )
+    if claimed.rowcount != 1:  # type: ignore[attr-defined]
+        return Refusal.REDRAFTING, f"revision {row.from_revision} is being redrafted already"
+    return RedraftClaim(
+        row.key, row.draft_key, row.run_id, row.recipe, row.from_revision, note, user, owner
     )
 
 

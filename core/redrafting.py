@@ -142,7 +142,14 @@ class RedraftService:
             return taken if isinstance(taken, RedraftClaim) else None
 
     def run(self, claim: RedraftClaim) -> ReviewAnswer:
-        """Call the model for a claimed redraft and store its answer as the next revision."""
+        """Call the model for a claimed redraft and store its answer as the next revision;
+        a holder whose claim was taken over stores nothing and says so."""
+        try:
+            return self._call_and_store(claim)
+        except LostClaim as lost:
+            return _refusal(claim.draft_key, Refusal.REDRAFTING, str(lost))
+
+    def _call_and_store(self, claim: RedraftClaim) -> ReviewAnswer:
         recipe = self.config.recipes.get(claim.recipe)
         if recipe is None or self.drafter is None:
             why = "no drafter (ANTHROPIC_API_KEY is not set)" if recipe else "recipe not in config"
@@ -155,28 +162,25 @@ class RedraftService:
         def renew() -> bool:
             return renew_redraft(self.store, claim, recipe.takeover_after, self.clock)
 
-        try:
-            with Heartbeat(renew, recipe.heartbeat, claim.key) as keeper:
-                while True:
-                    number = self._begin_attempt(recipe, claim)
-                    if number is None:
-                        return self._fail(claim, f"max_attempts ({recipe.max_attempts}) reached")
-                    try:
-                        reply = self.drafter.draft(request)
-                    except ModelCallFailed as failure:
-                        self._finish_attempt(claim, number, failure=failure)
-                        cause = attempt_cause(failure.outcome, failure.status, str(failure))
-                        delay = self.backoff.delay(number, failure.retry_after)
-                        if not failure.outcome.retryable or time.monotonic() + delay > deadline:
-                            return self._fail(claim, cause)
-                        if keeper.lost.wait(delay):
-                            raise LostClaim(f"redraft {claim.key} was taken over") from None
-                        continue
-                    failpoint("after_redraft_reply")
-                    self._finish_attempt(claim, number, reply=reply)
-                    return self._store(recipe, claim, reply)
-        except LostClaim as lost:
-            return _refusal(claim.draft_key, Refusal.REDRAFTING, str(lost))
+        with Heartbeat(renew, recipe.heartbeat, claim.key) as keeper:
+            while True:
+                number = self._begin_attempt(recipe, claim)
+                if number is None:
+                    return self._fail(claim, f"max_attempts ({recipe.max_attempts}) reached")
+                try:
+                    reply = self.drafter.draft(request)
+                except ModelCallFailed as failure:
+                    self._finish_attempt(claim, number, failure=failure)
+                    cause = attempt_cause(failure.outcome, failure.status, str(failure))
+                    delay = self.backoff.delay(number, failure.retry_after)
+                    if not failure.outcome.retryable or time.monotonic() + delay > deadline:
+                        return self._fail(claim, cause)
+                    if keeper.lost.wait(delay):
+                        raise LostClaim(f"redraft {claim.key} was taken over") from None
+                    continue
+                failpoint("after_redraft_reply")
+                self._finish_attempt(claim, number, reply=reply)
+                return self._store(recipe, claim, reply)
 
     def _request(self, recipe: Recipe, claim: RedraftClaim) -> DraftRequest | None:
         with self.store.read() as session:
@@ -233,17 +237,17 @@ class RedraftService:
                 "model": reply.model,
                 "request_id": reply.request_id,
                 "stop_reason": reply.stop_reason,
-                "input_tokens": reply.input_tokens,
-                "output_tokens": reply.output_tokens,
-                "cache_creation_tokens": reply.cache_creation_tokens,
-                "cache_read_tokens": reply.cache_read_tokens,
             }
-        with self.store.transaction() as session:
+            values |= _usage(reply)
+        row = col(AttemptRow.id) == attempt_id(claim.run_id, number)
+        with self.store.transaction() as session:  # one marked abandoned by a taker stays so…
             session.execute(
                 sa.update(AttemptRow)
-                .where(col(AttemptRow.id) == attempt_id(claim.run_id, number))
+                .where(row, col(AttemptRow.finished_at).is_(None))
                 .values(**values)
             )
+            if reply is not None:  # …but what it cost was paid all the same, and counts
+                session.execute(sa.update(AttemptRow).where(row).values(**_usage(reply)))
 
     def _store(self, recipe: Recipe, claim: RedraftClaim, reply: ModelReply) -> ReviewAnswer:
         if not reply.text.strip():
@@ -279,6 +283,15 @@ class RedraftService:
             finish_redraft(session, claim, RedraftState.FAILED, self.clock.now(), why)
         log.warning("redraft %s failed: %s", claim.key, why)
         return ReviewAnswer(False, f"The redraft failed: {why}.", claim.draft_key)
+
+
+def _usage(reply: ModelReply) -> dict[str, int]:
+    return {
+        "input_tokens": reply.input_tokens,
+        "output_tokens": reply.output_tokens,
+        "cache_creation_tokens": reply.cache_creation_tokens,
+        "cache_read_tokens": reply.cache_read_tokens,
+    }
 
 
 def _refusal(

@@ -13,8 +13,10 @@ from sqlmodel import col, select
 
 from core.config import Config, parse_config
 from core.drafting import DraftingService
+from core.errors import ModelCallFailed
 from core.models import AttemptRow, DraftRevisionRow, RedraftRow
-from core.policies import AttemptCause, RedraftState, Refusal, Verdict
+from core.policies import AttemptCause, AttemptOutcome, RedraftState, Refusal, Verdict
+from core.ports import DraftRequest, ModelReply
 from core.redraft_claims import RedraftClaim
 from core.redrafting import RedraftService
 from core.review import ReviewAnswer, decide, edit
@@ -293,3 +295,32 @@ def test_the_requester_of_a_redraft_may_approve_it_when_editors_may_not(
     )
 
     assert answer.accepted and the_draft(store, key)[0] == DraftState.APPROVED
+
+
+class RefusingDrafter:
+    """A model API that rejects the request (400): not retried."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def draft(self, request: DraftRequest) -> ModelReply:
+        self.calls += 1
+        raise ModelCallFailed(AttemptOutcome.INVALID_REQUEST, "HTTP 400: bad", status=400)
+
+
+def test_a_failed_redraft_is_told_changes_nothing_and_may_be_asked_again(
+    store: Store, clock: FrozenClock
+) -> None:
+    cfg = config()
+    key = drafted(store, clock, cfg)
+    refusing = RefusingDrafter()
+    failed = RedraftService(store, cfg, clock, refusing, worker="w2").run(
+        claimed(RedraftService(store, cfg, clock, refusing, worker="w2"), key)
+    )
+
+    assert not failed.accepted and "rejected the request" in failed.message
+    assert the_draft(store, key) == (DraftState.READY, 1, "The first draft.")
+    service = RedraftService(store, cfg, clock, InstantDrafter("Second time lucky."), worker="w3")
+    assert service.run(claimed(service, key)).accepted
+    assert the_draft(store, key) == (DraftState.READY, 2, "Second time lucky.")
+    assert [a.outcome for a in redraft_attempts(store, key)] == ["invalid_request", "ok"]
