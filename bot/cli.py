@@ -307,29 +307,6 @@ def skip(
 
 
 @app.command()
-def redraft(
-    key: Annotated[str, typer.Argument(metavar="DRAFT_KEY", help="The draft key.")],
-    note: Annotated[str, typer.Option("--note", help="What to change, for the model.")],
-    revision: Annotated[
-        int | None, typer.Option(help="The revision read (default: current).")
-    ] = None,
-    actor: Annotated[
-        str | None, typer.Option("--as", help="Who asks (default: GALLEY_USER).")
-    ] = None,
-) -> None:
-    """Ask the model for the next revision of a waiting draft, with a note (§22)."""
-    with explained_errors():
-        galley = open_galley()
-        read = galley.show(key) if revision is None else key
-        answer = galley.redraft(
-            read, note, revision, user=actor or os.environ.get("GALLEY_USER") or "cli"
-        )
-    out.print(answer.message, markup=False, highlight=False)
-    if not answer.accepted:
-        raise typer.Exit(EXIT_FAILED)
-
-
-@app.command()
 def run(
     shutdown_grace: Annotated[
         int, typer.Option(min=0, help="Seconds running model calls get after SIGTERM.")
@@ -419,3 +396,8 @@ def db_upgrade() -> None:
 
 def main() -> None:
     app()
+
+
+# The reviewer's commands (approve, reject, redraft) live beside this module; importing
+# it registers them on `app`.
+from bot import cli_review  # noqa: E402, F401

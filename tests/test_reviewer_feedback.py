@@ -33,7 +33,10 @@ KEY = f"linkedin|{RECIPE}@{FIRST}|v1"
 @pytest.fixture
 def env(tmp_path: Path, db_url: str, fake_anthropic: FakeAnthropic) -> dict[str, str]:
     config = tmp_path / "galley.toml"
-    config.write_text(config_text(pending_limit=5))
+    text = config_text(pending_limit=5).replace(
+        "[defaults]\n", "[defaults]\napprovals_required = 2\neditor_may_approve = false\n"
+    )
+    config.write_text(text)
     return {
         "GALLEY_CONFIG": str(config),
         "GALLEY_DATABASE_URL": db_url,
@@ -100,6 +103,22 @@ def test_notes_and_reasons_are_kept_per_recipe_and_shown_everywhere(
     shown = json.loads(out)["feedback"]
     assert "2 redrafts, 1 rejection" in shown and "most asked: 'shorter'" in shown
     assert "*weekly-update*: 2 redrafts this month, 1 rejected, most asked: 'shorter'" in digest
+
+
+def test_the_cli_decides_by_the_same_approval_rule(env: dict[str, str]) -> None:
+    assert galley(env, "draft", RECIPE, "--slot", FIRST)[0] == 0
+
+    first = galley(env, "approve", KEY, "--as", "U0ANA")
+    twice = galley(env, "approve", KEY, "--as", "U0ANA")
+    assert first[0] == 0 and "1 of 2" in first[1]
+    assert twice[0] == 1 and "counted already" in twice[1]
+    assert galley(env, "redraft", KEY, "--note", "shorter", "--as", "U0ANA")[0] == 0
+    reset = galley(env, "approve", KEY, "--as", "U0ANA")  # revision 2: the count starts again
+    done = galley(env, "approve", KEY, "--as", "U0BEN")
+
+    assert reset[0] == 0 and "1 of 2" in reset[1]
+    assert done[0] == 0 and done[1].strip() == "Approved."
+    assert operator(env).show(KEY).draft.state == "approved"  # type: ignore[union-attr]
 
 
 def test_most_asked_counts_phrases_not_whole_notes() -> None:
