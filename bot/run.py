@@ -252,6 +252,7 @@ class Bot:
         steps: list[tuple[str, Callable[[], object]]] = [
             ("posting ready drafts", self.outbox.post_ready_drafts),
             ("updating review messages", self.outbox.sync_messages),
+            ("showing approvals so far", self.outbox.show_approvals),
             ("backpressure notices", lambda: self.outbox.announce_backpressure(limits)),
         ]
         for name, step in steps:

@@ -15,10 +15,11 @@ from datetime import datetime
 from sqlmodel import Session, col, select
 
 from core.config import Config
-from core.models import ApprovalRow, DraftRevisionRow, DraftRow
+from core.models import ApprovalRow, DraftRevisionRow, DraftRow, RunRow
 from core.policies import Refusal
 from core.ports import ApprovalProgress
 from core.revisions import MODEL_AUTHOR
+from core.states import DraftState
 from core.store import insert_ignore
 
 
@@ -69,6 +70,36 @@ def approvers_of(session: Session, key: str, revision: int) -> tuple[str, ...]:
         .order_by(col(ApprovalRow.approved_at), col(ApprovalRow.approver))
     ).all()
     return tuple(rows)
+
+
+def waiting_with_approvals(
+    session: Session, limit: int = 200
+) -> list[tuple[DraftRow, RunRow, tuple[str, ...]]]:
+    """Ready drafts whose current revision has approvals, with who gave them: read from
+    the review queue (ix_drafts_ready), then the approvals of those drafts by key, so the
+    approvals of the whole history are never read."""
+    ready = session.exec(
+        select(DraftRow, RunRow)
+        .join(RunRow, col(RunRow.id) == col(DraftRow.run_id))
+        .where(col(DraftRow.state) == DraftState.READY)
+        .order_by(col(DraftRow.ready_at))
+        .limit(limit)
+    ).all()
+    if not ready:
+        return []
+    given = session.exec(
+        select(ApprovalRow)
+        .where(col(ApprovalRow.draft_key).in_([draft.key for draft, _ in ready]))
+        .order_by(col(ApprovalRow.approved_at), col(ApprovalRow.approver))
+    ).all()
+    found: list[tuple[DraftRow, RunRow, tuple[str, ...]]] = []
+    for draft, run in ready:
+        people = tuple(
+            a.approver for a in given if (a.draft_key, a.revision) == (draft.key, draft.revision)
+        )
+        if people:
+            found.append((draft, run, people))
+    return found
 
 
 def editor_of(session: Session, draft: DraftRow) -> str | None:

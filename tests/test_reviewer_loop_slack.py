@@ -9,6 +9,8 @@ import json
 import time
 from typing import Any
 
+import galley
+from core.settings import Settings
 from core.states import DraftState
 from tests.fakes.anthropic_api import ok
 from tests.slack_harness import (
@@ -126,4 +128,25 @@ def test_the_editors_own_approve_is_refused_in_slack_with_the_reason(
 
     [reply] = eventually(lambda: h.replies(EDITOR), "the refusal")
     assert "editor_may_approve" in reply
+    assert h.draft_row().state == DraftState.READY
+
+
+def test_a_notebook_approval_reaches_the_slack_message_as_progress_once(
+    start_bot: StartBot, db_url: str
+) -> None:
+    h = start_bot(db_url, slack=PEOPLE, defaults="approvals_required = 2")
+    _, message = h.draft_and_post()
+    settings = Settings(
+        galley_config=h.bot.settings.galley_config,
+        galley_database_url=h.bot.settings.galley_database_url,
+    )
+    g = galley.connect(EDITOR, settings=settings, clock=h.bot.galley.clock)
+
+    answer = g.approve(g.show(KEY))
+    h.bot.sync_slack()  # the running bot's outbox pass
+    h.bot.sync_slack()  # and once more: the progress is shown once
+
+    assert answer.accepted and "1 of 2" in answer.message
+    [update] = updates_of(h, message["ts"])
+    assert "1 of 2: <@U0EDITOR>" in update
     assert h.draft_row().state == DraftState.READY
