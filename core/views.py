@@ -133,6 +133,7 @@ class AttemptView:
     input_tokens: int
     output_tokens: int
     est_cost_usd: float
+    made_for: str = "draft"  # an AttemptCause: a slot's draft, or a reviewer's redraft
 
 
 class AttemptList(Rows[AttemptView]):

@@ -74,6 +74,7 @@ def test_galley_redraft_makes_the_next_revision_and_refuses_a_stale_one(
     with Store(env["GALLEY_DATABASE_URL"]).read() as session:
         causes = session.exec(select(AttemptRow.cause).order_by(col(AttemptRow.number))).all()
     assert list(causes) == [AttemptCause.DRAFT, AttemptCause.REDRAFT]
+    assert [a.made_for for a in operator(env).show(KEY).attempts] == ["draft", "redraft"]
 
 
 def test_notes_and_reasons_are_kept_per_recipe_and_shown_everywhere(
