@@ -324,3 +324,37 @@ def test_a_failed_redraft_is_told_changes_nothing_and_may_be_asked_again(
     assert service.run(claimed(service, key)).accepted
     assert the_draft(store, key) == (DraftState.READY, 2, "Second time lucky.")
     assert [a.outcome for a in redraft_attempts(store, key)] == ["invalid_request", "ok"]
+
+
+def test_the_near_duplicate_score_is_computed_again_for_the_new_revision(
+    store: Store, clock: FrozenClock
+) -> None:
+    cfg = config()
+    recipe = cfg.recipes["weekly-update"]
+    seen = "Our launch is on 1 December: the new dashboard ships to every customer."
+    earlier = DraftingService(store, InstantDrafter(seen), clock=clock, worker="w0")
+    slot = slot_at_wall(recipe, datetime.fromisoformat("2026-10-26T09:00"))
+    earlier_key = earlier.draft_slot(recipe, slot).key
+    assert earlier_key is not None
+    decide(
+        store,
+        cfg,
+        clock,
+        draft_key=earlier_key,
+        revision=1,
+        verdict=Verdict.APPROVED,
+        user=BEN,
+        permitted=True,
+    )
+    key = drafted(store, clock, cfg)  # "The first draft.": nothing like it
+    with store.read() as session:
+        before = draft_row(session, key)
+        assert before is not None and (before.similar_score or 0) < 50
+
+    service = RedraftService(store, cfg, clock, InstantDrafter(seen), worker="w2")
+    assert service.run(claimed(service, key)).accepted
+
+    with store.read() as session:
+        after = draft_row(session, key)
+        assert after is not None
+        assert (after.similar_to, after.similar_score) == (earlier_key, 100)
