@@ -358,3 +358,21 @@ def test_the_near_duplicate_score_is_computed_again_for_the_new_revision(
         after = draft_row(session, key)
         assert after is not None
         assert (after.similar_to, after.similar_score) == (earlier_key, 100)
+
+
+def test_asking_again_after_the_holder_died_takes_its_claim_over_not_a_second_one(
+    store: Store, clock: FrozenClock
+) -> None:
+    cfg = config()
+    key = drafted(store, clock, cfg)
+    service = RedraftService(store, cfg, clock, InstantDrafter("Once."), worker="w2")
+    dead = claimed(service, key)  # its process dies before calling the model
+    live = refused(ask(service, key))  # the lease still runs: in progress
+    clock.advance(cfg.recipes["weekly-update"].takeover_after + timedelta(seconds=1))
+
+    again = claimed(service, key)
+
+    assert live.refusal == Refusal.REDRAFTING
+    assert again.key == dead.key and again.owner != dead.owner
+    assert service.run(again).accepted and not service.run(dead).accepted
+    assert the_draft(store, key) == (DraftState.READY, 2, "Once.")
