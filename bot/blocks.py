@@ -29,12 +29,14 @@ from core.states import DraftState
 ACTION_APPROVE = "galley_approve"
 ACTION_REJECT = "galley_reject"
 ACTION_EDIT = "galley_edit"
+ACTION_REDRAFT = "galley_redraft"
 ACTION_ALERT_PUBLISHED = "galley_mark_published"
 ACTION_ALERT_RETRY = "galley_retry"
 ACTION_ALERT_CANCEL = "galley_cancel"
 ACTION_ALERT_SKIP = "galley_skip"
 REJECT_MODAL = "galley_reject_modal"
 EDIT_MODAL = "galley_edit_modal"
+REDRAFT_MODAL = "galley_redraft_modal"
 DRAFT_EVENT_TYPE = "galley_draft"
 REVIEW_BLOCK_ID = "galley_review"
 
@@ -47,6 +49,7 @@ CONTEXT_LIMIT = 3000  # characters of one context element's text
 INPUT_LIMIT = 3000  # plain_text_input max_length
 MODAL_BLOCK_LIMIT = 100
 REASON_LIMIT = 500  # characters of a rejection reason kept in the message
+NOTE_LIMIT = 1000  # characters of a redraft note
 LABEL_LIMIT = 100  # characters of a recipe, platform, model or user shown in a line
 FALLBACK_SNIPPET = 150
 
@@ -97,7 +100,7 @@ def draft_message(
 def review_message(
     item: ReviewItem, facts: tuple[str, ...] = ()
 ) -> tuple[str, list[dict[str, Any]]]:
-    """(fallback text, blocks) of a draft waiting for review, with its three buttons; a
+    """(fallback text, blocks) of a draft waiting for review, with its four buttons; a
     decision_reason on a waiting draft says why it is back for review."""
     _require_aware(item.slot_at, "slot_at")
     value = button_value(item.draft_key, item.revision)
@@ -108,6 +111,7 @@ def review_message(
             _button("Approve", ACTION_APPROVE, value, style="primary"),
             _button("Reject", ACTION_REJECT, value, style="danger"),
             _button("Edit", ACTION_EDIT, value),
+            _button("Redraft", ACTION_REDRAFT, value),  # docs/design.md §22
         ],
     }
     notice = item.decision_reason if item.state == DraftState.READY else None
@@ -142,6 +146,20 @@ def reject_reason(view_state_values: dict[str, Any]) -> str | None:
     """The reason typed into `reject_modal`, stripped; None when blank or absent."""
     reason = _input_value(view_state_values, "reason", "reason").strip()
     return reason or None
+
+
+def redraft_modal(draft_key: str, revision: int) -> dict[str, Any]:
+    """A modal asking what the model should change in `revision`."""
+    note = _text_input("note", "note", "What should change?", max_length=NOTE_LIMIT)
+    note["optional"] = False
+    hint = context("The model rewrites the current text with your note; one click, one call.")
+    value = button_value(draft_key, revision)
+    return _modal(REDRAFT_MODAL, value, "Redraft", "Redraft", [hint, note])
+
+
+def redraft_note(view_state_values: dict[str, Any]) -> str:
+    """The note typed into `redraft_modal`, stripped."""
+    return _input_value(view_state_values, "note", "note").strip()
 
 
 def edit_modal(draft_key: str, revision: int, text: str) -> dict[str, Any]:
@@ -257,6 +275,9 @@ def _decision_line(item: ReviewItem) -> tuple[str, str]:
     _require_aware(at, "decided_at")
     when = _slack_date(at)
     who = f" by {mention_user(item.decided_by)}" if item.decided_by else ""
+    approvers = item.approvals.approvers if item.approvals else ()
+    if len(approvers) > 1:  # approvals_required people decided together (§22)
+        who = " by " + " and ".join(mention_user(person) for person in approvers)
     match item.state:
         case DraftState.APPROVED | DraftState.PUBLISHED:
             return f"✅ Approved{who} {when}", DraftState.APPROVED

@@ -396,3 +396,8 @@ def db_upgrade() -> None:
 
 def main() -> None:
     app()
+
+
+# The reviewer's commands (approve, reject, redraft) live beside this module; importing
+# it registers them on `app`.
+from bot import cli_review  # noqa: E402, F401

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bot.mrkdwn import escape_mrkdwn
 from core.digest import Digest
+from core.views import RecipeFeedback
 
 
 def digest_text(digest: Digest) -> str:
@@ -28,7 +29,22 @@ def digest_text(digest: Digest) -> str:
             for name, (approved, total) in digest.approvals.items()
         )
         lines.append(f"• Approved over 30 days: {', '.join(rates)}")
+    for name, said in digest.feedback.items():
+        lines.append(f"• {_bold(name)}: {_reviewers(said)}")
     return "\n".join(lines)
+
+
+def _reviewers(said: RecipeFeedback) -> str:
+    """`3 redrafts this month, most asked: 'shorter'` (people's words, escaped)."""
+    parts = []
+    if said.redrafts:
+        parts.append(f"{said.redrafts} redraft{'' if said.redrafts == 1 else 's'} this month")
+    if said.rejections:
+        parts.append(f"{said.rejections} rejected{'' if said.redrafts else ' this month'}")
+    line = ", ".join(parts)
+    if said.most_asked:
+        line += f", most asked: '{escape_mrkdwn(said.most_asked)}'"
+    return line
 
 
 def _bold(name: str) -> str:

@@ -22,12 +22,16 @@ from bot.blocks import (
     ACTION_ALERT_SKIP,
     ACTION_APPROVE,
     ACTION_EDIT,
+    ACTION_REDRAFT,
     ACTION_REJECT,
     EDIT_MODAL,
+    REDRAFT_MODAL,
     REJECT_MODAL,
     edit_modal,
     edited_text,
     parse_button_value,
+    redraft_modal,
+    redraft_note,
     reject_modal,
     reject_reason,
     review_reply,
@@ -42,6 +46,7 @@ from core.outbox import ReviewOutbox
 from core.permissions import may_administer
 from core.policies import Finding, FollowUp, Verdict
 from core.ports import Directory, MessageRef
+from core.redraft_claims import RedraftClaim
 from core.review import ReviewAnswer, load_item
 from core.states import DraftState
 
@@ -57,6 +62,8 @@ class BotDeps:
     start_draft: StartDraft  # hands a manual run to the drafting pool
     publish_soon: Callable[[str], None]  # hands a run id to the publishing pool
     home: HomeTab | None = None  # the App Home tab, when the bot publishes one
+    # hands a claimed redraft to the drafting pool, with how to tell the reviewer
+    redraft_soon: Callable[[RedraftClaim, Callable[[str], object] | None], None] | None = None
 
 
 def register(app: App, deps: BotDeps) -> None:
@@ -133,6 +140,30 @@ def register(app: App, deps: BotDeps) -> None:
         key, revision = parse_button_value(view["private_metadata"])
         result = desk.edit(key, text, revision, user=user)
         settle(result, lambda reply: _ephemeral(client, slack.review_channel, user, reply))
+
+    @app.action(ACTION_REDRAFT)
+    def on_redraft(ack: Ack, body: dict[str, Any], client: WebClient) -> None:
+        ack()
+        key, revision = parse_button_value(body["actions"][0]["value"])
+        client.views_open(trigger_id=body["trigger_id"], view=redraft_modal(key, revision))
+
+    @app.view(REDRAFT_MODAL)
+    def on_redraft_submitted(ack: Ack, body: dict[str, Any], client: WebClient) -> None:
+        """Acknowledged at once; the claim is taken here, the model called on the
+        drafting pool. A redelivered submission finds the claim and calls nothing."""
+        view, user = body["view"], body["user"]["id"]
+        note = redraft_note(view["state"]["values"])
+        if not note:
+            ack(response_action="errors", errors={"note": "Say what the model should change."})
+            return
+        ack()
+        key, revision = parse_button_value(view["private_metadata"])
+        tell = lambda reply: _ephemeral(client, slack.review_channel, user, reply)  # noqa: E731
+        claimed = desk.ask_redraft(galley.redrafting, key, revision, note, user=user)
+        if isinstance(claimed, ReviewAnswer):
+            settle(claimed, tell)
+        elif deps.redraft_soon is not None:
+            deps.redraft_soon(claimed, tell)
 
     def on_alert_button(resolve: Callable[[str, str, Respond], str]) -> Callable[..., None]:
         def listener(ack: Ack, body: dict[str, Any], respond: Respond) -> None:

@@ -8,11 +8,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from bot.mrkdwn import escape_mrkdwn
-from core.ports import MessageRef, RecipeRecord, ReviewItem, SimilarPost
+from bot.blocks import mention_user
+from bot.mrkdwn import escape_mrkdwn, inert
+from core.ports import (
+    ApprovalProgress,
+    MessageRef,
+    RecipeRecord,
+    RedraftNote,
+    ReviewItem,
+    SimilarPost,
+)
 from core.states import DraftState
 
 REASON_SHOWN = 200  # characters of the last rejection reason
+NOTE_SHOWN = 300  # characters of a redraft note
+NAME_SHOWN = 100  # characters of one approver's id shown
 Permalink = Callable[[MessageRef], str | None]
 
 _SEEN_AS = {
@@ -25,6 +35,10 @@ _SEEN_AS = {
 
 def fact_lines(item: ReviewItem, permalink: Permalink | None = None) -> tuple[str, ...]:
     lines = []
+    if item.redrafted is not None and item.redrafted.revision == item.revision:
+        lines.append(redraft_line(item.redrafted))
+    if item.approvals is not None and item.state == DraftState.READY:
+        lines.append(approval_line(item.approvals))
     if item.similar is not None:
         lines.append(similar_line(item.similar, permalink))
     if item.record is not None:
@@ -41,6 +55,33 @@ def similar_line(similar: SimilarPost, permalink: Permalink | None = None) -> st
     link = permalink(similar.message) if permalink and similar.message else None
     shown = f"<{link}|{what}>" if link else what
     return f":warning: *{similar.score}% similar* to {shown} {preposition} {slack_day(similar.at)}"
+
+
+def redraft_line(note: RedraftNote) -> str:
+    """`:repeat: Revision 2 · redrafted for @ana: “shorter, mention the launch date”`"""
+    who = person(note.requested_by)
+    shown = escape_mrkdwn(_clip(note.note, NOTE_SHOWN))
+    return f":repeat: Revision {note.revision} · redrafted for {who}: “{shown}”"
+
+
+def approval_line(progress: ApprovalProgress) -> str:
+    """`:ballot_box_with_check: Approvals 1 of 2: @ana · may still approve: @ben, S0EDITORS`"""
+    done = ", ".join(person(p) for p in progress.approvers) or "none yet"
+    count = f"{len(progress.approvers)} of {progress.required}"
+    line = f":ballot_box_with_check: Approvals {count}: {done}"
+    if progress.anyone:
+        return line + " · anyone else may approve"
+    if progress.may_still:
+        return line + " · may still approve: " + ", ".join(person(p) for p in progress.may_still)
+    return line + " · nobody listed is left to approve"
+
+
+def person(slack_id: str) -> str:
+    """A user as a mention; a user group (or anything else) as inert text, so a progress
+    line never notifies a whole group."""
+    if slack_id.startswith(("U", "W")):
+        return mention_user(slack_id)
+    return inert(slack_id, NAME_SHOWN)
 
 
 def record_line(record: RecipeRecord) -> str:
@@ -66,6 +107,6 @@ def slack_day(moment: datetime) -> str:
     return f"<!date^{int(moment.timestamp())}^{{date_short}}|{moment:%-d %b %Y}>"
 
 
-def _clip(text: str) -> str:
+def _clip(text: str, limit: int = REASON_SHOWN) -> str:
     flat = " ".join(text.split())
-    return flat if len(flat) <= REASON_SHOWN else flat[:REASON_SHOWN].rstrip() + "…"
+    return flat if len(flat) <= limit else flat[:limit].rstrip() + "…"

@@ -21,7 +21,7 @@ from apscheduler.triggers.cron import CronTrigger
 from slack_bolt import App
 
 from bot.apscheduler_host import SchedulerHost
-from bot.blocks import notice_blocks
+from bot.blocks import notice_blocks, review_reply
 from bot.digest_text import digest_text
 from bot.handlers import BotDeps, register
 from bot.home_tab import HomeTab
@@ -44,6 +44,7 @@ from core.metrics import watch_database
 from core.operator import Galley
 from core.outbox import ReviewOutbox
 from core.ports import Clock, MessageRef
+from core.redraft_claims import RedraftClaim, expired_redrafts
 from core.review_facts import AnnotatedReviewSurface
 from core.schedule import Slot
 from core.settings import Settings
@@ -141,6 +142,9 @@ class Bot:
         )
         self.host.add_interval_job("outbox", self.sync_slack, outbox_every)
         self.host.add_interval_job("reconciler", self.reconcile, outbox_every)
+        self.host.add_interval_job(  # redrafts whose holder died mid-call (§22)
+            "redrafts", self.resume_redrafts, sweep_every or outbox_every
+        )
         self.host.add_interval_job(
             "deliveries",
             lambda: forget_old_deliveries(self.galley.store, self.galley.clock.now()),
@@ -175,6 +179,7 @@ class Bot:
             self.start_draft,
             self.publish_soon,
             self.home,
+            self.redraft_soon,
         )
         if settings.slack_app_token:
             self.bolt.use(timed_ack)  # HTTP mode times acks at /slack/events instead
@@ -198,6 +203,25 @@ class Bot:
             tell(f"*{recipe.name}* {result.describe()}")
 
         self.host.submit(draft_and_tell)
+
+    def redraft_soon(self, claim: RedraftClaim, tell: Callable[[str], object] | None) -> None:
+        """A reviewer's claimed redraft, on the drafting pool: the model's answer shown in
+        place on the review message; a failure told to the reviewer."""
+        self.host.submit(self._redraft_and_show, claim, tell)
+
+    def _redraft_and_show(self, claim: RedraftClaim, tell: Callable[[str], object] | None) -> None:
+        answer = self.galley.redrafting.run(claim)
+        if answer.item is not None:
+            self.outbox.show_now(answer.item)
+        if not answer.accepted and tell is not None:
+            tell(review_reply(answer))
+
+    def resume_redrafts(self) -> None:
+        """Take over redrafts whose holder stopped renewing them, and finish them once."""
+        for key in expired_redrafts(self.galley.store, self.galley.clock):
+            claim = self.galley.redrafting.take_over_expired(key)
+            if claim is not None:
+                self.redraft_soon(claim, None)
 
     def publish_soon(self, run_id: str) -> None:
         self.host.submit(self.publishing.publish_run, run_id)
@@ -229,6 +253,7 @@ class Bot:
         steps: list[tuple[str, Callable[[], object]]] = [
             ("posting ready drafts", self.outbox.post_ready_drafts),
             ("updating review messages", self.outbox.sync_messages),
+            ("showing approvals so far", self.outbox.show_approvals),
             ("backpressure notices", lambda: self.outbox.announce_backpressure(limits)),
         ]
         for name, step in steps:

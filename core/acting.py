@@ -9,7 +9,7 @@ check, and never writes anything itself.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.config import Config, SlackSection
 from core.errors import NotPermitted, RevisionRequired, UnknownRun
@@ -19,6 +19,10 @@ from core.ports import Clock, Directory
 from core.review import ReviewAnswer, decide, edit
 from core.store import Store
 from core.views import Answer, DraftDetail
+
+if TYPE_CHECKING:
+    from core.redraft_claims import RedraftClaim
+    from core.redrafting import RedraftService
 
 _WHO = "reading only: say who you are with GALLEY_USER or galley.connect(user='U…')"
 
@@ -95,6 +99,23 @@ class Desk:
         self, draft: DraftDetail | str, text: str, revision: int | None, *, user: str | None
     ) -> ReviewAnswer:
         return self._review(edit, draft, revision, user, text=text)
+
+    def ask_redraft(
+        self,
+        service: RedraftService,
+        draft: DraftDetail | str,
+        revision: int | None,
+        note: str,
+        *,
+        user: str | None,
+    ) -> RedraftClaim | ReviewAnswer:
+        """A person's redraft of the revision they read, claimed (the caller runs it: on
+        the bot's drafting pool, or at once in a notebook), or why not."""
+        key, read = bound_revision(draft, revision)
+        person, permitted = self.people.deciding(user)
+        return service.ask(
+            draft_key=key, revision=read, note=note, user=person, permitted=permitted
+        )
 
     def _review(
         self,

@@ -285,6 +285,9 @@ class RecipeSettings(_Strict):
     drafting: Drafting = Drafting.SYNC  # §13: batch sends due slots as one Message Batch
     batch_gather: Duration = timedelta(seconds=30)  # due slots gathered this long into one batch
     batch_deadline: Duration = timedelta(hours=1)  # longest a slot waits on a batch, then sync
+    approvals_required: int = Field(default=1, ge=1)  # §22: distinct approvers of one revision
+    editor_may_approve: bool = True  # §22: false: whoever edited a revision cannot approve it
+    max_redrafts: int = Field(default=3, ge=0)  # §22: reviewer-requested redrafts per draft
 
     @field_validator("timezone")
     @classmethod
@@ -396,10 +399,26 @@ def parse_config(text: str, *, source: str = "config") -> Config:
         defaults = {}
     defaults = _valid_defaults(defaults, problems)
     recipes = _validate_recipes(raw.get("recipes", []), defaults, problems)
+    if slack is not None:
+        problems += _too_few_approvers(slack, recipes)
     if problems:
         raise ConfigError(problems)
     assert slack is not None
     return Config(slack=slack, recipes=recipes)
+
+
+def _too_few_approvers(slack: SlackSection, recipes: dict[str, Recipe]) -> list[str]:
+    """A recipe needing more approvers than `[slack] approvers` names could never be
+    approved. A user group (S…) may hold any number of people, so it is not counted."""
+    listed = slack.approvers
+    if not listed or any(person.startswith("S") for person in listed):
+        return []
+    return [
+        f"recipe {r.name!r}: approvals_required: {r.approvals_required} approvals needed but "
+        f"[slack] approvers names only {len(set(listed))}"
+        for r in recipes.values()
+        if r.approvals_required > len(set(listed))
+    ]
 
 
 def _valid_defaults(defaults: dict[str, Any], problems: list[str]) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -18,6 +18,7 @@ from sqlmodel import Session, col, select
 
 from core.config import Config
 from core.effects import EffectLedger, EffectSpec, Proof
+from core.feedback import month_start, recipe_feedback
 from core.models import DraftRow, RunRow
 from core.policies import EffectStep
 from core.ports import MessageRef
@@ -31,6 +32,7 @@ from core.states import (
 )
 from core.store import Store
 from core.stuck import is_stuck
+from core.views import RecipeFeedback
 
 DAY = timedelta(days=1)
 EXPIRY_WARNING = timedelta(hours=12)
@@ -87,6 +89,7 @@ class Digest:
     skipped: dict[str, int]  # skip reason → runs in 24h
     expiring: list[ExpiringDraft]  # ready drafts within EXPIRY_WARNING of their window
     approvals: dict[str, tuple[int, int]]  # recipe → (approved, decided) over 30 days
+    feedback: dict[str, RecipeFeedback] = field(default_factory=dict)  # this month (§22)
 
 
 def build_digest(store: Store, config: Config, now: datetime) -> Digest:
@@ -113,6 +116,10 @@ def build_digest(store: Store, config: Config, now: datetime) -> Digest:
             col(DraftRow.updated_at) >= now - APPROVAL_WINDOW,
             col(DraftRow.state).in_(DRAFT_DECIDED_STATES),
         )
+        since = month_start(now, config.slack.digest_timezone)
+        said = [
+            recipe_feedback(session, name, since, "this month") for name in sorted(config.recipes)
+        ]
     return Digest(
         at=now,
         stuck=_stuck(open_runs, config, now),
@@ -120,6 +127,7 @@ def build_digest(store: Store, config: Config, now: datetime) -> Digest:
         skipped=_skipped(recent),
         expiring=_expiring(ready, config, now),
         approvals=_approvals(decided),
+        feedback={f.recipe: f for f in said if f.redrafts or f.rejections},
     )
 
 

@@ -86,6 +86,19 @@ def review_effect_key(draft: str) -> str:
     return f"{draft}|review"
 
 
+def review_update_key(draft: str, state: str, revision: int, approvals: int = 0) -> str:
+    """A review message rewritten to show its draft's state and revision; while the draft
+    waits, also how many approvals it has (docs/design.md §22), so each step is shown."""
+    tail = f":approvals-{approvals}" if approvals else ""
+    return f"{review_effect_key(draft)}-update:{state}:{revision}{tail}"
+
+
+def redraft_key(draft: str, revision: int) -> str:
+    """`<draft key>|redraft:<revision>`: one reviewer's redraft of one revision, claimed
+    once however often the request is delivered (docs/design.md §22)."""
+    return f"{draft}|redraft:{revision}"
+
+
 def publish_effect_key(draft: str, target: str) -> str:
     return f"{draft}|publish:{target}"
 

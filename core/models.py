@@ -188,6 +188,46 @@ class AttemptRow(SQLModel, table=True):
     redraft: bool = Field(  # asked to avoid a near-duplicate (on_similar = redraft): once a slot
         default=False, sa_column_kwargs={"server_default": sa.false()}
     )
+    cause: str = Field(  # an AttemptCause: a slot's draft, or a reviewer's redraft
+        default="draft", max_length=32, sa_column_kwargs={"server_default": "draft"}
+    )
+
+
+class ApprovalRow(SQLModel, table=True):
+    """One person's approval of one exact revision (docs/design.md §22): the key makes a
+    second click by the same person count once, and an edit starts the count again."""
+
+    __tablename__ = "approvals"
+
+    draft_key: str = Field(foreign_key="drafts.key", primary_key=True, max_length=300)
+    revision: int = Field(primary_key=True)
+    approver: str = Field(primary_key=True, max_length=200)
+    approved_at: datetime = _utc(nullable=False)
+
+
+class RedraftRow(SQLModel, table=True):
+    """A reviewer's request for the next revision, keyed by draft key and the revision it
+    rewrites: one request, one claim, one paid answer however often it is delivered."""
+
+    __tablename__ = "redrafts"
+    __table_args__ = (
+        _partial_index("ix_redrafts_claimed", "lease_until", where="state = 'claimed'"),
+        sa.Index("ix_redrafts_recipe_created", "recipe", "created_at"),  # feedback per recipe
+    )
+
+    key: str = Field(primary_key=True, max_length=330)
+    draft_key: str = Field(foreign_key="drafts.key", index=True, max_length=300)
+    run_id: str = Field(max_length=200)
+    recipe: str = Field(max_length=64)
+    from_revision: int
+    note: str = Field(sa_type=sa.Text)
+    requested_by: str = Field(max_length=200)
+    state: str = Field(max_length=32)  # a RedraftState
+    claimed_by: str | None = Field(default=None, max_length=200)
+    lease_until: datetime | None = _utc()
+    detail: str | None = None
+    created_at: datetime = _utc(nullable=False)
+    finished_at: datetime | None = _utc()
 
 
 class EffectRow(SQLModel, table=True):

@@ -17,6 +17,7 @@ plots in `core/plots.py`.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from datetime import datetime
 from functools import cached_property
@@ -59,6 +60,8 @@ from core.views import (
     DraftList,
     EffectList,
     EventList,
+    FeedbackList,
+    RecipeFeedback,
     RecipeStatus,
     RunList,
     RunSummary,
@@ -71,6 +74,7 @@ if TYPE_CHECKING:  # loaded by the operations that use them: reads stay light
     from core.claims import DraftResult
     from core.drafting import Backoff, DraftingService
     from core.plots import Plots
+    from core.redrafting import RedraftService
     from core.resolution import Resolver
 
 ALL = "all"
@@ -146,6 +150,17 @@ class Galley:
                 self.store, self._drafter, clock=self.clock, backoff=self._backoff
             )
         return self._service
+
+    @cached_property
+    def redrafting(self) -> RedraftService:
+        """Reviewers' redrafts (docs/design.md §22), on the drafting service's worker."""
+        from core.redrafting import RedraftService
+
+        drafter = self.drafting.drafter if self._drafter is not None else None
+        worker = self.drafting.worker if drafter is not None else None
+        return RedraftService(
+            self.store, self.config, self.clock, drafter, worker=worker, backoff=self._backoff
+        )
 
     def __repr__(self) -> str:
         return f"<Galley {self.opened}>"
@@ -365,6 +380,23 @@ class Galley:
         with self.store.transaction() as session:
             return recipe_record(session, recipe_name, self.clock.now())
 
+    def feedback(self, recipe_name: str, days: int = 30) -> FeedbackList:
+        """What reviewers said about the recipe's drafts over `days`: rejections with
+        their reasons and redrafts with their notes, newest first, as a table."""
+        from core.feedback import feedback_entries, recent
+
+        self.recipe(recipe_name)
+        with self.store.read() as session:
+            return feedback_entries(session, recipe_name, recent(self.clock.now(), days))
+
+    def feedback_summary(self, recipe_name: str, days: int = 30) -> RecipeFeedback:
+        """Redrafts and rejections over `days`, and the change asked for most."""
+        from core.feedback import last_days, recent, recipe_feedback
+
+        with self.store.read() as session:
+            since = recent(self.clock.now(), days)
+            return recipe_feedback(session, recipe_name, since, last_days(days))
+
     # --- acting as a person -------------------------------------------------------------
 
     @property
@@ -420,6 +452,24 @@ class Galley:
 
         return as_answer(self.desk.edit(draft, text, revision, user=user))
 
+    def redraft(
+        self,
+        draft: DraftDetail | str,
+        note: str,
+        revision: int | None = None,
+        *,
+        user: str | None = None,
+    ) -> Answer:
+        """Ask the model for the next revision of the revision read, with `note` saying
+        what to change; one model call however often it is asked (docs/design.md §22)."""
+        from core.acting import as_answer
+        from core.redraft_claims import RedraftClaim
+
+        claimed = self.desk.ask_redraft(self.redrafting, draft, revision, note, user=user)
+        if isinstance(claimed, RedraftClaim):
+            return as_answer(self.redrafting.run(claimed))
+        return as_answer(claimed)
+
     # --- reading ------------------------------------------------------------------------
 
     def runs(
@@ -454,7 +504,9 @@ class Galley:
         """A run id or a draft key: the text, its revisions, decisions, attempts (with
         causes) and effects (with external ids). What `galley show` prints."""
         with self.store.transaction() as session:
-            return draft_detail(session, ref)
+            detail = draft_detail(session, ref)
+        said = self.feedback_summary(detail.run.recipe)  # reviewers' words (§22)
+        return dataclasses.replace(detail, feedback=said.line())
 
     def events(self, run: str | None = None, *, limit: int | None = 200) -> EventList:
         """A run's history in order, or the newest events of all."""

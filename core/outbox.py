@@ -10,6 +10,7 @@ told, since nothing else will settle it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Callable
@@ -18,14 +19,21 @@ from datetime import datetime, timedelta
 from sqlmodel import Session, col, select
 
 from core import review_messages
+from core.approvals import waiting_with_approvals
 from core.effects import EffectLedger, EffectSpec, Proof, Receipt
 from core.errors import GalleyError, MessageGone
 from core.failpoints import failpoint
 from core.gate import ready_count
-from core.identity import review_effect_key
+from core.identity import review_effect_key, review_update_key
 from core.models import EffectRow, RecipeRow, unsettled_receipt
 from core.policies import Backpressure, EffectOutcome
-from core.ports import BackpressureNotice, MessageRef, ReviewItem, ReviewSurface
+from core.ports import (
+    ApprovalProgress,
+    BackpressureNotice,
+    MessageRef,
+    ReviewItem,
+    ReviewSurface,
+)
 from core.review import review_item
 from core.rows import lock_draft
 from core.states import DraftState, EffectState
@@ -136,6 +144,27 @@ class ReviewOutbox:
                 log.exception("settling the review post of %s failed", item.draft_key)
         return sum(self._update_once(item, ref) for item, ref in self._messages_to_refresh())
 
+    def show_approvals(self) -> int:
+        """Bring waiting drafts' messages up to the approvals given so far, once each: an
+        approval made in a notebook or the CLI, or a click whose rewrite did not go out
+        (docs/design.md §22). Each count is a rewrite of its own."""
+        with self.store.read() as session:
+            waiting = waiting_with_approvals(session)
+            items = [  # who approved is enough to key the rewrite; the surface annotates
+                dataclasses.replace(
+                    review_item(draft, run), approvals=ApprovalProgress(people, len(people))
+                )
+                for draft, run, people in waiting
+            ]
+            keys = {i.draft_key: _rewrite_key(i) for i in items}
+            done = review_messages.settled(session, list(keys.values()))
+        shown = 0
+        for item in items:
+            ref = None if keys[item.draft_key] in done else self.review_ref(item.draft_key)
+            if ref is not None:
+                shown += self._update_once(item, ref)
+        return shown
+
     def show_now(self, item: ReviewItem) -> None:
         """Update one message right after a click, without waiting for the next pass.
         Keyed by state and revision, so two clicks on one decision update it once."""
@@ -146,7 +175,7 @@ class ReviewOutbox:
     def _update_once(self, item: ReviewItem, ref: MessageRef) -> int:
         """An update is safe to repeat: a failed or unknown one is simply tried again."""
         spec = EffectSpec(
-            f"{review_effect_key(item.draft_key)}-update:{item.state}:{item.revision}",
+            _rewrite_key(item),
             draft_key=item.draft_key,
             step=REWRITE_STEP,
             payload={"channel": ref.channel, "ts": ref.ts, "state": item.state},
@@ -299,6 +328,17 @@ def _one_rewrite_at_a_time(
     if other is not None:
         return f"another rewrite of {item.draft_key} is on its way ({other})"
     return None
+
+
+def _rewrite_key(item: ReviewItem) -> str:
+    return review_update_key(item.draft_key, item.state, item.revision, _approvals_shown(item))
+
+
+def _approvals_shown(item: ReviewItem) -> int:
+    """Approvals a waiting draft's message shows: each one is a rewrite of its own."""
+    if item.approvals is None or item.state != DraftState.READY:
+        return 0
+    return len(item.approvals.approvers)
 
 
 def _notice_key(row: RecipeRow, kind: Backpressure) -> str:

@@ -102,6 +102,21 @@ class AttemptOutcome(StrEnum):
         )
 
 
+class AttemptCause(StrEnum):
+    """Why a model call was made, as `attempts.cause` stores it."""
+
+    DRAFT = "draft"  # a slot's draft (and its retries, and an on_similar second try)
+    REDRAFT = "redraft"  # a reviewer asked for a new revision with a note (docs/design.md §22)
+
+
+class RedraftState(StrEnum):
+    """A reviewer's redraft request, one per draft key and revision (`redrafts.state`)."""
+
+    CLAIMED = "claimed"  # asked for; its holder calls the model under a lease
+    DONE = "done"  # the answer became the draft's next revision
+    FAILED = "failed"  # no new revision: the model failed, or the draft moved on
+
+
 class EffectDecision(StrEnum):
     """What `EffectLedger.begin` decided for one effect key."""
 
@@ -162,6 +177,14 @@ class Refusal(StrEnum):
     BUMPED = "bumped"  # the recipe's version moved on
     WINDOW_PASSED = "window_passed"  # the review window closed
     CANCELLED = "cancelled"  # its run was cancelled
+    # the reviewer's loop (docs/design.md §22)
+    ALREADY_APPROVED = "already_approved"  # this person's approval of this revision counts already
+    EDITOR_MAY_NOT_APPROVE = "editor_may_not_approve"  # editor_may_approve = false
+    EMPTY_NOTE = "empty_note"  # a redraft needs a note saying what to change
+    REDRAFTING = "redrafting"  # this revision's redraft was asked for already
+    REDRAFT_LIMIT = "redraft_limit"  # max_redrafts reached
+    ATTEMPT_LIMIT = "attempt_limit"  # max_attempts model calls made for this draft
+    BUDGET = "budget"  # the recipe's daily_token_budget is spent
 
 
 class FollowUp(StrEnum):

@@ -95,6 +95,30 @@ class RecipeRecord:
 
 
 @dataclass(frozen=True)
+class ApprovalProgress:
+    """Who approved a draft's current revision, of how many it needs, and who listed
+    in `[slack] approvers` may still approve it (docs/design.md §22)."""
+
+    approvers: tuple[str, ...]
+    required: int
+    may_still: tuple[str, ...] = ()  # listed approvers (users or groups) yet to approve
+    anyone: bool = False  # no approvers are listed: anyone may approve
+
+    @property
+    def decided(self) -> bool:
+        return len(self.approvers) >= self.required
+
+
+@dataclass(frozen=True)
+class RedraftNote:
+    """The revision a reviewer's redraft made, for whom, and what they asked."""
+
+    revision: int
+    requested_by: str
+    note: str
+
+
+@dataclass(frozen=True)
 class ReviewItem:
     """One draft as a review message shows it, with its decision once there is one."""
 
@@ -115,6 +139,8 @@ class ReviewItem:
     decision_reason: str | None
     similar: SimilarPost | None = None  # set when the score reaches the recipe's similar_warn
     record: RecipeRecord | None = None
+    approvals: ApprovalProgress | None = None  # set where more than one approval is needed
+    redrafted: RedraftNote | None = None  # the current revision, when a redraft made it
 
 
 @dataclass(frozen=True)

@@ -300,6 +300,7 @@ def _attempt(a: AttemptRow) -> AttemptView:
         input_tokens=a.input_tokens,
         output_tokens=a.output_tokens,
         est_cost_usd=cost,
+        made_for=a.cause,
     )
 
 

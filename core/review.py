@@ -6,12 +6,15 @@ when its review window passes (docs/design.md §11). Knows nothing of Slack.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 
 from sqlmodel import Session, col, select
 
+from core.approvals import count_approval, progress_sentence
 from core.config import Config
+from core.failpoints import failpoint
 from core.history import move_draft, move_run, note_draft
 from core.identity import text_hash
 from core.models import DraftRow, RecipeRow, RunRow
@@ -150,6 +153,14 @@ def decide(
         if isinstance(found, ReviewAnswer):
             return found
         draft, run = found
+        if verdict == Verdict.APPROVED:  # approvals_required people of this revision decide
+            counted = count_approval(session, config, draft, user, now)
+            failpoint("after_approval_counted")  # tests: a second approver arrives here
+            if isinstance(counted, Refusal):
+                return _refused(draft_key, counted, review_item(draft, run))
+            if not counted.decided:
+                waiting = dataclasses.replace(review_item(draft, run), approvals=counted)
+                return ReviewAnswer(True, progress_sentence(counted), draft_key, waiting)
         draft.decided_by, draft.decided_at, draft.decision_reason = user, now, reason
         target = DraftState.APPROVED if verdict == Verdict.APPROVED else DraftState.REJECTED
         move_draft(session, draft, target, actor=user, at=now, reason=reason)
@@ -204,6 +215,13 @@ def _sentence(refusal: Refusal, item: ReviewItem | None, recipe_version: int | N
             return "The review window for this draft has passed; it has expired."
         case Refusal.CANCELLED:
             return "This run was cancelled: nothing here will be published."
+        case Refusal.EDITOR_MAY_NOT_APPROVE:
+            return (
+                "You edited this revision, and this recipe needs someone else to approve it "
+                "(editor_may_approve = false)."
+            )
+        case Refusal.ALREADY_APPROVED:
+            return "Your approval of this revision is counted already; it needs another approver."
     assert item is not None, f"{refusal} names the draft as it is now"
     match refusal:
         case Refusal.DECIDED:
@@ -240,6 +258,14 @@ def _open_for_review(
     if refusal == Refusal.WINDOW_PASSED and expire:
         _expire(session, draft, run, now)
     return _refused(key, refusal, review_item(draft, run), recipe_row.version)
+
+
+def open_for_change(
+    session: Session, key: str, revision: int, config: Config, now: datetime
+) -> tuple[DraftRow, RunRow] | ReviewAnswer:
+    """As for an edit: the draft and its run locked if `revision` is still open to change
+    (a redraft, docs/design.md §22), else the refusal saying why."""
+    return _open_for_review(session, key, revision, config, now, expire=False)
 
 
 def _locked_draft(session: Session, key: str) -> tuple[DraftRow, RunRow, RecipeRow] | None:

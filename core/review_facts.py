@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
+from core.approvals import approval_progress
 from core.config import SIMILAR_WARN_DEFAULT, Config
 from core.models import DraftRow
 from core.ports import (
@@ -25,6 +26,7 @@ from core.ports import (
     ReviewItem,
     ReviewSurface,
 )
+from core.redraft_claims import redraft_note
 from core.similarity import similar_post
 from core.states import DRAFT_APPROVED_STATES, DRAFT_DECIDED_STATES, DraftState
 from core.store import Store
@@ -66,7 +68,9 @@ def recipe_record(
 
 def annotate(store: Store, config: Config, now: datetime, item: ReviewItem) -> ReviewItem:
     """`item` with its near-duplicate (when at or above the recipe's `similar_warn`) and
-    its recipe's record. Only drafts waiting for a decision carry them."""
+    its recipe's record. Only drafts waiting for a decision carry them; approvals and the
+    redraft that made the current revision are shown once decided too (who approved)."""
+    item = _reviewer_loop(store, config, item)
     if item.state != DraftState.READY:
         return item
     recipe = config.recipes.get(item.recipe)
@@ -76,6 +80,19 @@ def annotate(store: Store, config: Config, now: datetime, item: ReviewItem) -> R
         similar = similar_post(session, draft, warn) if draft else None
         record = recipe_record(session, item.recipe, now)
     return dataclasses.replace(item, similar=similar, record=record)
+
+
+def _reviewer_loop(store: Store, config: Config, item: ReviewItem) -> ReviewItem:
+    """Approvals of the current revision (where more than one is needed, or several
+    people approved), and the reviewer's redraft that wrote it (docs/design.md §22)."""
+    with store.read() as session:
+        draft = session.get(DraftRow, item.draft_key)
+        if draft is None or draft.revision != item.revision:
+            return item
+        progress = approval_progress(session, config, draft)
+        note = redraft_note(session, draft.key, draft.revision)
+    shown = progress if progress.required > 1 or len(progress.approvers) > 1 else None
+    return dataclasses.replace(item, approvals=shown, redrafted=note)
 
 
 class AnnotatedReviewSurface:

@@ -133,6 +133,7 @@ class AttemptView:
     input_tokens: int
     output_tokens: int
     est_cost_usd: float
+    made_for: str = "draft"  # an AttemptCause: a slot's draft, or a reviewer's redraft
 
 
 class AttemptList(Rows[AttemptView]):
@@ -207,6 +208,7 @@ class DraftDetail(Printable):
     decisions: EventList = field(default_factory=EventList)
     attempts: AttemptList = field(default_factory=AttemptList)
     effects: EffectList = field(default_factory=EffectList)
+    feedback: str | None = None  # what reviewers said about the recipe lately (§22)
 
     @property
     def key(self) -> str | None:
@@ -228,7 +230,7 @@ class DraftDetail(Printable):
             "decisions": self.decisions.to_json(),
             "attempts": self.attempts.to_json(),
             "effects": self.effects.to_json(),
-        }
+        } | ({"feedback": self.feedback} if self.feedback is not None else {})
 
     def attention(self) -> str | None:
         """A sentence for a run a person must settle, or None."""
@@ -272,6 +274,8 @@ class DraftDetail(Printable):
                         f"{draft.similar_to}: {draft.similar_score}% ({draft.similar_method})",
                     )
                 )
+        if self.feedback:
+            facts.append(("reviewers said", self.feedback))
         return facts
 
     def _repr_html_(self) -> str:
@@ -298,6 +302,52 @@ class DraftDetail(Printable):
         if self.effects:
             parts.append(str(self.effects))
         return "\n\n".join(parts)
+
+
+@dataclass(frozen=True)
+class FeedbackEntry:
+    """One thing a reviewer said about a recipe's draft: a rejection and its reason, or
+    a redraft and its note (docs/design.md §22)."""
+
+    at: datetime
+    kind: str  # "rejection" | "redraft"
+    by: str | None
+    text: str | None
+    draft_key: str
+
+
+class FeedbackList(Rows[FeedbackEntry]):
+    title = "feedback"
+    row_type = FeedbackEntry
+    columns = ("at", "kind", "by", "text", "draft_key")
+
+
+@dataclass(frozen=True)
+class RecipeFeedback:
+    """A recipe's feedback in numbers: redrafts and rejections since `since`, and the
+    change reviewers asked for most."""
+
+    recipe: str
+    period: str  # "this month", "the last 30 days": how `since` reads
+    since: datetime
+    redrafts: int
+    rejections: int
+    most_asked: str | None
+    last_reason: str | None
+
+    def line(self) -> str:
+        """`weekly-update: 3 redrafts, 1 rejection in the last 30 days, most asked: 'shorter'`"""
+        counts = f"{_count(self.redrafts, 'redraft')}, {_count(self.rejections, 'rejection')}"
+        line = f"{self.recipe}: {counts} in {self.period}"
+        if self.most_asked:
+            line += f", most asked: '{self.most_asked}'"
+        if self.last_reason:
+            line += f"; last rejected: '{self.last_reason}'"
+        return line
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 @dataclass(frozen=True)

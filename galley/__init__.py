@@ -33,6 +33,7 @@ from core.views import (
     DraftList,
     EffectList,
     EventList,
+    FeedbackList,
     RunList,
     Status,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "EffectList",
     "EffectState",
     "EventList",
+    "FeedbackList",
     "Finding",
     "Galley",
     "GalleyError",

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from bot.blocks import (
     ACTION_APPROVE,
     ACTION_EDIT,
+    ACTION_REDRAFT,
     ACTION_REJECT,
     BLOCK_LIMIT,
     DRAFT_EVENT_TYPE,
@@ -304,6 +305,7 @@ def test_review_buttons_have_their_styles_action_ids_and_revision() -> None:
         ("Approve", ACTION_APPROVE, "primary"),
         ("Reject", ACTION_REJECT, "danger"),
         ("Edit", ACTION_EDIT, None),
+        ("Redraft", ACTION_REDRAFT, None),
     ]
     assert {parse_button_value(b["value"]) for b in buttons} == {(KEY, 2)}
 
@@ -502,3 +504,16 @@ def test_help_lists_every_subcommand_once_and_marks_admin_ones() -> None:
     assert open_to_all == {"help", "status", "runs"}
     assert "<" not in help_text() and ">" not in help_text()
     assert "`/galley pause &lt;recipe|all&gt; [reason]`" in help_text()
+
+
+def test_the_redraft_modal_asks_for_a_note_and_carries_the_revision() -> None:
+    from bot.blocks import REDRAFT_MODAL, redraft_modal, redraft_note
+
+    modal = redraft_modal(KEY, 2)
+
+    assert modal["callback_id"] == REDRAFT_MODAL
+    assert parse_button_value(modal["private_metadata"]) == (KEY, 2)
+    [note] = [b for b in modal["blocks"] if b["type"] == "input"]
+    assert note["optional"] is False and note["element"]["max_length"] == 1000
+    assert redraft_note({"note": {"note": {"value": "  shorter \n"}}}) == "shorter"
+    assert redraft_note({}) == ""

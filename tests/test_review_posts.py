@@ -78,7 +78,7 @@ def test_one_draft_is_posted_once_with_metadata_and_a_receipt(
     assert metadata["event_payload"]["revision"] == 1
     [message] = h.slack.messages(CHANNEL)
     texts = [e["text"]["text"] for e in actions_of(message["blocks"])[0]["elements"]]
-    assert texts == ["Approve", "Reject", "Edit"]
+    assert texts == ["Approve", "Reject", "Edit", "Redraft"]
     assert parse_button_value(button(message["blocks"], APPROVE)) == (key, 1)
     shown = json.dumps(message["blocks"])
     for part in (RECIPE, "linkedin", "v1", "Write the weekly update for 23 November 2026."):
@@ -275,4 +275,5 @@ def test_a_long_draft_is_split_within_block_kit_limits(
         "Approve",
         "Reject",
         "Edit",
+        "Redraft",
     ]

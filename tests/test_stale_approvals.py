@@ -11,8 +11,11 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 
+from sqlmodel import col, select
+
 from bot.blocks import ACTION_APPROVE, button_value, parse_button_value
-from core.policies import Finding, PublishOutcome
+from core.models import AttemptRow
+from core.policies import AttemptCause, Finding, PublishOutcome
 from core.review import edit
 from core.states import DraftState, RunState
 from tests.publishing_bots import BotHarness
@@ -78,6 +81,27 @@ def test_a_draft_sent_back_for_a_stale_approval_can_still_be_reviewed(
     answer = w.approve(revision=2)
 
     assert answer.accepted, answer.message
+
+
+def test_a_redraft_binds_to_the_revision_sent_back_like_an_approval(
+    worlds: MakeWorld, db_url: str
+) -> None:
+    w = worlds(db_url, defaults='approval_ttl = "1h"')
+    w.approved()
+    w.clock.advance(timedelta(hours=1, minutes=1))
+    assert w.service().publish_run(RUN).outcome == PublishOutcome.SENT_BACK
+    stale = w.galley.redraft(KEY, "shorter", revision=1, user="U0EDITOR")
+    fresh = w.galley.redraft(KEY, "shorter", revision=2, user="U0EDITOR")
+
+    assert not stale.accepted and "edited since" in stale.message
+    assert fresh.accepted, fresh.message
+    with w.store.read() as session:  # one model call, for the revision still current
+        causes = session.exec(select(AttemptRow.cause).order_by(col(AttemptRow.number))).all()
+    assert list(causes) == [AttemptCause.DRAFT, AttemptCause.REDRAFT]
+    assert (w.draft_row().state, w.draft_row().revision) == (DraftState.READY, 3)
+    assert not w.approve(revision=2).accepted
+    assert w.approve(revision=3).accepted
+    assert w.service().publish_run(RUN).outcome == PublishOutcome.PUBLISHED
 
 
 def test_an_uncertain_run_resolved_absent_after_approval_ttl_goes_back_to_review(

@@ -1,6 +1,7 @@
-"""One staleness table, two surfaces: approving a draft that was bumped, edited or
-expired after a person read it changes nothing and says why, the same way from the
-operator API (a notebook) as from a signed Slack click (docs/design.md §10).
+"""One staleness table, two surfaces: approving (or redrafting, docs/design.md §22) a
+draft that was bumped, edited or expired after a person read it changes nothing and
+says why, the same way from the operator API (a notebook) as from a signed Slack click
+or modal submission (docs/design.md §10).
 
 Both surfaces run against a real `Bot` (fake Slack and Anthropic over real HTTP), so a
 decision made in the notebook is also shown to reach the Slack review message through
@@ -13,6 +14,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -33,6 +35,7 @@ from tests.slack_harness import (
     edit_revision_1,
     eventually,
 )
+from tests.slack_requests import text_input, view_submission
 
 EDITOR = "U0EDITOR"
 
@@ -126,3 +129,75 @@ def test_a_notebook_decision_reaches_the_slack_message_through_the_outbox(
     assert "Approved" in shown and f"<@{EDITOR}>" in shown
     assert "galley_approve" not in shown  # the buttons are gone
     assert h.draft_row().decided_by == EDITOR
+
+
+# --- the same table for a redraft (issue 23) ----------------------------------------
+
+REDRAFT = "galley_redraft"
+NOTE = "shorter, mention the launch date"
+
+
+def model_requests(h: Harness) -> list[dict[str, Any]]:
+    return [r.body for r in h.anthropic.requests if r.path.endswith("/v1/messages")]
+
+
+def redraft_view(h: Harness) -> dict[str, Any]:
+    """The modal the Redraft button opened, as Slack was asked to open it."""
+    assert h.click(REDRAFT, EDITOR).status_code == 200
+    [opened] = eventually(lambda: h.calls("views.open"), "the redraft modal")
+    view: dict[str, Any] = opened.params["view"]
+    return view
+
+
+def submission(view: dict[str, Any]) -> dict[str, Any]:
+    return view_submission(
+        user=EDITOR,
+        callback_id=view["callback_id"],
+        private_metadata=view["private_metadata"],
+        values={"note": {"note": text_input(NOTE)}},
+    )
+
+
+def redraft_in_notebook(h: Harness, read: galley.DraftDetail, view: dict[str, Any]) -> str:
+    answer = notebook(h).redraft(read, NOTE)
+    assert not answer.accepted
+    return answer.message
+
+
+def redraft_in_slack(h: Harness, read: galley.DraftDetail, view: dict[str, Any]) -> str:
+    assert h.sender.interactive(submission(view)).status_code == 200
+    [reply] = eventually(lambda: h.ephemerals(EDITOR), "the refusal")
+    return reply
+
+
+@pytest.mark.parametrize(
+    "redraft",
+    [pytest.param(redraft_in_notebook, id="api"), pytest.param(redraft_in_slack, id="slack")],
+)
+@pytest.mark.parametrize(
+    ("change", "says", "state_after"),
+    [
+        pytest.param(bump_recipe, "superseded", DraftState.SUPERSEDED, id="bumped"),
+        pytest.param(edit_revision_1, "edited since", DraftState.READY, id="edited"),
+        pytest.param(age_past_review_window, "review window", DraftState.READY, id="expired"),
+    ],
+)
+def test_a_stale_redraft_calls_no_model_and_says_why_on_both_surfaces(
+    start_bot: StartBot,
+    db_url: str,
+    redraft: Callable[[Harness, galley.DraftDetail, dict[str, Any]], str],
+    change: Callable[[Harness], None],
+    says: str,
+    state_after: DraftState,
+) -> None:
+    h = start_bot(db_url, slack=PEOPLE)
+    h.draft_and_post()
+    read, view = notebook(h).show(KEY), redraft_view(h)  # both read revision 1
+    change(h)
+
+    said = redraft(h, read, view)
+
+    assert says in said.lower()
+    time.sleep(SETTLE)
+    assert len(model_requests(h)) == 1  # the first draft only
+    assert h.draft_row().state == state_after  # a redraft expires nothing: it only asks

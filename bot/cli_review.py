@@ -1,0 +1,76 @@
+"""The reviewer's commands of the `galley` command line (docs/design.md §22): approve,
+reject and redraft one revision, with the same rules as Slack's buttons and the notebook
+(`core/acting.py` `Desk`, `core/review.py`, `core/approvals.py`). Registered on
+`bot.cli.app` when that module is imported.
+
+Who acts is `--as`, or GALLEY_USER: their approver role is checked as Slack checks it.
+Exit 0 when the decision or redraft counted, 1 when it was refused (and says why).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from bot.cli import EXIT_FAILED, app, explained_errors, open_galley, out
+
+if TYPE_CHECKING:
+    from core.views import Answer
+
+Key = Annotated[str, typer.Argument(metavar="DRAFT_KEY", help="The draft key.")]
+Revision = Annotated[
+    int | None, typer.Option(help="The revision you read (default: the current one).")
+]
+Person = Annotated[str | None, typer.Option("--as", help="Who decides (default: GALLEY_USER).")]
+
+
+def _person(actor: str | None) -> str:
+    return actor or os.environ.get("GALLEY_USER") or "cli"
+
+
+def _told(answer: Answer) -> None:
+    out.print(answer.message, markup=False, highlight=False)
+    if not answer.accepted:
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command()
+def approve(key: Key, revision: Revision = None, actor: Person = None) -> None:
+    """Approve one revision of a waiting draft (approvals_required people decide)."""
+    with explained_errors():
+        galley = open_galley()
+        read = galley.show(key) if revision is None else key
+        answer = galley.approve(read, revision, user=_person(actor))
+    _told(answer)
+
+
+@app.command()
+def reject(
+    key: Key,
+    reason: Annotated[str | None, typer.Option(help="Why, kept for the recipe.")] = None,
+    revision: Revision = None,
+    actor: Person = None,
+) -> None:
+    """Reject one revision of a waiting draft: it decides at once."""
+    with explained_errors():
+        galley = open_galley()
+        read = galley.show(key) if revision is None else key
+        answer = galley.reject(read, revision, reason=reason, user=_person(actor))
+    _told(answer)
+
+
+@app.command()
+def redraft(
+    key: Key,
+    note: Annotated[str, typer.Option("--note", help="What to change, for the model.")],
+    revision: Revision = None,
+    actor: Person = None,
+) -> None:
+    """Ask the model for the next revision of a waiting draft, with a note."""
+    with explained_errors():
+        galley = open_galley()
+        read = galley.show(key) if revision is None else key
+        answer = galley.redraft(read, note, revision, user=_person(actor))
+    _told(answer)

@@ -1,0 +1,311 @@
+"""A reviewer's redraft (docs/design.md §22): the model is given the recipe's system
+prompt, the current text and the reviewer's note, and its answer becomes the next
+revision of the same draft (same key, revision + 1), in place on the review message.
+
+`ask` checks and claims in one transaction with the recipe, run and draft rows locked
+(the same staleness checks as a decision: `core/review.py`), so a redelivered or
+repeated request finds the claim and never calls the model again. `run` makes the
+call outside any transaction, under a heartbeat, as an attempt with cause `redraft`,
+and stores the answer only while the claim is still its own and the revision it
+rewrites is still current. Knows nothing of Slack.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlmodel import col, select
+
+from core.causes import attempt_cause
+from core.config import Config, Recipe, render_template
+from core.drafting import Backoff, worker_name
+from core.errors import LostClaim, ModelCallFailed
+from core.failpoints import failpoint
+from core.history import note_draft
+from core.identity import attempt_id, text_hash
+from core.leases import Heartbeat, lease_now, new_owner
+from core.models import AttemptRow, DraftRow, RedraftRow, RunRow
+from core.policies import AttemptCause, AttemptOutcome, RedraftState, Refusal
+from core.ports import Clock, Drafter, DraftRequest, ModelReply, ReviewItem
+from core.redraft_claims import (
+    RedraftClaim,
+    claim_redraft,
+    finish_redraft,
+    model_calls,
+    renew_redraft,
+    take_over,
+)
+from core.review import ReviewAnswer, open_for_change, review_item
+from core.revisions import keep_revisions, model_author
+from core.similarity import record_similarity
+from core.store import Store
+
+log = logging.getLogger(__name__)
+REDRAFT_INSTRUCTIONS = (
+    "A reviewer read the draft below and asks for a new version. Rewrite it as they ask; "
+    "answer with the post only."
+)
+
+
+def redraft_request(
+    recipe: Recipe, slot_at: datetime, version: int, text: str, note: str
+) -> DraftRequest:
+    """The recipe's system prompt, the current text and the note."""
+    system = render_template(
+        recipe.system,
+        recipe=recipe.name,
+        platform=recipe.platform,
+        slot=slot_at.astimezone(recipe.zone),
+        version=version,
+    )
+    prompt = (
+        f"{REDRAFT_INSTRUCTIONS}\n\n<draft>\n{text}\n</draft>\n\n"
+        f"<reviewer_note>\n{note}\n</reviewer_note>"
+    )
+    return DraftRequest(
+        model=recipe.model,
+        system=system,
+        prompt=prompt,
+        max_tokens=recipe.max_tokens,
+        timeout=recipe.model_timeout,
+        recipe=recipe.name,
+    )
+
+
+class RedraftService:
+    """A reviewer's note in, at most one paid answer and one new revision out."""
+
+    def __init__(
+        self,
+        store: Store,
+        config: Config,
+        clock: Clock,
+        drafter: Drafter | None,
+        *,
+        worker: str | None = None,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self.store, self.config, self.clock, self.drafter = store, config, clock, drafter
+        self.worker = worker or worker_name()
+        self.backoff = backoff or Backoff()
+
+    def ask(
+        self, *, draft_key: str, revision: int, note: str, user: str, permitted: bool
+    ) -> RedraftClaim | ReviewAnswer:
+        """Claim the redraft of `revision`, or the answer saying why not (stale, asked for
+        already, a limit reached: which one)."""
+        if not permitted:
+            return _refusal(
+                draft_key, Refusal.NOT_APPROVER, "You are not one of this Galley's approvers."
+            )
+        if not note.strip():
+            return _refusal(draft_key, Refusal.EMPTY_NOTE, "Say what to change: the note is empty.")
+        with self.store.transaction() as session:
+            found = open_for_change(session, draft_key, revision, self.config, self.clock.now())
+            if isinstance(found, ReviewAnswer):
+                return found
+            draft, run = found
+            recipe = self.config.recipes.get(draft.recipe)
+            if recipe is None:
+                return _refusal(
+                    draft_key, Refusal.GONE, f"Recipe {draft.recipe} is not in the config."
+                )
+            claimed = claim_redraft(
+                session,
+                recipe,
+                draft,
+                note=note.strip(),
+                user=user,
+                owner=new_owner(self.worker),
+                clock=self.clock,
+            )
+            if isinstance(claimed, RedraftClaim):
+                return claimed
+            refusal, why = claimed
+            # asked for already: the message shows it as it is, and needs no rewrite
+            shown = None if refusal == Refusal.REDRAFTING else review_item(draft, run)
+            return _refusal(draft_key, refusal, _limit_sentence(refusal, why), shown)
+
+    def take_over_expired(self, key: str) -> RedraftClaim | None:
+        """The claim of a holder that stopped renewing it, now ours; None if it is live,
+        finished or taken by someone else first."""
+        with self.store.transaction() as session:
+            row = session.get(RedraftRow, key)
+            recipe = self.config.recipes.get(row.recipe) if row is not None else None
+            if row is None or recipe is None or row.state != RedraftState.CLAIMED:
+                return None
+            now = lease_now(session, self.clock)
+            taken = take_over(session, row, new_owner(self.worker), recipe.takeover_after, now)
+            return taken if isinstance(taken, RedraftClaim) else None
+
+    def run(self, claim: RedraftClaim) -> ReviewAnswer:
+        """Call the model for a claimed redraft and store its answer as the next revision;
+        a holder whose claim was taken over stores nothing and says so."""
+        try:
+            return self._call_and_store(claim)
+        except LostClaim as lost:
+            return _refusal(claim.draft_key, Refusal.REDRAFTING, str(lost))
+
+    def _call_and_store(self, claim: RedraftClaim) -> ReviewAnswer:
+        recipe = self.config.recipes.get(claim.recipe)
+        if recipe is None or self.drafter is None:
+            why = "no drafter (ANTHROPIC_API_KEY is not set)" if recipe else "recipe not in config"
+            return self._fail(claim, why)
+        request = self._request(recipe, claim)
+        if request is None:
+            return self._fail(claim, f"revision {claim.from_revision} is no longer current")
+        deadline = time.monotonic() + recipe.claim_lease.total_seconds()
+
+        def renew() -> bool:
+            return renew_redraft(self.store, claim, recipe.takeover_after, self.clock)
+
+        with Heartbeat(renew, recipe.heartbeat, claim.key) as keeper:
+            while True:
+                number = self._begin_attempt(recipe, claim)
+                if number is None:
+                    return self._fail(claim, f"max_attempts ({recipe.max_attempts}) reached")
+                try:
+                    reply = self.drafter.draft(request)
+                except ModelCallFailed as failure:
+                    self._finish_attempt(claim, number, failure=failure)
+                    cause = attempt_cause(failure.outcome, failure.status, str(failure))
+                    delay = self.backoff.delay(number, failure.retry_after)
+                    if not failure.outcome.retryable or time.monotonic() + delay > deadline:
+                        return self._fail(claim, cause)
+                    if keeper.lost.wait(delay):
+                        raise LostClaim(f"redraft {claim.key} was taken over") from None
+                    continue
+                failpoint("after_redraft_reply")
+                self._finish_attempt(claim, number, reply=reply)
+                return self._store(recipe, claim, reply)
+
+    def _request(self, recipe: Recipe, claim: RedraftClaim) -> DraftRequest | None:
+        with self.store.read() as session:
+            draft = session.get(DraftRow, claim.draft_key)
+            run = session.get(RunRow, claim.run_id)
+            if draft is None or run is None or draft.revision != claim.from_revision:
+                return None
+            return redraft_request(recipe, run.slot_at, draft.version, draft.text or "", claim.note)
+
+    def _begin_attempt(self, recipe: Recipe, claim: RedraftClaim) -> int | None:
+        """The attempt row, written before the call; None at `max_attempts`."""
+        with self.store.transaction() as session:
+            draft = session.get(DraftRow, claim.draft_key)
+            if draft is None or model_calls(session, draft) >= recipe.max_attempts:
+                return None
+            last = session.exec(
+                select(sa.func.max(AttemptRow.number)).where(col(AttemptRow.run_id) == claim.run_id)
+            ).one()
+            number = (last or 0) + 1
+            session.add(
+                AttemptRow(
+                    id=attempt_id(claim.run_id, number),
+                    run_id=claim.run_id,
+                    recipe=recipe.name,
+                    draft_key=claim.draft_key,
+                    number=number,
+                    worker=claim.owner,
+                    model=recipe.model,
+                    started_at=self.clock.now(),
+                    cause=AttemptCause.REDRAFT,
+                )
+            )
+            return number
+
+    def _finish_attempt(
+        self,
+        claim: RedraftClaim,
+        number: int,
+        *,
+        failure: ModelCallFailed | None = None,
+        reply: ModelReply | None = None,
+    ) -> None:
+        values: dict[str, object] = {"finished_at": self.clock.now()}
+        if failure is not None:
+            values |= {
+                "outcome": failure.outcome,
+                "error": str(failure)[:2000],
+                "http_status": failure.status,
+                "request_id": failure.request_id,
+            }
+        if reply is not None:
+            values |= {
+                "outcome": AttemptOutcome.OK,
+                "model": reply.model,
+                "request_id": reply.request_id,
+                "stop_reason": reply.stop_reason,
+            }
+            values |= _usage(reply)
+        row = col(AttemptRow.id) == attempt_id(claim.run_id, number)
+        with self.store.transaction() as session:  # one marked abandoned by a taker stays so…
+            session.execute(
+                sa.update(AttemptRow)
+                .where(row, col(AttemptRow.finished_at).is_(None))
+                .values(**values)
+            )
+            if reply is not None:  # …but what it cost was paid all the same, and counts
+                session.execute(sa.update(AttemptRow).where(row).values(**_usage(reply)))
+
+    def _store(self, recipe: Recipe, claim: RedraftClaim, reply: ModelReply) -> ReviewAnswer:
+        if not reply.text.strip():
+            return self._fail(claim, "the model answered no text")
+        with self.store.transaction() as session:
+            now = self.clock.now()
+            found = open_for_change(session, claim.draft_key, claim.from_revision, self.config, now)
+            if isinstance(found, ReviewAnswer):  # edited, decided, bumped meanwhile
+                finish_redraft(session, claim, RedraftState.FAILED, now, found.message)
+                return found
+            draft, run = found
+            finish_redraft(session, claim, RedraftState.DONE, now)  # fenced: ours, or nothing
+            keep_revisions(
+                session, draft, new_text=reply.text, editor=model_author(reply.model), at=now
+            )
+            draft.text, draft.text_hash, draft.revision = (
+                reply.text,
+                text_hash(reply.text),
+                draft.revision + 1,
+            )
+            draft.model, draft.decision_reason, draft.updated_at = reply.model, None, now
+            draft.input_tokens, draft.output_tokens = reply.input_tokens, reply.output_tokens
+            session.add(draft)
+            record_similarity(session, draft, recipe.similar_window, now)
+            why = f"redrafted: revision {draft.revision} for {claim.requested_by}: {claim.note}"
+            note_draft(session, draft, actor=claim.owner, at=now, reason=why[:2000])
+            item = review_item(draft, run)
+        failpoint("after_redraft_commit")
+        return ReviewAnswer(True, f"Redrafted as revision {item.revision}.", claim.draft_key, item)
+
+    def _fail(self, claim: RedraftClaim, why: str) -> ReviewAnswer:
+        with self.store.transaction() as session:
+            finish_redraft(session, claim, RedraftState.FAILED, self.clock.now(), why)
+        log.warning("redraft %s failed: %s", claim.key, why)
+        return ReviewAnswer(False, f"The redraft failed: {why}.", claim.draft_key)
+
+
+def _usage(reply: ModelReply) -> dict[str, int]:
+    return {
+        "input_tokens": reply.input_tokens,
+        "output_tokens": reply.output_tokens,
+        "cache_creation_tokens": reply.cache_creation_tokens,
+        "cache_read_tokens": reply.cache_read_tokens,
+    }
+
+
+def _refusal(
+    key: str, refusal: Refusal, sentence: str, item: ReviewItem | None = None
+) -> ReviewAnswer:
+    return ReviewAnswer(False, sentence, key, item, refusal)
+
+
+def _limit_sentence(refusal: Refusal, why: str) -> str:
+    match refusal:
+        case Refusal.REDRAFT_LIMIT:
+            return f"No more redrafts of this draft: {why}. Edit it, or reject it."
+        case Refusal.ATTEMPT_LIMIT:
+            return f"No more model calls for this draft: {why}. Edit it, or reject it."
+        case Refusal.BUDGET:
+            return f"The recipe's {why}; ask again tomorrow, or edit the draft."
+    return f"Not redrafted: {why}."
