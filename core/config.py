@@ -59,6 +59,11 @@ HANDLE_PATTERN = re.compile(
 DID_PATTERN = re.compile(r"^did:[a-z]+:[A-Za-z0-9._:%-]+$")
 BASE_URL_PATTERN = re.compile(r"^https?://[^\s/?#|]+(/[^\s?#|]*)?$")
 M = TypeVar("M", bound=BaseModel)
+# `0s` is a value here ("none"), not a mistake: draft_ahead = "0s" drafts at the slot.
+ZeroOrDuration = Annotated[
+    timedelta,
+    BeforeValidator(lambda v: parse_duration(v, zero_allowed=True) if isinstance(v, str) else v),
+]
 
 
 def _known_zone(name: str) -> str:
@@ -285,6 +290,8 @@ class RecipeSettings(_Strict):
     drafting: Drafting = Drafting.SYNC  # §13: batch sends due slots as one Message Batch
     batch_gather: Duration = timedelta(seconds=30)  # due slots gathered this long into one batch
     batch_deadline: Duration = timedelta(hours=1)  # longest a slot waits on a batch, then sync
+    draft_ahead: ZeroOrDuration = timedelta(0)  # §11: drafted this long ahead, published at slot
+    publish_late: Duration = timedelta(hours=1)  # §11: approved this long after its slot, still out
 
     @field_validator("timezone")
     @classmethod
