@@ -64,11 +64,22 @@ class FailReason(StrEnum):
     EMPTY_RESPONSE = "empty_response"
     PUBLISH_REJECTED = "publish_rejected"  # the destination refused the publication itself
     PUBLISH_AUTH = "publish_auth"  # the destination refused Galley's credentials
+    MISSED_SLOT = "missed_slot"  # §22: approved, and not published by slot + publish_late
 
     @property
     def while_drafting(self) -> bool:
         """The run failed before it had a draft: `galley retry` drafts it again."""
-        return self not in (FailReason.PUBLISH_REJECTED, FailReason.PUBLISH_AUTH)
+        return self not in (
+            FailReason.PUBLISH_REJECTED,
+            FailReason.PUBLISH_AUTH,
+            FailReason.MISSED_SLOT,
+        )
+
+
+class ExpiryReason(StrEnum):
+    """Why a draft nobody approved expired (the run's reason)."""
+
+    MISSED_SLOT = "missed_slot"  # §22: not approved by its slot plus publish_late
 
 
 class DraftOutcome(StrEnum):
@@ -162,6 +173,8 @@ class Refusal(StrEnum):
     BUMPED = "bumped"  # the recipe's version moved on
     WINDOW_PASSED = "window_passed"  # the review window closed
     CANCELLED = "cancelled"  # its run was cancelled
+    NOT_APPROVED = "not_approved"  # Unapprove on a draft that is not approved
+    PUBLISHING_STARTED = "publishing_started"  # Unapprove too late: it goes out as approved
 
 
 class FollowUp(StrEnum):
@@ -202,6 +215,7 @@ class AlertKind(StrEnum):
     DRAFTING = "drafting"  # failed or stuck drafting: Retry draft / Skip
     REVIEW_POST = "review_post"  # a review post nobody can find: check the channel
     STRANDED = "stranded"  # a run nothing will move (its recipe left the config): Cancel
+    MISSED = "missed"  # §22: approved, not published by its time: Retry / Cancel
 
 
 class OnSimilar(StrEnum):

@@ -115,6 +115,9 @@ class ReviewItem:
     decision_reason: str | None
     similar: SimilarPost | None = None  # set when the score reaches the recipe's similar_warn
     record: RecipeRecord | None = None
+    publish_at: datetime | None = None  # approved: when its run may go out (§22)
+    publishes: str | None = None  # approved, waiting: "Mon 2 Nov 09:00 (Europe/London)"
+    missed_slot: bool = False  # expired: not approved by its slot plus publish_late
 
 
 @dataclass(frozen=True)

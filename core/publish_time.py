@@ -8,11 +8,15 @@ slot instant stays the run's identity; nothing here ever names a run by now().
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
+from core.ports import ReviewItem
 from core.schedule import ScheduleSpec, Slot, next_slots
+from core.states import DraftState
 
 
 class Timing(ScheduleSpec, Protocol):
@@ -26,6 +30,8 @@ class Timing(ScheduleSpec, Protocol):
     def misfire_grace(self) -> timedelta: ...
     @property
     def approval_ttl(self) -> timedelta: ...
+    @property
+    def targets(self) -> tuple[object, ...]: ...
 
 
 def ahead(recipe: Timing) -> bool:
@@ -74,6 +80,11 @@ def publish_at(recipe: Timing, slot_at: datetime, approved_at: datetime) -> date
     return max(slot_at, approved_at) if ahead(recipe) else approved_at
 
 
+def not_yet(publish_time: datetime | None, now: datetime) -> bool:
+    """Nothing is published before its time (judged by the database's clock)."""
+    return publish_time is not None and now < publish_time
+
+
 def approval_stale(
     recipe: Timing, approved_at: datetime | None, publish_time: datetime | None, now: datetime
 ) -> bool:
@@ -102,6 +113,19 @@ def publication_label(moment: datetime, zone: ZoneInfo | str) -> str:
     tz = zone if isinstance(zone, ZoneInfo) else ZoneInfo(zone)
     local = moment.astimezone(tz)
     return f"{local:%a} {local.day} {local:%b %H:%M} ({tz.key})"
+
+
+def with_publication(recipes: Mapping[str, Timing], item: ReviewItem) -> ReviewItem:
+    """An approved draft waiting for its slot says when it goes out (its message, until
+    publishing starts); one approved after its slot goes out at once and says nothing."""
+    recipe = recipes.get(item.recipe)
+    if recipe is None or not ahead(recipe) or not recipe.targets:
+        return item
+    if item.state != DraftState.APPROVED:
+        return item
+    if item.publish_at is None or (item.decided_at and item.publish_at <= item.decided_at):
+        return item
+    return dataclasses.replace(item, publishes=publication_label(item.publish_at, recipe.zone))
 
 
 def _minutes(delta: timedelta) -> str:
