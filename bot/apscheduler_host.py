@@ -26,6 +26,7 @@ from core.config import Recipe
 from core.dispatch import SlotDispatcher
 from core.identity import run_of_draft_key
 from core.metrics import SCHEDULER_FIRES, SCHEDULER_MISFIRES
+from core.missed_slots import expire_missed_slots
 from core.operator import Galley
 from core.publish_time import drafting_fire, next_drafting, slots_due_by
 from core.review import expire_overdue_drafts
@@ -227,6 +228,7 @@ class SchedulerHost:
 
     def _expire(self) -> None:
         expire_overdue_drafts(self.galley.store, self.galley.config, self.galley.clock)
+        expire_missed_slots(self.galley.store, self.galley.config, self.galley.clock)
 
     def _submit(self, func: Any, *args: Any) -> None:
         if self.stopping.is_set():

@@ -18,6 +18,7 @@ from core.policies import Role, Verdict
 from core.ports import Clock, Directory
 from core.review import ReviewAnswer, decide, edit
 from core.store import Store
+from core.unapproval import unapprove
 from core.views import Answer, DraftDetail
 
 _WHO = "reading only: say who you are with GALLEY_USER or galley.connect(user='U…')"
@@ -95,6 +96,12 @@ class Desk:
         self, draft: DraftDetail | str, text: str, revision: int | None, *, user: str | None
     ) -> ReviewAnswer:
         return self._review(edit, draft, revision, user, text=text)
+
+    def unapprove(
+        self, draft: DraftDetail | str, revision: int | None, *, user: str | None
+    ) -> ReviewAnswer:
+        """Take an approval back while its draft waits for its slot (§22)."""
+        return self._review(unapprove, draft, revision, user)
 
     def _review(
         self,
