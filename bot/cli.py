@@ -396,3 +396,7 @@ def db_upgrade() -> None:
 
 def main() -> None:
     app()
+
+
+# Commands kept in their own modules register on `app` (they import it from here).
+from bot import cli_calendar as _calendar  # noqa: E402, F401

@@ -71,6 +71,7 @@ if TYPE_CHECKING:  # loaded by the operations that use them: reads stay light
     from core.claims import DraftResult
     from core.drafting import Backoff, DraftingService
     from core.plots import Plots
+    from core.publication_calendar import Calendar
     from core.resolution import Resolver
 
 ALL = "all"
@@ -506,6 +507,14 @@ class Galley:
     def run_now(self, recipe_name: str) -> DraftResult:
         """`/galley run`: draft the recipe's most recent slot now."""
         return self.draft(recipe_name)
+
+    def calendar(self, days: int = 7) -> Calendar:
+        """The publication calendar (§22): each recipe's slots of the last day and the
+        next `days`, per target, with their state; `.plot()` draws it."""
+        from core.publication_calendar import read_calendar
+
+        with self.store.read() as session:
+            return read_calendar(session, self.config, self.clock.now(), days)
 
     @cached_property
     def plots(self) -> Plots:

@@ -272,3 +272,16 @@ class LogLevel(StrEnum):
     INFO = "info"
     WARNING = "warning"
     ERROR = "error"
+
+
+class CalendarState(StrEnum):
+    """A slot on the publication calendar (docs/design.md §22), as people read it; a run
+    in any other state is shown by its own state's name (rejected, cancelled, …)."""
+
+    NOT_DRAFTED = "not_drafted"  # no run yet, or one waiting to be drafted
+    DRAFTING = "drafting"
+    WAITING_FOR_REVIEW = "waiting_for_review"
+    APPROVED = "approved"  # waiting for its publication time
+    PUBLISHING = "publishing"  # under way, or its outcome being looked up
+    PUBLISHED = "published"
+    MISSED = "missed"  # its time passed without a publication (missed_slot, misfire)
