@@ -212,3 +212,30 @@ def test_the_notebook_calendar_is_the_same_table_and_draws_it(
     figure = g.plots.calendar(calendar)
     assert figure.axes[0].get_title() == "Publication calendar"
     store.dispose()
+
+
+def test_the_home_tab_shows_what_is_coming_up_per_recipe_and_target(
+    seeded: tuple[dict[str, str], Store, Config],
+) -> None:
+    from bot.app_home import Viewer, home_view
+    from core.home import read_home
+
+    _, store, config = seeded
+    now = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+    seed(store, config, now)
+    model = read_home(Galley(config, store, clock=FrozenClock(now)))
+    assert len(model.coming_up) == 10  # a week ahead, cut to COMING_UP_LIMIT
+    assert [(e.recipe, e.state) for e in model.coming_up[:6]] == [
+        ("tips", "drafting"),
+        ("weekly-update", "approved"),
+        ("tips", "missed"),
+        ("weekly-update", "waiting_for_review"),
+        ("tips", "not_drafted"),
+        ("weekly-update", "not_drafted"),
+    ]
+    view = json.dumps(home_view(model, Viewer("U1", approver=True, admin=False), now=now))
+    assert "*Coming up*" in view
+    assert (
+        "*weekly-update* \\u2192 webhook \\u00b7 approved, publishes Tue 24 Nov 09:00 (UTC)" in view
+    )
+    store.dispose()
