@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -19,7 +19,7 @@ from sqlmodel import Session, col, select
 from core.config import Config
 from core.effects import EffectLedger, EffectSpec, Proof
 from core.models import DraftRow, RunRow
-from core.policies import EffectStep
+from core.policies import EffectStep, FailReason
 from core.ports import MessageRef
 from core.states import (
     DRAFT_APPROVED_STATES,
@@ -87,6 +87,9 @@ class Digest:
     skipped: dict[str, int]  # skip reason → runs in 24h
     expiring: list[ExpiringDraft]  # ready drafts within EXPIRY_WARNING of their window
     approvals: dict[str, tuple[int, int]]  # recipe → (approved, decided) over 30 days
+    # approved drafts that missed their time in 24h (§22): nothing published them by
+    # slot + publish_late, or their publication failed; each waits on Retry / Cancel
+    missed: list[str] = field(default_factory=list)
 
 
 def build_digest(store: Store, config: Config, now: datetime) -> Digest:
@@ -106,6 +109,15 @@ def build_digest(store: Store, config: Config, now: datetime) -> Digest:
             col(RunRow.state).in_([RunState.FAILED, RunState.SKIPPED]),
         )
         ready = session.exec(select(DraftRow).where(col(DraftRow.state) == DraftState.READY)).all()
+        missed = session.exec(  # ix_runs_state_updated: the last day's failures
+            select(RunRow.id)
+            .where(
+                col(RunRow.state) == RunState.FAILED,
+                col(RunRow.updated_at) >= now - DAY,
+                col(RunRow.reason) == FailReason.MISSED_SLOT,
+            )
+            .order_by(col(RunRow.id))
+        ).all()
         decided = _counts(
             session,
             DraftRow,
@@ -120,6 +132,7 @@ def build_digest(store: Store, config: Config, now: datetime) -> Digest:
         skipped=_skipped(recent),
         expiring=_expiring(ready, config, now),
         approvals=_approvals(decided),
+        missed=list(missed),
     )
 
 

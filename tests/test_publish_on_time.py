@@ -16,6 +16,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from bot.blocks import draft_message
+from bot.digest_text import digest_text
+from core.digest import build_digest
 from core.missed_slots import expire_missed_slots
 from core.policies import ExpiryReason, FailReason, PublishOutcome
 from core.publish_queue import publishable
@@ -147,6 +149,9 @@ def test_an_approved_draft_found_past_publish_late_is_not_published_and_people_a
         e["text"]["text"] for b in alert["blocks"] if b["type"] == "actions" for e in b["elements"]
     ]
     assert labels == ["Retry", "Cancel"]
+    digest = build_digest(world.store, world.config, world.clock.now())
+    assert digest.missed == [RUN]
+    assert f"missed their time (24h): `{RUN}`" in digest_text(digest)
 
     world.resolver().retry(RUN, actor="U0ADMIN")
     world.service().publish_pending()
