@@ -33,6 +33,7 @@ from core.models import DraftRow, RecipeRow, RunRow
 from core.permissions import ListedOnly
 from core.policies import FailReason, Finding, Role, Verdict
 from core.ports import Clock, Directory, Drafter, RecipeRecord, SimilarPost, SystemClock
+from core.publish_time import slots_due_by
 from core.queries import (
     draft_detail,
     list_attempts,
@@ -187,8 +188,8 @@ class Galley:
 
     def resolve_slot(self, recipe: Recipe, slot: str | datetime | None) -> Slot:
         """A person's slot: None (the most recent due one), naive wall time, or an instant."""
-        if slot is None:
-            latest = latest_slot_at_or_before(recipe, self.clock.now())
+        if slot is None:  # drafting ahead, the latest slot whose drafting fire has come
+            latest = latest_slot_at_or_before(recipe, slots_due_by(recipe, self.clock.now()))
             if latest is None:
                 raise SlotError(f"{recipe.name}: no slot of {recipe.schedule!r} is due yet")
             return latest

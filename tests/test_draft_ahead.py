@@ -157,3 +157,14 @@ def test_catch_up_drafts_a_slot_whose_drafting_fire_came_while_down(sqlite_url: 
         ids = session.exec(select(RunRow.id)).all()
     assert ids == ["weekly-update@2026-11-23T09:00"]
     assert drafter.calls == 1
+
+
+def test_galley_draft_without_a_slot_takes_the_latest_whose_drafting_fire_came(
+    sqlite_url: str,
+) -> None:
+    recipe = ahead_recipe()
+    config = make_config()
+    config.recipes[recipe.name] = recipe
+    clock = FrozenClock(datetime(2026, 11, 21, 10, 0, tzinfo=UTC))  # Sat: Monday's fire came
+    galley = Galley(config, Store(sqlite_url), drafter=InstantDrafter(), clock=clock)
+    assert galley.draft(recipe.name).run == "weekly-update@2026-11-23T09:00"
