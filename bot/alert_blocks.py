@@ -87,6 +87,10 @@ BUTTONS: dict[AlertKind, list[tuple[str, str, str | None]]] = {
         ("Skip", ACTION_ALERT_SKIP, "danger"),
     ],
     AlertKind.STRANDED: [("Cancel", ACTION_ALERT_CANCEL, "danger")],
+    AlertKind.MISSED: [
+        ("Retry", ACTION_ALERT_RETRY, "primary"),
+        ("Cancel", ACTION_ALERT_CANCEL, "danger"),
+    ],
     AlertKind.REVIEW_POST: [],
 }
 

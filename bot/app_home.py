@@ -15,6 +15,7 @@ from typing import Any
 
 from bot.mrkdwn import escape_mrkdwn
 from core.home import HomeModel, RecipeLine, RunNeedingPerson, WaitingDraft
+from core.publication_calendar import CalendarEntry
 
 VIEW_BLOCK_LIMIT = 100
 ACTION_HOME_PAUSE = "galley_home_pause"
@@ -79,7 +80,11 @@ def home_view(
     top = [{"type": "header", "text": _plain("Galley")}]
     if notice:
         top.append(_section(notice))
-    parts = [_waiting_part(model, viewer, workspace_url), _recipes_part(model, viewer)]
+    parts = [
+        _waiting_part(model, viewer, workspace_url),
+        _coming_up_part(model),
+        _recipes_part(model, viewer),
+    ]
     if viewer.admin:
         parts.append(_needing_part(model))
     footer = [_context(f"Updated {_date(now)} · `/galley help` for every command")]
@@ -140,6 +145,23 @@ def _waiting_line(draft: WaitingDraft, workspace_url: str | None) -> str:
             return f"{line}\n<{link}|Open the review message>"
         return f"{line}\nIn <#{draft.review_channel}>"
     return f"{line}\n_Not posted for review yet._"
+
+
+def _coming_up_part(model: HomeModel) -> _Part:
+    """The publication calendar's next slots, per recipe and target (§23)."""
+    items = [[_context(_coming_up_line(entry))] for entry in model.coming_up]
+    return _Part(
+        [_section("*Coming up*")],
+        items,
+        "…and {n} more: `galley calendar` lists them all.",
+        empty=[_context("Nothing scheduled in the next week.")],
+    )
+
+
+def _coming_up_line(entry: CalendarEntry) -> str:
+    target = f" → {escape_mrkdwn(entry.target)}" if entry.target else ""
+    recipe, shown = escape_mrkdwn(entry.recipe), escape_mrkdwn(entry.shown)
+    return f"{_date(entry.slot_at)} · *{recipe}*{target} · {shown}"
 
 
 def _recipes_part(model: HomeModel, viewer: Viewer) -> _Part:

@@ -26,9 +26,10 @@ from core.config import Recipe
 from core.dispatch import SlotDispatcher
 from core.identity import run_of_draft_key
 from core.metrics import SCHEDULER_FIRES, SCHEDULER_MISFIRES
+from core.missed_slots import expire_missed_slots
 from core.operator import Galley
+from core.publish_time import drafting_fire, next_drafting, slots_due_by
 from core.review import expire_overdue_drafts
-from core.schedule import next_slots
 
 log = logging.getLogger(__name__)
 RECIPE_JOB_PREFIX = "recipe:"
@@ -36,7 +37,9 @@ RECIPE_EXECUTOR = "recipes"
 
 
 class RecipeTrigger(BaseTrigger):  # type: ignore[misc]
-    """Fires at exactly the instants `core.schedule` gives, DST policy included."""
+    """Fires at exactly the instants `core.schedule` gives, DST policy included, each
+    draft_ahead before its slot (docs/design.md §23): APScheduler's run time is the
+    drafting fire, never the slot, which `SchedulerHost` names from it."""
 
     def __init__(self, recipe: Recipe) -> None:
         self.recipe = recipe
@@ -45,8 +48,8 @@ class RecipeTrigger(BaseTrigger):  # type: ignore[misc]
         self, previous_fire_time: datetime | None, now: datetime
     ) -> datetime | None:
         after = previous_fire_time or now
-        upcoming = next_slots(self.recipe, after, 1)
-        return upcoming[0].fire_at if upcoming else None
+        upcoming = next_drafting(self.recipe, after, 1)
+        return drafting_fire(self.recipe, upcoming[0].fire_at) if upcoming else None
 
     def __str__(self) -> str:
         return f"galley[{self.recipe.schedule} {self.recipe.timezone}]"
@@ -125,7 +128,7 @@ class SchedulerHost:
         schedules = SharedSchedules()
         scheduler_now = datetime.now(UTC)  # the clock APScheduler's triggers read
         for recipe in recipes:
-            first = schedules.next_after(recipe, scheduler_now)
+            first = schedules.next_after(recipe, slots_due_by(recipe, scheduler_now))
             self.scheduler.add_job(
                 self._on_fire,
                 trigger=RecipeTrigger(recipe),
@@ -137,7 +140,7 @@ class SchedulerHost:
                 max_instances=1,
                 coalesce=True,
                 misfire_grace_time=int(recipe.misfire_grace.total_seconds()),
-                next_run_time=None if first is None else first.fire_at,
+                next_run_time=None if first is None else drafting_fire(recipe, first.fire_at),
             )
         self.add_interval_job("sweeper", self._sweep_and_resume, self._sweep_every)
         self.add_interval_job("pending", self._settle_stale_pending, self._housekeeping_every)
@@ -198,7 +201,8 @@ class SchedulerHost:
         APScheduler's signature check; without it the latest due slot is used)."""
         recipe = self.galley.config.recipes[recipe_name]
         SCHEDULER_FIRES.labels(recipe_name).inc()
-        self._submit(self.dispatcher.fire, recipe, scheduled_at or self.galley.clock.now())
+        fired = scheduled_at or self.galley.clock.now()
+        self._submit(self.dispatcher.fire, recipe, slots_due_by(recipe, fired))
 
     def _on_missed(self, event: JobExecutionEvent) -> None:
         """APScheduler found a fire past misfire_grace: Galley records it as skipped."""
@@ -211,7 +215,7 @@ class SchedulerHost:
             recipe.name,
             event.scheduled_run_time,
         )
-        self._submit(self.dispatcher.fire, recipe, event.scheduled_run_time)
+        self._submit(self.dispatcher.fire, recipe, slots_due_by(recipe, event.scheduled_run_time))
 
     def _sweep_and_resume(self) -> None:
         """Return expired claims to the pool and draft those slots again (once, within
@@ -226,6 +230,7 @@ class SchedulerHost:
 
     def _expire(self) -> None:
         expire_overdue_drafts(self.galley.store, self.galley.config, self.galley.clock)
+        expire_missed_slots(self.galley.store, self.galley.config, self.galley.clock)
 
     def _submit(self, func: Any, *args: Any) -> None:
         if self.stopping.is_set():

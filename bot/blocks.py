@@ -27,6 +27,7 @@ from core.review import ReviewAnswer
 from core.states import DraftState
 
 ACTION_APPROVE = "galley_approve"
+ACTION_UNAPPROVE = "galley_unapprove"
 ACTION_REJECT = "galley_reject"
 ACTION_EDIT = "galley_edit"
 ACTION_REDRAFT = "galley_redraft"
@@ -131,8 +132,18 @@ def decided_message(
     _require_aware(item.slot_at, "slot_at")
     line, verdict = _decision_line(item)
     outcome = context(line, block_id="galley_decision")
-    blocks = [*_draft_blocks(item, trailing=2), _details(item), outcome]
+    waiting = unapprove_actions(item)  # approved ahead of its slot (§23)
+    blocks = [*_draft_blocks(item, trailing=2 + len(waiting)), _details(item), outcome, *waiting]
     return f"Draft {verdict}: " + _snippet(item.text), blocks
+
+
+def unapprove_actions(item: ReviewItem) -> list[dict[str, Any]]:
+    """**Unapprove**, while an approved draft waits for its publication time."""
+    if item.state != DraftState.APPROVED or item.publishes is None:
+        return []
+    value = button_value(item.draft_key, item.revision)
+    button = _button("Unapprove", ACTION_UNAPPROVE, value)
+    return [{"type": "actions", "block_id": REVIEW_BLOCK_ID, "elements": [button]}]
 
 
 def reject_modal(draft_key: str, revision: int) -> dict[str, Any]:
@@ -279,6 +290,8 @@ def _decision_line(item: ReviewItem) -> tuple[str, str]:
     if len(approvers) > 1:  # approvals_required people decided together (§22)
         who = " by " + " and ".join(mention_user(person) for person in approvers)
     match item.state:
+        case DraftState.APPROVED if item.publishes:
+            return f"✅ Approved{who} · publishes {escape_mrkdwn(item.publishes)}", item.state
         case DraftState.APPROVED | DraftState.PUBLISHED:
             return f"✅ Approved{who} {when}", DraftState.APPROVED
         case DraftState.REJECTED:
@@ -286,6 +299,9 @@ def _decision_line(item: ReviewItem) -> tuple[str, str]:
             if item.decision_reason:
                 line += f" — reason: {inert(item.decision_reason, REASON_LIMIT)}"
             return line, DraftState.REJECTED
+        case DraftState.EXPIRED if item.missed_slot:
+            why = f": {inert(item.decision_reason, REASON_LIMIT)}" if item.decision_reason else ""
+            return f"⌛ Expired unapproved: it missed its slot{why}", DraftState.EXPIRED
         case DraftState.EXPIRED:
             return f"⌛ Expired unreviewed (review window passed) {when}", DraftState.EXPIRED
         case DraftState.SUPERSEDED:

@@ -400,4 +400,6 @@ def main() -> None:
 
 # The reviewer's commands (approve, reject, redraft) live beside this module; importing
 # it registers them on `app`.
+# Commands kept in their own modules register on `app` (they import it from here).
+from bot import cli_calendar as _calendar  # noqa: E402, F401
 from bot import cli_review  # noqa: E402, F401

@@ -14,6 +14,9 @@ def digest_text(digest: Digest) -> str:
         lines.append(f"• Needs a person: {', '.join(runs)}")
     else:
         lines.append("• Nothing stuck or uncertain.")
+    if digest.missed:
+        missed = ", ".join(_code(run_id) for run_id in digest.missed)
+        lines.append(f"• Approved drafts that missed their time (24h): {missed}")
     if digest.failing:
         failing = (f"{_bold(name)} x{count}" for name, count in digest.failing.items())
         lines.append(f"• Failing repeatedly (24h): {', '.join(failing)}")

@@ -24,6 +24,7 @@ from bot.blocks import (
     ACTION_EDIT,
     ACTION_REDRAFT,
     ACTION_REJECT,
+    ACTION_UNAPPROVE,
     EDIT_MODAL,
     REDRAFT_MODAL,
     REJECT_MODAL,
@@ -95,6 +96,15 @@ def register(app: App, deps: BotDeps) -> None:
     def on_approve(ack: Ack, body: dict[str, Any], respond: Respond) -> None:
         ack()
         result = decide_as(body["user"]["id"], body["actions"][0]["value"], Verdict.APPROVED)
+        settle(
+            result, lambda text: respond(text, response_type="ephemeral", replace_original=False)
+        )
+
+    @app.action(ACTION_UNAPPROVE)
+    def on_unapprove(ack: Ack, body: dict[str, Any], respond: Respond) -> None:
+        ack()
+        key, revision = parse_button_value(body["actions"][0]["value"])
+        result = desk.unapprove(key, revision, user=body["user"]["id"])
         settle(
             result, lambda text: respond(text, response_type="ephemeral", replace_original=False)
         )

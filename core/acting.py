@@ -18,6 +18,7 @@ from core.policies import Role, Verdict
 from core.ports import Clock, Directory
 from core.review import ReviewAnswer, decide, edit
 from core.store import Store
+from core.unapproval import unapprove
 from core.views import Answer, DraftDetail
 
 if TYPE_CHECKING:
@@ -116,6 +117,12 @@ class Desk:
         return service.ask(
             draft_key=key, revision=read, note=note, user=person, permitted=permitted
         )
+
+    def unapprove(
+        self, draft: DraftDetail | str, revision: int | None, *, user: str | None
+    ) -> ReviewAnswer:
+        """Take an approval back while its draft waits for its slot (§23)."""
+        return self._review(unapprove, draft, revision, user)
 
     def _review(
         self,

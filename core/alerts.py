@@ -215,6 +215,12 @@ class AlertService:
                 "The destination refused Galley's credentials (401/403): nothing was published.",
                 AlertKind.PUBLISH,
             )
+        if reason == FailReason.MISSED_SLOT:
+            return (
+                "An approved draft missed its time: nothing up to publish it by its slot plus "
+                "publish_late, so it was not published late.",
+                AlertKind.MISSED,
+            )
         if reason == FailReason.PUBLISH_REJECTED:
             return "The destination refused the publication: nothing was published.", (
                 AlertKind.STRANDED

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -24,6 +24,7 @@ from core.config import Recipe
 from core.leases import SCHEDULER
 from core.models import EventRow, RecipeRow, RunRow
 from core.policies import SkipReason
+from core.publish_time import slots_due_by, too_late_to_draft
 from core.schedule import Slot, latest_slot_at_or_before, next_slots, slots_between
 from core.states import RunState
 from core.store import Store
@@ -97,7 +98,7 @@ def plan_catch_up(
     if it is within misfire_grace and is recorded as a misfire otherwise."""
     plan = CatchUpPlan()
     for recipe in recipes:
-        latest = schedules.latest_at_or_before(recipe, now)
+        latest = schedules.latest_at_or_before(recipe, slots_due_by(recipe, now))
         if latest is None:
             continue
         last = recorded.get(recipe.name)
@@ -112,14 +113,11 @@ def plan_catch_up(
         )
         plan.to_skip += [Skip(recipe, s, coalesced) for s in due if s.fire_at < newest]
         for slot in newest_slots:
-            lateness = now - slot.fire_at
-            if lateness <= recipe.misfire_grace:
+            late = too_late_to_draft(recipe, slot.fire_at, now)
+            if late is None:
                 plan.to_run.append((recipe, slot))
-                continue
-            grace = _minutes(recipe.misfire_grace)
-            plan.to_skip.append(
-                Skip(recipe, slot, f"found {_minutes(lateness)} late; misfire_grace is {grace}")
-            )
+            else:
+                plan.to_skip.append(Skip(recipe, slot, late))
     return plan
 
 
@@ -214,7 +212,3 @@ def _insert(session: Session, table: type[Any]) -> Any:
     if session.get_bind().dialect.name == "postgresql":
         return postgresql.insert(table)
     return sqlite.insert(table)
-
-
-def _minutes(delta: timedelta) -> str:
-    return f"{int(delta.total_seconds() // 60)}m"

@@ -59,6 +59,11 @@ HANDLE_PATTERN = re.compile(
 DID_PATTERN = re.compile(r"^did:[a-z]+:[A-Za-z0-9._:%-]+$")
 BASE_URL_PATTERN = re.compile(r"^https?://[^\s/?#|]+(/[^\s?#|]*)?$")
 M = TypeVar("M", bound=BaseModel)
+# `0s` is a value here ("none"), not a mistake: draft_ahead = "0s" drafts at the slot.
+ZeroOrDuration = Annotated[
+    timedelta,
+    BeforeValidator(lambda v: parse_duration(v, zero_allowed=True) if isinstance(v, str) else v),
+]
 
 
 def _known_zone(name: str) -> str:
@@ -288,6 +293,8 @@ class RecipeSettings(_Strict):
     approvals_required: int = Field(default=1, ge=1)  # §22: distinct approvers of one revision
     editor_may_approve: bool = True  # §22: false: whoever edited a revision cannot approve it
     max_redrafts: int = Field(default=3, ge=0)  # §22: reviewer-requested redrafts per draft
+    draft_ahead: ZeroOrDuration = timedelta(0)  # §11: drafted this long ahead, published at slot
+    publish_late: Duration = timedelta(hours=1)  # §11: approved this long after its slot, still out
 
     @field_validator("timezone")
     @classmethod

@@ -20,7 +20,7 @@ from core.config import Config
 from core.effects import EffectLedger, EffectSpec, Proof
 from core.feedback import month_start, recipe_feedback
 from core.models import DraftRow, RunRow
-from core.policies import EffectStep
+from core.policies import EffectStep, FailReason
 from core.ports import MessageRef
 from core.states import (
     DRAFT_APPROVED_STATES,
@@ -90,6 +90,9 @@ class Digest:
     expiring: list[ExpiringDraft]  # ready drafts within EXPIRY_WARNING of their window
     approvals: dict[str, tuple[int, int]]  # recipe → (approved, decided) over 30 days
     feedback: dict[str, RecipeFeedback] = field(default_factory=dict)  # this month (§22)
+    # approved drafts that missed their time in 24h (§23): nothing published them by
+    # slot + publish_late, or their publication failed; each waits on Retry / Cancel
+    missed: list[str] = field(default_factory=list)
 
 
 def build_digest(store: Store, config: Config, now: datetime) -> Digest:
@@ -109,6 +112,15 @@ def build_digest(store: Store, config: Config, now: datetime) -> Digest:
             col(RunRow.state).in_([RunState.FAILED, RunState.SKIPPED]),
         )
         ready = session.exec(select(DraftRow).where(col(DraftRow.state) == DraftState.READY)).all()
+        missed = session.exec(  # ix_runs_state_updated: the last day's failures
+            select(RunRow.id)
+            .where(
+                col(RunRow.state) == RunState.FAILED,
+                col(RunRow.updated_at) >= now - DAY,
+                col(RunRow.reason) == FailReason.MISSED_SLOT,
+            )
+            .order_by(col(RunRow.id))
+        ).all()
         decided = _counts(
             session,
             DraftRow,
@@ -128,6 +140,7 @@ def build_digest(store: Store, config: Config, now: datetime) -> Digest:
         expiring=_expiring(ready, config, now),
         approvals=_approvals(decided),
         feedback={f.recipe: f for f in said if f.redrafts or f.rejections},
+        missed=list(missed),
     )
 
 

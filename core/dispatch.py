@@ -20,6 +20,7 @@ from core.leases import SCHEDULER
 from core.models import RunRow
 from core.policies import DraftOutcome, SkipReason
 from core.ports import Clock
+from core.publish_time import slots_due_by, too_late_to_draft
 from core.rows import lock_run, run_row
 from core.schedule import Slot, latest_slot_at_or_before, slot_of_run, slots_between
 from core.states import RunState
@@ -51,7 +52,8 @@ class SlotDispatcher:
         self.queue_poll_seconds = queue_poll_seconds
 
     def fire(self, recipe: Recipe, fire_at: datetime) -> list[DraftResult]:
-        """The scheduler says `fire_at` has come: run the latest due slot once.
+        """The scheduler says the slot at `fire_at` is due for drafting (its drafting
+        fire, draft_ahead before it, has come): run the latest due slot once.
 
         Slots before it that never got a run (the host slept, the process was down)
         coalesce into it and are recorded as skipped.
@@ -69,7 +71,7 @@ class SlotDispatcher:
 
     def catch_up(self, recipe: Recipe) -> list[DraftResult]:
         """At start-up: the latest due slot runs if it is within misfire_grace."""
-        latest = latest_slot_at_or_before(recipe, self.clock.now())
+        latest = latest_slot_at_or_before(recipe, slots_due_by(recipe, self.clock.now()))
         return [] if latest is None else self.fire(recipe, latest.fire_at)
 
     def resume(self, run_id: str) -> DraftResult | None:
@@ -150,19 +152,18 @@ class SlotDispatcher:
         return DraftResult(DraftOutcome.SKIPPED, run_id, None, reason, detail)
 
     def run_slot(self, recipe: Recipe, slot: Slot) -> DraftResult:
-        """Draft one scheduled slot under the recipe's misfire and overlap policies."""
-        lateness = self.clock.now() - slot.fire_at
-        if lateness > recipe.misfire_grace:
-            grace = _minutes(recipe.misfire_grace)
-            detail = f"found {_minutes(lateness)} late; misfire_grace is {grace}"
-            return self._skip(recipe, slot, SkipReason.MISFIRE, detail)
+        """Draft one scheduled slot under the recipe's misfire and overlap policies
+        (misfire_grace counts from the drafting fire, docs/design.md §23)."""
+        late = too_late_to_draft(recipe, slot.fire_at, self.clock.now())
+        if late is not None:
+            return self._skip(recipe, slot, SkipReason.MISFIRE, late)
         while True:
             result = self.drafting.draft_slot(recipe, slot, actor=SCHEDULER, overlap=recipe.overlap)
             if result.outcome != DraftOutcome.QUEUED:
                 return result
             if self.stopping.wait(self.queue_poll_seconds):
                 return result  # shutting down: the queued run stays pending for the next start
-            if self.clock.now() - slot.fire_at > recipe.misfire_grace:
+            if too_late_to_draft(recipe, slot.fire_at, self.clock.now()) is not None:
                 detail = "queued behind a run that outlasted misfire_grace"
                 return self._skip(recipe, slot, SkipReason.MISFIRE, detail)
 
@@ -200,7 +201,3 @@ class SlotDispatcher:
 
 def _coalesced(recipe: Recipe, latest: list[Slot]) -> str:
     return "missed; coalesced into " + ", ".join(s.run_id(recipe.name) for s in latest)
-
-
-def _minutes(delta: timedelta) -> str:
-    return f"{int(delta.total_seconds() // 60)}m"

@@ -9,13 +9,14 @@ _PART = re.compile(r"(\d+)([smhdw])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
-def parse_duration(text: str) -> timedelta:
-    """Parse `90m`-style text; raises ValueError with a message fit for a person."""
+def parse_duration(text: str, *, zero_allowed: bool = False) -> timedelta:
+    """Parse `90m`-style text; raises ValueError with a message fit for a person.
+    `zero_allowed`: `0s` means "none" (draft_ahead), so it is not refused."""
     cleaned = text.strip().lower()
     if not cleaned or _PART.sub("", cleaned) != "":
         raise ValueError(f"bad duration {text!r}: use a number and a unit, like 90m, 48h or 7d")
     seconds = sum(int(n) * _UNIT_SECONDS[unit] for n, unit in _PART.findall(cleaned))
-    if seconds <= 0:
+    if seconds < 0 or (seconds == 0 and not zero_allowed):
         raise ValueError(f"bad duration {text!r}: must be longer than zero")
     return timedelta(seconds=seconds)
 

@@ -8,7 +8,7 @@ runs needing a person), never by the history: a million old runs cost nothing he
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlmodel import Session, col, select
@@ -18,10 +18,13 @@ from core.history_pages import ready_counts
 from core.identity import review_effect_key
 from core.models import DraftRow, EffectRow, RunRow
 from core.operator import Galley, RecipeStatus
+from core.publication_calendar import CalendarEntry, read_calendar
 from core.states import RUN_WATCHED_STATES, DraftState, EffectState, RunState
 from core.stuck import is_stuck
 
 WAITING_LIMIT = 60  # more than a Home tab can show; the rest is counted, not listed
+COMING_UP_DAYS = 7  # "Coming up": the calendar's next week (docs/design.md §23)
+COMING_UP_LIMIT = 10
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,7 @@ class HomeModel:
     waiting_total: int
     recipes: list[RecipeLine]
     needing_person: list[RunNeedingPerson]  # uncertain and stuck runs
+    coming_up: list[CalendarEntry] = field(default_factory=list)  # next slots, per target
 
 
 def read_home(galley: Galley) -> HomeModel:
@@ -83,7 +87,9 @@ def read_home(galley: Galley) -> HomeModel:
         ]
         recipes = [_recipe_line(session, status[name]) for name in names]
         needing = _runs_needing_person(session, galley.config, now)
-    return HomeModel(waiting, total, recipes, needing)
+        calendar = read_calendar(session, galley.config, now, COMING_UP_DAYS)
+    coming_up = [entry for entry in calendar if entry.slot_at >= now][:COMING_UP_LIMIT]
+    return HomeModel(waiting, total, recipes, needing, coming_up)
 
 
 def _review_refs(session: Session, keys: list[str]) -> dict[str, tuple[str, str]]:

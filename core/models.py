@@ -81,6 +81,8 @@ class RunRow(SQLModel, table=True):
         sa.Index("ix_runs_state_slot", "state", "slot_at", "id"),  # by state; open runs
         sa.Index("ix_runs_recipe_slot", "recipe", "slot_at"),  # a recipe's latest run
         sa.Index("ix_runs_state_updated", "state", "updated_at"),  # recent failures, skips
+        # approved runs by the time they may go out: the publish queue (docs/design.md §23)
+        _partial_index("ix_runs_publish_due", "state", "publish_at", where="state = 'approved'"),
     )
 
     id: str = Field(primary_key=True, max_length=200)
@@ -94,6 +96,7 @@ class RunRow(SQLModel, table=True):
     manual: bool = False
     created_at: datetime = _utc(nullable=False)
     updated_at: datetime = _utc(nullable=False)
+    publish_at: datetime | None = _utc()  # approved: when it may go out (§23)
 
 
 class DraftRow(SQLModel, table=True):

@@ -33,6 +33,7 @@ from core.models import DraftRow, RecipeRow, RunRow
 from core.permissions import ListedOnly
 from core.policies import FailReason, Finding, Role, Verdict
 from core.ports import Clock, Directory, Drafter, RecipeRecord, SimilarPost, SystemClock
+from core.publish_time import slots_due_by
 from core.queries import (
     draft_detail,
     list_attempts,
@@ -74,6 +75,7 @@ if TYPE_CHECKING:  # loaded by the operations that use them: reads stay light
     from core.claims import DraftResult
     from core.drafting import Backoff, DraftingService
     from core.plots import Plots
+    from core.publication_calendar import Calendar
     from core.redrafting import RedraftService
     from core.resolution import Resolver
 
@@ -201,8 +203,8 @@ class Galley:
 
     def resolve_slot(self, recipe: Recipe, slot: str | datetime | None) -> Slot:
         """A person's slot: None (the most recent due one), naive wall time, or an instant."""
-        if slot is None:
-            latest = latest_slot_at_or_before(recipe, self.clock.now())
+        if slot is None:  # drafting ahead, the latest slot whose drafting fire has come
+            latest = latest_slot_at_or_before(recipe, slots_due_by(recipe, self.clock.now()))
             if latest is None:
                 raise SlotError(f"{recipe.name}: no slot of {recipe.schedule!r} is due yet")
             return latest
@@ -530,6 +532,14 @@ class Galley:
     def run_now(self, recipe_name: str) -> DraftResult:
         """`/galley run`: draft the recipe's most recent slot now."""
         return self.draft(recipe_name)
+
+    def calendar(self, days: int = 7) -> Calendar:
+        """The publication calendar (§23): each recipe's slots of the last day and the
+        next `days`, per target, with their state; `.plot()` draws it."""
+        from core.publication_calendar import read_calendar
+
+        with self.store.read() as session:
+            return read_calendar(session, self.config, self.clock.now(), days)
 
     @cached_property
     def plots(self) -> Plots:

@@ -31,6 +31,8 @@ from core.store import Store
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+    from core.publication_calendar import Calendar
+
 SUBJECT_LANES = ("recipe", "run", "draft", "effect")
 MARKERS_UP_TO = 120
 
@@ -200,6 +202,32 @@ class Plots:
         axes.set_xlim(first - pad, last + pad)
         axes.set_yticks(range(len(lanes)), lanes)
         axes.set(title=f"Timeline of {run_id}", xlabel="time (UTC)", ylim=(-0.5, len(lanes)))
+        figure.autofmt_xdate()
+        return figure
+
+    @staticmethod
+    def calendar(entries: Calendar) -> Figure:
+        """The publication calendar (`galley.calendar()`): one lane per recipe and target,
+        each slot a dot at its time, coloured by its state."""
+        figure = _figure(9.0, 1.5 + 0.5 * len({(e.recipe, e.target) for e in entries}))
+        axes = figure.subplots()
+        if not entries:
+            return _nothing(figure, axes, "Publication calendar", "no slots in this window")
+        lanes = sorted({(e.recipe, e.target or "no publish") for e in entries})
+        lane_of = {lane: n for n, lane in enumerate(lanes)}
+        for state in sorted({e.state for e in entries}):
+            chosen = [e for e in entries if e.state == state]
+            times: Any = [e.slot_at for e in chosen]  # matplotlib takes datetimes as dates
+            axes.scatter(
+                times,
+                [lane_of[(e.recipe, e.target or "no publish")] for e in chosen],
+                label=state,
+                zorder=3,
+            )
+        axes.set_yticks(range(len(lanes)), [f"{recipe} → {target}" for recipe, target in lanes])
+        axes.set(title="Publication calendar", xlabel="slot (UTC)", ylim=(-0.5, len(lanes)))
+        _span(axes, (e.slot_at for e in entries), timedelta(hours=1))
+        _legend(axes, entries)
         figure.autofmt_xdate()
         return figure
 

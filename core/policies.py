@@ -64,11 +64,22 @@ class FailReason(StrEnum):
     EMPTY_RESPONSE = "empty_response"
     PUBLISH_REJECTED = "publish_rejected"  # the destination refused the publication itself
     PUBLISH_AUTH = "publish_auth"  # the destination refused Galley's credentials
+    MISSED_SLOT = "missed_slot"  # §23: approved, and not published by slot + publish_late
 
     @property
     def while_drafting(self) -> bool:
         """The run failed before it had a draft: `galley retry` drafts it again."""
-        return self not in (FailReason.PUBLISH_REJECTED, FailReason.PUBLISH_AUTH)
+        return self not in (
+            FailReason.PUBLISH_REJECTED,
+            FailReason.PUBLISH_AUTH,
+            FailReason.MISSED_SLOT,
+        )
+
+
+class ExpiryReason(StrEnum):
+    """Why a draft nobody approved expired (the run's reason)."""
+
+    MISSED_SLOT = "missed_slot"  # §23: not approved by its slot plus publish_late
 
 
 class DraftOutcome(StrEnum):
@@ -185,6 +196,8 @@ class Refusal(StrEnum):
     REDRAFT_LIMIT = "redraft_limit"  # max_redrafts reached
     ATTEMPT_LIMIT = "attempt_limit"  # max_attempts model calls made for this draft
     BUDGET = "budget"  # the recipe's daily_token_budget is spent
+    NOT_APPROVED = "not_approved"  # Unapprove on a draft that is not approved
+    PUBLISHING_STARTED = "publishing_started"  # Unapprove too late: it goes out as approved
 
 
 class FollowUp(StrEnum):
@@ -225,6 +238,7 @@ class AlertKind(StrEnum):
     DRAFTING = "drafting"  # failed or stuck drafting: Retry draft / Skip
     REVIEW_POST = "review_post"  # a review post nobody can find: check the channel
     STRANDED = "stranded"  # a run nothing will move (its recipe left the config): Cancel
+    MISSED = "missed"  # §23: approved, not published by its time: Retry / Cancel
 
 
 class OnSimilar(StrEnum):
@@ -281,3 +295,16 @@ class LogLevel(StrEnum):
     INFO = "info"
     WARNING = "warning"
     ERROR = "error"
+
+
+class CalendarState(StrEnum):
+    """A slot on the publication calendar (docs/design.md §23), as people read it; a run
+    in any other state is shown by its own state's name (rejected, cancelled, …)."""
+
+    NOT_DRAFTED = "not_drafted"  # no run yet, or one waiting to be drafted
+    DRAFTING = "drafting"
+    WAITING_FOR_REVIEW = "waiting_for_review"
+    APPROVED = "approved"  # waiting for its publication time
+    PUBLISHING = "publishing"  # under way, or its outcome being looked up
+    PUBLISHED = "published"
+    MISSED = "missed"  # its time passed without a publication (missed_slot, misfire)

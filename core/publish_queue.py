@@ -14,21 +14,33 @@ from sqlmodel import Session, col, select
 
 from core.models import DraftRow, EffectRow, RunRow, unsettled_receipt
 from core.policies import EffectStep
-from core.states import RUN_PUBLISHABLE_STATES
+from core.states import RUN_PUBLISHABLE_STATES, RunState
 
 PUBLISH_STEP = EffectStep.PUBLISH  # the name core/publishing.py and core/drafting.py import
 PUBLISHABLE = RUN_PUBLISHABLE_STATES  # the name core/publishing.py imports
 PUBLISH_BATCH = 100  # rows one reconciler pass takes on; the rest wait for the next, 2 s on
 
 
-def publishable(session: Session) -> Sequence[tuple[str, str]]:
-    """(run id, recipe) of runs a publish pass takes up, oldest slot first (ix_runs_state_slot)."""
-    return session.exec(
+SENDING = sorted(PUBLISHABLE - {RunState.APPROVED})  # publishing or uncertain: under way
+
+
+def publishable(session: Session, now: datetime) -> Sequence[tuple[str, str]]:
+    """(run id, recipe) of runs a publish pass takes up: approved runs whose time has come,
+    earliest first (ix_runs_publish_due: approved runs waiting for their slot cost
+    nothing until it comes), then those under way, oldest slot first (ix_runs_state_slot)."""
+    due = session.exec(
         select(RunRow.id, RunRow.recipe)
-        .where(col(RunRow.state).in_(PUBLISHABLE))
+        .where(col(RunRow.state) == RunState.APPROVED, col(RunRow.publish_at) <= now)
+        .order_by(col(RunRow.publish_at))
+        .limit(PUBLISH_BATCH)
+    ).all()
+    under_way = session.exec(
+        select(RunRow.id, RunRow.recipe)
+        .where(col(RunRow.state).in_(SENDING))
         .order_by(col(RunRow.state), col(RunRow.slot_at))
         .limit(PUBLISH_BATCH)
     ).all()
+    return [*due, *under_way]
 
 
 @dataclass(frozen=True)

@@ -26,10 +26,12 @@ from core.failpoints import failpoint
 from core.history import guarded_update, move_draft, move_run, note_run
 from core.identity import publish_effect_key, text_hash
 from core.leases import PUBLISHER, lease_now
+from core.missed_slots import miss_its_time
 from core.models import DraftRow, RunRow
 from core.policies import EffectOutcome, FailReason, PublishOutcome
 from core.ports import Clock, PostQuery, Publication, Publisher
 from core.publish_queue import PUBLISH_STEP, PUBLISHABLE, OrphanedSend, orphaned_sends, publishable
+from core.publish_time import approval_stale, not_yet
 from core.rows import lock_draft, lock_draft_of, lock_run, required
 from core.states import DraftState, RunState, run_may_move
 from core.store import Store
@@ -70,8 +72,8 @@ class PublishingService:
 
     def publishable_runs(self) -> list[str]:
         """One batch of approved, publishing and uncertain runs that have a destination."""
-        with self.store.read() as session:
-            rows = publishable(session)
+        with self.store.read() as session:  # the database's clock: replicas' clocks drift
+            rows = publishable(session, lease_now(session, self.clock))
         return [run_id for run_id, recipe in rows if self._target(recipe) is not None]
 
     def publish_pending(self) -> list[PublishResult]:
@@ -98,6 +100,8 @@ class PublishingService:
     def publish_run(self, run_id: str) -> PublishResult:
         started = self._start(run_id)
         if isinstance(started, PublishResult):
+            if started.outcome == PublishOutcome.FAILED:  # missed its time: people are told
+                self.alert(run_id)
             return started
         recipe, publication = started
         publisher = self.publisher_for(recipe)
@@ -152,7 +156,7 @@ class PublishingService:
         if run.draft_key != draft.key or draft.state != DraftState.APPROVED:
             return f"{draft.key} is {draft.state}: its run no longer publishes it"
         now = self.clock.now()
-        if draft.decided_at is None or now - draft.decided_at > recipe.approval_ttl:
+        if approval_stale(recipe, draft.decided_at, run.publish_at, now):
             # A new send needs a fresh approval, even for a run resolved days later.
             _send_back(session, run, draft, recipe.approval_ttl, now)
             return NOT_SENT_STALE
@@ -253,9 +257,14 @@ class PublishingService:
                 # only an approved draft leaves the building: never a superseded one
                 return PublishResult(PublishOutcome.NOT_READY, run_id, f"draft is {draft.state}")
             if run.state == RunState.APPROVED:
-                if draft.decided_at is None or now - draft.decided_at > recipe.approval_ttl:
+                if not_yet(run.publish_at, lease_now(session, self.clock)):
+                    return PublishResult(PublishOutcome.NOT_READY, run_id, "its time has not come")
+                if approval_stale(recipe, draft.decided_at, run.publish_at, now):
                     _send_back(session, run, draft, recipe.approval_ttl, now)
                     return PublishResult(PublishOutcome.SENT_BACK, run_id, "approval too old")
+                if miss_its_time(session, recipe, run, now):  # never late beyond publish_late
+                    return PublishResult(PublishOutcome.FAILED, run_id, "missed its slot")
+                failpoint("publish_start_read")  # tests: Unapprove racing the start
                 move_run(session, run, RunState.PUBLISHING, actor=PUBLISHER, at=now)
             if draft.decided_by is None or draft.decided_at is None:
                 return PublishResult(PublishOutcome.NOT_READY, run_id, "no approval on record")

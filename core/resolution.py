@@ -25,7 +25,9 @@ from core.store import Store
 
 __all__ = ["Finding", "Resolver"]
 
-PUBLISH_REFUSALS = (FailReason.PUBLISH_AUTH, FailReason.PUBLISH_REJECTED)
+# publications that did not happen and that a person may send once more: refused, or
+# approved drafts that missed their time (docs/design.md §23)
+PUBLISH_REFUSALS = (FailReason.PUBLISH_AUTH, FailReason.PUBLISH_REJECTED, FailReason.MISSED_SLOT)
 
 
 class Resolver:

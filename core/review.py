@@ -18,8 +18,9 @@ from core.failpoints import failpoint
 from core.history import move_draft, move_run, note_draft
 from core.identity import text_hash
 from core.models import DraftRow, RecipeRow, RunRow
-from core.policies import FollowUp, Refusal, Verdict
+from core.policies import ExpiryReason, FollowUp, Refusal, Verdict
 from core.ports import Clock, ReviewItem
+from core.publish_time import publish_at
 from core.revisions import keep_revisions
 from core.rows import (
     draft_row,
@@ -116,6 +117,8 @@ def review_item(draft: DraftRow, run: RunRow) -> ReviewItem:
         decided_by=draft.decided_by,
         decided_at=draft.decided_at,
         decision_reason=draft.decision_reason,
+        publish_at=run.publish_at if run.draft_key == draft.key else None,
+        missed_slot=run.draft_key == draft.key and run.reason == ExpiryReason.MISSED_SLOT,
     )
 
 
@@ -320,8 +323,9 @@ def _close_run(
     if verdict == Verdict.REJECTED:
         move_run(session, run, RunState.REJECTED, actor=user, at=now, detail=reason)
         return FollowUp.NONE
-    move_run(session, run, RunState.APPROVED, actor=user, at=now)
     recipe = config.recipes.get(run.recipe)
+    run.publish_at = now if recipe is None else publish_at(recipe, run.slot_at, now)
+    move_run(session, run, RunState.APPROVED, actor=user, at=now)
     if recipe is not None and recipe.publish is None:
         move_run(session, run, RunState.SUCCEEDED, actor=user, at=now, detail="no publish target")
         return FollowUp.NONE

@@ -26,6 +26,7 @@ from core.ports import (
     ReviewItem,
     ReviewSurface,
 )
+from core.publish_time import with_publication
 from core.redraft_claims import redraft_note
 from core.similarity import similar_post
 from core.states import DRAFT_APPROVED_STATES, DRAFT_DECIDED_STATES, DraftState
@@ -69,10 +70,11 @@ def recipe_record(
 def annotate(store: Store, config: Config, now: datetime, item: ReviewItem) -> ReviewItem:
     """`item` with its near-duplicate (when at or above the recipe's `similar_warn`) and
     its recipe's record. Only drafts waiting for a decision carry them; approvals and the
-    redraft that made the current revision are shown once decided too (who approved)."""
+    redraft that made the current revision are shown once decided too (who approved), and
+    an approved one waiting for its slot carries its publication time (docs/design.md §23)."""
     item = _reviewer_loop(store, config, item)
     if item.state != DraftState.READY:
-        return item
+        return with_publication(config.recipes, item)
     recipe = config.recipes.get(item.recipe)
     warn = recipe.similar_warn if recipe else SIMILAR_WARN_DEFAULT
     with store.transaction() as session:

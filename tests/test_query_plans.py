@@ -61,7 +61,8 @@ def _add_work(store: Store) -> None:
         f"UPDATE recipes SET backpressure_since = '{earlier}' WHERE name = '{recipe_name(3)}'",
         f"UPDATE drafts SET state = 'approved', {decided}"
         f" WHERE run_id = '{recipe_name(4)}@2026-11-30T11:04'",
-        f"UPDATE runs SET state = 'approved' WHERE id = '{recipe_name(4)}@2026-11-30T11:04'",
+        f"UPDATE runs SET state = 'approved', publish_at = '{earlier}'"
+        f" WHERE id = '{recipe_name(4)}@2026-11-30T11:04'",
     ]
     with store.engine.begin() as connection:
         for statement in statements:
