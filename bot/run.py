@@ -125,14 +125,14 @@ class Bot:
             call_lease=call_timeout * 4,
             unfindable=lambda item, why: self.alerts.alert_review_post(item, why),
         )
-        self.publishers = Publishers(self.channels)  # publisher_for(recipe)
+        self.publishers = Publishers(self.channels)  # publishers_for(recipe): every target
         services = publishing_services(
             self.galley.store,
             self.galley.config,
             self.galley.clock,
             ledger,
             self.channels,
-            self.publishers,
+            self.publishers.publishers_for,
         )
         self.alerts, self.publishing = services.alerts, services.publishing
         self.host = SchedulerHost(

@@ -25,7 +25,8 @@ from core.effects import EffectLedger
 from core.linkedin_publisher import LinkedInPublisher
 from core.mastodon_publisher import MastodonPublisher
 from core.ports import Clock, Publisher
-from core.publishing import PublisherFor, PublishingService
+from core.publish_targets import PublisherFor
+from core.publishing import PublishingService
 from core.store import Store
 from core.webhook_publisher import WebhookPublisher
 
