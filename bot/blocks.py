@@ -127,7 +127,8 @@ def decided_message(
     _require_aware(item.slot_at, "slot_at")
     line, verdict = _decision_line(item)
     outcome = context(line, block_id="galley_decision")
-    blocks = [*_draft_blocks(item, trailing=2), _details(item), outcome]
+    blocks = [*_draft_blocks(item, trailing=2 + len(facts)), _details(item), outcome]
+    blocks += [context(fact) for fact in facts]  # where it was published, once it was
     return f"Draft {verdict}: " + _snippet(item.text), blocks
 
 

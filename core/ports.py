@@ -95,6 +95,15 @@ class RecipeRecord:
 
 
 @dataclass(frozen=True)
+class PublishedLink:
+    """Where one target's publication of a draft can be read: its public URL, from the
+    receipt (docs/design.md §22)."""
+
+    target: str
+    url: str
+
+
+@dataclass(frozen=True)
 class ReviewItem:
     """One draft as a review message shows it, with its decision once there is one."""
 
@@ -115,6 +124,8 @@ class ReviewItem:
     decision_reason: str | None
     similar: SimilarPost | None = None  # set when the score reaches the recipe's similar_warn
     record: RecipeRecord | None = None
+    fits: tuple[Fit, ...] = ()  # waiting drafts: each target's count against its limit
+    published: tuple[PublishedLink, ...] = ()  # decided drafts: where each target has it
 
 
 @dataclass(frozen=True)

@@ -6,15 +6,21 @@ another's outcome: a target that already succeeded is answered from its receipt.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sqlmodel import Session, col, select
+
 from core.config import Recipe
 from core.effects import Performed, Proof
 from core.errors import EffectNotSent
-from core.policies import EffectOutcome, PublishOutcome
-from core.ports import PostQuery, Publisher
+from core.identity import target_of_publish_key
+from core.models import EffectRow
+from core.policies import EffectOutcome, EffectStep, PublishOutcome
+from core.ports import PostQuery, PublishedLink, Publisher
+from core.states import EffectState
 
 PublisherFor = Callable[[Recipe], Publisher | Sequence[Publisher]]
 """A recipe's destinations: every target in the order the recipe lists them (the bot's
@@ -104,10 +110,39 @@ def _said(done: Sequence[TargetDone]) -> str:
     return SEPARATOR.join(d.said for d in done)
 
 
-def public_url(result: dict[str, Any] | None) -> str | None:
-    """The public URL a publication receipt holds, if its destination has one."""
-    url = (result or {}).get(PUBLIC_URL)
+def public_url(result: str | dict[str, Any] | None) -> str | None:
+    """The public URL a publication receipt holds (its `result`, stored JSON or read),
+    if its destination has one."""
+    if isinstance(result, str):
+        try:
+            result = json.loads(result)
+        except ValueError:
+            return None
+    url = result.get(PUBLIC_URL) if isinstance(result, dict) else None
     return url if isinstance(url, str) else None
+
+
+def published_links(session: Session, draft_keys: Sequence[str]) -> dict[str, list[PublishedLink]]:
+    """Draft key -> where each of its targets published it (succeeded publish receipts
+    that hold a public URL), in the order they were first tried (ix_effects_draft_key)."""
+    if not draft_keys:
+        return {}
+    receipts = session.exec(
+        select(EffectRow)
+        .where(
+            col(EffectRow.draft_key).in_(list(draft_keys)),
+            col(EffectRow.step) == EffectStep.PUBLISH,
+            col(EffectRow.state) == EffectState.SUCCEEDED,
+        )
+        .order_by(col(EffectRow.created_at), col(EffectRow.key))
+    ).all()
+    links: dict[str, list[PublishedLink]] = {}
+    for receipt in receipts:
+        url = public_url(receipt.result)
+        if url is not None:
+            target = target_of_publish_key(receipt.key)
+            links.setdefault(receipt.draft_key, []).append(PublishedLink(target, url))
+    return links
 
 
 def found_at(publisher: Publisher, query: PostQuery) -> Proof | None:

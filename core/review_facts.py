@@ -25,6 +25,7 @@ from core.ports import (
     ReviewItem,
     ReviewSurface,
 )
+from core.publish_targets import published_links
 from core.similarity import similar_post
 from core.states import DRAFT_APPROVED_STATES, DRAFT_DECIDED_STATES, DraftState
 from core.store import Store
@@ -66,9 +67,12 @@ def recipe_record(
 
 def annotate(store: Store, config: Config, now: datetime, item: ReviewItem) -> ReviewItem:
     """`item` with its near-duplicate (when at or above the recipe's `similar_warn`) and
-    its recipe's record. Only drafts waiting for a decision carry them."""
+    its recipe's record. Only drafts waiting for a decision carry them; a decided one
+    carries where it was published, from its receipts."""
     if item.state != DraftState.READY:
-        return item
+        with store.read() as session:
+            links = published_links(session, [item.draft_key]).get(item.draft_key, [])
+        return dataclasses.replace(item, published=tuple(links))
     recipe = config.recipes.get(item.recipe)
     warn = recipe.similar_warn if recipe else SIMILAR_WARN_DEFAULT
     with store.transaction() as session:

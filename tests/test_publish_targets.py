@@ -16,9 +16,15 @@ from datetime import timedelta
 
 import pytest
 
+from bot.app_home import Viewer, home_view
+from bot.slack_surface import render
+from core.home import read_home
 from core.identity import publish_effect_key
+from core.models import EffectRow
 from core.policies import PublishOutcome
-from core.states import EffectState, RunState
+from core.review import load_item
+from core.review_facts import annotate
+from core.states import DraftState, EffectState, RunState
 from tests.fakes import social
 from tests.fakes.bluesky import HANDLE, PASSWORD, FakeBluesky, did_of
 from tests.fakes.mastodon import TOKEN, FakeMastodon
@@ -155,3 +161,61 @@ def test_each_receipt_holds_its_posts_public_url(
     [status] = platforms.mastodon.statuses_of()
     assert urls[0] == f"https://bsky.app/profile/{HANDLE}/post/{post['rkey']}"
     assert urls[1] == f"{platforms.mastodon.url}/@galley/{status['id']}"
+
+
+# --- the public URL, read from the receipt on every surface ----------------------------------
+
+FROM_RECEIPT = "https://example.test/from-the-receipt/"
+
+
+def published_with_urls_in_receipts(world: World, platforms: Platforms) -> list[str]:
+    """Publish to both, then give each receipt a URL no publisher would make: a surface
+    that shows it read the receipt, not the destination or the publisher."""
+    world.approved()
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.PUBLISHED
+    urls = []
+    with world.store.transaction() as session:
+        for n, target in enumerate((BLUESKY, platforms.mastodon_target)):
+            effect = session.get(EffectRow, publish_effect_key(KEY, target))
+            assert effect is not None and effect.result is not None
+            urls.append(f"{FROM_RECEIPT}{n}")
+            effect.result = json.dumps({**json.loads(effect.result), "url": urls[-1]})
+    return urls
+
+
+def test_galley_show_and_the_notebook_link_each_publication_from_its_receipt(
+    db_url: str, worlds: MakeWorld, platforms: Platforms
+) -> None:
+    world = world_of(worlds, db_url, platforms)
+    urls = published_with_urls_in_receipts(world, platforms)
+    detail = world.galley.show(RUN)
+    assert "published at" in str(detail) and all(url in str(detail) for url in urls)
+    shown = [e["url"] for e in detail.to_json()["effects"] if e["step"] == "publish"]
+    assert shown == urls  # `galley show --json`
+    assert all(url in detail._repr_html_() for url in urls)  # the notebook
+
+
+def test_the_home_tab_links_the_latest_runs_publications_from_its_receipts(
+    db_url: str, worlds: MakeWorld, platforms: Platforms
+) -> None:
+    world = world_of(worlds, db_url, platforms)
+    urls = published_with_urls_in_receipts(world, platforms)
+    model = read_home(world.galley)
+    [line] = [line for line in model.recipes if line.last_run == RUN]
+    assert [link.url for link in line.last_published] == urls
+    view = json.dumps(home_view(model, Viewer("U0EDITOR", True, False), now=world.clock.now()))
+    assert all(f"<{url}|" in view for url in urls)
+
+
+def test_the_decided_review_message_links_each_publication_from_its_receipt(
+    db_url: str, worlds: MakeWorld, platforms: Platforms
+) -> None:
+    world = world_of(worlds, db_url, platforms)
+    urls = published_with_urls_in_receipts(world, platforms)
+    item = load_item(world.store, KEY)
+    assert item is not None and item.state == DraftState.PUBLISHED
+    annotated = annotate(world.store, world.config, world.clock.now(), item)
+    _, blocks = render(annotated)
+    assert blocks[-1]["type"] == "context"  # below who decided, where the buttons were
+    shown = json.dumps(blocks[-1])
+    assert all(f"<{url}|" in shown for url in urls) and BLUESKY in shown
