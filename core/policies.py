@@ -162,6 +162,7 @@ class Refusal(StrEnum):
     BUMPED = "bumped"  # the recipe's version moved on
     WINDOW_PASSED = "window_passed"  # the review window closed
     CANCELLED = "cancelled"  # its run was cancelled
+    DOES_NOT_FIT = "does_not_fit"  # too long for one of its targets: edit or redraft it
 
 
 class FollowUp(StrEnum):

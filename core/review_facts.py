@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from core.config import SIMILAR_WARN_DEFAULT, Config
+from core.fit import FitRule
 from core.models import DraftRow
 from core.ports import (
     BackpressureNotice,
@@ -65,7 +66,9 @@ def recipe_record(
     )
 
 
-def annotate(store: Store, config: Config, now: datetime, item: ReviewItem) -> ReviewItem:
+def annotate(
+    store: Store, config: Config, now: datetime, item: ReviewItem, fits: FitRule | None = None
+) -> ReviewItem:
     """`item` with its near-duplicate (when at or above the recipe's `similar_warn`) and
     its recipe's record. Only drafts waiting for a decision carry them; a decided one
     carries where it was published, from its receipts."""
@@ -79,14 +82,23 @@ def annotate(store: Store, config: Config, now: datetime, item: ReviewItem) -> R
         draft = session.get(DraftRow, item.draft_key)
         similar = similar_post(session, draft, warn) if draft else None
         record = recipe_record(session, item.recipe, now)
-    return dataclasses.replace(item, similar=similar, record=record)
+    measured = () if fits is None or recipe is None else fits.measure(recipe, item.text)
+    return dataclasses.replace(item, similar=similar, record=record, fits=measured)
 
 
 class AnnotatedReviewSurface:
     """A `ReviewSurface` whose review messages carry the facts above."""
 
-    def __init__(self, surface: ReviewSurface, store: Store, config: Config, clock: Clock) -> None:
+    def __init__(
+        self,
+        surface: ReviewSurface,
+        store: Store,
+        config: Config,
+        clock: Clock,
+        fits: FitRule | None = None,
+    ) -> None:
         self.surface, self.store, self.config, self.clock = surface, store, config, clock
+        self.fits = fits  # each target's count against its limit, on waiting drafts
 
     def post_review(self, item: ReviewItem) -> MessageRef:
         return self.surface.post_review(self._annotated(item))
@@ -101,4 +113,4 @@ class AnnotatedReviewSurface:
         return self.surface.announce(notice)
 
     def _annotated(self, item: ReviewItem) -> ReviewItem:
-        return annotate(self.store, self.config, self.clock.now(), item)
+        return annotate(self.store, self.config, self.clock.now(), item, self.fits)
