@@ -47,6 +47,12 @@ SLOT = "2026-11-23T09:00"
 RUN = f"{RECIPE}@{SLOT}"
 KEY = f"linkedin|{RUN}|v1"
 REVIEW = "C0REVIEW"
+CALL_TIMEOUT = 'call_timeout = "1s"'
+# Liveness judged in two seconds, a call allowed six: a send slowed to 4.5 s outlives
+# several heartbeats and the takeover window, and must still be the only one.
+SLOW_CALL = 'call_timeout = "6s"'
+LIVENESS = {"heartbeat": "1s", "takeover_after": "2s"}
+SLOWED = 4.5
 SETTLE = 60.0  # generous: a crashed holder's receipt is taken over after 4 call timeouts
 
 
@@ -55,6 +61,7 @@ class Platform:
     name: str
     module: str
     secrets: dict[str, str]
+    create_path: str  # the request that posts, as the fake logs it
 
     def publish(self, url: str, author: str = linkedin.ORGANIZATION) -> str:
         match self.name:
@@ -74,9 +81,21 @@ class Platform:
         return f"linkedin:{author}"
 
 
-BLUESKY = Platform("bluesky", "tests.fakes.bluesky", {"GALLEY_BLUESKY_PASSWORD": bluesky.PASSWORD})
-MASTODON = Platform("mastodon", "tests.fakes.mastodon", {"GALLEY_MASTODON_TOKEN": mastodon.TOKEN})
-LINKEDIN = Platform("linkedin", "tests.fakes.linkedin", {"GALLEY_LINKEDIN_TOKEN": linkedin.TOKEN})
+BLUESKY = Platform(
+    "bluesky",
+    "tests.fakes.bluesky",
+    {"GALLEY_BLUESKY_PASSWORD": bluesky.PASSWORD},
+    "/xrpc/com.atproto.repo.createRecord",
+)
+MASTODON = Platform(
+    "mastodon",
+    "tests.fakes.mastodon",
+    {"GALLEY_MASTODON_TOKEN": mastodon.TOKEN},
+    "/api/v1/statuses",
+)
+LINKEDIN = Platform(
+    "linkedin", "tests.fakes.linkedin", {"GALLEY_LINKEDIN_TOKEN": linkedin.TOKEN}, "/rest/posts"
+)
 PLATFORMS = [pytest.param(p, id=p.name) for p in (BLUESKY, MASTODON, LINKEDIN)]
 
 
@@ -89,6 +108,7 @@ class Deployment:
     config: Config
     db_url: str
     store: Store
+    platform: Platform
     platform_state: Path
     slack_state: Path
     effect_key: str
@@ -132,6 +152,14 @@ class Deployment:
 
     def posts(self) -> int:
         return len(social.read_posts(self.platform_state))
+
+    def creates(self) -> int:
+        """Create requests the platform received, whatever became of them."""
+        return sum(
+            1
+            for r in social.read_requests(self.platform_state)
+            if r["method"] == "POST" and r["path"].partition("?")[0] == self.platform.create_path
+        )
 
     def run_row(self) -> RunRow:
         return rows.run_row(self.store, RUN)
@@ -201,7 +229,14 @@ class Deployment:
                 admin.execute(sa.text(f'DROP DATABASE IF EXISTS "{self._backup}" WITH (FORCE)'))
 
 
-def deploy(tmp_path: Path, db_url: str, platform: Platform, author: str) -> Iterator[Deployment]:
+def deploy(
+    tmp_path: Path,
+    db_url: str,
+    platform: Platform,
+    author: str,
+    defaults: str = CALL_TIMEOUT,
+    **timing: str,
+) -> Iterator[Deployment]:
     anthropic_state, slack_state = tmp_path / "anthropic.json", tmp_path / "slack.json"
     platform_state = tmp_path / f"{platform.name}.json"
     with (
@@ -210,9 +245,9 @@ def deploy(tmp_path: Path, db_url: str, platform: Platform, author: str) -> Iter
         fake_server(platform.module, platform_state) as platform_url,
     ):
         publish = platform.publish(platform_url, author)
-        text = config_text(pending_limit=100, claim_lease="20s", model_timeout="5s")
+        text = config_text(pending_limit=100, claim_lease="20s", model_timeout="5s", **timing)
         text = re.sub(r"^(prompt = .*)$", lambda m: f"{m.group(1)}\n{publish}", text, flags=re.M)
-        text = text.replace("[defaults]", '[defaults]\nmisfire_grace = "5m"\ncall_timeout = "1s"')
+        text = text.replace("[defaults]", f'[defaults]\nmisfire_grace = "5m"\n{defaults}')
         config_path = tmp_path / "galley.toml"
         config_path.write_text(text)
         env = galley_run_env(
@@ -228,6 +263,7 @@ def deploy(tmp_path: Path, db_url: str, platform: Platform, author: str) -> Iter
             parse_config(text),
             db_url,
             Store(db_url),
+            platform,
             platform_state,
             slack_state,
             key,
@@ -319,3 +355,23 @@ def test_a_members_unknown_answer_is_uncertain_with_an_alert_and_at_most_one_pos
     assert member_page.posts() <= 1
     receipt = member_page.receipt()
     assert receipt is not None and receipt.state == EffectState.UNCERTAIN
+
+
+@pytest.fixture(params=PLATFORMS)
+def replicas(request: pytest.FixtureRequest, tmp_path: Path, db_url: str) -> Iterator[Deployment]:
+    if not db_url.startswith("postgresql"):
+        pytest.skip("several replicas share PostgreSQL")
+    yield from deploy(tmp_path, db_url, request.param, linkedin.ORGANIZATION, SLOW_CALL, **LIVENESS)
+
+
+def test_two_replicas_on_postgresql_with_the_create_slowed_past_the_takeover_post_once(
+    replicas: Deployment,
+) -> None:
+    """Both replicas pass over the approved run every couple of seconds while the first
+    one's create hangs: the receipt, kept alive by its holder's heartbeat, answers the
+    other "in progress", and nothing is sent twice."""
+    replicas.draft_and_approve()
+    replicas.script(social.slow(SLOWED))
+    replicas.finish(replicas.start(), replicas.start())
+    assert_published_once(replicas)
+    assert replicas.creates() == 1  # the other replica never sent
