@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.mrkdwn import escape_mrkdwn
+from bot.review_facts import published_line
 from core.home import HomeModel, RecipeLine, RunNeedingPerson, WaitingDraft
 from core.publication_calendar import CalendarEntry
 
@@ -193,6 +194,8 @@ def _recipe_text(line: RecipeLine) -> str:
     if line.last_run:
         why = f" ({escape_mrkdwn(line.last_reason)})" if line.last_reason else ""
         text += f"\nLast run `{escape_mrkdwn(line.last_run)}`: {line.last_state}{why}"
+    if line.last_published:
+        text += "\n" + published_line(line.last_published)
     return text
 
 

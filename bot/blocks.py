@@ -133,7 +133,9 @@ def decided_message(
     line, verdict = _decision_line(item)
     outcome = context(line, block_id="galley_decision")
     waiting = unapprove_actions(item)  # approved ahead of its slot (§23)
-    blocks = [*_draft_blocks(item, trailing=2 + len(waiting)), _details(item), outcome, *waiting]
+    blocks = [*_draft_blocks(item, trailing=2 + len(facts) + len(waiting)), _details(item), outcome]
+    blocks += [context(fact) for fact in facts]  # where it was published, once it was
+    blocks += waiting
     return f"Draft {verdict}: " + _snippet(item.text), blocks
 
 

@@ -334,9 +334,15 @@ def run(
 
 
 @app.command()
-def check(as_json: JsonFlag = False) -> None:
+def check(
+    as_json: JsonFlag = False,
+    online: Annotated[
+        bool, typer.Option("--online", help="Prove each target's credentials; posts nothing.")
+    ] = False,
+) -> None:
     """Validate the config, each publish target's secret and the database; show each
-    recipe's next five slots."""
+    recipe's next five slots. `--online`: each destination's credentials proved against
+    its service without posting (Slack: auth.test), one line each, exit 2 on a failure."""
     from core.schedule import describe, next_slots
 
     with explained_errors():
@@ -344,6 +350,10 @@ def check(as_json: JsonFlag = False) -> None:
         missing = galley.config.missing_secrets()  # one line per target that cannot publish
         if missing:
             raise ConfigError(missing)
+    if online:
+        prove_online(galley)
+        return
+    with explained_errors():
         now = galley.clock.now()
         report = {
             name: (recipe, next_slots(recipe, now, 5))
@@ -380,6 +390,17 @@ def check(as_json: JsonFlag = False) -> None:
         ]
         title = f"{name}: {describe(recipe.schedule)} ({recipe.timezone})"
         out.print(table(title, ["run", "fires at", "DST"], rows))
+
+
+def prove_online(galley: Galley) -> None:
+    """One line per destination: Slack's `auth.test`, then each publish target's proof."""
+    from bot.online import prove_everything
+
+    proofs = prove_everything(galley.config)
+    for proof in proofs:
+        out.print(str(proof), markup=False, highlight=False)
+    if not all(proof.ok for proof in proofs):
+        raise typer.Exit(2)
 
 
 @db_app.command("upgrade")

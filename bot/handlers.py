@@ -76,6 +76,7 @@ def register(app: App, deps: BotDeps) -> None:
         galley.config,
         galley.clock,
         People(slack, deps.directory, None, as_person=False),
+        galley.fits,
     )
 
     def settle(result: ReviewAnswer, tell: Callable[[str], object]) -> None:

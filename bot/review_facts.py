@@ -5,14 +5,16 @@ recipe's record with reviewers. Pure functions; outside text is escaped.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from bot.blocks import mention_user
 from bot.mrkdwn import escape_mrkdwn, inert
 from core.ports import (
     ApprovalProgress,
+    Fit,
     MessageRef,
+    PublishedLink,
     RecipeRecord,
     RedraftNote,
     ReviewItem,
@@ -39,11 +41,33 @@ def fact_lines(item: ReviewItem, permalink: Permalink | None = None) -> tuple[st
         lines.append(redraft_line(item.redrafted))
     if item.approvals is not None and item.state == DraftState.READY:
         lines.append(approval_line(item.approvals))
+    if item.fits:
+        lines.append(fit_line(item.fits))
+    if item.published:
+        lines.append(published_line(item.published))
     if item.similar is not None:
         lines.append(similar_line(item.similar, permalink))
     if item.record is not None:
         lines.append(record_line(item.record))
     return tuple(lines)
+
+
+def fit_line(fits: Sequence[Fit]) -> str:
+    """`Bluesky 287/300 · Mastodon 512/500 ✗`: each target's count against its limit."""
+    return " · ".join(
+        f"{escape_mrkdwn(f.label)} {f.count}/{f.limit}" + ("" if f.fits else " ✗") for f in fits
+    )
+
+
+def published_line(links: Sequence[PublishedLink]) -> str:
+    """`:link: Published: <url|bluesky:acme.bsky.social> · <url|mastodon:…>`"""
+    shown = (f"<{_url(link.url)}|{escape_mrkdwn(link.target)}>" for link in links)
+    return ":link: Published: " + " · ".join(shown)
+
+
+def _url(url: str) -> str:
+    """A URL inside `<…|…>`: the characters that would end the link are escaped."""
+    return url.replace("&", "&amp;").replace("<", "%3C").replace(">", "%3E").replace("|", "%7C")
 
 
 def similar_line(similar: SimilarPost, permalink: Permalink | None = None) -> str:

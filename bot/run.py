@@ -40,6 +40,7 @@ from core.deliveries import forget_old_deliveries
 from core.digest import Digest, post_digest
 from core.effects import EffectLedger
 from core.errors import ConfigError, GalleyError, PortUnavailable
+from core.fit import FitRule
 from core.metrics import watch_database
 from core.operator import Galley
 from core.outbox import ReviewOutbox
@@ -107,11 +108,14 @@ class Bot:
         self.slack_identity = check_slack(self.client)  # before Bolt: errors name the variable
         slack = self.galley.config.slack
         self.channels = SlackChannels(self.client)
-        self.surface = AnnotatedReviewSurface(  # near-duplicates and the recipe's record
+        self.publishers = Publishers(self.channels)  # publishers_for(recipe): every target
+        self.galley.fits = FitRule(self.publishers.publishers_for)  # Slack channels too
+        self.surface = AnnotatedReviewSurface(  # near-duplicates, the record, each fit
             SlackReviewSurface(self.channels, slack.review_channel),
             self.galley.store,
             self.galley.config,
             self.galley.clock,
+            self.galley.fits,
         )
         self.directory = SlackDirectory(self.client)
         heartbeat = min((r.heartbeat for r in recipes), default=DEFAULT_HEARTBEAT)
@@ -127,14 +131,13 @@ class Bot:
             unfindable=lambda item, why: self.alerts.alert_review_post(item, why),
             gone=lambda item, why: self.alerts.alert_review_gone(item, why),
         )
-        self.publishers = Publishers(self.channels)  # publisher_for(recipe)
         services = publishing_services(
             self.galley.store,
             self.galley.config,
             self.galley.clock,
             ledger,
             self.channels,
-            self.publishers,
+            self.publishers.publishers_for,
         )
         self.alerts, self.publishing = services.alerts, services.publishing
         self.host = SchedulerHost(

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.config import Config, SlackSection
 from core.errors import NotPermitted, RevisionRequired, UnknownRun
+from core.fit import FitRule
 from core.permissions import has_role
 from core.policies import Role, Verdict
 from core.ports import Clock, Directory
@@ -82,8 +83,16 @@ class Desk:
     permission Slack checks, through `core/review.py`. The notebook and the bot's
     buttons both decide here."""
 
-    def __init__(self, store: Store, config: Config, clock: Clock, people: People) -> None:
+    def __init__(
+        self,
+        store: Store,
+        config: Config,
+        clock: Clock,
+        people: People,
+        fits: FitRule | None = None,
+    ) -> None:
         self.store, self.config, self.clock, self.people = store, config, clock, people
+        self.fits = fits  # an approval too long for a target is refused (core/fit.py)
 
     def decide(
         self,
@@ -94,7 +103,9 @@ class Desk:
         user: str | None,
         reason: str | None = None,
     ) -> ReviewAnswer:
-        return self._review(decide, draft, revision, user, verdict=verdict, reason=reason)
+        return self._review(
+            decide, draft, revision, user, verdict=verdict, reason=reason, fits=self.fits
+        )
 
     def edit(
         self, draft: DraftDetail | str, text: str, revision: int | None, *, user: str | None

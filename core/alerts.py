@@ -17,6 +17,7 @@ from sqlmodel import Session, col, select
 from core.causes import last_attempt_cause
 from core.config import Config
 from core.effects import EffectLedger, EffectSpec, Proof
+from core.identity import target_of_publish_key
 from core.leases import is_person
 from core.models import AttemptRow, EffectRow, EventRow, RunRow
 from core.policies import AlertKind, EffectStep, FailReason
@@ -167,10 +168,29 @@ class AlertService:
         if found is None:
             return False
         headline, kind = found
+        targets = self._unpublished_targets(run)
+        if targets:  # a recipe may publish to several: people see which did not go out
+            headline += f" Not published to: {', '.join(targets)}."
         key = self._alert_key(run, now)
         if "|reminder:" in key:
             headline = f"Reminder: {headline}"
         return self._post_once(key, run, headline, kind)
+
+    def _unpublished_targets(self, run: RunRow) -> list[str]:
+        """The targets whose publication of the run's draft has no proof yet."""
+        if run.draft_key is None:
+            return []
+        with self.store.read() as session:
+            keys = session.exec(
+                select(EffectRow.key)
+                .where(
+                    col(EffectRow.draft_key) == run.draft_key,
+                    col(EffectRow.step) == EffectStep.PUBLISH,
+                    col(EffectRow.state) != EffectState.SUCCEEDED,
+                )
+                .order_by(col(EffectRow.created_at))
+            ).all()
+        return [target_of_publish_key(key) for key in keys]
 
     def _alert_key(self, run: RunRow, now: datetime) -> str:
         """One key per episode (the run's state since it entered it), and one per reminder

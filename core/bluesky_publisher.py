@@ -133,6 +133,11 @@ class BlueskyPublisher:
         if self._client is not None:
             self._client.request.close()
 
+    def prove_credentials(self) -> str:
+        """Sign in (`createSession`) without posting: the app password works here."""
+        _, did = self._signed_in()
+        return f"signed in as {self.config.handle} ({did})"
+
     # --- session ---
 
     def _client_or_new(self) -> Any:

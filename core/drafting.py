@@ -25,12 +25,13 @@ from core.claims import Claim, DraftResult, claim_slot, lock_recipe_row, renew_l
 from core.config import Recipe, render_template
 from core.errors import LostClaim, ModelCallFailed
 from core.failpoints import failpoint
+from core.fit import FitRule, limit_instruction
 from core.history import guarded_delete, move_draft, move_run, note_released, note_run
 from core.identity import attempt_id, text_hash
 from core.leases import Heartbeat
 from core.models import AttemptRow, DraftRow, EffectRow, RecipeRow, RunRow
 from core.policies import AttemptOutcome, DraftOutcome, FailReason, Overlap
-from core.ports import Clock, Drafter, DraftRequest, ModelReply, SystemClock
+from core.ports import Clock, Drafter, DraftRequest, Fit, ModelReply, SystemClock
 from core.publish_queue import PUBLISH_STEP
 from core.rows import lock_draft, lock_run, required
 from core.schedule import Slot
@@ -80,9 +81,11 @@ class DraftingService:
         clock: Clock | None = None,
         worker: str | None = None,
         backoff: Backoff | None = None,
+        fits: FitRule | None = None,
     ) -> None:
         self.store = store
         self.drafter = drafter
+        self.fits = fits  # the model is told the tightest limit of the recipe's targets
         self.clock = clock or SystemClock()
         self.worker = worker or worker_name()
         self.backoff = backoff or Backoff()
@@ -117,7 +120,8 @@ class DraftingService:
             )
 
     def _write_draft(self, recipe: Recipe, slot: Slot, claim: Claim) -> DraftResult:
-        request = build_request(recipe, slot, claim.version)
+        limit = self.fits.tightest(recipe) if self.fits is not None else None
+        request = build_request(recipe, slot, claim.version, limit)
         deadline = time.monotonic() + recipe.claim_lease.total_seconds()
 
         def renew() -> bool:
@@ -337,7 +341,12 @@ class DraftingService:
         return DraftResult(DraftOutcome.FAILED, claim.run_id, claim.draft_key, reason, detail)
 
 
-def build_request(recipe: Recipe, slot: Slot, version: int) -> DraftRequest:
+def build_request(
+    recipe: Recipe, slot: Slot, version: int, limit: Fit | None = None
+) -> DraftRequest:
+    """The model's request; `limit`, the tightest of the recipe's targets, is its
+    system prompt's last line."""
+
     def render(template: str) -> str:
         return render_template(
             template,
@@ -349,7 +358,9 @@ def build_request(recipe: Recipe, slot: Slot, version: int) -> DraftRequest:
 
     return DraftRequest(
         model=recipe.model,
-        system=render(recipe.system),
+        system="\n\n".join(
+            part for part in (render(recipe.system), limit and limit_instruction(limit)) if part
+        ),
         prompt=render(recipe.prompt),
         max_tokens=recipe.max_tokens,
         timeout=recipe.model_timeout,

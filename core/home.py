@@ -18,7 +18,9 @@ from core.history_pages import ready_counts
 from core.identity import review_effect_key
 from core.models import DraftRow, EffectRow, RunRow
 from core.operator import Galley, RecipeStatus
+from core.ports import PublishedLink
 from core.publication_calendar import CalendarEntry, read_calendar
+from core.publish_targets import published_links
 from core.states import RUN_WATCHED_STATES, DraftState, EffectState, RunState
 from core.stuck import is_stuck
 
@@ -44,6 +46,7 @@ class RecipeLine:
     last_run: str | None  # the latest run's id, state and reason: its last outcome
     last_state: str | None
     last_reason: str | None
+    last_published: tuple[PublishedLink, ...] = ()  # where the latest run's draft went out
 
 
 @dataclass(frozen=True)
@@ -119,7 +122,9 @@ def _recipe_line(session: Session, status: RecipeStatus) -> RecipeLine:
     ).one_or_none()
     if latest is None:
         return RecipeLine(status, None, None, None)
-    return RecipeLine(status, latest.id, str(latest.state), latest.reason)
+    links = published_links(session, [latest.draft_key] if latest.draft_key else [])
+    published = tuple(links.get(latest.draft_key or "", ()))
+    return RecipeLine(status, latest.id, str(latest.state), latest.reason, published)
 
 
 def _runs_needing_person(session: Session, config: Config, now: datetime) -> list[RunNeedingPerson]:

@@ -99,8 +99,16 @@ def redraft_key(draft: str, revision: int) -> str:
     return f"{draft}|redraft:{revision}"
 
 
+PUBLISH_MARK = "|publish:"
+
+
 def publish_effect_key(draft: str, target: str) -> str:
-    return f"{draft}|publish:{target}"
+    return f"{draft}{PUBLISH_MARK}{target}"
+
+
+def target_of_publish_key(key: str) -> str:
+    """The target id inside a publish effect key (`<draft>|publish:<target>`)."""
+    return key.rpartition(PUBLISH_MARK)[2]
 
 
 def parse_run_id(run: str) -> tuple[str, datetime, int]:

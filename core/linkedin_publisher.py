@@ -136,6 +136,23 @@ class LinkedInPublisher:
     def close(self) -> None:
         self._client.close()
 
+    def prove_credentials(self) -> str:
+        """A read that needs the token (the author's posts, one), without posting. A
+        member's posts are not readable without restricted scopes: LinkedIn's 403 then
+        still says the token itself was accepted (a refused one is a 401)."""
+        headers = self._headers() | {"X-RestLi-Method": "FINDER"}
+        author = quote(self.config.author, safe="")
+        url = f"{self.config.api}posts?q=author&author={author}&count=1"
+        try:
+            response = self._client.get(url, headers=headers, timeout=self._timeout)
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            raise EffectNotSent(f"LinkedIn unreachable: {_describe(exc)}") from exc
+        if response.status_code == 200:
+            return f"token reads the posts of {self.config.author}"
+        if response.status_code == 403 and not self.config.is_organization:
+            return "token accepted (a member's posts cannot be read back, as expected)"
+        raise self._refused(response)
+
     # --- HTTP ---
 
     def _headers(self) -> dict[str, str]:

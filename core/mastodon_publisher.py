@@ -23,6 +23,7 @@ from core.errors import (
     EffectOutcomeUnknown,
     LookupUnavailable,
     MissingExtra,
+    MissingSecret,
 )
 from core.http_calls import never_sent, retry_after_seconds
 from core.identity import header_key
@@ -168,6 +169,19 @@ class MastodonPublisher:
         api = self._client()
         api.access_token = self.config.secret(self._environ)  # read when needed: MissingSecret
         return api
+
+    def prove_credentials(self) -> str:
+        """`verify_credentials` without posting: the token works on this instance."""
+        try:
+            account = self._me(self._signed_in())
+        except MissingSecret:
+            raise
+        except Exception as exc:
+            raise EffectNotSent(
+                f"Mastodon refused {self.config.secret_env}: {type(exc).__name__}: {exc}",
+                auth=True,
+            ) from exc
+        return f"token accepted for @{account['username']}"
 
     def _me(self, api: Any) -> Any:
         if self._account is None:

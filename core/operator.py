@@ -74,6 +74,7 @@ if TYPE_CHECKING:  # loaded by the operations that use them: reads stay light
     from core.bumps import Bumped
     from core.claims import DraftResult
     from core.drafting import Backoff, DraftingService
+    from core.fit import FitRule
     from core.plots import Plots
     from core.publication_calendar import Calendar
     from core.redrafting import RedraftService
@@ -108,6 +109,7 @@ class Galley:
         self._drafter = drafter
         self._backoff = backoff
         self._service: DraftingService | None = None
+        self._fits: FitRule | None = None
 
     @classmethod
     def from_settings(
@@ -149,7 +151,7 @@ class Galley:
             raise ConfigError(["ANTHROPIC_API_KEY is not set: it is needed to draft"])
         if self._service is None:
             self._service = DraftingService(
-                self.store, self._drafter, clock=self.clock, backoff=self._backoff
+                self.store, self._drafter, clock=self.clock, backoff=self._backoff, fits=self.fits
             )
         return self._service
 
@@ -163,6 +165,24 @@ class Galley:
         return RedraftService(
             self.store, self.config, self.clock, drafter, worker=worker, backoff=self._backoff
         )
+
+    @property
+    def fits(self) -> FitRule:
+        """What approvals and the model's request measure drafts against (core/fit.py):
+        built here from core's destinations on first use; the bot sets its own, Slack
+        channels included."""
+        if self._fits is None:
+            from core.destinations import Destinations
+            from core.fit import FitRule
+
+            self._fits = FitRule(Destinations().publishers_for)
+        return self._fits
+
+    @fits.setter
+    def fits(self, rule: FitRule) -> None:
+        self._fits = rule
+        if self._service is not None:
+            self._service.fits = rule
 
     def __repr__(self) -> str:
         return f"<Galley {self.opened}>"
@@ -416,7 +436,7 @@ class Galley:
     def desk(self) -> Desk:
         from core.acting import Desk
 
-        return Desk(self.store, self.config, self.clock, self.people)
+        return Desk(self.store, self.config, self.clock, self.people, self.fits)
 
     def approve(
         self, draft: DraftDetail | str, revision: int | None = None, *, user: str | None = None

@@ -198,6 +198,7 @@ class Refusal(StrEnum):
     BUDGET = "budget"  # the recipe's daily_token_budget is spent
     NOT_APPROVED = "not_approved"  # Unapprove on a draft that is not approved
     PUBLISHING_STARTED = "publishing_started"  # Unapprove too late: it goes out as approved
+    DOES_NOT_FIT = "does_not_fit"  # too long for one of its targets: edit or redraft it
 
 
 class FollowUp(StrEnum):

@@ -119,6 +119,15 @@ class RedraftNote:
 
 
 @dataclass(frozen=True)
+class PublishedLink:
+    """Where one target's publication of a draft can be read: its public URL, from the
+    receipt (docs/design.md §24)."""
+
+    target: str
+    url: str
+
+
+@dataclass(frozen=True)
 class ReviewItem:
     """One draft as a review message shows it, with its decision once there is one."""
 
@@ -144,6 +153,8 @@ class ReviewItem:
     publish_at: datetime | None = None  # approved: when its run may go out (§23)
     publishes: str | None = None  # approved, waiting: "Mon 2 Nov 09:00 (Europe/London)"
     missed_slot: bool = False  # expired: not approved by its slot plus publish_late
+    fits: tuple[Fit, ...] = ()  # waiting drafts: each target's count against its limit
+    published: tuple[PublishedLink, ...] = ()  # decided drafts: where each target has it
 
 
 @dataclass(frozen=True)

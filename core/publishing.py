@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TypeVar
 
@@ -21,7 +21,7 @@ from sqlmodel import Session
 
 from core.config import Config, Recipe
 from core.effects import EffectLedger, EffectSpec, Performed, Proof
-from core.errors import ConcurrentChange, EffectNotSent, GalleyError, LookupUnavailable
+from core.errors import ConcurrentChange, GalleyError, LookupUnavailable
 from core.failpoints import failpoint
 from core.history import guarded_update, move_draft, move_run, note_run
 from core.identity import publish_effect_key, text_hash
@@ -31,6 +31,15 @@ from core.models import DraftRow, RunRow
 from core.policies import EffectOutcome, FailReason, PublishOutcome
 from core.ports import Clock, PostQuery, Publication, Publisher
 from core.publish_queue import PUBLISH_STEP, PUBLISHABLE, OrphanedSend, orphaned_sends, publishable
+from core.publish_targets import (
+    PublisherFor,
+    TargetDone,
+    Verdict,
+    found_at,
+    proof_of,
+    publishers_of,
+    verdict,
+)
 from core.publish_time import approval_stale, not_yet
 from core.rows import lock_draft, lock_draft_of, lock_run, required
 from core.states import DraftState, RunState, run_may_move
@@ -51,7 +60,6 @@ class PublishResult:
     external_id: str | None = None
 
 
-PublisherFor = Callable[[Recipe], Publisher]
 Subject = TypeVar("Subject")
 
 
@@ -98,33 +106,47 @@ class PublishingService:
         return None
 
     def publish_run(self, run_id: str) -> PublishResult:
+        """Each target of the run's recipe once, in order, each its own effect: one that
+        succeeded before is answered from its receipt and never sent again."""
         started = self._start(run_id)
         if isinstance(started, PublishResult):
             if started.outcome == PublishOutcome.FAILED:  # missed its time: people are told
                 self.alert(run_id)
             return started
-        recipe, publication = started
-        publisher = self.publisher_for(recipe)
+        recipe, approved = started
         failpoint("after_publishing_commit")
+        done: list[TargetDone] = []
+        for publisher in publishers_of(self.publisher_for, recipe):
+            key = publish_effect_key(approved.draft_key, publisher.target)
+            publication = replace(approved, effect_key=key)
+            performed = self._publish_to(recipe, publisher, publication, run_id)
+            done.append(TargetDone(publisher.target, performed))
+            if performed.outcome == EffectOutcome.REFUSED:
+                break  # cancelled, or sent back to review: no other target may go either
+        return self._after(run_id, verdict(done, stale=NOT_SENT_STALE))
+
+    def _publish_to(
+        self, recipe: Recipe, publisher: Publisher, publication: Publication, run_id: str
+    ) -> Performed:
+        """One target, looked up first, sent at most once; its receipt keeps the public URL."""
         spec = self._spec(recipe, publisher, publication.draft_key, publication.text, run_id)
 
         def send() -> Proof:
             failpoint("before_publish_call")
             external_id = publisher.publish(publication)
             failpoint("after_publish_call")  # sent, not yet recorded: the lookup must find it
-            return Proof(external_id)
+            return proof_of(publisher, external_id)
 
-        done = self.ledger.perform(
+        return self.ledger.perform(
             spec,
             send,
-            lookup=lambda: _found(
+            lookup=lambda: found_at(
                 publisher,
                 PostQuery(publication.effect_key, publication.text, publication.approved_at),
             ),
             may_act=lambda session, _now: self._may_send(session, recipe, run_id, publication),
             look_first=True,  # a restored database has no receipt: the destination knows
         )
-        return self._after(run_id, done)
 
     def _spec(
         self, recipe: Recipe, publisher: Publisher, draft_key: str, text: str, run_id: str
@@ -162,33 +184,26 @@ class PublishingService:
             return NOT_SENT_STALE
         return None
 
-    def _after(self, run_id: str, done: Performed) -> PublishResult:
-        """What the ledger's outcome means for the run."""
-        match done.outcome:
-            case EffectOutcome.DONE | EffectOutcome.FOUND | EffectOutcome.SENT:
-                return self._finish(run_id, done.external_id or "")
-            case EffectOutcome.IN_PROGRESS | EffectOutcome.LEASE_LOST:
-                return PublishResult(PublishOutcome.IN_PROGRESS, run_id, done.detail)
-            case EffectOutcome.WAITING:
-                return PublishResult(PublishOutcome.WAITING, run_id, done.detail)
-            case EffectOutcome.REFUSED if done.detail == NOT_SENT_STALE:
-                return PublishResult(PublishOutcome.SENT_BACK, run_id, "approval too old")
-            case EffectOutcome.REFUSED:
-                return PublishResult(PublishOutcome.NOT_READY, run_id, done.detail)
-            case EffectOutcome.NOT_SENT if done.refusal is not None and done.refusal.permanent:
-                return self._refused(run_id, done.refusal)
-            case EffectOutcome.NOT_SENT:
-                return PublishResult(PublishOutcome.WAITING, run_id, done.detail)
-        return self._uncertain(run_id, done.detail or "outcome unknown")  # UNCERTAIN, CANNOT_TELL
+    def _after(self, run_id: str, found: Verdict) -> PublishResult:
+        """What the targets' outcomes mean for the run."""
+        match found.outcome:
+            case PublishOutcome.PUBLISHED:
+                return self._finish(run_id, found.external_id or "")
+            case PublishOutcome.FAILED:
+                return self._refused(run_id, found)
+            case PublishOutcome.UNCERTAIN:
+                return self._uncertain(run_id, found.detail or "outcome unknown")
+        return PublishResult(found.outcome, run_id, found.detail)
 
-    def _refused(self, run_id: str, refusal: EffectNotSent) -> PublishResult:
-        """The destination refused the publication itself: the run fails; refused
-        credentials (401/403) stop and tell people."""
-        reason = FailReason.PUBLISH_AUTH if refusal.auth else FailReason.PUBLISH_REJECTED
-        self._move(run_id, RunState.FAILED, reason=reason, detail=str(refusal))
-        if refusal.auth:
+    def _refused(self, run_id: str, found: Verdict) -> PublishResult:
+        """A destination refused the publication itself: the run fails (a person retries
+        it once the cause is fixed); refused credentials (401/403) stop and tell people."""
+        reason = FailReason.PUBLISH_AUTH if found.auth else FailReason.PUBLISH_REJECTED
+        detail = found.detail or str(found.refusal)
+        self._move(run_id, RunState.FAILED, reason=reason, detail=detail)
+        if found.auth:
             self.alert(run_id)
-        return PublishResult(PublishOutcome.FAILED, run_id, str(refusal))
+        return PublishResult(PublishOutcome.FAILED, run_id, detail)
 
     def settle_orphan(self, send: OrphanedSend) -> PublishResult | None:
         """Ask the destination about an orphaned send; None while nobody can tell (people
@@ -196,12 +211,19 @@ class PublishingService:
         recipe = self.config.recipes.get(send.recipe)
         if recipe is None or recipe.publish is None:
             return None  # no destination left to ask
-        publisher = self.publisher_for(recipe)
-        if publish_effect_key(send.draft_key, publisher.target) != send.effect_key:
+        publisher = next(
+            (
+                p
+                for p in publishers_of(self.publisher_for, recipe)
+                if publish_effect_key(send.draft_key, p.target) == send.effect_key
+            ),
+            None,
+        )
+        if publisher is None:
             return None  # the recipe publishes elsewhere now
         try:
             query = PostQuery(send.effect_key, send.text, send.since)
-            probe = _found(publisher, query)  # before anything is written
+            probe = found_at(publisher, query)  # before anything is written
         except LookupUnavailable:
             return None
         noted: list[Proof | None] = []
@@ -220,7 +242,7 @@ class PublishingService:
 
         done = self.ledger.settle_by_lookup(
             self._spec(recipe, publisher, send.draft_key, send.text, send.run_id),
-            lambda: probe or _found(publisher, query),  # absent: ask again, holding it
+            lambda: probe or found_at(publisher, query),  # absent: ask again, holding it
             not_sent=ORPHAN_NOT_SENT,
             record=note,
         )
@@ -363,12 +385,6 @@ def _send_back(
     draft.ready_at = now  # a full review window again, from now
     move_draft(session, draft, DraftState.READY, actor=PUBLISHER, at=now, reason=why)
     move_run(session, run, RunState.AWAITING_REVIEW, actor=PUBLISHER, at=now, detail=why)
-
-
-def _found(publisher: Publisher, query: PostQuery) -> Proof | None:
-    """The destination's answer to "is it there?", as the ledger takes it."""
-    external_id = publisher.lookup(query)
-    return None if external_id is None else Proof(external_id, {"found": True})
 
 
 def _payload(target: str, draft_key: str, text: str) -> dict[str, str]:

@@ -18,9 +18,10 @@ from core.errors import UnknownRun
 from core.history_pages import after_run
 from core.models import AttemptRow, DraftRevisionRow, DraftRow, EffectRow, EventRow, RunRow
 from core.pricing import estimated_cost_usd
+from core.publish_targets import public_url
 from core.revisions import model_author
 from core.rows import draft_row
-from core.states import DRAFT_PAST_REVIEW_STATES, DraftState, RunState
+from core.states import DRAFT_PAST_REVIEW_STATES, DraftState, EffectState, RunState
 from core.views import (
     AttemptList,
     AttemptView,
@@ -200,7 +201,15 @@ def list_effects(
         query = query.limit(limit)
     return EffectList(
         EffectView(
-            e.key, e.draft_key, e.step, str(e.state), e.external_id, e.detail, e.tries, e.updated_at
+            e.key,
+            e.draft_key,
+            e.step,
+            str(e.state),
+            e.external_id,
+            e.detail,
+            e.tries,
+            e.updated_at,
+            public_url(e.result) if e.state == EffectState.SUCCEEDED else None,
         )
         for e in session.exec(query).all()
     )

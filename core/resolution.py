@@ -42,11 +42,18 @@ class Resolver:
             found = self._uncertain(session, run_id)
             if isinstance(found, str):
                 return found
-            run, draft, effect = found
+            run, draft, effects = found
             now = self.clock.now()
-            effect.external_id = f"manual:{actor}"
-            effect.result = json.dumps({"resolved_by": actor})
-            move_effect(session, effect, EffectState.SUCCEEDED, actor=actor, at=now, run_id=run_id)
+            for effect in effects:
+                effect.external_id = f"manual:{actor}"
+                effect.result = json.dumps({"resolved_by": actor})
+                move_effect(
+                    session, effect, EffectState.SUCCEEDED, actor=actor, at=now, run_id=run_id
+                )
+            if not self._all_published(session, run):  # the other targets: the next pass
+                why = f"{actor} marked {', '.join(e.key for e in effects)} published"
+                move_run(session, run, RunState.PUBLISHING, actor=actor, at=now, detail=why)
+                return f"`{run_id}`: marked published there; its other targets publish next."
             if draft is not None and draft.state == DraftState.APPROVED:
                 move_draft(session, draft, DraftState.PUBLISHED, actor=actor, at=now)
             move_run(
@@ -72,15 +79,16 @@ class Resolver:
     def _publish_refused_again(self, session: Session, run: RunRow, actor: str) -> str:
         """A publication the destination refused: known not to have happened, so its
         receipt is failed already and the publish pass may act once more."""
-        key = self._publish_key(run)
         draft = lock_draft_of(session, run)
-        effect = None if key is None else lock_effect(session, key)
+        effects = [e for e in (lock_effect(session, k) for k in self._publish_keys(run)) if e]
         if draft is None or draft.state != DraftState.APPROVED:
             return (
                 f"`{run.id}`'s draft is {draft.state if draft else 'missing'}: nothing to publish."
             )
-        if effect is not None and effect.state != EffectState.FAILED:
-            return f"`{run.id}`'s publication is {effect.state}: a pass is already acting on it."
+        for effect in effects:  # one that succeeded is answered from its receipt, not re-sent
+            if effect.state not in (EffectState.FAILED, EffectState.SUCCEEDED):
+                busy = f"`{run.id}`'s publication {effect.key} is {effect.state}"
+                return f"{busy}: a pass is already acting on it."
         why = f"{actor} asked for a retry after {run.reason}"
         move_run(session, run, RunState.PUBLISHING, actor=actor, at=self.clock.now(), detail=why)
         return f"`{run.id}` will be published once more, under the same key."
@@ -160,40 +168,55 @@ class Resolver:
             found = self._uncertain(session, run_id)
             if isinstance(found, str):
                 return found
-            run, _, effect = found
+            run, _, effects = found
             now = self.clock.now()
-            effect.claimed_by = effect.lease_until = None
-            move_effect(
-                session, effect, EffectState.FAILED, actor=actor, at=now, run_id=run_id, reason=why
-            )
+            for effect in effects:
+                effect.claimed_by = effect.lease_until = None
+                move_effect(
+                    session,
+                    effect,
+                    EffectState.FAILED,
+                    actor=actor,
+                    at=now,
+                    run_id=run_id,
+                    reason=why,
+                )
             move_run(session, run, RunState.PUBLISHING, actor=actor, at=now, detail=why)
         return f"`{run_id}` will be published once more, under the same key."
 
     def _uncertain(
         self, session: Session, run_id: str
-    ) -> tuple[RunRow, DraftRow | None, EffectRow] | str:
-        """The run, its draft and its publish receipt, locked, if the run is uncertain;
-        otherwise a sentence saying why there is nothing to settle."""
+    ) -> tuple[RunRow, DraftRow | None, list[EffectRow]] | str:
+        """The run, its draft and its uncertain publish receipts (one per target whose
+        outcome is unknown), locked, if the run is uncertain; otherwise a sentence saying
+        why there is nothing to settle."""
         run = _known_run(session, run_id)
-        key = self._publish_key(run)
-        if run.state != RunState.UNCERTAIN or key is None:
+        keys = self._publish_keys(run)
+        if run.state != RunState.UNCERTAIN or not keys:
             return f"`{run_id}` is {run.state}, not uncertain: nothing to settle."
         draft = lock_draft_of(session, run)  # run, draft, then effect: core/rows.py
-        effect = lock_effect(session, key)
-        if effect is None or effect.state != EffectState.UNCERTAIN:
-            state = effect.state if effect else "missing"
-            return f"`{run_id}`'s publication is {state}: a pass is already acting on it."
-        return run, draft, effect
+        effects = [e for e in (lock_effect(session, key) for key in keys) if e is not None]
+        unknown = [e for e in effects if e.state == EffectState.UNCERTAIN]
+        if not unknown:
+            states = ", ".join(str(e.state) for e in effects) or "missing"
+            return f"`{run_id}`'s publication is {states}: a pass is already acting on it."
+        return run, draft, unknown
+
+    def _all_published(self, session: Session, run: RunRow) -> bool:
+        """Every target of the run's recipe has a succeeded receipt (they are locked)."""
+        effects = [lock_effect(session, key) for key in self._publish_keys(run)]
+        return all(e is not None and e.state == EffectState.SUCCEEDED for e in effects)
 
     def _locked(self, session: Session, run_id: str) -> tuple[RunRow, DraftRow | None]:
         run = _known_run(session, run_id)
         return run, lock_draft_of(session, run)
 
-    def _publish_key(self, run: RunRow) -> str | None:
+    def _publish_keys(self, run: RunRow) -> list[str]:
+        """The publish effect key of each target of the run's recipe, in its order."""
         recipe = self.config.recipes.get(run.recipe)
-        if recipe is None or recipe.publish is None or run.draft_key is None:
-            return None
-        return publish_effect_key(run.draft_key, recipe.publish.target)
+        if recipe is None or run.draft_key is None:
+            return []
+        return [publish_effect_key(run.draft_key, target.target) for target in recipe.targets]
 
 
 def _leaves_review(state: DraftState, publishing: bool) -> bool:

@@ -15,6 +15,7 @@ from sqlmodel import Session, col, select
 from core.approvals import count_approval, progress_sentence
 from core.config import Config
 from core.failpoints import failpoint
+from core.fit import FitRule
 from core.history import move_draft, move_run, note_draft
 from core.identity import text_hash
 from core.models import DraftRow, RecipeRow, RunRow
@@ -141,21 +142,31 @@ def decide(
     user: str,
     permitted: bool,
     reason: str | None = None,
+    fits: FitRule | None = None,
 ) -> ReviewAnswer:
     """Approve or reject one exact revision, fresh, once (docs/design.md §10).
 
     Every check and the decision happen in one transaction with the draft row locked,
     so two people clicking at once produce one decision and the other is told who won.
-    An approval of a recipe with a publish target answers `FollowUp.PUBLISH`.
+    An approval of a recipe with a publish target answers `FollowUp.PUBLISH`. With
+    `fits`, an approval of a text too long for one of its targets is refused, saying
+    which and by how much (docs/design.md §24).
     """
     if not permitted:
         return _refused(draft_key, Refusal.NOT_APPROVER)
+    approving = verdict == Verdict.APPROVED
+    measured = fits.check_draft(store, config, draft_key) if fits and approving else None
     with store.transaction() as session:
         now = clock.now()
         found = _open_for_review(session, draft_key, revision, config, now)
         if isinstance(found, ReviewAnswer):
             return found
         draft, run = found
+        if measured is not None and measured.text_hash != draft.text_hash:
+            return _refused(draft_key, Refusal.EDITED, review_item(draft, run))  # not measured
+        if measured is not None and measured.reason is not None:
+            item = review_item(draft, run)
+            return ReviewAnswer(False, measured.reason, draft_key, item, Refusal.DOES_NOT_FIT)
         if verdict == Verdict.APPROVED:  # approvals_required people of this revision decide
             counted = count_approval(session, config, draft, user, now)
             failpoint("after_approval_counted")  # tests: a second approver arrives here

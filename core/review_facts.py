@@ -17,6 +17,7 @@ from sqlmodel import Session, col, select
 
 from core.approvals import approval_progress
 from core.config import SIMILAR_WARN_DEFAULT, Config
+from core.fit import FitRule
 from core.models import DraftRow
 from core.ports import (
     BackpressureNotice,
@@ -26,6 +27,7 @@ from core.ports import (
     ReviewItem,
     ReviewSurface,
 )
+from core.publish_targets import published_links
 from core.publish_time import with_publication
 from core.redraft_claims import redraft_note
 from core.similarity import similar_post
@@ -67,13 +69,19 @@ def recipe_record(
     )
 
 
-def annotate(store: Store, config: Config, now: datetime, item: ReviewItem) -> ReviewItem:
+def annotate(
+    store: Store, config: Config, now: datetime, item: ReviewItem, fits: FitRule | None = None
+) -> ReviewItem:
     """`item` with its near-duplicate (when at or above the recipe's `similar_warn`) and
     its recipe's record. Only drafts waiting for a decision carry them; approvals and the
-    redraft that made the current revision are shown once decided too (who approved), and
-    an approved one waiting for its slot carries its publication time (docs/design.md §23)."""
+    redraft that made the current revision are shown once decided too (who approved); a
+    decided one carries where it was published, from its receipts, and an approved one
+    waiting for its slot its publication time (docs/design.md §23)."""
     item = _reviewer_loop(store, config, item)
     if item.state != DraftState.READY:
+        with store.read() as session:
+            links = published_links(session, [item.draft_key]).get(item.draft_key, [])
+        item = dataclasses.replace(item, published=tuple(links))
         return with_publication(config.recipes, item)
     recipe = config.recipes.get(item.recipe)
     warn = recipe.similar_warn if recipe else SIMILAR_WARN_DEFAULT
@@ -81,7 +89,8 @@ def annotate(store: Store, config: Config, now: datetime, item: ReviewItem) -> R
         draft = session.get(DraftRow, item.draft_key)
         similar = similar_post(session, draft, warn) if draft else None
         record = recipe_record(session, item.recipe, now)
-    return dataclasses.replace(item, similar=similar, record=record)
+    measured = () if fits is None or recipe is None else fits.measure(recipe, item.text)
+    return dataclasses.replace(item, similar=similar, record=record, fits=measured)
 
 
 def _reviewer_loop(store: Store, config: Config, item: ReviewItem) -> ReviewItem:
@@ -100,8 +109,16 @@ def _reviewer_loop(store: Store, config: Config, item: ReviewItem) -> ReviewItem
 class AnnotatedReviewSurface:
     """A `ReviewSurface` whose review messages carry the facts above."""
 
-    def __init__(self, surface: ReviewSurface, store: Store, config: Config, clock: Clock) -> None:
+    def __init__(
+        self,
+        surface: ReviewSurface,
+        store: Store,
+        config: Config,
+        clock: Clock,
+        fits: FitRule | None = None,
+    ) -> None:
         self.surface, self.store, self.config, self.clock = surface, store, config, clock
+        self.fits = fits  # each target's count against its limit, on waiting drafts
 
     def post_review(self, item: ReviewItem) -> MessageRef:
         return self.surface.post_review(self._annotated(item))
@@ -116,4 +133,4 @@ class AnnotatedReviewSurface:
         return self.surface.announce(notice)
 
     def _annotated(self, item: ReviewItem) -> ReviewItem:
-        return annotate(self.store, self.config, self.clock.now(), item)
+        return annotate(self.store, self.config, self.clock.now(), item, self.fits)

@@ -153,6 +153,7 @@ class EffectView:
     detail: str | None
     tries: int
     updated_at: datetime
+    url: str | None = None  # a publication's public URL, kept in its receipt
 
 
 class EffectList(Rows[EffectView]):
@@ -267,6 +268,9 @@ class DraftDetail(Printable):
                 ),
                 ("decision reason", draft.decision_reason),
             ]
+            links = [e.url for e in self.effects if e.url]
+            if links:
+                facts.append(("published at", " · ".join(links)))
             if draft.similar_to:
                 facts.append(
                     (

@@ -8,6 +8,7 @@ tests drive outbox passes themselves (`bot.sync_slack()`).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -189,13 +190,23 @@ StartBot = Callable[..., Harness]
 
 @contextmanager
 def harness_factory(tmp_path: Path, fake_anthropic: FakeAnthropic) -> Iterator[StartBot]:
-    """`start(db_url, slack=…, defaults=…, **config_overrides)`: a Bot on `db_url` with the
-    fakes, stopped on exit; `slack=` and `defaults=` add config lines (the `start_bot`
-    fixture)."""
+    """`start(db_url, slack=…, defaults=…, publish=…, **config_overrides)`: a Bot on `db_url`
+    with the fakes, stopped on exit; `slack=` and `defaults=` add config lines, `publish=`
+    a publish line on the recipe (the `start_bot` fixture)."""
     with bots.running_bots(tmp_path, fake_anthropic.url, SECRET) as start_running:
 
-        def start(db_url: str, *, slack: str = "", defaults: str = "", **overrides: Any) -> Harness:
+        def start(
+            db_url: str, *, slack: str = "", defaults: str = "", publish: str = "", **overrides: Any
+        ) -> Harness:
             text = config_text(**overrides)
+            if publish:  # a TOML inline table is one line: it goes right after `prompt`
+                text = re.sub(
+                    r"^(prompt = .*)$",
+                    lambda m: f"{m.group(1)}\n{publish}",
+                    text,
+                    count=1,
+                    flags=re.M,
+                )
             text = text.replace(
                 f'review_channel = "{CHANNEL}"', f'review_channel = "{CHANNEL}"\n{slack}'
             )

@@ -109,9 +109,9 @@ def test_a_reworded_post_is_flagged_above_the_buttons_with_a_link_to_the_publica
     h = start(db_url)
     h.draft(EARLIER, SEEN)
     [first] = h.review_posts(EARLIER_KEY)
-    assert lines_above_buttons(first["blocks"]) == [
-        f":bar_chart: *{RECIPE}*, no decisions in the last 30 days"
-    ]
+    fit, *facts = lines_above_buttons(first["blocks"])
+    assert fit.startswith("Slack ") and fit.endswith("/12000")  # the target's count, §10
+    assert facts == [f":bar_chart: *{RECIPE}*, no decisions in the last 30 days"]
     h.approve_and_publish(EARLIER_KEY)
     [publication] = h.slack.messages(ANNOUNCE)
 
@@ -120,7 +120,7 @@ def test_a_reworded_post_is_flagged_above_the_buttons_with_a_link_to_the_publica
     [post] = h.review_posts(LATER_KEY)
     score = h.draft_row(LATER_KEY).similar_score
     link = f"{WORKSPACE}/archives/{ANNOUNCE}/p{publication['ts'].replace('.', '')}"
-    warning, record = lines_above_buttons(post["blocks"])
+    _, warning, record = lines_above_buttons(post["blocks"])
     assert warning.startswith(f":warning: *{score}% similar* to <{link}|the post published> on ")
     assert record == f":bar_chart: *{RECIPE}*, last 30 days: 1 of 1 approved (100%)"
     assert len(h.anthropic.requests) == 2

@@ -135,13 +135,14 @@ class World:
     hook: FakeWebhook
     slack: FakeSlack
     drafter: AnthropicDrafter
+    environ: dict[str, str] | None = None  # the publishers' secrets (default: the process's)
     store: Store = field(init=False)
     galley: Galley = field(init=False)
     publishers: Publishers = field(init=False)  # the bot's publisher_for
     _backup: Path | str | None = None
 
     def __post_init__(self) -> None:
-        self.publishers = Publishers(self.channels)
+        self.publishers = Publishers(self.channels, self.environ)
         self._open()
 
     def _open(self) -> None:
@@ -180,7 +181,7 @@ class World:
             self.clock,
             ledger or self.ledger(worker, store),
             self.channels,
-            (lambda _recipe: publisher) if publisher else self.publishers,
+            (lambda _recipe: publisher) if publisher else self.publishers.publishers_for,
         )
 
     def alerts(self, worker: str = "w1", store: Store | None = None) -> AlertService:
@@ -313,18 +314,30 @@ MakeWorld = Callable[..., World]
 @contextmanager
 def world_factory(fake_anthropic: FakeAnthropic) -> Iterator[MakeWorld]:
     """`make(db_url, target="webhook" | "webhook-no-status" | "slack", defaults=…,
-    slack=…)`: a World with its own fake webhook and fake Slack (the `worlds` fixture)."""
+    slack=…)`: a World with its own fake webhook and fake Slack (the `worlds` fixture);
+    `publish=` a publish line of its own (other fakes), `environ=` its publishers' secrets."""
     made: list[World] = []
     servers: list[FakeWebhook | FakeSlack] = []
 
-    def make(db_url: str, *, target: str = "webhook", defaults: str = "", slack: str = "") -> World:
+    def make(
+        db_url: str,
+        *,
+        target: str = "webhook",
+        defaults: str = "",
+        slack: str = "",
+        publish: str | None = None,
+        environ: dict[str, str] | None = None,
+    ) -> World:
         hook, fake_slack = FakeWebhook().start(), FakeSlack().start()
         servers.extend([hook, fake_slack])
-        publish = {
-            "webhook": webhook_table(hook),
-            "webhook-no-status": webhook_table(hook, status_url=False),
-            "slack": slack_table(),
-        }[target]
+        publish = (
+            publish
+            or {
+                "webhook": webhook_table(hook),
+                "webhook-no-status": webhook_table(hook, status_url=False),
+                "slack": slack_table(),
+            }[target]
+        )
         config = parse_config(galley_config(publish, defaults=defaults, slack=slack))
         world = World(
             db_url,
@@ -333,6 +346,7 @@ def world_factory(fake_anthropic: FakeAnthropic) -> Iterator[MakeWorld]:
             hook,
             fake_slack,
             AnthropicDrafter("k", fake_anthropic.url),
+            environ,
         )
         made.append(world)
         return world

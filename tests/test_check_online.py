@@ -1,0 +1,116 @@
+"""`galley check --online` proves each destination's credentials against its service
+without posting (docs/design.md §24): Slack's auth.test, Bluesky signs in, Mastodon
+verifies the token, LinkedIn reads one post of the author. One line per target; exit 2
+on any failure. Against the fakes over real HTTP, with the real clients.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bot.cli import app
+from tests.conftest import config_text
+from tests.fakes import bluesky, linkedin, mastodon
+from tests.fakes.bluesky import FakeBluesky
+from tests.fakes.linkedin import FakeLinkedIn
+from tests.fakes.mastodon import FakeMastodon
+from tests.fakes.slack_api import FakeSlack
+
+
+@dataclass
+class Services:
+    slack: FakeSlack
+    bluesky: FakeBluesky
+    mastodon: FakeMastodon
+    linkedin: FakeLinkedIn
+
+    def recipe(self) -> str:
+        return f"""
+[[recipes]]
+name = "everywhere"
+platform = "social"
+schedule = "0 9 * * mon"
+prompt = "Write."
+publish = [
+  {{ to = "slack", channel = "C0ANNOUNCE" }},
+  {{ to = "bluesky", handle = "{bluesky.HANDLE}", service = "{self.bluesky.url}" }},
+  {{ to = "mastodon", instance = "{self.mastodon.url}" }},
+  {{ to = "linkedin", author = "{linkedin.ORGANIZATION}", api = "{self.linkedin.api}" }},
+  {{ to = "linkedin", author = "{linkedin.PERSON}", api = "{self.linkedin.api}" }},
+]
+"""
+
+    def posts(self) -> int:
+        return sum(len(fake.posts) for fake in (self.bluesky, self.mastodon, self.linkedin))
+
+
+@pytest.fixture
+def services() -> Iterator[Services]:
+    with FakeBluesky() as sky, FakeMastodon() as toot, FakeLinkedIn() as page:
+        slack = FakeSlack().start()
+        try:
+            yield Services(slack, sky, toot, page)
+        finally:
+            slack.stop()
+
+
+def check_online(
+    tmp_path: Path, services: Services, **secrets: str | None
+) -> tuple[int, list[str]]:
+    config = tmp_path / "galley.toml"
+    config.write_text(config_text() + services.recipe())
+    env: dict[str, str | None] = {
+        "GALLEY_CONFIG": str(config),
+        "GALLEY_DATABASE_URL": f"sqlite:///{tmp_path / 'g.db'}",
+        "SLACK_BOT_TOKEN": "xoxb-test",
+        "GALLEY_SLACK_API_URL": services.slack.url + "/api/",
+        "GALLEY_BLUESKY_PASSWORD": bluesky.PASSWORD,
+        "GALLEY_MASTODON_TOKEN": mastodon.TOKEN,
+        "GALLEY_LINKEDIN_TOKEN": linkedin.TOKEN,
+    } | secrets
+    assert CliRunner().invoke(app, ["db", "upgrade"], env=env).exit_code == 0
+    result = CliRunner().invoke(app, ["check", "--online"], env=env)
+    return result.exit_code, result.output.strip().splitlines()
+
+
+def test_every_destination_is_proved_one_line_each_and_nothing_is_posted(
+    tmp_path: Path, services: Services
+) -> None:
+    code, lines = check_online(tmp_path, services)
+    assert code == 0, lines
+    assert [line.split(": ")[0] for line in lines] == [
+        "slack",
+        f"bluesky:{bluesky.HANDLE}",
+        f"mastodon:{services.mastodon.url.removeprefix('http://')}",
+        f"linkedin:{linkedin.ORGANIZATION}",
+        f"linkedin:{linkedin.PERSON}",
+    ]
+    assert all(": ok: " in line for line in lines), lines
+    assert services.posts() == 0
+    assert services.bluesky.sessions_created() == 1  # the app password, proved by signing in
+    assert services.mastodon.requests_to("/api/v1/accounts/verify_credentials")
+    assert not services.mastodon.requests_to("/api/v1/statuses", "POST")
+    assert services.slack.calls("auth.test")
+
+
+def test_a_refused_credential_is_its_targets_line_and_exit_2(
+    tmp_path: Path, services: Services
+) -> None:
+    code, lines = check_online(
+        tmp_path, services, GALLEY_MASTODON_TOKEN="wrong", GALLEY_LINKEDIN_TOKEN="wrong"
+    )
+    assert code == 2, lines
+    failed = [line for line in lines if ": FAILED: " in line]
+    assert [line.split(": ")[0].split(":")[0] for line in failed] == [
+        "mastodon",
+        "linkedin",
+        "linkedin",
+    ]
+    assert all("GALLEY_MASTODON_TOKEN" in line for line in failed if line.startswith("mastodon"))
+    assert all("GALLEY_LINKEDIN_TOKEN" in line for line in failed if line.startswith("linkedin"))
+    assert services.posts() == 0
