@@ -204,27 +204,13 @@ class DraftingService:
             "finished_at": self.clock.now(),
             "latency_ms": round(seconds * 1000),
         }
-        if failure is not None:
-            values |= {
-                "outcome": failure.outcome,
-                "error": str(failure)[:2000],
-                "http_status": failure.status,
-                "request_id": failure.request_id,
-            }
-        if reply is not None:
-            values |= {
-                "outcome": AttemptOutcome.OK,
-                "model": reply.model,
-                "request_id": reply.request_id,
-                "stop_reason": reply.stop_reason,
-            }
-            values |= _usage(reply)
+        values |= attempt_outcome(failure, reply)
         row = col(AttemptRow.id) == attempt_id(claim.run_id, number)
         statements = [  # an attempt already marked abandoned by a new owner stays so…
             sa.update(AttemptRow).where(row, col(AttemptRow.finished_at).is_(None)).values(**values)
         ]
         if reply is not None:  # …but what it cost was paid all the same, and counts
-            statements.append(sa.update(AttemptRow).where(row).values(**_usage(reply)))
+            statements.append(sa.update(AttemptRow).where(row).values(**usage_of(reply)))
         if session is not None:
             for statement in statements:
                 session.execute(statement)
@@ -405,7 +391,28 @@ def _supersede_older_drafts(session: Session, claim: Claim, actor: str, now: dat
         )
 
 
-def _usage(reply: ModelReply) -> dict[str, int]:
+def attempt_outcome(failure: ModelCallFailed | None, reply: ModelReply | None) -> dict[str, object]:
+    """The attempt row's columns for how a model call ended: its failure, or its reply
+    and usage (drafts and redrafts write their attempts the same way)."""
+    if failure is not None:
+        return {
+            "outcome": failure.outcome,
+            "error": str(failure)[:2000],
+            "http_status": failure.status,
+            "request_id": failure.request_id,
+        }
+    if reply is None:
+        return {}
+    values: dict[str, object] = {
+        "outcome": AttemptOutcome.OK,
+        "model": reply.model,
+        "request_id": reply.request_id,
+        "stop_reason": reply.stop_reason,
+    }
+    return values | usage_of(reply)
+
+
+def usage_of(reply: ModelReply) -> dict[str, int]:
     return {
         "input_tokens": reply.input_tokens,
         "output_tokens": reply.output_tokens,

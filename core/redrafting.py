@@ -21,14 +21,14 @@ from sqlmodel import col, select
 
 from core.causes import attempt_cause
 from core.config import Config, Recipe, render_template
-from core.drafting import Backoff, worker_name
+from core.drafting import Backoff, attempt_outcome, usage_of, worker_name
 from core.errors import LostClaim, ModelCallFailed
 from core.failpoints import failpoint
 from core.history import note_draft
 from core.identity import attempt_id, text_hash
 from core.leases import Heartbeat, lease_now, new_owner
 from core.models import AttemptRow, DraftRow, RedraftRow, RunRow
-from core.policies import AttemptCause, AttemptOutcome, RedraftState, Refusal
+from core.policies import AttemptCause, RedraftState, Refusal
 from core.ports import Clock, Drafter, DraftRequest, ModelReply, ReviewItem
 from core.redraft_claims import (
     RedraftClaim,
@@ -224,21 +224,7 @@ class RedraftService:
         reply: ModelReply | None = None,
     ) -> None:
         values: dict[str, object] = {"finished_at": self.clock.now()}
-        if failure is not None:
-            values |= {
-                "outcome": failure.outcome,
-                "error": str(failure)[:2000],
-                "http_status": failure.status,
-                "request_id": failure.request_id,
-            }
-        if reply is not None:
-            values |= {
-                "outcome": AttemptOutcome.OK,
-                "model": reply.model,
-                "request_id": reply.request_id,
-                "stop_reason": reply.stop_reason,
-            }
-            values |= _usage(reply)
+        values |= attempt_outcome(failure, reply)
         row = col(AttemptRow.id) == attempt_id(claim.run_id, number)
         with self.store.transaction() as session:  # one marked abandoned by a taker stays so…
             session.execute(
@@ -247,7 +233,7 @@ class RedraftService:
                 .values(**values)
             )
             if reply is not None:  # …but what it cost was paid all the same, and counts
-                session.execute(sa.update(AttemptRow).where(row).values(**_usage(reply)))
+                session.execute(sa.update(AttemptRow).where(row).values(**usage_of(reply)))
 
     def _store(self, recipe: Recipe, claim: RedraftClaim, reply: ModelReply) -> ReviewAnswer:
         if not reply.text.strip():
@@ -283,15 +269,6 @@ class RedraftService:
             finish_redraft(session, claim, RedraftState.FAILED, self.clock.now(), why)
         log.warning("redraft %s failed: %s", claim.key, why)
         return ReviewAnswer(False, f"The redraft failed: {why}.", claim.draft_key)
-
-
-def _usage(reply: ModelReply) -> dict[str, int]:
-    return {
-        "input_tokens": reply.input_tokens,
-        "output_tokens": reply.output_tokens,
-        "cache_creation_tokens": reply.cache_creation_tokens,
-        "cache_read_tokens": reply.cache_read_tokens,
-    }
 
 
 def _refusal(
