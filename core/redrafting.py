@@ -191,8 +191,23 @@ class RedraftService:
             return redraft_request(recipe, run.slot_at, draft.version, draft.text or "", claim.note)
 
     def _begin_attempt(self, recipe: Recipe, claim: RedraftClaim) -> int | None:
-        """The attempt row, written before the call; None at `max_attempts`."""
+        """The attempt row, written before the call, under the claim's fence: still ours
+        and unexpired by the database's clock, else `LostClaim` and no call. None at
+        `max_attempts`."""
         with self.store.transaction() as session:
+            now = lease_now(session, self.clock)
+            held = session.execute(
+                sa.update(RedraftRow)
+                .where(
+                    col(RedraftRow.key) == claim.key,
+                    col(RedraftRow.claimed_by) == claim.owner,
+                    col(RedraftRow.state) == RedraftState.CLAIMED,
+                    col(RedraftRow.lease_until) > now,
+                )
+                .values(lease_until=now + recipe.takeover_after)
+            )
+            if held.rowcount != 1:  # type: ignore[attr-defined]
+                raise LostClaim(f"the redraft {claim.key} is no longer held by {claim.owner}")
             draft = session.get(DraftRow, claim.draft_key)
             if draft is None or model_calls(session, draft) >= recipe.max_attempts:
                 return None

@@ -228,6 +228,27 @@ def test_a_holder_whose_claim_was_taken_over_stores_nothing(
     assert the_draft(store, key) == (DraftState.READY, 2, "From the taker.")
 
 
+def test_a_holder_whose_claim_was_taken_over_calls_no_model(
+    store: Store, clock: FrozenClock
+) -> None:
+    """The fence before the call: a holder that stalled past its lease and was taken
+    over pays for nothing (its claim is checked by owner and the database's clock)."""
+    cfg = config()
+    key = drafted(store, clock, cfg)
+    late_model = InstantDrafter("From the dead holder.")
+    first = RedraftService(store, cfg, clock, late_model, worker="w2")
+    second = RedraftService(store, cfg, clock, InstantDrafter("From the taker."), worker="w3")
+    stalled = claimed(first, key)
+    clock.advance(cfg.recipes["weekly-update"].takeover_after + timedelta(seconds=1))
+    assert second.take_over_expired(stalled.key) is not None
+
+    late = first.run(stalled)
+
+    assert not late.accepted
+    assert late_model.calls == 0
+    assert redraft_attempts(store, key) == []
+
+
 @pytest.mark.parametrize(
     ("setting", "attempts", "limit", "says"),
     [
