@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bot.mrkdwn import escape_mrkdwn
 from core.digest import Digest
-from core.views import RecipeFeedback
+from core.feedback import RecipeFeedback
 
 
 def digest_text(digest: Digest) -> str:

@@ -41,7 +41,7 @@ from core.digest import Digest, post_digest
 from core.effects import EffectLedger
 from core.errors import ConfigError, GalleyError, PortUnavailable
 from core.fit import FitRule
-from core.metrics import watch_database
+from core.gauges import watch_database
 from core.operator import Galley
 from core.outbox import ReviewOutbox
 from core.ports import Clock, MessageRef

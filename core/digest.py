@@ -18,7 +18,7 @@ from sqlmodel import Session, col, select
 
 from core.config import Config
 from core.effects import EffectLedger, EffectSpec, Proof
-from core.feedback import month_start, recipe_feedback
+from core.feedback import RecipeFeedback, month_start, recipe_feedback
 from core.models import DraftRow, RunRow
 from core.policies import EffectStep, FailReason
 from core.ports import MessageRef
@@ -32,7 +32,6 @@ from core.states import (
 )
 from core.store import Store
 from core.stuck import is_stuck
-from core.views import RecipeFeedback
 
 DAY = timedelta(days=1)
 EXPIRY_WARNING = timedelta(hours=12)

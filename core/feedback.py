@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -18,8 +19,8 @@ from sqlmodel import Session, col, select
 
 from core.models import DraftRow, RedraftRow
 from core.policies import RedraftState
+from core.render import Rows
 from core.states import DraftState
-from core.views import FeedbackEntry, FeedbackList, RecipeFeedback
 
 FEEDBACK_DAYS = 30
 LIMIT = 500  # entries one read returns, newest first
@@ -100,3 +101,49 @@ def recent(now: datetime, days: int = FEEDBACK_DAYS) -> datetime:
 
 def last_days(days: int) -> str:
     return "the last day" if days == 1 else f"the last {days} days"
+
+
+@dataclass(frozen=True)
+class FeedbackEntry:
+    """One thing a reviewer said about a recipe's draft: a rejection and its reason, or
+    a redraft and its note (docs/design.md §22)."""
+
+    at: datetime
+    kind: str  # "rejection" | "redraft"
+    by: str | None
+    text: str | None
+    draft_key: str
+
+
+class FeedbackList(Rows[FeedbackEntry]):
+    title = "feedback"
+    row_type = FeedbackEntry
+    columns = ("at", "kind", "by", "text", "draft_key")
+
+
+@dataclass(frozen=True)
+class RecipeFeedback:
+    """A recipe's feedback in numbers: redrafts and rejections since `since`, and the
+    change reviewers asked for most."""
+
+    recipe: str
+    period: str  # "this month", "the last 30 days": how `since` reads
+    since: datetime
+    redrafts: int
+    rejections: int
+    most_asked: str | None
+    last_reason: str | None
+
+    def line(self) -> str:
+        """`weekly-update: 3 redrafts, 1 rejection in the last 30 days, most asked: 'shorter'`"""
+        counts = f"{_count(self.redrafts, 'redraft')}, {_count(self.rejections, 'rejection')}"
+        line = f"{self.recipe}: {counts} in {self.period}"
+        if self.most_asked:
+            line += f", most asked: '{self.most_asked}'"
+        if self.last_reason:
+            line += f"; last rejected: '{self.last_reason}'"
+        return line
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")

@@ -27,6 +27,14 @@ from sqlmodel import col, select
 
 from core.config import Config, Recipe, load_config
 from core.errors import ConfigError, DatabaseUnavailable, SlotError, UnknownRun
+from core.feedback import (
+    FeedbackList,
+    RecipeFeedback,
+    feedback_entries,
+    last_days,
+    recent,
+    recipe_feedback,
+)
 from core.history import record_event
 from core.history_pages import ready_counts
 from core.models import DraftRow, RecipeRow, RunRow
@@ -61,8 +69,6 @@ from core.views import (
     DraftList,
     EffectList,
     EventList,
-    FeedbackList,
-    RecipeFeedback,
     RecipeStatus,
     RunList,
     RunSummary,
@@ -405,16 +411,12 @@ class Galley:
     def feedback(self, recipe_name: str, days: int = 30) -> FeedbackList:
         """What reviewers said about the recipe's drafts over `days`: rejections with
         their reasons and redrafts with their notes, newest first, as a table."""
-        from core.feedback import feedback_entries, recent
-
         self.recipe(recipe_name)
         with self.store.read() as session:
             return feedback_entries(session, recipe_name, recent(self.clock.now(), days))
 
     def feedback_summary(self, recipe_name: str, days: int = 30) -> RecipeFeedback:
         """Redrafts and rejections over `days`, and the change asked for most."""
-        from core.feedback import last_days, recent, recipe_feedback
-
         with self.store.read() as session:
             since = recent(self.clock.now(), days)
             return recipe_feedback(session, recipe_name, since, last_days(days))

@@ -20,6 +20,7 @@ from typing import Any
 
 from core.config import Config, Recipe, load_config
 from core.errors import GalleyError, NotPermitted, RevisionRequired, UnknownRecipe, UnknownRun
+from core.feedback import FeedbackList
 from core.operator import ALL, Galley
 from core.policies import DraftOutcome
 from core.ports import Clock, Directory
@@ -33,7 +34,6 @@ from core.views import (
     DraftList,
     EffectList,
     EventList,
-    FeedbackList,
     RunList,
     Status,
 )

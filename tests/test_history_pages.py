@@ -10,9 +10,9 @@ from bench.history_seed import config_text, load, recipe_name
 from core.config import parse_config
 from core.errors import UnknownRun
 from core.gate import ready_count
+from core.gauges import DatabaseGauges
 from core.history_pages import ready_counts
 from core.home import read_home
-from core.metrics import DatabaseGauges
 from core.operator import Galley
 from core.states import RunState
 from core.store import Store

@@ -156,10 +156,11 @@ def families():
     return {f.name: f.type for f in REGISTRY.collect() if f.name.startswith("galley_")}
 
 import core.metrics
+import core.gauges
 added = families()
 assert added and set(added.values()) <= {"counter", "histogram"}, added
 registered = list(REGISTRY._collector_to_names)  # no public list of collectors
-assert not any(isinstance(c, core.metrics.DatabaseGauges) for c in registered)
+assert not any(isinstance(c, core.gauges.DatabaseGauges) for c in registered)
 
 from core.config import parse_config
 from core.store import Store
@@ -167,8 +168,8 @@ from core.testing import FrozenClock
 store = Store(sys.argv[1])
 store.upgrade()
 config = parse_config(sys.argv[2])
-core.metrics.watch_database(store, config, FrozenClock())
-core.metrics.watch_database(store, config, FrozenClock())  # a second bot: no second copy
+core.gauges.watch_database(store, config, FrozenClock())
+core.gauges.watch_database(store, config, FrozenClock())  # a second bot: no second copy
 names = [f.name for f in REGISTRY.collect()]
 assert names.count("galley_runs_stuck") == 1, names
 assert names.count("galley_review_queue_depth") == 1, names

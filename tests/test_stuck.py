@@ -15,8 +15,8 @@ from core.alerts import AlertService
 from core.config import Config, parse_config
 from core.digest import build_digest
 from core.effects import EffectLedger
+from core.gauges import DatabaseGauges
 from core.home import read_home
-from core.metrics import DatabaseGauges
 from core.models import RecipeRow, RunRow
 from core.operator import Galley
 from core.ports import MessageRef, RunAlert
