@@ -25,6 +25,7 @@ from core.schedule import slots_between
 from core.states import DraftState, EffectState, RunState
 from core.store import Store
 from tests.conftest import config_text
+from tests.deployments import Processes
 from tests.fakes.anthropic_api import hang, read_requests, write_script
 from tests.fakes.slack_api import read_calls, read_messages
 from tests.processes import GALLEY, fake_server, galley_run_env, stop, wait_for
@@ -35,25 +36,11 @@ REVIEW = "C0REVIEW"
 
 
 @dataclass
-class Deployment:
+class Deployment(Processes):
     """A config, a database and the two fakes, from which `galley run` processes start."""
 
-    env: dict[str, str]
     anthropic_state: Path
     slack_state: Path
-    store: Store
-
-    def start(self, failpoint: str | None = None, grace: int = 5) -> subprocess.Popen[str]:
-        env = dict(self.env)
-        if failpoint:
-            env["GALLEY_FAILPOINT"] = failpoint
-        return subprocess.Popen(
-            [str(GALLEY), "run", "--shutdown-grace", str(grace)],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
 
     def drafts(self) -> list[DraftRow]:
         with self.store.transaction() as session:
@@ -90,8 +77,9 @@ def deployment(
     ):
         env = galley_run_env(config, db_url, anthropic_url=anthropic_url, slack_url=slack_url)
         store = Store(db_url)
-        yield Deployment(env, anthropic_state, slack_state, store)
-        store.dispose()
+        deployed = Deployment(env, store, tmp_path, anthropic_state, slack_state)
+        yield deployed
+        deployed.close()
 
 
 @pytest.fixture

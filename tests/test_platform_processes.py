@@ -18,7 +18,7 @@ import shutil
 import sqlite3
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +35,10 @@ from core.store import Store
 from tests import rows
 from tests.approvals import approve
 from tests.conftest import config_text
+from tests.deployments import Processes
 from tests.fakes import bluesky, linkedin, mastodon, social
 from tests.fakes.slack_api import read_messages
-from tests.processes import GALLEY, fake_server, galley_run_env, stop, wait_for
+from tests.processes import fake_server, galley_run_env, stop, wait_for
 from tests.worlds import pg_admin
 
 pytestmark = pytest.mark.slow
@@ -100,45 +101,17 @@ PLATFORMS = [pytest.param(p, id=p.name) for p in (BLUESKY, MASTODON, LINKEDIN)]
 
 
 @dataclass
-class Deployment:
+class Deployment(Processes):
     """A config, a database, the fakes of Anthropic, Slack and one platform; `galley`
     processes start from it."""
 
-    env: dict[str, str]
     config: Config
     db_url: str
-    store: Store
     platform: Platform
     platform_state: Path
     slack_state: Path
     effect_key: str
-    logs: Path
-    started: int = 0
-    _logs: list[Any] = field(default_factory=list)
     _backup: Path | str | None = None
-
-    def galley(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(GALLEY), *args], env=self.env, capture_output=True, text=True, timeout=60
-        )
-
-    def start(self, failpoint: str | None = None) -> subprocess.Popen[str]:
-        env = dict(self.env)
-        if failpoint:
-            env["GALLEY_FAILPOINT"] = failpoint
-        self.started += 1
-        log = (self.logs / f"galley-run-{self.started}.log").open("w")  # never a full pipe
-        self._logs.append(log)
-        return subprocess.Popen(
-            [str(GALLEY), "run", "--shutdown-grace", "5"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-            text=True,
-        )
-
-    def log_of(self, number: int) -> str:
-        return (self.logs / f"galley-run-{number}.log").read_text()
 
     def draft_and_approve(self) -> None:
         drafted = self.galley("draft", RECIPE, "--slot", SLOT, "--json")
@@ -221,9 +194,7 @@ class Deployment:
         self._backup = None
 
     def close(self) -> None:
-        for log in self._logs:
-            log.close()
-        self.store.dispose()
+        super().close()
         if isinstance(self._backup, str):
             with pg_admin() as admin:
                 admin.execute(sa.text(f'DROP DATABASE IF EXISTS "{self._backup}" WITH (FORCE)'))
@@ -260,14 +231,14 @@ def deploy(
         key = publish_effect_key(KEY, platform.target(platform_url, author))
         deployed = Deployment(
             env,
+            Store(db_url),
+            tmp_path,
             parse_config(text),
             db_url,
-            Store(db_url),
             platform,
             platform_state,
             slack_state,
             key,
-            tmp_path,
         )
         yield deployed
         deployed.close()

@@ -10,9 +10,9 @@ publications at the fake webhook, and the rows.
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -24,8 +24,9 @@ from core.states import DraftState, RunState
 from core.store import Store
 from tests import rows
 from tests.approvals import approve
+from tests.deployments import Processes
 from tests.fakes.webhook import read_posts, read_publications
-from tests.processes import GALLEY, fake_server, galley_run_env, stop, wait_for
+from tests.processes import fake_server, galley_run_env, stop, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -62,30 +63,10 @@ publish = { to = "webhook", url = "HOOK/hook", status_url = "HOOK/status/{key}" 
 """
 
 
-class Deployment:
-    def __init__(self, env: dict[str, str], config: Config, db_url: str, hook: Path, logs: Path):
-        self.env, self.config, self.hook, self.logs = env, config, hook, logs
-        self.store = Store(db_url)
-        self.started = 0
-
-    def galley(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(GALLEY), *args], env=self.env, capture_output=True, text=True, timeout=60
-        )
-
-    def start(self) -> subprocess.Popen[str]:
-        self.started += 1
-        log = (self.logs / f"galley-run-{self.started}.log").open("w")
-        return subprocess.Popen(
-            [str(GALLEY), "run", "--shutdown-grace", "5"],
-            env=self.env,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-            text=True,
-        )
-
-    def log_of(self, number: int) -> str:
-        return (self.logs / f"galley-run-{number}.log").read_text()
+@dataclass
+class Deployment(Processes):
+    config: Config
+    hook: Path
 
     def draft_and_approve(self, recipe: str, wall: str) -> str:
         drafted = self.galley("draft", recipe, "--slot", wall, "--json")
@@ -114,9 +95,10 @@ def deployment(tmp_path: Path, db_url: str) -> Iterator[Deployment]:
         path = tmp_path / "galley.toml"
         path.write_text(text)
         env = galley_run_env(path, db_url, anthropic_url=anthropic_url, slack_url=slack_url)
-        deployed = Deployment(env, parse_config(text), db_url, tmp_path / "webhook.json", tmp_path)
+        store = Store(db_url)
+        deployed = Deployment(env, store, tmp_path, parse_config(text), tmp_path / "webhook.json")
         yield deployed
-        deployed.store.dispose()
+        deployed.close()
 
 
 def test_approved_ahead_killed_before_the_slot_and_restarted_after_it_publishes_once_at_once(

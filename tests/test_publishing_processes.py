@@ -12,9 +12,8 @@ receipt, the run and the draft in the database. Both backends.
 from __future__ import annotations
 
 import re
-import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +29,9 @@ from core.store import Store
 from tests import rows
 from tests.approvals import approve
 from tests.conftest import config_text
+from tests.deployments import Processes
 from tests.fakes.webhook import read_posts, read_publications
-from tests.processes import GALLEY, fake_server, galley_run_env, stop, wait_for
+from tests.processes import fake_server, galley_run_env, stop, wait_for
 from tests.timing import scaled
 
 pytestmark = pytest.mark.slow
@@ -45,44 +45,11 @@ CALL_TIMEOUT = "1s"  # a crashed worker's publish receipt expires after 4 call t
 
 
 @dataclass
-class Deployment:
+class Deployment(Processes):
     """A config, a database and the three fakes, from which `galley` processes start."""
 
-    env: dict[str, str]
     config: Config
-    store: Store
     hook_state: Path
-    logs: Path
-    started: int = 0
-    _logs: list[Any] = field(default_factory=list)
-
-    def galley(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(GALLEY), *args], env=self.env, capture_output=True, text=True, timeout=scaled(60)
-        )
-
-    def start(self, failpoint: str | None = None) -> subprocess.Popen[str]:
-        env = dict(self.env)
-        if failpoint:
-            env["GALLEY_FAILPOINT"] = failpoint
-        self.started += 1
-        log = (self.logs / f"galley-run-{self.started}.log").open("w")  # never a full pipe
-        self._logs.append(log)
-        return subprocess.Popen(
-            [str(GALLEY), "run", "--shutdown-grace", "5"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-            text=True,
-        )
-
-    def close(self) -> None:
-        for log in self._logs:
-            log.close()
-        self.store.dispose()
-
-    def log_of(self, number: int) -> str:
-        return (self.logs / f"galley-run-{number}.log").read_text()
 
     def draft_and_approve(self) -> None:
         drafted = self.galley("draft", RECIPE, "--slot", SLOT, "--json")
@@ -133,7 +100,7 @@ def deployment(tmp_path: Path, db_url: str) -> Iterator[Deployment]:
         config_path = tmp_path / "galley.toml"
         config_path.write_text(text)
         env = galley_run_env(config_path, db_url, anthropic_url=anthropic_url, slack_url=slack_url)
-        deployed = Deployment(env, parse_config(text), Store(db_url), hook_state, tmp_path)
+        deployed = Deployment(env, Store(db_url), tmp_path, parse_config(text), hook_state)
         yield deployed
         deployed.close()
 

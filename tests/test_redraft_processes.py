@@ -30,8 +30,9 @@ from core.states import DraftState
 from core.store import Store
 from core.testing import InstantDrafter
 from tests.conftest import config_text
+from tests.deployments import Processes
 from tests.fakes.anthropic_api import hang, read_requests, write_script
-from tests.processes import GALLEY, fake_server, galley_run_env, stop, wait_for
+from tests.processes import fake_server, galley_run_env, stop, wait_for
 from tests.slack_requests import SlackSender, text_input, view_submission
 
 pytestmark = pytest.mark.slow
@@ -49,20 +50,14 @@ def free_port() -> int:
 
 
 @dataclass
-class Deployment:
-    env: dict[str, str]
+class Deployment(Processes):
     anthropic_state: Path
-    store: Store
 
-    def start(self) -> tuple[subprocess.Popen[str], str]:
+    def start_serving(self) -> tuple[subprocess.Popen[str], str]:
+        """`galley run` on a free port, once it answers `/readyz`: the process and the
+        URL Slack's events go to."""
         port = free_port()
-        proc = subprocess.Popen(
-            [str(GALLEY), "run", "--shutdown-grace", "2"],
-            env=self.env | {"GALLEY_HTTP_PORT": str(port)},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        proc = self.start(grace=2, env={"GALLEY_HTTP_PORT": str(port)})
         url = f"http://127.0.0.1:{port}"
         wait_for(lambda: _answers(f"{url}/readyz"), 60, "the bot to be ready")
         return proc, f"{url}/slack/events"
@@ -105,15 +100,16 @@ def deployed(tmp_path: Path, db_url: str) -> Iterator[Deployment]:
         fake_server("tests.fakes.slack_api", slack_state) as slack_url,
     ):
         env = galley_run_env(config, db_url, anthropic_url=anthropic_url, slack_url=slack_url)
-        yield Deployment(env, anthropic_state, store)
-    store.dispose()
+        deployed = Deployment(env, store, tmp_path, anthropic_state)
+        yield deployed
+        deployed.close()
 
 
 def test_a_bot_killed_during_the_redraft_call_completes_it_once_after_restart(
     deployed: Deployment,
 ) -> None:
     write_script(deployed.anthropic_state, [hang(60)], text="The shorter draft, 1 December.")
-    first, events = deployed.start()
+    first, events = deployed.start_serving()
     try:
         submission = view_submission(
             user="U0EDITOR",
@@ -131,7 +127,7 @@ def test_a_bot_killed_during_the_redraft_call_completes_it_once_after_restart(
     [unfinished] = deployed.redraft_attempts()
     assert unfinished.finished_at is None
 
-    second, _ = deployed.start()
+    second, _ = deployed.start_serving()
     try:
         wait_for(lambda: deployed.draft().revision == 2, 60, "the redraft after the restart")
         time.sleep(4)  # longer than takeover_after: a second take-over would show by now
