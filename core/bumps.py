@@ -12,7 +12,7 @@ from core.claims import lock_recipe_row
 from core.failpoints import failpoint
 from core.history import move_draft, move_run, record_event
 from core.models import DraftRow
-from core.rows import lock_draft, lock_run
+from core.rows import lock_draft, lock_run, run_holds
 from core.states import DraftState, RunState
 
 
@@ -72,7 +72,7 @@ def bump_in(
             continue  # expired or decided since the read
         move_draft(session, draft, DraftState.SUPERSEDED, actor=actor, at=now, reason=why)
         superseded += 1
-        if run.state == RunState.AWAITING_REVIEW and run.draft_key == draft.key:
+        if run_holds(run, draft.key, RunState.AWAITING_REVIEW):
             run.manual = True  # a person's request: drafted again whatever its age
             move_run(session, run, RunState.PENDING, actor=actor, at=now, reason=why)
             redrafted += 1

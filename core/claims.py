@@ -35,7 +35,7 @@ from core.leases import SWEEPER, lease_now, new_owner
 from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
 from core.policies import AttemptOutcome, DraftOutcome, Overlap, SkipReason
 from core.ports import Clock
-from core.rows import draft_row, lock_recipe, lock_run, recipe_row, required
+from core.rows import draft_row, lock_recipe, lock_run, recipe_row, required, run_holds
 from core.schedule import Slot
 from core.states import DraftState, RunState, run_may_move
 from core.store import Store, insert_ignore
@@ -394,7 +394,7 @@ def sweep_expired_claims(store: Store, clock: Clock, actor: str = SWEEPER) -> li
             ):
                 continue  # its holder stored it, renewed it, or someone took it over
             abandon_unfinished_attempts(session, draft.key, now)
-            if run.state == RunState.RUNNING and run.draft_key == draft.key:
+            if run_holds(run, draft.key, RunState.RUNNING):
                 move_run(
                     session, run, RunState.PENDING, actor=actor, at=now, reason="claim expired"
                 )

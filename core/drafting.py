@@ -33,7 +33,7 @@ from core.models import AttemptRow, DraftRow, EffectRow, RecipeRow, RunRow
 from core.policies import AttemptOutcome, DraftOutcome, FailReason, Overlap
 from core.ports import Clock, Drafter, DraftRequest, Fit, ModelReply, SystemClock
 from core.publish_queue import PUBLISH_STEP
-from core.rows import lock_draft, lock_run, required
+from core.rows import lock_draft, lock_run, required, run_holds
 from core.schedule import Slot
 from core.similarity import (
     RedraftReason,
@@ -272,7 +272,7 @@ class DraftingService:
         superseded, and give the run back to the dispatcher for the new version."""
         why = f"recipe bumped to v{recipe_row.version} while this draft was written"
         move_draft(session, draft, DraftState.SUPERSEDED, actor=claim.owner, at=now, reason=why)
-        if run.state == RunState.RUNNING and run.draft_key == claim.draft_key:
+        if run_holds(run, claim.draft_key, RunState.RUNNING):
             run.manual = True  # a person bumped it: drafted again at the new version
             move_run(session, run, RunState.PENDING, actor=claim.owner, at=now, reason=why)
         else:
@@ -312,7 +312,7 @@ class DraftingService:
                 raise LostClaim(f"claim on {claim.draft_key} is no longer held by {claim.owner}")
             now = self.clock.now()
             note_released(session, draft, actor=claim.owner, at=now, reason=f"failed: {reason}")
-            if run.state == RunState.RUNNING and run.draft_key == claim.draft_key:
+            if run_holds(run, claim.draft_key, RunState.RUNNING):
                 move_run(
                     session,
                     run,

@@ -18,7 +18,7 @@ from core.models import DraftRow, RunRow
 from core.policies import ExpiryReason, FailReason
 from core.ports import Clock
 from core.publish_time import ahead, missed_its_time, publication_label, review_deadline
-from core.rows import lock_draft, lock_run
+from core.rows import lock_draft, lock_run, run_holds
 from core.states import DraftState, RunState
 from core.store import Store
 
@@ -93,7 +93,7 @@ def _expire_one(
     why = missed_slot_note(recipe, run.slot_at)
     draft.decision_reason = why
     move_draft(session, draft, DraftState.EXPIRED, actor=MISSED_ACTOR, at=now, reason=why)
-    if run.state == RunState.AWAITING_REVIEW and run.draft_key == draft.key:
+    if run_holds(run, draft.key, RunState.AWAITING_REVIEW):
         move_run(
             session,
             run,

@@ -29,6 +29,7 @@ from core.rows import (
     lock_recipe,
     lock_run,
     required,
+    run_holds,
     run_of_draft,
     run_row,
 )
@@ -82,7 +83,7 @@ def expire_overdue_drafts(store: Store, config: Config, clock: Clock) -> list[Ex
                 continue
             why = f"not reviewed within review_window ({recipe.review_window})"
             move_draft(session, draft, DraftState.EXPIRED, actor=EXPIRY_ACTOR, at=now, reason=why)
-            if run.state == RunState.AWAITING_REVIEW and run.draft_key == draft.key:
+            if run_holds(run, draft.key, RunState.AWAITING_REVIEW):
                 move_run(session, run, RunState.EXPIRED, actor=EXPIRY_ACTOR, at=now, detail=why)
             expired.append(ExpiredDraft(draft.key, draft.run_id, draft.recipe))
     return expired
@@ -316,7 +317,7 @@ def _stale(
 
 def _expire(session: Session, draft: DraftRow, run: RunRow, now: datetime) -> None:
     move_draft(session, draft, DraftState.EXPIRED, actor=EXPIRY_ACTOR, at=now)
-    if run.state == RunState.AWAITING_REVIEW and run.draft_key == draft.key:
+    if run_holds(run, draft.key, RunState.AWAITING_REVIEW):
         move_run(session, run, RunState.EXPIRED, actor=EXPIRY_ACTOR, at=now)
 
 

@@ -19,6 +19,7 @@ from sqlalchemy.exc import NoResultFound
 from sqlmodel import Session, SQLModel, col, select
 
 from core.models import DraftRow, EffectRow, RecipeRow, RunRow
+from core.states import RunState
 
 Row = TypeVar("Row")
 Table = TypeVar("Table", bound=SQLModel)
@@ -64,6 +65,13 @@ def lock_draft(session: Session, key: str) -> DraftRow | None:
 def lock_draft_of(session: Session, run: RunRow) -> DraftRow | None:
     """The run's current draft, locked (lock the run first); None before it has one."""
     return None if run.draft_key is None else lock_draft(session, run.draft_key)
+
+
+def run_holds(run: RunRow, draft_key: str, state: RunState) -> bool:
+    """The run is still in `state` with `draft_key` as its current draft: the one condition
+    under which a draft's move carries its run along (a run re-drafted, bumped or settled
+    since has moved on, and a stale draft must not move it back)."""
+    return run.state == state and run.draft_key == draft_key
 
 
 def run_of_draft(session: Session, key: str) -> str | None:

@@ -19,6 +19,7 @@ from core.errors import ConcurrentChange
 from core.history import move_draft, move_effect, move_run
 from core.models import DraftRow, EffectRow, RunRow
 from core.operator import Galley
+from core.review import expire_overdue_drafts
 from core.rows import draft_row, effect_row, run_row
 from core.states import DraftState, EffectState, RunState
 from core.store import Store
@@ -89,3 +90,26 @@ def test_move_effect_refuses_a_receipt_settled_after_it_was_read(store: Store) -
         move_effect(session, row, EffectState.UNCERTAIN, actor=start.owner or "", at=clock.now())
     with store.read() as session:
         assert (effect_row(session, spec.key) or EffectRow()).state == EffectState.IN_FLIGHT
+
+
+def test_a_stale_draft_that_expires_leaves_a_run_that_holds_another_draft(store: Store) -> None:
+    """`run_holds`: a draft's move carries its run along only while the run still holds
+    that draft. Here the run has moved on to another draft of the slot (a redraft, a
+    bump) before the old one passes its review window: the old draft expires alone."""
+    clock = FrozenClock()
+    config = make_config()
+    galley = Galley(config, store, drafter=InstantDrafter(), clock=clock)
+    result = galley.draft("weekly-update", SLOT)
+    assert result.key is not None
+    with store.transaction() as session:  # the slot's current draft is another one now
+        session.execute(
+            sa.update(RunRow).where(RunRow.id == result.run).values(draft_key=f"{result.key}-next")
+        )
+    clock.advance(config.recipes["weekly-update"].review_window + timedelta(minutes=1))
+
+    expired = expire_overdue_drafts(store, config, clock)
+
+    assert [e.key for e in expired] == [result.key]
+    with store.read() as session:
+        assert (draft_row(session, result.key) or DraftRow()).state == DraftState.EXPIRED
+        assert (run_row(session, result.run) or RunRow()).state == RunState.AWAITING_REVIEW
