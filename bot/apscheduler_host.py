@@ -175,7 +175,7 @@ class SchedulerHost:
 
     def _catch_up(self, recipes: list[Recipe]) -> None:
         """Record what is only to be skipped in batches (one task) and draft the slots
-        still within misfire_grace (a task each), as `SlotDispatcher.catch_up` would."""
+        still within misfire_grace (a task each): `core/catch_up.py` decides which."""
         store, now = self.galley.store, self.galley.clock.now()
         with store.read() as session:
             recorded = latest_recorded_slots(session)

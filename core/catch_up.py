@@ -93,9 +93,10 @@ def plan_catch_up(
     now: datetime,
     schedules: SharedSchedules,
 ) -> CatchUpPlan:
-    """What `SlotDispatcher.catch_up` decides for each recipe, without the database:
-    slots since the latest recorded run coalesce into the latest due one, which runs
-    if it is within misfire_grace and is recorded as a misfire otherwise."""
+    """What start-up catch-up does for each recipe, decided without the database: slots
+    since the latest recorded run coalesce into the latest due one, which runs (through
+    `SlotDispatcher.run_slot`) if it is within misfire_grace and is recorded as a misfire
+    otherwise."""
     plan = CatchUpPlan()
     for recipe in recipes:
         latest = schedules.latest_at_or_before(recipe, slots_due_by(recipe, now))

@@ -20,7 +20,7 @@ from core.leases import SCHEDULER
 from core.models import RunRow
 from core.policies import DraftOutcome, SkipReason
 from core.ports import Clock
-from core.publish_time import slots_due_by, too_late_to_draft
+from core.publish_time import too_late_to_draft
 from core.rows import lock_run, run_row
 from core.schedule import Slot, latest_slot_at_or_before, slot_of_run, slots_between
 from core.states import RunState
@@ -68,11 +68,6 @@ class SlotDispatcher:
             self._skip(recipe, s, SkipReason.MISFIRE, _coalesced(recipe, latest)) for s in missed
         ]
         return results + [self.run_slot(recipe, slot) for slot in latest]
-
-    def catch_up(self, recipe: Recipe) -> list[DraftResult]:
-        """At start-up: the latest due slot runs if it is within misfire_grace."""
-        latest = latest_slot_at_or_before(recipe, slots_due_by(recipe, self.clock.now()))
-        return [] if latest is None else self.fire(recipe, latest.fire_at)
 
     def resume(self, run_id: str) -> DraftResult | None:
         """Draft a run again whose claim expired (its worker died): once, if still

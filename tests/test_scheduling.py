@@ -14,7 +14,8 @@ import pytest
 from sqlmodel import col, select
 
 from bot.apscheduler_host import RecipeTrigger
-from core.claims import Claim, claim_slot
+from core.catch_up import SharedSchedules, latest_recorded_slots, plan_catch_up, record_skips
+from core.claims import Claim, DraftResult, claim_slot
 from core.config import Recipe
 from core.dispatch import SlotDispatcher
 from core.models import EventRow, RunRow
@@ -108,8 +109,15 @@ def test_catch_up_on_a_fresh_database_runs_only_the_latest_due_slot(store: Store
     clock = FrozenClock(MONDAY + timedelta(minutes=10))
     dispatcher, recipe, drafter = setup(store, clock)
 
-    [result] = dispatcher.catch_up(recipe)
-    again = dispatcher.catch_up(recipe)
+    def catch_up() -> list[DraftResult]:  # what the host does at start-up
+        with store.read() as session:
+            recorded = latest_recorded_slots(session)
+        plan = plan_catch_up([recipe], recorded, clock.now(), SharedSchedules())
+        record_skips(store, plan.to_skip, clock.now())
+        return [dispatcher.run_slot(r, slot) for r, slot in plan.to_run]
+
+    [result] = catch_up()
+    again = catch_up()
 
     assert result.outcome == DraftOutcome.DRAFTED and again == []
     assert list(runs(store)) == ["weekly-update@2026-11-23T09:00"]
