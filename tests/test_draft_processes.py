@@ -14,11 +14,12 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+import sqlalchemy as sa
 from sqlmodel import col, select
 
 from core.failpoints import FAILPOINT_EXIT_CODE
@@ -38,15 +39,16 @@ RECIPE = "weekly-update"
 SLOT = "2026-11-23T09:00"
 RUN = "weekly-update@2026-11-23T09:00"
 KEY = "linkedin|weekly-update@2026-11-23T09:00|v1"
-# A short lease, so a dead worker's claim can be taken over within the test. Starting a
-# `galley` process takes 2-3 s on a small machine (importing anthropic), so the test that
-# must see a dead worker's claim still live from a freshly started process gets more room.
+# A short lease, so a dead worker's claim can be taken over within the test. The test
+# that must see a dead worker's claim still live from a freshly started process gets a
+# lease no loaded machine outlasts (a `galley` process took over 6 s at load 7), and
+# lapses it by hand afterwards instead of waiting two minutes.
 LEASE = {"claim_lease": "3s", "model_timeout": "2s", "heartbeat": "1s", "takeover_after": "3s"}
 ROOMY_LEASE = {
-    "claim_lease": "6s",
+    "claim_lease": "120s",
     "model_timeout": "2s",
     "heartbeat": "1s",
-    "takeover_after": "6s",
+    "takeover_after": "120s",
 }
 RUN_TIMEOUT = 60.0  # seconds any one `galley draft` process may take
 
@@ -193,6 +195,20 @@ def wait_past_lease(db_url: str) -> None:
     wait_past(lease_until)
 
 
+def lapse_lease(db_url: str) -> None:
+    """The claim's lease ends a second ago, as if its whole time had passed."""
+    store = Store(db_url)
+    try:
+        with store.transaction() as session:
+            session.execute(
+                sa.update(DraftRow)
+                .where(col(DraftRow.key) == KEY)
+                .values(lease_until=datetime.now(UTC) - timedelta(seconds=1))
+            )
+    finally:
+        store.dispose()
+
+
 def assert_one_ready_draft(db_url: str) -> Snapshot:
     state = snapshot(db_url)
     draft = state.draft
@@ -260,7 +276,7 @@ def test_killed_after_claim_commit_the_claim_is_taken_over_after_its_lease(
     assert fake_api.requests() == []
     assert snapshot(db_url).draft.claimed_by == claimed.claimed_by  # not taken over
 
-    wait_past(claimed.lease_until)
+    lapse_lease(db_url)  # as if its 120 s had passed: the dead worker never renews it
     after_lease = galley.run()
 
     assert (after_lease.returncode, after_lease.outcome) == (0, DraftOutcome.DRAFTED)
