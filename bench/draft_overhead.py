@@ -152,11 +152,11 @@ def worker(
         laps: dict[str, list[float]] = {"claim": [], "attempt": [], "store": []}
         sql = SqlCounter(store.engine)
         claim, attempt, store_draft = (
-            core.drafting.claim_slot,
+            core.drafting.claim_slot,  # type: ignore[attr-defined]
             service._begin_attempt,
             service._store_draft,
         )
-        core.drafting.claim_slot = _timed(laps["claim"], sql.in_phase("claim", claim))  # type: ignore[assignment]
+        core.drafting.claim_slot = _timed(laps["claim"], sql.in_phase("claim", claim))  # type: ignore[attr-defined]
         service._begin_attempt = _timed(laps["attempt"], sql.in_phase("attempt", attempt))  # type: ignore[method-assign]
         service._store_draft = _timed(laps["store"], sql.in_phase("store", store_draft))  # type: ignore[method-assign]
 
@@ -346,7 +346,7 @@ def print_tables(rows: list[Row]) -> None:
         "goal ms",
         "goal",
     )
-    lines = [header]
+    lines: list[tuple[str, ...]] = [header]
     for r in rows:
         goal = goal_of(r)
         lines.append(
