@@ -49,7 +49,8 @@ def record_event(
         "actor": actor,
         "reason": reason,
     }
-    session.add(EventRow(at=at, **fields))
+    # A Core INSERT, sent now: no unit of work, no RETURNING of an id nobody reads.
+    session.execute(sa.insert(EventRow).values(at=at, **fields))
     observe.state_changed(session, **fields, step=step)
 
 
