@@ -232,12 +232,27 @@ def insert_ignore(session: Session, table: type[Any], **values: Any) -> bool:
 
     The database decides who wins a key, in one statement: never check-then-insert.
     """
+    statement = _insert_ignore_statement(session.get_bind().dialect.name, table)
+    if any(isinstance(value, sa.ClauseElement) for value in values.values()):
+        return session.execute(statement.values(**values)).first() is not None  # SQL values
+    return session.execute(statement, values).first() is not None
+
+
+_INSERT_IGNORE: dict[tuple[str, type[Any]], Any] = {}
+
+
+def _insert_ignore_statement(dialect: str, table: type[Any]) -> Any:
+    """Built once per backend and table, bound to each call's values: building the
+    statement anew cost more than sending it."""
+    statement = _INSERT_IGNORE.get((dialect, table))
+    if statement is not None:
+        return statement
     insert: Any
-    if session.get_bind().dialect.name == "postgresql":
+    if dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import insert
     else:
         from sqlalchemy.dialects.sqlite import insert
     # RETURNING, not rowcount: psycopg 3 reports -1 for this statement through SQLAlchemy.
     key_columns = list(table.__table__.primary_key.columns)
-    statement = insert(table).values(**values).on_conflict_do_nothing().returning(*key_columns)
-    return session.execute(statement).first() is not None
+    statement = insert(table.__table__).on_conflict_do_nothing().returning(*key_columns)
+    return _INSERT_IGNORE.setdefault((dialect, table), statement)
