@@ -16,6 +16,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
@@ -69,6 +70,14 @@ class Backoff:
 
 
 CANCELLED_WHILE_DRAFTED = "its run was cancelled while it was drafted"
+
+# Built once, bound per call (the SET clause is the parameters' columns): building an
+# attempt's statements anew cost more CPU than sending them.
+_ATTEMPTS: Any = AttemptRow.__table__  # type: ignore[attr-defined]
+_ATTEMPT = "attempt_id"
+_INSERT_ATTEMPT = sa.insert(_ATTEMPTS)
+_ATTEMPT_USAGE = sa.update(_ATTEMPTS).where(_ATTEMPTS.c.id == sa.bindparam(_ATTEMPT))
+_FINISH_ATTEMPT = _ATTEMPT_USAGE.where(_ATTEMPTS.c.finished_at.is_(None))
 
 
 class DraftingService:
@@ -166,18 +175,19 @@ class DraftingService:
             if used - draft.attempts_before >= recipe.max_attempts:
                 return None
             number = (last or 0) + 1
-            session.add(
-                AttemptRow(
-                    id=attempt_id(claim.run_id, number),
-                    run_id=claim.run_id,
-                    recipe=recipe.name,
-                    draft_key=claim.draft_key,
-                    number=number,
-                    worker=claim.owner,
-                    model=recipe.model,
-                    started_at=self.clock.now(),
-                    redraft=redraft,
-                )
+            session.execute(
+                _INSERT_ATTEMPT,  # the other columns take their defaults
+                {
+                    "id": attempt_id(claim.run_id, number),
+                    "run_id": claim.run_id,
+                    "recipe": recipe.name,
+                    "draft_key": claim.draft_key,
+                    "number": number,
+                    "worker": claim.owner,
+                    "model": recipe.model,
+                    "started_at": self.clock.now(),
+                    "redraft": redraft,
+                },
             )
             return number
 
@@ -199,19 +209,18 @@ class DraftingService:
             "latency_ms": round(seconds * 1000),
         }
         values |= attempt_outcome(failure, reply)
-        row = col(AttemptRow.id) == attempt_id(claim.run_id, number)
-        statements = [  # an attempt already marked abandoned by a new owner stays so…
-            sa.update(AttemptRow).where(row, col(AttemptRow.finished_at).is_(None)).values(**values)
-        ]
+        row: dict[str, object] = {_ATTEMPT: attempt_id(claim.run_id, number)}
+        # An attempt already marked abandoned by a new owner stays so…
+        statements = [(_FINISH_ATTEMPT, row | values)]
         if reply is not None:  # …but what it cost was paid all the same, and counts
-            statements.append(sa.update(AttemptRow).where(row).values(**usage_of(reply)))
+            statements.append((_ATTEMPT_USAGE, row | usage_of(reply)))
         if session is not None:
-            for statement in statements:
-                session.execute(statement)
+            for statement, params in statements:
+                session.execute(statement, params)
             return
         with self.store.transaction() as own_session:
-            for statement in statements:
-                own_session.execute(statement)
+            for statement, params in statements:
+                own_session.execute(statement, params)
 
     def _store_draft(
         self, recipe: Recipe, claim: Claim, number: int, started: float, reply: ModelReply
