@@ -244,10 +244,10 @@ def measure(url: str, rows: int, repeats: int) -> list[Timing]:
 
 
 def report(timings: list[Timing]) -> bool:
-    print(f"  {'step':<40} {'runs':>5} {'median ms':>10} {'p99 ms':>10} {'goal ms':>8}  ok")
+    print(f"  {'step':<40} {'runs':>5} {'median ms':>10} {'p99 ms':>10} {'goal ms':>8}  goal")
     for t in timings:
         goal = "" if t.goal_ms is None else f"{t.goal_ms:.0f}"
-        mark = "MISSED" if t.missed else "ok"
+        mark = "MISS" if t.missed else ("PASS" if t.goal_ms is not None else "-")
         if t.error:
             blank = f"{'':>10} {'':>10}"
             print(f"  {t.name:<40} {len(t.times):>5} {blank} {goal:>8}  {mark}: {t.error}")

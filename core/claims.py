@@ -87,8 +87,15 @@ def ensure_recipe_row(session: Session, name: str, now: datetime) -> RecipeRow:
 
 
 def lock_recipe_row(session: Session, name: str, now: datetime) -> RecipeRow:
-    """The recipe row, locked for this transaction (SQLite: BEGIN IMMEDIATE already is)."""
-    ensure_recipe_row(session, name, now)
+    """The recipe row, locked for this transaction (SQLite: BEGIN IMMEDIATE already is).
+
+    One statement once the row exists (every claim and store after a recipe's first):
+    the lock is asked first, and only a missing row is inserted (ON CONFLICT DO NOTHING,
+    so two first claims agree) and then locked."""
+    row = lock_recipe(session, name)
+    if row is not None:
+        return row
+    insert_ignore(session, RecipeRow, name=name, version=1, paused=False, updated_at=now)
     return required(lock_recipe(session, name), f"recipe {name}")
 
 
@@ -209,7 +216,7 @@ def claim_slot(
             state=DraftState.CLAIMED,
             claimed_by=owner,
             lease_until=now + recipe.takeover_after,
-            attempts_before=_attempts_of(session, key),
+            attempts_before=_attempts_of(key),  # counted by the INSERT itself
             created_at=now,
             updated_at=now,
         ):
@@ -332,9 +339,15 @@ def _skip(
     move_run(session, run, RunState.SKIPPED, actor=actor, at=now, reason=reason, detail=detail)
 
 
-def _attempts_of(session: Session, key: str) -> int:
-    query = select(sa.func.count()).select_from(AttemptRow).where(col(AttemptRow.draft_key) == key)
-    return int(session.exec(query).one())
+def _attempts_of(key: str) -> Any:
+    """The attempts already made for `key` (by claims given back), as a subquery the
+    claim's INSERT evaluates: one statement, inside the same write lock."""
+    return (
+        sa.select(sa.func.count())
+        .select_from(AttemptRow)
+        .where(col(AttemptRow.draft_key) == key)
+        .scalar_subquery()
+    )
 
 
 def abandon_unfinished_attempts(session: Session, key: str, now: datetime) -> None:

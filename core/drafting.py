@@ -16,6 +16,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
@@ -36,6 +37,7 @@ from core.publish_queue import PUBLISH_STEP
 from core.rows import lock_draft, lock_run, required, run_holds
 from core.schedule import Slot
 from core.similarity import (
+    Match,
     RedraftReason,
     avoiding,
     closest_seen,
@@ -68,6 +70,14 @@ class Backoff:
 
 
 CANCELLED_WHILE_DRAFTED = "its run was cancelled while it was drafted"
+
+# Built once, bound per call (the SET clause is the parameters' columns): building an
+# attempt's statements anew cost more CPU than sending them.
+_ATTEMPTS: Any = AttemptRow.__table__  # type: ignore[attr-defined]
+_ATTEMPT = "attempt_id"
+_INSERT_ATTEMPT = sa.insert(_ATTEMPTS)
+_ATTEMPT_USAGE = sa.update(_ATTEMPTS).where(_ATTEMPTS.c.id == sa.bindparam(_ATTEMPT))
+_FINISH_ATTEMPT = _ATTEMPT_USAGE.where(_ATTEMPTS.c.finished_at.is_(None))
 
 
 class DraftingService:
@@ -161,29 +171,23 @@ class DraftingService:
         """Write the attempt row before the call; None when the attempt cap is reached."""
         with self.store.transaction() as session:
             draft = _own_claim(session, claim)
-            used = session.exec(
-                select(sa.func.count())
-                .select_from(AttemptRow)
-                .where(col(AttemptRow.draft_key) == claim.draft_key)
-            ).one()
+            used, last = _attempts_so_far(session, claim)
             if used - draft.attempts_before >= recipe.max_attempts:
                 return None
-            last = session.exec(
-                select(sa.func.max(AttemptRow.number)).where(col(AttemptRow.run_id) == claim.run_id)
-            ).one()
             number = (last or 0) + 1
-            session.add(
-                AttemptRow(
-                    id=attempt_id(claim.run_id, number),
-                    run_id=claim.run_id,
-                    recipe=recipe.name,
-                    draft_key=claim.draft_key,
-                    number=number,
-                    worker=claim.owner,
-                    model=recipe.model,
-                    started_at=self.clock.now(),
-                    redraft=redraft,
-                )
+            session.execute(
+                _INSERT_ATTEMPT,  # the other columns take their defaults
+                {
+                    "id": attempt_id(claim.run_id, number),
+                    "run_id": claim.run_id,
+                    "recipe": recipe.name,
+                    "draft_key": claim.draft_key,
+                    "number": number,
+                    "worker": claim.owner,
+                    "model": recipe.model,
+                    "started_at": self.clock.now(),
+                    "redraft": redraft,
+                },
             )
             return number
 
@@ -205,19 +209,18 @@ class DraftingService:
             "latency_ms": round(seconds * 1000),
         }
         values |= attempt_outcome(failure, reply)
-        row = col(AttemptRow.id) == attempt_id(claim.run_id, number)
-        statements = [  # an attempt already marked abandoned by a new owner stays so…
-            sa.update(AttemptRow).where(row, col(AttemptRow.finished_at).is_(None)).values(**values)
-        ]
+        row: dict[str, object] = {_ATTEMPT: attempt_id(claim.run_id, number)}
+        # An attempt already marked abandoned by a new owner stays so…
+        statements = [(_FINISH_ATTEMPT, row | values)]
         if reply is not None:  # …but what it cost was paid all the same, and counts
-            statements.append(sa.update(AttemptRow).where(row).values(**usage_of(reply)))
+            statements.append((_ATTEMPT_USAGE, row | usage_of(reply)))
         if session is not None:
-            for statement in statements:
-                session.execute(statement)
+            for statement, params in statements:
+                session.execute(statement, params)
             return
         with self.store.transaction() as own_session:
-            for statement in statements:
-                own_session.execute(statement)
+            for statement, params in statements:
+                own_session.execute(statement, params)
 
     def _store_draft(
         self, recipe: Recipe, claim: Claim, number: int, started: float, reply: ModelReply
@@ -225,39 +228,46 @@ class DraftingService:
         if not reply.text.strip():
             self._finish_attempt(claim, number, started, reply=reply)
             return self._fail(claim, FailReason.EMPTY_RESPONSE, "the model answered no text")
-        # The paid call is on record before the draft is: storing it may still be
-        # refused (the run was cancelled meanwhile), and its tokens count either way.
-        self._finish_attempt(claim, number, started, reply=reply)
         seen = closest_seen(self.store, recipe, claim.draft_key, reply.text, self.clock.now())
+        try:
+            detail = self._store_ready(recipe, claim, number, started, reply, seen)
+        except LostClaim:
+            raise  # its transaction recorded the paid call before refusing the draft
+        except Exception:
+            # The store was rolled back, the paid call with it: record the call alone.
+            self._finish_attempt(claim, number, started, reply=reply)
+            raise
+        failpoint("after_draft_commit")
+        return DraftResult(DraftOutcome.DRAFTED, claim.run_id, claim.draft_key, None, detail)
+
+    def _store_ready(
+        self,
+        recipe: Recipe,
+        claim: Claim,
+        number: int,
+        started: float,
+        reply: ModelReply,
+        seen: Match | None,
+    ) -> str | None:
+        """One transaction: the attempt finished, then the draft ready (or superseded, or
+        cancelled). The paid call is on record even when the draft is refused (the claim
+        was lost meanwhile: the transaction commits the attempt alone), and the draft is
+        never on record without it."""
+        refused: LostClaim | None = None
         with self.store.transaction() as session:
             now = self.clock.now()
             recipe_row = lock_recipe_row(session, claim.run_id.partition("@")[0], now)
             run = _run(session, claim.run_id)  # recipe, run, then draft: core/rows.py
-            draft = _own_claim(session, claim)
-            draft.text, draft.text_hash, draft.revision = reply.text, text_hash(reply.text), 1
-            draft.model, draft.ready_at = reply.model, now
-            draft.input_tokens, draft.output_tokens = reply.input_tokens, reply.output_tokens
-            draft.claimed_by, draft.lease_until = None, None
-            cancelled = run.state == RunState.CANCELLED  # a person cancelled it meanwhile
-            move_draft(
-                session,
-                draft,
-                DraftState.CANCELLED if cancelled else DraftState.READY,
-                actor=claim.owner,
-                at=now,
-                reason=CANCELLED_WHILE_DRAFTED if cancelled else None,
-            )
-            detail = None
-            if cancelled:
-                detail = f"stored as cancelled: {CANCELLED_WHILE_DRAFTED}"
-            elif draft.version < recipe_row.version:
-                detail = self._store_superseded(session, draft, run, recipe_row, claim, now)
+            draft = lock_draft(session, claim.draft_key)
+            self._finish_attempt(claim, number, started, reply=reply, session=session)
+            try:
+                draft = _still_ours(draft, claim)
+            except LostClaim as lost:
+                refused = lost
             else:
-                _supersede_older_drafts(session, claim, claim.owner, now)
-                note_similarity(session, draft, seen)
-                move_run(session, run, RunState.AWAITING_REVIEW, actor=claim.owner, at=now)
-        failpoint("after_draft_commit")
-        return DraftResult(DraftOutcome.DRAFTED, claim.run_id, claim.draft_key, None, detail)
+                return _make_ready(session, draft, run, recipe_row, claim, reply, seen, now)
+        assert refused is not None
+        raise refused
 
     @staticmethod
     def _store_superseded(
@@ -327,6 +337,43 @@ class DraftingService:
         return DraftResult(DraftOutcome.FAILED, claim.run_id, claim.draft_key, reason, detail)
 
 
+def _make_ready(
+    session: Session,
+    draft: DraftRow,
+    run: RunRow,
+    recipe_row: RecipeRow,
+    claim: Claim,
+    reply: ModelReply,
+    seen: Match | None,
+    now: datetime,
+) -> str | None:
+    """The claimed draft takes the model's text and becomes ready, and its run awaits
+    review; or it is stored cancelled or superseded, with a detail saying why."""
+    draft.text, draft.text_hash, draft.revision = reply.text, text_hash(reply.text), 1
+    draft.model, draft.ready_at = reply.model, now
+    draft.input_tokens, draft.output_tokens = reply.input_tokens, reply.output_tokens
+    draft.claimed_by, draft.lease_until = None, None
+    cancelled = run.state == RunState.CANCELLED  # a person cancelled it meanwhile
+    superseded = not cancelled and draft.version < recipe_row.version
+    if not cancelled and not superseded:
+        note_similarity(session, draft, seen)  # written by the same UPDATE as the state
+    move_draft(
+        session,
+        draft,
+        DraftState.CANCELLED if cancelled else DraftState.READY,
+        actor=claim.owner,
+        at=now,
+        reason=CANCELLED_WHILE_DRAFTED if cancelled else None,
+    )
+    if cancelled:
+        return f"stored as cancelled: {CANCELLED_WHILE_DRAFTED}"
+    if superseded:
+        return DraftingService._store_superseded(session, draft, run, recipe_row, claim, now)
+    _supersede_older_drafts(session, claim, claim.owner, now)
+    move_run(session, run, RunState.AWAITING_REVIEW, actor=claim.owner, at=now)
+    return None
+
+
 def build_request(
     recipe: Recipe, slot: Slot, version: int, limit: Fit | None = None
 ) -> DraftRequest:
@@ -356,10 +403,32 @@ def build_request(
 
 def _own_claim(session: Session, claim: Claim) -> DraftRow:
     """The claimed draft row, locked, if it is still ours; else LostClaim."""
-    draft = lock_draft(session, claim.draft_key)
+    return _still_ours(lock_draft(session, claim.draft_key), claim)
+
+
+def _still_ours(draft: DraftRow | None, claim: Claim) -> DraftRow:
+    """`draft` (as read, locked) if it is still claimed by `claim`'s owner; else LostClaim."""
     if draft is None or draft.state != DraftState.CLAIMED or draft.claimed_by != claim.owner:
         raise LostClaim(f"claim on {claim.draft_key} is no longer held by {claim.owner}")
     return draft
+
+
+def _attempts_so_far(session: Session, claim: Claim) -> tuple[int, int | None]:
+    """In one statement: the attempts made for the claim's draft key (by this claim and
+    the ones given back before it), and the run's highest attempt number."""
+    of_key = (
+        select(sa.func.count())
+        .select_from(AttemptRow)
+        .where(col(AttemptRow.draft_key) == claim.draft_key)
+        .scalar_subquery()
+    )
+    of_run = (
+        select(sa.func.max(AttemptRow.number))
+        .where(col(AttemptRow.run_id) == claim.run_id)
+        .scalar_subquery()
+    )
+    used, last = session.execute(sa.select(of_key, of_run)).one()
+    return int(used), last
 
 
 def _run(session: Session, run_id: str) -> RunRow:

@@ -23,6 +23,7 @@ from core.models import DraftRow, EffectRow, EventRow, RunRow
 from core.states import DraftState, EffectState, RunState, check_draft, check_effect, check_run
 
 RELEASED = "released"  # the event of a claim given back: its draft row is deleted
+_INSERT_EVENT = sa.insert(EventRow.__table__)  # type: ignore[attr-defined]
 
 
 def record_event(
@@ -49,7 +50,9 @@ def record_event(
         "actor": actor,
         "reason": reason,
     }
-    session.add(EventRow(at=at, **fields))
+    # One prebuilt Core INSERT with parameters, sent now: no unit of work, no RETURNING
+    # of an id nobody reads, no statement built per event (a third of the ORM's cost).
+    session.execute(_INSERT_EVENT, {"at": at, **fields})
     observe.state_changed(session, **fields, step=step)
 
 

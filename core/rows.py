@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
+import sqlalchemy as sa
 from sqlalchemy.exc import NoResultFound
 from sqlmodel import Session, SQLModel, col, select
 
@@ -92,6 +93,17 @@ def lock_effect(session: Session, key: str) -> EffectRow | None:
 def _by_key(
     session: Session, table: type[Table], key: Any, value: str, *, locked: bool = False
 ) -> Table | None:
-    """One row by its primary key; `locked` adds FOR UPDATE."""
-    query = select(table).where(col(key) == value)
-    return session.exec(query.with_for_update() if locked else query).one_or_none()
+    """One row by its primary key; `locked` adds FOR UPDATE. The statement is built once
+    per table and kind, and bound to `value` at each call: building it cost as much as
+    sending it."""
+    shape = (table, str(key), locked)
+    query = _BY_KEY.get(shape)
+    if query is None:
+        query = select(table).where(col(key) == sa.bindparam(_KEY))
+        query = _BY_KEY.setdefault(shape, query.with_for_update() if locked else query)
+    result: Table | None = session.exec(query, params={_KEY: value}).one_or_none()
+    return result
+
+
+_KEY = "row_key"
+_BY_KEY: dict[tuple[type[Any], str, bool], Any] = {}  # a dict's setdefault is thread-safe

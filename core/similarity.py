@@ -18,7 +18,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import sqlalchemy as sa
 from rapidfuzz import fuzz, process, utils
@@ -68,30 +68,37 @@ def comparison_set(
     since: datetime,
     limit: int = MAX_COMPARED,
 ) -> list[Candidate]:
-    """The texts a draft is compared with: its recipe's and platform's drafts waiting for
-    review, then the newest approvals and publications since `since`.
+    """The texts a draft is compared with, at most `limit`: its recipe's and platform's
+    drafts waiting for review (oldest first), then the newest approvals and publications
+    since `since`.
 
-    Both reads seek ix_drafts_recipe_state_updated, so a long history costs nothing."""
+    One statement: a UNION ALL of one capped read per state, each seeking
+    ix_drafts_recipe_state_updated, so a long history costs nothing."""
     same = (
         col(DraftRow.recipe) == recipe,
         col(DraftRow.platform) == platform,
         col(DraftRow.key) != exclude,
     )
     columns = (col(DraftRow.key), col(DraftRow.text), col(DraftRow.updated_at))
-    waiting = session.execute(
-        sa.select(*columns).where(*same, col(DraftRow.state) == DraftState.READY)
-    ).all()
-    seen: list[sa.Row[Any]] = []
-    # one state per query: read in index order, stop at the cap
-    for state in sorted(DRAFT_APPROVED_STATES):
-        seen += session.execute(
-            sa.select(*columns)
-            .where(*same, col(DraftRow.state) == state, col(DraftRow.updated_at) >= since)
-            .order_by(col(DraftRow.updated_at).desc())
-            .limit(limit)
-        ).all()
-    seen = sorted(seen, key=lambda row: row.updated_at, reverse=True)[:limit]
-    return [Candidate(key, text) for key, text, _ in [*waiting, *seen] if text]
+    newest = (col(DraftRow.updated_at).desc(), col(DraftRow.key))
+    parts = [
+        sa.select(*columns, sa.literal(False).label("seen"))
+        .where(*same, col(DraftRow.state) == DraftState.READY)
+        .order_by(*newest)
+        .limit(limit)
+    ]
+    parts += [  # one state per read: read in index order, stop at the cap
+        sa.select(*columns, sa.literal(True).label("seen"))
+        .where(*same, col(DraftRow.state) == state, col(DraftRow.updated_at) >= since)
+        .order_by(*newest)
+        .limit(limit)
+        for state in sorted(DRAFT_APPROVED_STATES)
+    ]
+    rows = session.execute(sa.union_all(*(sa.select(part.subquery()) for part in parts))).all()
+    newest_first = sorted(rows, key=lambda row: row.updated_at, reverse=True)
+    waiting = [row for row in reversed(newest_first) if not row.seen]
+    seen = [row for row in newest_first if row.seen][: limit - len(waiting)]
+    return [Candidate(row.key, row.text) for row in [*waiting, *seen] if row.text]
 
 
 def closest(text: str, candidates: list[Candidate]) -> Match | None:

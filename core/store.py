@@ -9,6 +9,7 @@ naming GALLEY_DATABASE_URL, never a driver traceback. Alembic loads only to migr
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,6 +31,8 @@ URL_VARIABLE = "GALLEY_DATABASE_URL"
 _REVISION = re.compile(r"^revision\s*=\s*[\"']([^\"']+)[\"']", re.MULTILINE)
 _DOWN_REVISION = re.compile(r"^down_revision\s*=\s*[\"']([^\"']+)[\"']", re.MULTILINE)
 READ_ONLY = "galley_read_only"  # execution option of `Store.read()`'s connections
+PING_AFTER_IDLE_S = 1.0  # PostgreSQL: a pooled connection idle this long is pinged first
+_IDLE_SINCE = "galley_idle_since"  # the pool record's info key: when it was given back
 
 
 def normalise_url(url: str) -> str:
@@ -64,7 +67,36 @@ def make_engine(url: str) -> Engine:
         engine = sa.create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
         _configure_sqlite(engine)
         return engine
-    return sa.create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10)
+    engine = sa.create_engine(url, pool_size=10, max_overflow=10)
+    _ping_after_idle(engine)
+    return engine
+
+
+def _ping_after_idle(engine: Engine) -> None:
+    """Ping a pooled connection before use when it sat idle `PING_AFTER_IDLE_S` or more.
+
+    A connection the server dropped (a restart, an idle timeout) is replaced before a
+    transaction fails on it, as `pool_pre_ping` would; but a connection given back a
+    moment ago (a draft's next transaction, milliseconds later) is not asked again:
+    `pool_pre_ping` cost one round trip per transaction. A connection that dies while in
+    use fails that transaction either way, and the pool then discards its connections.
+    """
+
+    @sa.event.listens_for(engine, "checkin")
+    def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info[_IDLE_SINCE] = time.monotonic()
+
+    @sa.event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        idle_since = record.info.pop(_IDLE_SINCE, None)
+        if idle_since is None or time.monotonic() - idle_since < PING_AFTER_IDLE_S:
+            return  # a fresh connection, or one in use a moment ago
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except engine.dialect.loaded_dbapi.Error as exc:
+            if engine.dialect.is_disconnect(exc, dbapi_connection, None):
+                raise sa.exc.DisconnectionError(str(exc)) from exc  # the pool reconnects
+            raise
 
 
 def _configure_sqlite(engine: Engine) -> None:
@@ -200,12 +232,27 @@ def insert_ignore(session: Session, table: type[Any], **values: Any) -> bool:
 
     The database decides who wins a key, in one statement: never check-then-insert.
     """
+    statement = _insert_ignore_statement(session.get_bind().dialect.name, table)
+    if any(isinstance(value, sa.ClauseElement) for value in values.values()):
+        return session.execute(statement.values(**values)).first() is not None  # SQL values
+    return session.execute(statement, values).first() is not None
+
+
+_INSERT_IGNORE: dict[tuple[str, type[Any]], Any] = {}
+
+
+def _insert_ignore_statement(dialect: str, table: type[Any]) -> Any:
+    """Built once per backend and table, bound to each call's values: building the
+    statement anew cost more than sending it."""
+    statement = _INSERT_IGNORE.get((dialect, table))
+    if statement is not None:
+        return statement
     insert: Any
-    if session.get_bind().dialect.name == "postgresql":
+    if dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import insert
     else:
         from sqlalchemy.dialects.sqlite import insert
     # RETURNING, not rowcount: psycopg 3 reports -1 for this statement through SQLAlchemy.
     key_columns = list(table.__table__.primary_key.columns)
-    statement = insert(table).values(**values).on_conflict_do_nothing().returning(*key_columns)
-    return session.execute(statement).first() is not None
+    statement = insert(table.__table__).on_conflict_do_nothing().returning(*key_columns)
+    return _INSERT_IGNORE.setdefault((dialect, table), statement)

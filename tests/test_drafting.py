@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from sqlmodel import col, select
 
+import core.drafting
 from core.anthropic_drafter import AnthropicDrafter
 from core.drafting import Backoff
 from core.models import AttemptRow, DraftRow, RunRow
@@ -20,6 +21,7 @@ from core.operator import Galley
 from core.policies import AttemptOutcome, DraftOutcome, FailReason, SkipReason
 from core.states import DraftState, RunState
 from core.store import Store
+from core.testing import FrozenClock, InstantDrafter
 from tests import rows
 from tests.conftest import make_config
 from tests.fakes.anthropic_api import FakeAnthropic, closed_port, hang, ok, status
@@ -246,3 +248,54 @@ def test_lease_is_not_needed_past_the_call(store: Store, fake_anthropic: FakeAnt
     assert (draft.claimed_by, draft.lease_until) == (None, None)
     assert draft.ready_at is not None and draft.ready_at <= datetime.now(draft.ready_at.tzinfo)
     assert timedelta(0) <= datetime.now(draft.ready_at.tzinfo) - draft.ready_at < timedelta(1)
+
+
+def test_an_answer_whose_claim_was_taken_over_meanwhile_is_paid_for_and_not_stored(
+    store: Store,
+) -> None:
+    """The store step finishes the attempt and stores the draft in one transaction; a
+    holder whose claim was taken over during its call still has its call's cost on
+    record (its attempt stays abandoned), and only the taker's draft is stored."""
+    clock = FrozenClock()
+    holder = Galley(make_config(), store, drafter=InstantDrafter("late"), clock=clock)
+    taker = Galley(make_config(), store, drafter=InstantDrafter("taker's"), clock=clock)
+    recipe = holder.recipe("weekly-update")
+    slot = holder.resolve_slot(recipe, SLOT)
+    taken: list[DraftOutcome] = []
+
+    def answer_after_a_takeover(request: Any) -> Any:
+        clock.advance(recipe.takeover_after + timedelta(seconds=1))  # the holder fell silent
+        taken.append(taker.drafting.draft_slot(recipe, slot, manual=True).outcome)
+        return InstantDrafter("late").draft(request)
+
+    holder.drafting.drafter.draft = answer_after_a_takeover  # type: ignore[method-assign]
+    late = holder.drafting.draft_slot(recipe, slot, manual=True)
+
+    assert (taken, late.outcome) == ([DraftOutcome.DRAFTED], DraftOutcome.IN_PROGRESS)
+    [draft] = drafts(store)
+    assert (draft.state, draft.text) == (DraftState.READY, "taker's")
+    first, second = attempts(store)
+    assert (first.outcome, second.outcome) == (AttemptOutcome.ABANDONED, AttemptOutcome.OK)
+    assert (first.input_tokens, first.output_tokens) == (second.input_tokens, second.output_tokens)
+    assert first.output_tokens > 0  # the late answer was paid for, and counts
+
+
+def test_a_store_that_fails_still_leaves_the_paid_call_on_record(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store's transaction rolls back with the attempt's finish in it: the attempt
+    is then finished by itself, so a paid call is never left looking unfinished."""
+    galley = Galley(make_config(), store, drafter=InstantDrafter("paid"), clock=FrozenClock())
+
+    def broken(*_args: Any) -> None:
+        raise RuntimeError("the store step failed")
+
+    monkeypatch.setattr(core.drafting, "_make_ready", broken)
+    with pytest.raises(RuntimeError):
+        galley.draft("weekly-update", SLOT)
+
+    [attempt] = attempts(store)
+    assert (attempt.outcome, attempt.output_tokens) == (AttemptOutcome.OK, 20)
+    assert attempt.finished_at is not None
+    [draft] = drafts(store)
+    assert draft.state == DraftState.CLAIMED  # not stored: the claim lapses and is swept

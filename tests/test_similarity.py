@@ -176,6 +176,34 @@ def test_the_newest_posts_are_the_ones_compared_past_the_cap(store: Store) -> No
     assert [c.key for c in found] == ["approved-0", "published-1", "published-2"]
 
 
+def test_drafts_waiting_past_the_cap_are_not_all_read_and_the_cap_holds_in_total(
+    store: Store,
+) -> None:
+    """The query for drafts still waiting had no limit: a queue of thousands was read and
+    scored under every store. Now the newest waiting ones fill the cap first."""
+    clock = FrozenClock()
+    for days in (1, 2, 3):
+        add_draft(store, f"waiting-{days}", state=DraftState.READY, text=SEEN,
+                  days_ago=days, clock=clock)  # fmt: skip
+    add_draft(store, "published-1", state=DraftState.PUBLISHED, text=SEEN, days_ago=1,
+              clock=clock)  # fmt: skip
+
+    def compared(limit: int) -> list[str]:
+        with store.transaction() as session:
+            found = comparison_set(
+                session,
+                recipe=RECIPE,
+                platform="linkedin",
+                exclude="probe",
+                since=clock.now() - timedelta(days=90),
+                limit=limit,
+            )
+        return [c.key for c in found]
+
+    assert compared(2) == ["waiting-2", "waiting-1"]
+    assert compared(4) == ["waiting-3", "waiting-2", "waiting-1", "published-1"]
+
+
 def test_the_closest_match_its_score_and_the_method_are_stored_on_the_draft(
     store: Store,
 ) -> None:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlmodel import SQLModel
 
-from core.store import Store
+import core.store
+from core.store import Store, normalise_url
 
 
 def test_migrations_match_the_models(store: Store) -> None:
@@ -89,3 +91,46 @@ def test_foreign_keys_are_enforced(store: Store) -> None:
     except sa.exc.IntegrityError:
         return
     raise AssertionError("a run for an unknown recipe was stored")
+
+
+def _backend_pid(store: Store) -> int:
+    with store.transaction() as session:
+        return int(session.execute(sa.text("SELECT pg_backend_pid()")).scalar_one())
+
+
+def test_a_pooled_connection_the_server_dropped_while_idle_is_replaced_before_use(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server ended an idle pooled connection (a restart, an idle timeout): the next
+    transaction gets a new one instead of failing on the dead one."""
+    monkeypatch.setattr(core.store, "PING_AFTER_IDLE_S", 0.0)  # every reuse counts as idle
+    store = Store(pg_url)
+    first = _backend_pid(store)
+    admin = sa.create_engine(normalise_url(pg_url), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        ended = conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": first})
+        assert ended.scalar_one() is True
+    admin.dispose()
+
+    assert _backend_pid(store) != first
+    store.dispose()
+
+
+def test_a_pooled_connection_given_back_a_moment_ago_is_not_pinged_again(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A draft's transactions follow each other within milliseconds: asking the server
+    before each one was a round trip per transaction (pool_pre_ping)."""
+    store = Store(pg_url)
+    pings: list[object] = []
+    real_ping = store.engine.dialect.do_ping
+    monkeypatch.setattr(
+        store.engine.dialect, "do_ping", lambda conn: pings.append(conn) or real_ping(conn)
+    )
+    pids = {_backend_pid(store) for _ in range(5)}
+
+    assert (len(pids), pings) == (1, [])
+    monkeypatch.setattr(core.store, "PING_AFTER_IDLE_S", 0.0)
+    _backend_pid(store)
+    assert len(pings) == 1  # idle long enough: asked once, then used
+    store.dispose()
