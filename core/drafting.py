@@ -24,15 +24,14 @@ from core.causes import attempt_cause
 from core.claims import Claim, DraftResult, claim_slot, lock_recipe_row, renew_lease
 from core.config import Recipe, render_template
 from core.errors import LostClaim, ModelCallFailed
-from core.failpoints import failpoint
+from core.failpoints import Failpoint, failpoint
 from core.fit import FitRule, limit_instruction
 from core.history import guarded_delete, move_draft, move_run, note_released, note_run
-from core.identity import attempt_id, text_hash
+from core.identity import attempt_id, recipe_of_run, text_hash
 from core.leases import Heartbeat
 from core.models import AttemptRow, DraftRow, EffectRow, RecipeRow, RunRow
-from core.policies import AttemptOutcome, DraftOutcome, FailReason, Overlap
+from core.policies import AttemptOutcome, DraftOutcome, EffectStep, FailReason, Overlap
 from core.ports import Clock, Drafter, DraftRequest, Fit, ModelReply, SystemClock
-from core.publish_queue import PUBLISH_STEP
 from core.rows import lock_draft, lock_run, required
 from core.schedule import Slot
 from core.similarity import (
@@ -111,7 +110,7 @@ class DraftingService:
         )
         if isinstance(claimed, DraftResult):
             return claimed
-        failpoint("after_claim_commit")
+        failpoint(Failpoint.AFTER_CLAIM_COMMIT)
         try:
             return self._write_draft(recipe, slot, claimed)
         except LostClaim as lost:
@@ -149,7 +148,7 @@ class DraftingService:
                     if keeper.lost.wait(delay):
                         raise LostClaim(f"claim on {claim.draft_key} was taken over") from None
                     continue
-                failpoint("after_model_reply")
+                failpoint(Failpoint.AFTER_MODEL_REPLY)
                 why = redraft_reason(self.store, recipe, claim, reply, self.clock.now())
                 if why is not None:  # on_similar = redraft, and the answer repeats a seen post
                     reply, number, started = self._redraft(
@@ -231,7 +230,7 @@ class DraftingService:
         seen = closest_seen(self.store, recipe, claim.draft_key, reply.text, self.clock.now())
         with self.store.transaction() as session:
             now = self.clock.now()
-            recipe_row = lock_recipe_row(session, claim.run_id.partition("@")[0], now)
+            recipe_row = lock_recipe_row(session, recipe_of_run(claim.run_id), now)
             run = _run(session, claim.run_id)  # recipe, run, then draft: core/rows.py
             draft = _own_claim(session, claim)
             draft.text, draft.text_hash, draft.revision = reply.text, text_hash(reply.text), 1
@@ -256,7 +255,7 @@ class DraftingService:
                 _supersede_older_drafts(session, claim, claim.owner, now)
                 note_similarity(session, draft, seen)
                 move_run(session, run, RunState.AWAITING_REVIEW, actor=claim.owner, at=now)
-        failpoint("after_draft_commit")
+        failpoint(Failpoint.AFTER_DRAFT_COMMIT)
         return DraftResult(DraftOutcome.DRAFTED, claim.run_id, claim.draft_key, None, detail)
 
     @staticmethod
@@ -372,7 +371,7 @@ def _supersede_older_drafts(session: Session, claim: Claim, actor: str, now: dat
     recorded as published when its outcome comes: a send is never disowned."""
     sent = sa.exists().where(
         col(EffectRow.draft_key) == col(DraftRow.key),
-        col(EffectRow.step) == PUBLISH_STEP,
+        col(EffectRow.step) == EffectStep.PUBLISH,
         col(EffectRow.state) != EffectState.FAILED,
     )
     older = session.exec(

@@ -15,7 +15,7 @@ from sqlmodel import Session, col, select
 
 from core.config import Config
 from core.history_pages import ready_counts
-from core.identity import review_effect_key
+from core.identity import review_effect_key, run_id_range
 from core.models import DraftRow, EffectRow, RunRow
 from core.operator import Galley, RecipeStatus
 from core.ports import PublishedLink
@@ -112,11 +112,12 @@ def _review_refs(session: Session, keys: list[str]) -> dict[str, tuple[str, str]
 
 
 def _recipe_line(session: Session, status: RecipeStatus) -> RecipeLine:
-    # Run ids are "<recipe>@<wall time>": the primary key's order is the slots' order,
-    # so the latest run is one index probe however long the history.
+    # The primary key's order is the slots' order, so the latest run is one index probe
+    # however long the history.
+    after, before = run_id_range(status.name)
     latest = session.exec(
         select(RunRow)
-        .where(col(RunRow.id) > f"{status.name}@", col(RunRow.id) < f"{status.name}@~")
+        .where(col(RunRow.id) > after, col(RunRow.id) < before)
         .order_by(col(RunRow.id).desc())
         .limit(1)
     ).one_or_none()

@@ -52,7 +52,7 @@ from core.schedule import (
     slot_of_run,
 )
 from core.settings import Settings
-from core.states import DraftState, RunState
+from core.states import DraftState, EventSubject, RecipeChange, RunState
 from core.store import URL_VARIABLE, Store, normalise_url
 from core.views import (
     Answer,
@@ -319,9 +319,9 @@ class Galley:
                 session.add(row)
                 record_event(
                     session,
-                    subject="recipe",
+                    subject=EventSubject.RECIPE,
                     subject_id=name,
-                    to_state="paused" if paused else "resumed",
+                    to_state=RecipeChange.PAUSED if paused else RecipeChange.RESUMED,
                     actor=actor,
                     at=now,
                     reason=reason,
