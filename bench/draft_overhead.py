@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.draft_overhead [--drafts N] [--processes 1,8]
         [--backends sqlite,postgres] [--pg-url URL] [--warmup W]
 
-Each worker process drives core's real path, `Galley.drafting.draft_slot(recipe, slot,
+Each worker process drives core's real path, `Services.drafting.draft_slot(recipe, slot,
 manual=True)`, with a drafter that answers at once from memory (no HTTP), so the time
 of a draft is Galley's own work: claim, attempt bookkeeping, lease thread, store. The
 model's own time (microseconds here) is measured and subtracted all the same.
@@ -132,11 +132,11 @@ def worker(
     barrier: Any,
     results: Any,
 ) -> None:
-    """One process: build a Galley, draft the warm-up slots, wait for all, draft and time."""
+    """One process: build core's services, draft the warm-up slots, wait for all, draft, time."""
     result = WorkerResult(index=index, started=0.0, finished=0.0)
     try:
         import core.drafting
-        from core.operator import Galley
+        from core.services import Services
         from core.store import Store
         from core.testing import InstantDrafter
         from tests.conftest import make_config
@@ -145,7 +145,7 @@ def worker(
         model_laps: list[float] = []
         drafter.draft = _timed(model_laps, drafter.draft)  # type: ignore[method-assign]
         store = Store(url)
-        galley = Galley(make_config(pending_limit=100_000), store, drafter=drafter)
+        galley = Services(make_config(pending_limit=100_000), store, drafter=drafter)
         recipe = galley.recipe(RECIPE)
         service = galley.drafting
 

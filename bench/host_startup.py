@@ -28,8 +28,8 @@ from sqlmodel import select
 from bot.apscheduler_host import SchedulerHost
 from core.config import parse_config
 from core.models import RunRow
-from core.operator import Galley
 from core.ports import DraftRequest, ModelReply
+from core.services import Services
 from core.store import Store
 
 HEADER = '[slack]\nreview_channel = "C0REVIEW"\n[defaults]\ntimezone = "Europe/London"\n'
@@ -56,7 +56,7 @@ def start_once(
     text = HEADER + "".join(RECIPE.format(n=n, cron=cron(n, distinct)) for n in range(size))
     store = Store(f"sqlite:///{directory / f'bench-{time.monotonic_ns()}.db'}")
     store.upgrade()
-    galley = Galley(parse_config(text), store, drafter=UnusedDrafter())
+    galley = Services(parse_config(text), store, drafter=UnusedDrafter())
     host = SchedulerHost(galley, drafting_threads=4)
     started = time.perf_counter()
     host.start()

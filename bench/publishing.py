@@ -26,6 +26,7 @@ from bot.run import Bot
 from core.models import EventRow, RunRow
 from tests import bots
 from tests.approvals import approve
+from tests.bots import operator
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.slack_api import FakeSlack
@@ -47,7 +48,7 @@ def start_bot(tmp: Path, slack: FakeSlack, model: FakeAnthropic, publish: str) -
 
 
 def state_of(bot: Bot, run_id: str) -> str:
-    with bot.galley.store.transaction() as session:
+    with bot.core.store.transaction() as session:
         return str(session.exec(select(RunRow.state).where(col(RunRow.id) == run_id)).one())
 
 
@@ -65,7 +66,7 @@ def approval_to_publication(runs: int) -> list[float]:
         try:
             with httpx.Client(timeout=10) as client:
                 for wall in MONDAYS[:runs]:
-                    result = bot.galley.draft("weekly-update", wall)
+                    result = operator(bot).draft("weekly-update", wall)
                     body = interactive_body(
                         block_actions(
                             user="U0EDITOR",
@@ -97,12 +98,12 @@ def uncertain_to_alert(runs: int) -> list[float]:
         bot = start_bot(Path(tmp), slack, model, f'{{ to = "webhook", url = "{hook.hook_url}" }}')
         try:
             for wall in MONDAYS[:runs]:
-                result = bot.galley.draft("weekly-update", wall)
+                result = operator(bot).draft("weekly-update", wall)
                 hook.script_post(accept_then_hang(5))
-                approve(bot.galley.store, bot.galley.config, bot.galley.clock, result.key or "")
+                approve(bot.core.store, bot.core.config, bot.core.clock, result.key or "")
                 alerts_before = len(slack.calls("chat.postMessage"))
-                bot.publishing.publish_run(result.run)
-                with bot.galley.store.transaction() as session:
+                bot.services.publishing.publish_run(result.run)
+                with bot.core.store.transaction() as session:
                     went_uncertain = session.exec(
                         select(EventRow.at).where(
                             col(EventRow.subject) == "run",

@@ -21,6 +21,7 @@ import httpx
 from bot.blocks import ACTION_APPROVE, button_value
 from bot.run import Bot
 from tests import bots
+from tests.bots import operator
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.slack_api import FakeSlack
@@ -51,13 +52,13 @@ def ack_times(clicks: int) -> list[float]:
     with tempfile.TemporaryDirectory() as tmp, FakeSlack() as slack, FakeAnthropic() as model:
         bot = start_bot(Path(tmp), slack, model)
         try:
-            result = bot.galley.draft("weekly-update", MONDAYS[0])
+            result = operator(bot).draft("weekly-update", MONDAYS[0])
             bot.sync_slack()
             model.delay = 30.0  # every drafting thread now waits on a slow model
             for wall in MONDAYS[1:9]:
-                recipe = bot.galley.recipe("weekly-update")
-                slot = bot.galley.resolve_slot(recipe, wall)
-                bot.host.submit(bot.galley.drafting.draft_slot, recipe, slot, manual=True)
+                recipe = bot.core.recipe("weekly-update")
+                slot = bot.core.resolve_slot(recipe, wall)
+                bot.host.submit(bot.core.drafting.draft_slot, recipe, slot, manual=True)
             while len(model.requests) < 5:  # four threads busy (the pool's size), one queued
                 time.sleep(0.05)
             url = f"http://127.0.0.1:{bot.http_port}/slack/events"
@@ -89,10 +90,10 @@ def burst(size: int) -> tuple[float, int, int]:
         bot = start_bot(Path(tmp), slack, model)
         try:
             for wall in MONDAYS[:size]:
-                bot.galley.draft("weekly-update", wall)
+                operator(bot).draft("weekly-update", wall)
             slack.enforce_rate_limit(1.0)
             started = time.perf_counter()
-            while bot.outbox.post_ready_drafts():
+            while bot.services.outbox.post_ready_drafts():
                 pass
             elapsed = time.perf_counter() - started
             posts = slack.calls("chat.postMessage")

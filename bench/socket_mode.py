@@ -35,6 +35,7 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 from bench.slack_review import MONDAYS
 from bot.blocks import ACTION_APPROVE, button_value
 from tests import bots
+from tests.bots import operator
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.slack_api import FakeSlack
@@ -198,13 +199,13 @@ def ack_latency_report(clicks: int, burst: int) -> None:
         )
         try:
             link.wait_connected(1, timeout=15)
-            result = bot.galley.draft("weekly-update", MONDAYS[0])
+            result = operator(bot).draft("weekly-update", MONDAYS[0])
             bot.sync_slack()
             model.delay = 60.0  # every drafting thread now waits on a slow model
-            recipe = bot.galley.recipe("weekly-update")
+            recipe = bot.core.recipe("weekly-update")
             for wall in MONDAYS[1:6]:
-                slot = bot.galley.resolve_slot(recipe, wall)
-                bot.host.submit(bot.galley.drafting.draft_slot, recipe, slot, manual=True)
+                slot = bot.core.resolve_slot(recipe, wall)
+                bot.host.submit(bot.core.drafting.draft_slot, recipe, slot, manual=True)
             while len(model.requests) < 5:  # four drafting threads busy, one queued
                 time.sleep(0.05)
             value = button_value(result.key or "", 1)

@@ -27,9 +27,9 @@ from core.dispatch import SlotDispatcher
 from core.identity import run_of_draft_key
 from core.metrics import SCHEDULER_FIRES, SCHEDULER_MISFIRES
 from core.missed_slots import expire_missed_slots
-from core.operator import Galley
 from core.publish_time import drafting_fire, next_drafting, slots_due_by
 from core.review import expire_overdue_drafts
+from core.services import Services
 
 log = logging.getLogger(__name__)
 RECIPE_JOB_PREFIX = "recipe:"
@@ -83,7 +83,7 @@ class SchedulerHost:
 
     def __init__(
         self,
-        galley: Galley,
+        services: Services,
         *,
         drafting_threads: int = 4,
         housekeeping_every: timedelta = timedelta(seconds=60),
@@ -91,20 +91,20 @@ class SchedulerHost:
     ) -> None:
         """`sweep_every` (default: the shortest recipe heartbeat) is how often claims whose
         holder stopped beating are returned to the pool and drafted again."""
-        self.galley = galley
+        self.services = services
         self.stopping = threading.Event()
         self.dispatcher = SlotDispatcher(
-            galley.store,
-            galley.drafting,
-            galley.clock,
+            services.store,
+            services.drafting,
+            services.clock,
             stopping=self.stopping,
-            recipes=galley.config.recipes,
+            recipes=services.config.recipes,
         )
         self._pool = ThreadPoolExecutor(drafting_threads, thread_name_prefix="drafting")
         self._futures: set[Future[Any]] = set()
         self._lock = threading.Lock()
         self._housekeeping_every = housekeeping_every
-        heartbeats = [r.heartbeat for r in galley.config.recipes.values()]
+        heartbeats = [r.heartbeat for r in services.config.recipes.values()]
         self._sweep_every = sweep_every or min(heartbeats, default=housekeeping_every)
         self.scheduler = BackgroundScheduler(
             timezone=UTC,
@@ -123,7 +123,7 @@ class SchedulerHost:
         per distinct schedule rather than by each job's trigger.
         """
         self._sweep_and_resume()  # claims a dead process left behind, now expired
-        recipes = list(self.galley.config.recipes.values())
+        recipes = list(self.services.config.recipes.values())
         self._catch_up(recipes)
         schedules = SharedSchedules()
         scheduler_now = datetime.now(UTC)  # the clock APScheduler's triggers read
@@ -176,7 +176,7 @@ class SchedulerHost:
     def _catch_up(self, recipes: list[Recipe]) -> None:
         """Record what is only to be skipped in batches (one task) and draft the slots
         still within misfire_grace (a task each): `core/catch_up.py` decides which."""
-        store, now = self.galley.store, self.galley.clock.now()
+        store, now = self.services.store, self.services.clock.now()
         with store.read() as session:
             recorded = latest_recorded_slots(session)
         plan = plan_catch_up(recipes, recorded, now, SharedSchedules())
@@ -199,16 +199,16 @@ class SchedulerHost:
     def _on_fire(self, recipe_name: str, scheduled_at: datetime | None = None) -> None:
         """`scheduled_at` comes from NominalTimeExecutor (the default only satisfies
         APScheduler's signature check; without it the latest due slot is used)."""
-        recipe = self.galley.config.recipes[recipe_name]
+        recipe = self.services.config.recipes[recipe_name]
         SCHEDULER_FIRES.labels(recipe_name).inc()
-        fired = scheduled_at or self.galley.clock.now()
+        fired = scheduled_at or self.services.clock.now()
         self._submit(self.dispatcher.fire, recipe, slots_due_by(recipe, fired))
 
     def _on_missed(self, event: JobExecutionEvent) -> None:
         """APScheduler found a fire past misfire_grace: Galley records it as skipped."""
         if not event.job_id.startswith(RECIPE_JOB_PREFIX):
             return
-        recipe = self.galley.config.recipes[event.job_id.removeprefix(RECIPE_JOB_PREFIX)]
+        recipe = self.services.config.recipes[event.job_id.removeprefix(RECIPE_JOB_PREFIX)]
         SCHEDULER_MISFIRES.labels(recipe.name).inc()
         log.info(
             "missed fire of %s at %s (past misfire_grace): recorded as skipped",
@@ -220,7 +220,7 @@ class SchedulerHost:
     def _sweep_and_resume(self) -> None:
         """Return expired claims to the pool and draft those slots again (once, within
         misfire_grace): a worker that died mid-call does not lose its slot."""
-        for key in self.galley.sweep():
+        for key in self.services.sweep():
             self._submit(self.dispatcher.resume, run_of_draft_key(key))
 
     def _settle_stale_pending(self) -> None:
@@ -229,8 +229,8 @@ class SchedulerHost:
             self._submit(self.dispatcher.settle_pending, run_id)
 
     def _expire(self) -> None:
-        expire_overdue_drafts(self.galley.store, self.galley.config, self.galley.clock)
-        expire_missed_slots(self.galley.store, self.galley.config, self.galley.clock)
+        expire_overdue_drafts(self.services.store, self.services.config, self.services.clock)
+        expire_missed_slots(self.services.store, self.services.config, self.services.clock)
 
     def _submit(self, func: Any, *args: Any) -> None:
         if self.stopping.is_set():

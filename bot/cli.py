@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
     from core.claims import DraftResult
     from core.operator import Galley
+    from core.services import Services
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -105,6 +106,14 @@ def open_galley() -> Galley:
     from core.settings import load_settings
 
     return Galley.from_settings(load_settings())
+
+
+def open_services() -> Services:
+    """Core's services without the facade: what `check` and `retry` need."""
+    from core.services import Services
+    from core.settings import load_settings
+
+    return Services.from_settings(load_settings())
 
 
 def print_json(document: Any) -> None:
@@ -277,13 +286,11 @@ def retry(
     """Draft a failed run's slot again (no bump needed), or publish an uncertain run once
     more (you accept the risk of a repeat)."""
     with explained_errors():
-        galley = open_galley()
-        redrafted = galley.retry_failed_draft(run_id, actor=actor)
-        answer = galley.retry(run_id, actor=actor) if redrafted is None else None
-    if redrafted is None:
-        out.print(answer, markup=False, highlight=False)
+        done = open_services().retry(run_id, actor=actor)  # the one retry routing
+    if isinstance(done, str):
+        out.print(done, markup=False, highlight=False)
     else:
-        report_draft(redrafted, as_json=False)
+        report_draft(done, as_json=False)
 
 
 @app.command()
@@ -346,18 +353,18 @@ def check(
     from core.schedule import describe, next_slots
 
     with explained_errors():
-        galley = open_galley()
-        missing = galley.config.missing_secrets()  # one line per target that cannot publish
+        services = open_services()
+        missing = services.config.missing_secrets()  # one line per target that cannot publish
         if missing:
             raise ConfigError(missing)
     if online:
-        prove_online(galley)
+        prove_online(services)
         return
     with explained_errors():
-        now = galley.clock.now()
+        now = services.clock.now()
         report = {
             name: (recipe, next_slots(recipe, now, 5))
-            for name, recipe in galley.config.recipes.items()
+            for name, recipe in services.config.recipes.items()
         }
     if as_json:
         print_json(
@@ -382,7 +389,7 @@ def check(
             }
         )
         return
-    out.print(f"config ok: {len(report)} recipes; database at {galley.store.current_revision()}")
+    out.print(f"config ok: {len(report)} recipes; database at {services.store.current_revision()}")
     for name, (recipe, slots) in report.items():
         rows = [
             [slot.run_id(name), slot.fire_at.astimezone(recipe.zone).isoformat(), slot.dst or ""]
@@ -392,11 +399,11 @@ def check(
         out.print(table(title, ["run", "fires at", "DST"], rows))
 
 
-def prove_online(galley: Galley) -> None:
+def prove_online(services: Services) -> None:
     """One line per destination: Slack's `auth.test`, then each publish target's proof."""
     from bot.online import prove_everything
 
-    proofs = prove_everything(galley.config)
+    proofs = prove_everything(services.config)
     for proof in proofs:
         out.print(str(proof), markup=False, highlight=False)
     if not all(proof.ok for proof in proofs):

@@ -1,4 +1,4 @@
-"""`/galley` subcommands: parse the text, check who may, call one operator method.
+"""`/galley` subcommands: parse the text, check who may, call one core operation.
 
 Replies are plain mrkdwn strings sent ephemerally by the handler. Bad arguments get the
 usage line, never a stack trace; Galley's own errors become one sentence.
@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from bot.blocks import help_text
 from core.config import Recipe
 from core.errors import GalleyError
-from core.operator import Galley
-from core.permissions import may_administer
+from core.operator import plain_description
 from core.policies import Finding
-from core.ports import Directory
+from core.queries import list_runs, read_status
 from core.schedule import Slot
+from core.services import Services
 from core.states import RunState
 
 OPEN_TO_EVERYONE = frozenset({"help", "status", "runs"})
@@ -45,8 +45,7 @@ class UsageError(ValueError):
 
 @dataclass(frozen=True)
 class CommandContext:
-    galley: Galley
-    directory: Directory
+    services: Services  # the bot's core services (bot/wiring.py)
     user: str
     start_draft: StartDraft  # hands a manual run to the drafting pool
     tell: Callable[[str], object]  # a later message to the same person (the outcome)
@@ -61,9 +60,7 @@ def answer(text: str, context: CommandContext) -> str:
     if not words or words[0] not in USAGE:
         return help_text()
     verb, args = words[0], words[1:]
-    if verb not in OPEN_TO_EVERYONE and not may_administer(
-        context.galley.config.slack, context.directory, context.user
-    ):
+    if verb not in OPEN_TO_EVERYONE and not context.services.may_administer(context.user):
         return f"Only Galley's admins may `{verb}`."
     try:
         return _COMMANDS[verb](args, context)
@@ -75,7 +72,9 @@ def answer(text: str, context: CommandContext) -> str:
 
 def _status(args: list[str], context: CommandContext) -> str:
     _no_more(args, 0)
-    report = context.galley.status()
+    services = context.services
+    with services.store.read() as session:
+        report = read_status(session, services.config, services.clock.now())
     lines = [
         f"*{r.name}* v{r.version} · {r.pending}/{r.pending_limit} waiting"
         + (f" · paused ({r.paused_reason or 'no reason'})" if r.paused else "")
@@ -89,7 +88,7 @@ def _status(args: list[str], context: CommandContext) -> str:
 
 def _run(args: list[str], context: CommandContext) -> str:
     _no_more(args, 1)
-    recipe = context.galley.recipe(_first(args))
+    recipe = context.services.recipe(_first(args))
     context.start_draft(recipe, None, context.user, context.tell)
     return f"Drafting *{recipe.name}* for its most recent slot; I will tell you how it went."
 
@@ -97,18 +96,18 @@ def _run(args: list[str], context: CommandContext) -> str:
 def _bump(args: list[str], context: CommandContext) -> str:
     name = _first(args)
     reason = " ".join(args[1:]) or None
-    return context.galley.bump_recipe(name, actor=context.user, reason=reason).describe()
+    return context.services.recipes.bump(name, actor=context.user, reason=reason).describe()
 
 
 def _pause(args: list[str], context: CommandContext) -> str:
     reason = " ".join(args[1:]) or None
-    names = context.galley.pause(_first(args), actor=context.user, reason=reason)
+    names = context.services.recipes.pause(_first(args), actor=context.user, reason=reason)
     return "Paused: " + ", ".join(f"*{n}*" for n in names)
 
 
 def _resume(args: list[str], context: CommandContext) -> str:
     _no_more(args, 1)
-    names = context.galley.resume(_first(args), actor=context.user)
+    names = context.services.recipes.resume(_first(args), actor=context.user)
     return "Resumed: " + ", ".join(f"*{n}*" for n in names)
 
 
@@ -118,7 +117,8 @@ def _runs(args: list[str], context: CommandContext) -> str:
         state = RunState(args[0]) if args else None
     except ValueError:
         raise UsageError from None
-    found = context.galley.runs(state, limit=15)
+    with context.services.store.read() as session:
+        found = list_runs(session, state, 15, None)
     if not found:
         return "No runs."
     return "\n".join(f"`{r.id}` {r.state}" + (f" ({r.reason})" if r.reason else "") for r in found)
@@ -131,30 +131,29 @@ def _resolve(args: list[str], context: CommandContext) -> str:
         finding = Finding(args[1])
     except ValueError:
         raise UsageError from None
-    return context.galley.resolve(args[0], finding, actor=context.user)
+    return context.services.resolver.resolve(args[0], finding, actor=context.user)
 
 
 def _retry(args: list[str], context: CommandContext) -> str:
     _no_more(args, 1)
-    return retry_run(_first(args), context.galley, context.start_draft, context.user, context.tell)
+    return retry_run(_first(args), context)
 
 
-def retry_run(
-    run_id: str, galley: Galley, start_draft: StartDraft, user: str, tell: Callable[[str], object]
-) -> str:
-    """A failed draft is drafted again on the pool (never on a Slack listener's thread);
-    an uncertain publication is tried once more."""
-    failed = galley.failed_drafting(run_id)
-    if failed is None:
-        return galley.retry(run_id, actor=user)
-    recipe, slot = failed
-    start_draft(recipe, slot, user, tell)
-    return f"`{run_id}` is being drafted again; you will be told how it went."
+def retry_run(run_id: str, context: CommandContext) -> str:
+    """`Services.retry`'s routing: a failed draft is drafted again on the pool (never on a
+    Slack listener's thread); an uncertain publication is tried once more."""
+
+    def on_the_pool(recipe: Recipe, slot: Slot) -> str:
+        context.start_draft(recipe, slot, context.user, context.tell)
+        return f"`{run_id}` is being drafted again; you will be told how it went."
+
+    done = context.services.retry(run_id, actor=context.user, draft_again=on_the_pool)
+    return done if isinstance(done, str) else plain_description(done)
 
 
 def _cancel(args: list[str], context: CommandContext) -> str:
     _no_more(args, 1)
-    return context.galley.cancel(_first(args), actor=context.user)
+    return context.services.resolver.cancel(_first(args), actor=context.user)
 
 
 def _help(args: list[str], context: CommandContext) -> str:

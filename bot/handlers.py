@@ -8,6 +8,7 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from slack_bolt import Ack, App, Respond
@@ -39,14 +40,10 @@ from bot.blocks import (
 )
 from bot.commands import CommandContext, StartDraft, answer, retry_run
 from bot.home_tab import HomeTab
-from bot.slack_surface import SlackChannels
-from core.acting import Desk, People
+from bot.wiring import BotServices
 from core.errors import GalleyError
-from core.operator import Galley
-from core.outbox import ReviewOutbox
-from core.permissions import may_administer
 from core.policies import Finding, FollowUp, Verdict
-from core.ports import Directory, MessageRef
+from core.ports import MessageRef
 from core.redraft_claims import RedraftClaim
 from core.review import ReviewAnswer, load_item
 from core.states import DraftState
@@ -56,10 +53,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class BotDeps:
-    galley: Galley
-    outbox: ReviewOutbox
-    directory: Directory
-    channels: SlackChannels  # paced, classified Web API calls (alert rewrites go here)
+    services: BotServices  # the container built in bot/wiring.py
     start_draft: StartDraft  # hands a manual run to the drafting pool
     publish_soon: Callable[[str], None]  # hands a run id to the publishing pool
     home: HomeTab | None = None  # the App Home tab, when the bot publishes one
@@ -67,79 +61,104 @@ class BotDeps:
     redraft_soon: Callable[[RedraftClaim, Callable[[str], object] | None], None] | None = None
 
 
-def register(app: App, deps: BotDeps) -> None:
-    """Attach every Galley listener to the Bolt app."""
-    galley, slack = deps.galley, deps.galley.config.slack
-    # Slack names the person; the same desk as the notebook's checks who may decide
-    desk = Desk(
-        galley.store,
-        galley.config,
-        galley.clock,
-        People(slack, deps.directory, None, as_person=False),
-        galley.fits,
-    )
+class Kind(StrEnum):
+    """Which of Bolt's registrations a listener takes (the `App` method's name)."""
 
-    def settle(result: ReviewAnswer, tell: Callable[[str], object]) -> None:
-        if result.item is not None:
-            deps.outbox.show_now(result.item)  # shows the decision, or refreshes a stale message
+    ACTION = "action"
+    VIEW = "view"
+    COMMAND = "command"
+    EVENT = "event"
+
+
+# Every listener, registered from this table: what Slack sends, and the method answering it.
+LISTENERS: tuple[tuple[Kind, str | re.Pattern[str], str], ...] = (
+    (Kind.ACTION, ACTION_APPROVE, "on_approve"),
+    (Kind.ACTION, ACTION_UNAPPROVE, "on_unapprove"),
+    (Kind.ACTION, ACTION_REJECT, "on_reject"),
+    (Kind.VIEW, REJECT_MODAL, "on_reject_submitted"),
+    (Kind.ACTION, ACTION_EDIT, "on_edit"),
+    (Kind.VIEW, EDIT_MODAL, "on_edit_submitted"),
+    (Kind.ACTION, ACTION_REDRAFT, "on_redraft"),
+    (Kind.VIEW, REDRAFT_MODAL, "on_redraft_submitted"),
+    (Kind.ACTION, ACTION_ALERT_PUBLISHED, "on_alert_published"),
+    (Kind.ACTION, ACTION_ALERT_RETRY, "on_alert_retry"),
+    (Kind.ACTION, ACTION_ALERT_CANCEL, "on_alert_cancel"),
+    (Kind.ACTION, ACTION_ALERT_SKIP, "on_alert_skip"),
+    (Kind.COMMAND, "/galley", "on_command"),
+    (Kind.EVENT, "app_home_opened", "on_home_opened"),
+    (Kind.ACTION, re.compile(r"^galley_home_"), "on_home_button"),
+)
+
+
+def register(app: App, deps: BotDeps) -> Listeners:
+    """Attach every Galley listener to the Bolt app, from `LISTENERS`."""
+    listeners = Listeners(app, deps)
+    for kind, matcher, name in LISTENERS:
+        getattr(app, kind)(matcher)(getattr(listeners, name))
+    app.error(listeners.on_error)
+    return listeners
+
+
+class Listeners:
+    """Bolt's listeners for one app: each acks, parses, calls one core operation and
+    renders the answer. Slack names the person; the same desk as the notebook's checks
+    who may decide."""
+
+    def __init__(self, app: App, deps: BotDeps) -> None:
+        self.app, self.deps = app, deps
+        self.core = deps.services.core
+        self.slack = self.core.config.slack
+        self.desk = self.core.desk()
+
+    # --- review buttons and modals --------------------------------------------------------
+
+    def settle(self, result: ReviewAnswer, tell: Callable[[str], object]) -> None:
+        if result.item is not None:  # shows the decision, or refreshes a stale message
+            self.deps.services.outbox.show_now(result.item)
         if not result.accepted:
             tell(review_reply(result))
         elif result.follow_up == FollowUp.PUBLISH and result.item is not None:
-            deps.publish_soon(result.item.run_id)
+            self.deps.publish_soon(result.item.run_id)
 
     def decide_as(
-        user: str, button: str, verdict: Verdict, reason: str | None = None
+        self, user: str, button: str, verdict: Verdict, reason: str | None = None
     ) -> ReviewAnswer:
         key, revision = parse_button_value(button)
-        return desk.decide(key, revision, verdict, user=user, reason=reason)
+        return self.desk.decide(key, revision, verdict, user=user, reason=reason)
 
-    @app.action(ACTION_APPROVE)
-    def on_approve(ack: Ack, body: dict[str, Any], respond: Respond) -> None:
+    def on_approve(self, ack: Ack, body: dict[str, Any], respond: Respond) -> None:
         ack()
-        result = decide_as(body["user"]["id"], body["actions"][0]["value"], Verdict.APPROVED)
-        settle(
-            result, lambda text: respond(text, response_type="ephemeral", replace_original=False)
-        )
+        result = self.decide_as(body["user"]["id"], body["actions"][0]["value"], Verdict.APPROVED)
+        self.settle(result, _in_thread(respond))
 
-    @app.action(ACTION_UNAPPROVE)
-    def on_unapprove(ack: Ack, body: dict[str, Any], respond: Respond) -> None:
+    def on_unapprove(self, ack: Ack, body: dict[str, Any], respond: Respond) -> None:
         ack()
         key, revision = parse_button_value(body["actions"][0]["value"])
-        result = desk.unapprove(key, revision, user=body["user"]["id"])
-        settle(
-            result, lambda text: respond(text, response_type="ephemeral", replace_original=False)
-        )
+        result = self.desk.unapprove(key, revision, user=body["user"]["id"])
+        self.settle(result, _in_thread(respond))
 
-    @app.action(ACTION_REJECT)
-    def on_reject(ack: Ack, body: dict[str, Any], client: WebClient) -> None:
+    def on_reject(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
         ack()
         key, revision = parse_button_value(body["actions"][0]["value"])
         client.views_open(trigger_id=body["trigger_id"], view=reject_modal(key, revision))
 
-    @app.view(REJECT_MODAL)
-    def on_reject_submitted(ack: Ack, body: dict[str, Any], client: WebClient) -> None:
+    def on_reject_submitted(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
         ack()
         view, user = body["view"], body["user"]["id"]
         reason = reject_reason(view["state"]["values"])
-        result = decide_as(user, view["private_metadata"], Verdict.REJECTED, reason)
-        settle(result, lambda text: _ephemeral(client, slack.review_channel, user, text))
+        result = self.decide_as(user, view["private_metadata"], Verdict.REJECTED, reason)
+        self.settle(result, self._ephemeral_to(client, user))
 
-    @app.action(ACTION_EDIT)
-    def on_edit(ack: Ack, body: dict[str, Any], client: WebClient, respond: Respond) -> None:
+    def on_edit(self, ack: Ack, body: dict[str, Any], client: WebClient, respond: Respond) -> None:
         ack()
         key, revision = parse_button_value(body["actions"][0]["value"])
-        item = load_item(galley.store, key)
+        item = load_item(self.core.store, key)
         if item is None or item.state != DraftState.READY:
-            respond(
-                "This draft can no longer be edited.",
-                response_type="ephemeral",
-                replace_original=False,
-            )
+            _in_thread(respond)("This draft can no longer be edited.")
             return
         client.views_open(trigger_id=body["trigger_id"], view=edit_modal(key, revision, item.text))
 
-    @app.view(EDIT_MODAL)
-    def on_edit_submitted(ack: Ack, body: dict[str, Any], client: WebClient) -> None:
+    def on_edit_submitted(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
         view, user = body["view"], body["user"]["id"]
         text = edited_text(view["state"]["values"])
         if not text.strip():
@@ -149,17 +168,15 @@ def register(app: App, deps: BotDeps) -> None:
             return
         ack()
         key, revision = parse_button_value(view["private_metadata"])
-        result = desk.edit(key, text, revision, user=user)
-        settle(result, lambda reply: _ephemeral(client, slack.review_channel, user, reply))
+        result = self.desk.edit(key, text, revision, user=user)
+        self.settle(result, self._ephemeral_to(client, user))
 
-    @app.action(ACTION_REDRAFT)
-    def on_redraft(ack: Ack, body: dict[str, Any], client: WebClient) -> None:
+    def on_redraft(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
         ack()
         key, revision = parse_button_value(body["actions"][0]["value"])
         client.views_open(trigger_id=body["trigger_id"], view=redraft_modal(key, revision))
 
-    @app.view(REDRAFT_MODAL)
-    def on_redraft_submitted(ack: Ack, body: dict[str, Any], client: WebClient) -> None:
+    def on_redraft_submitted(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
         """Acknowledged at once; the claim is taken here, the model called on the
         drafting pool. A redelivered submission finds the claim and calls nothing."""
         view, user = body["view"], body["user"]["id"]
@@ -169,71 +186,90 @@ def register(app: App, deps: BotDeps) -> None:
             return
         ack()
         key, revision = parse_button_value(view["private_metadata"])
-        tell = lambda reply: _ephemeral(client, slack.review_channel, user, reply)  # noqa: E731
-        claimed = desk.ask_redraft(galley.redrafting, key, revision, note, user=user)
+        tell = self._ephemeral_to(client, user)
+        claimed = self.desk.ask_redraft(self.core.redrafting, key, revision, note, user=user)
         if isinstance(claimed, ReviewAnswer):
-            settle(claimed, tell)
-        elif deps.redraft_soon is not None:
-            deps.redraft_soon(claimed, tell)
+            self.settle(claimed, tell)
+        elif self.deps.redraft_soon is not None:
+            self.deps.redraft_soon(claimed, tell)
 
-    def on_alert_button(resolve: Callable[[str, str, Respond], str]) -> Callable[..., None]:
-        def listener(ack: Ack, body: dict[str, Any], respond: Respond) -> None:
-            ack()
-            user = body["user"]["id"]
-            if not may_administer(slack, deps.directory, user):
-                respond(
-                    "Only Galley's admins may settle runs.",
-                    response_type="ephemeral",
-                    replace_original=False,
-                )
-                return
-            run_id = alert_run_id(body["actions"][0]["value"])
-            outcome = resolve(run_id, user, respond)
-            deps.publish_soon(run_id)
-            message = body["message"]
-            alert = MessageRef(body["container"]["channel_id"], message["ts"])
-            blocks = resolved_blocks(message.get("blocks", []), outcome, by=user)
-            try:
-                deps.channels.update(alert, text=message.get("text", ""), blocks=blocks)
-            except GalleyError as exc:  # the alert pass rewrites it once the run moves on
-                log.warning("alert %s not rewritten after %s: %s", alert.ts, outcome, exc)
+    # --- alert buttons --------------------------------------------------------------------
 
-        return listener
+    def on_alert_published(self, ack: Ack, body: dict[str, Any], respond: Respond) -> None:
+        self._settle_alert(ack, body, respond, self._mark_published)
 
-    def retry(run: str, user: str, respond: Respond) -> str:
-        def tell(text: str) -> object:
-            return respond(text, response_type="ephemeral", replace_original=False)
+    def on_alert_retry(self, ack: Ack, body: dict[str, Any], respond: Respond) -> None:
+        self._settle_alert(ack, body, respond, self._retry)
 
-        return retry_run(run, galley, deps.start_draft, user, tell)
+    def on_alert_cancel(self, ack: Ack, body: dict[str, Any], respond: Respond) -> None:
+        self._settle_alert(ack, body, respond, self._cancel)
 
-    app.action(ACTION_ALERT_PUBLISHED)(
-        on_alert_button(lambda run, user, _: galley.resolve(run, Finding.PUBLISHED, actor=user))
-    )
-    app.action(ACTION_ALERT_RETRY)(on_alert_button(retry))
-    app.action(ACTION_ALERT_CANCEL)(
-        on_alert_button(lambda run, user, _: galley.cancel(run, actor=user))
-    )
-    app.action(ACTION_ALERT_SKIP)(
-        on_alert_button(lambda run, user, _: galley.skip(run, actor=user))
-    )
+    def on_alert_skip(self, ack: Ack, body: dict[str, Any], respond: Respond) -> None:
+        self._settle_alert(ack, body, respond, self._skip)
 
-    @app.command("/galley")
-    def on_command(ack: Ack, command: dict[str, Any], respond: Respond) -> None:
+    def _mark_published(self, run: str, user: str, respond: Respond) -> str:
+        return self.core.resolver.resolve(run, Finding.PUBLISHED, actor=user)
+
+    def _retry(self, run: str, user: str, respond: Respond) -> str:
+        context = CommandContext(self.core, user, self.deps.start_draft, _in_thread(respond))
+        return retry_run(run, context)
+
+    def _cancel(self, run: str, user: str, respond: Respond) -> str:
+        return self.core.resolver.cancel(run, actor=user)
+
+    def _skip(self, run: str, user: str, respond: Respond) -> str:
+        return self.core.resolver.skip(run, actor=user)
+
+    def _settle_alert(
+        self,
+        ack: Ack,
+        body: dict[str, Any],
+        respond: Respond,
+        resolve: Callable[[str, str, Respond], str],
+    ) -> None:
+        ack()
+        user = body["user"]["id"]
+        if not self.core.may_administer(user):
+            _in_thread(respond)("Only Galley's admins may settle runs.")
+            return
+        run_id = alert_run_id(body["actions"][0]["value"])
+        outcome = resolve(run_id, user, respond)
+        self.deps.publish_soon(run_id)
+        message = body["message"]
+        alert = MessageRef(body["container"]["channel_id"], message["ts"])
+        blocks = resolved_blocks(message.get("blocks", []), outcome, by=user)
+        try:
+            self.deps.services.channels.update(alert, text=message.get("text", ""), blocks=blocks)
+        except GalleyError as exc:  # the alert pass rewrites it once the run moves on
+            log.warning("alert %s not rewritten after %s: %s", alert.ts, outcome, exc)
+
+    # --- /galley, Home --------------------------------------------------------------------
+
+    def on_command(self, ack: Ack, command: dict[str, Any], respond: Respond) -> None:
         ack()
 
         def tell(text: str) -> object:
             return respond(text, response_type="ephemeral")
 
-        context = CommandContext(galley, deps.directory, command["user_id"], deps.start_draft, tell)
+        context = CommandContext(self.core, command["user_id"], self.deps.start_draft, tell)
         tell(answer(command.get("text", ""), context))
 
-    @app.event("app_home_opened")
-    def on_home_opened(event: dict[str, Any]) -> None:
-        if deps.home is not None and event.get("tab") == "home":
-            deps.home.opened(event["user"])
+    def on_home_opened(self, event: dict[str, Any]) -> None:
+        if self.deps.home is not None and event.get("tab") == "home":
+            self.deps.home.opened(event["user"])
 
-    @app.error
-    def on_error(error: Exception, body: dict[str, Any], respond: Respond | None) -> None:
+    def on_home_button(self, ack: Ack, body: dict[str, Any]) -> None:
+        """A Home button is its `/galley` command: the same checks, the answer on Home."""
+        ack()
+        home, user, action = self.deps.home, body["user"]["id"], body["actions"][0]
+        if home is None:
+            return
+        text = command_words(action["action_id"], action["value"])
+        tell = lambda reply: home.publish(user, notice=reply)  # noqa: E731
+        context = CommandContext(self.core, user, self.deps.start_draft, tell)
+        home.publish(user, notice=answer(text, context))
+
+    def on_error(self, error: Exception, body: dict[str, Any], respond: Respond | None) -> None:
         """The last resort: a listener that raised still answers the person who clicked
         or typed, with what went wrong; the state Galley shows is what holds."""
         log.error("listener failed on %s: %s", body.get("type", "?"), error, exc_info=error)
@@ -243,21 +279,12 @@ def register(app: App, deps: BotDeps) -> None:
             if respond is not None and respond.response_url:
                 respond(text, response_type="ephemeral", replace_original=False)
             elif isinstance(user, str) and body.get("type") == "view_submission":
-                _ephemeral(app.client, slack.review_channel, user, text)
+                _ephemeral(self.app.client, self.slack.review_channel, user, text)
         except Exception as exc:  # nothing is left to tell them; keep the log
             log.error("could not tell %s what failed: %s", user, exc)
 
-    @app.action(re.compile(r"^galley_home_"))
-    def on_home_button(ack: Ack, body: dict[str, Any]) -> None:
-        """A Home button is its `/galley` command: the same checks, the answer on Home."""
-        ack()
-        home, user, action = deps.home, body["user"]["id"], body["actions"][0]
-        if home is None:
-            return
-        text = command_words(action["action_id"], action["value"])
-        tell = lambda reply: home.publish(user, notice=reply)  # noqa: E731
-        context = CommandContext(galley, deps.directory, user, deps.start_draft, tell)
-        home.publish(user, notice=answer(text, context))
+    def _ephemeral_to(self, client: WebClient, user: str) -> Callable[[str], object]:
+        return lambda text: _ephemeral(client, self.slack.review_channel, user, text)
 
 
 def last_resort_reply(error: Exception) -> str:
@@ -270,3 +297,8 @@ def last_resort_reply(error: Exception) -> str:
 
 def _ephemeral(client: WebClient, channel: str, user: str, text: str) -> None:
     client.chat_postEphemeral(channel=channel, user=user, text=text)
+
+
+def _in_thread(respond: Respond) -> Callable[[str], object]:
+    """An answer only the clicker sees, leaving the message they clicked as it is."""
+    return lambda text: respond(text, response_type="ephemeral", replace_original=False)

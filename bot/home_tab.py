@@ -22,9 +22,8 @@ from slack_sdk.errors import SlackApiError
 from bot.app_home import Viewer, home_view
 from core.home import HomeModel, read_home
 from core.http_calls import retry_after_seconds
-from core.operator import Galley
-from core.permissions import may_administer, may_approve
-from core.ports import Directory
+from core.permissions import may_approve
+from core.services import Services
 
 log = logging.getLogger(__name__)
 RECENT = 30 * 60.0  # seconds: a viewer who opened Home this recently is kept current
@@ -47,15 +46,14 @@ class Publish(StrEnum):
 class HomeTab:
     def __init__(
         self,
-        galley: Galley,
+        services: Services,
         client: WebClient,
-        directory: Directory,
         *,
         recent: float = RECENT,
         per_minute: int = PUBLISHES_PER_MINUTE,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.galley, self.client, self.directory = galley, client, directory
+        self.services, self.client = services, client
         self.recent, self.monotonic = recent, monotonic
         self.rate = per_minute / 60.0  # tokens per second
         self._tokens = float(BURST)
@@ -74,7 +72,7 @@ class HomeTab:
 
     def publish(self, user: str, notice: str | None = None) -> bool:
         """Publish `user`'s Home now (after a click, or when opened); True if Slack took it."""
-        outcome = self._publish(user, read_home(self.galley), notice, wait=True)
+        outcome = self._publish(user, read_home(self.services), notice, wait=True)
         return outcome == Publish.PUBLISHED
 
     def refresh_recent(self) -> int:
@@ -85,7 +83,7 @@ class HomeTab:
             viewers = list(self._viewers)
         if not viewers:
             return 0
-        model = read_home(self.galley)  # one read for every viewer
+        model = read_home(self.services)  # one read for every viewer
         published = 0
         for user in viewers:
             outcome = self._publish(user, model, None, wait=False)
@@ -95,16 +93,16 @@ class HomeTab:
         return published
 
     def _publish(self, user: str, model: HomeModel, notice: str | None, *, wait: bool) -> Publish:
-        slack = self.galley.config.slack
+        slack = self.services.config.slack
         viewer = Viewer(
             user,
-            approver=may_approve(slack, self.directory, user),
-            admin=may_administer(slack, self.directory, user),
+            approver=may_approve(slack, self.services.directory, user),
+            admin=self.services.may_administer(user),
         )
         view = home_view(
             model,
             viewer,
-            now=self.galley.clock.now(),
+            now=self.services.clock.now(),
             workspace_url=self._workspace(),
             notice=notice,
         )

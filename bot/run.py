@@ -29,25 +29,19 @@ from bot.server import timed_ack, web_app
 from bot.slack_check import check_slack
 from bot.slack_surface import (
     CountedWebClient,
-    SlackChannels,
     SlackDirectory,
-    SlackReviewSurface,
 )
 from bot.socket_link import SocketLink
-from bot.wiring import Publishers, publishing_services
+from bot.wiring import wire
 from core.config import Recipe, load_config
 from core.deliveries import forget_old_deliveries
 from core.digest import Digest, post_digest
-from core.effects import EffectLedger
 from core.errors import ConfigError, GalleyError, PortUnavailable
-from core.fit import FitRule
 from core.gauges import watch_database
-from core.operator import Galley
-from core.outbox import ReviewOutbox
 from core.ports import Clock, MessageRef
 from core.redraft_claims import RedraftClaim, expired_redrafts
-from core.review_facts import AnnotatedReviewSurface
 from core.schedule import Slot
+from core.services import Services
 from core.settings import Settings
 
 log = logging.getLogger("galley")
@@ -95,9 +89,8 @@ class Bot:
             raise ConfigError(problems)
         self.settings = settings
         self.shutdown_grace = shutdown_grace
-        self.galley = Galley.from_settings(settings, clock=clock)
-        watch_database(self.galley.store, self.galley.config, self.galley.clock)  # /metrics
-        recipes = list(self.galley.config.recipes.values())
+        config = load_config(settings.galley_config)
+        recipes = list(config.recipes.values())
         call_timeout = min((r.call_timeout for r in recipes), default=DEFAULT_CALL_TIMEOUT)
         self.client = CountedWebClient(
             token=_secret(settings.slack_bot_token),
@@ -105,43 +98,16 @@ class Bot:
             timeout=int(call_timeout.total_seconds()),
             retry_handlers=[],  # no blind re-sends: Galley decides what may be repeated
         )
+        core = Services.from_settings(  # Slack's user groups count in approvers and admins
+            settings, clock=clock, directory=SlackDirectory(self.client)
+        )
+        watch_database(core.store, core.config, core.clock)  # /metrics
         self.slack_identity = check_slack(self.client)  # before Bolt: errors name the variable
-        slack = self.galley.config.slack
-        self.channels = SlackChannels(self.client)
-        self.publishers = Publishers(self.channels)  # publishers_for(recipe): every target
-        self.galley.fits = FitRule(self.publishers.publishers_for)  # Slack channels too
-        self.surface = AnnotatedReviewSurface(  # near-duplicates, the record, each fit
-            SlackReviewSurface(self.channels, slack.review_channel),
-            self.galley.store,
-            self.galley.config,
-            self.galley.clock,
-            self.galley.fits,
-        )
-        self.directory = SlackDirectory(self.client)
         heartbeat = min((r.heartbeat for r in recipes), default=DEFAULT_HEARTBEAT)
-        ledger = EffectLedger(
-            self.galley.store, self.galley.clock, self.galley.drafting.worker, heartbeat
-        )
-        self.outbox = ReviewOutbox(
-            self.galley.store,
-            ledger,
-            self.surface,
-            channel=slack.review_channel,
-            call_lease=call_timeout * 4,
-            unfindable=lambda item, why: self.alerts.alert_review_post(item, why),
-            gone=lambda item, why: self.alerts.alert_review_gone(item, why),
-        )
-        services = publishing_services(
-            self.galley.store,
-            self.galley.config,
-            self.galley.clock,
-            ledger,
-            self.channels,
-            self.publishers.publishers_for,
-        )
-        self.alerts, self.publishing = services.alerts, services.publishing
+        self.services = wire(core, self.client, call_timeout=call_timeout, heartbeat=heartbeat)
+        self.core = core
         self.host = SchedulerHost(
-            self.galley, housekeeping_every=housekeeping_every, sweep_every=sweep_every
+            core, housekeeping_every=housekeeping_every, sweep_every=sweep_every
         )
         self.host.add_interval_job("outbox", self.sync_slack, outbox_every)
         self.host.add_interval_job("reconciler", self.reconcile, outbox_every)
@@ -150,10 +116,10 @@ class Bot:
         )
         self.host.add_interval_job(
             "deliveries",
-            lambda: forget_old_deliveries(self.galley.store, self.galley.clock.now()),
+            lambda: forget_old_deliveries(core.store, core.clock.now()),
             housekeeping_every,
         )
-        self.ledger = ledger
+        slack = core.config.slack
         if slack.digest:
             hour, minute = (int(part) for part in slack.digest_at.split(":"))
             self.host.scheduler.add_job(
@@ -170,19 +136,12 @@ class Bot:
             request_verification_enabled=not settings.slack_app_token,
             process_before_response=False,
         )
-        self.home = HomeTab(self.galley, self.client, self.directory)
+        self.home = HomeTab(core, self.client)
         # Home tabs whose queue, runs or recipes changed; its own job, so a failing
         # outbox pass never leaves them stale
         self.host.add_interval_job("home", self.home.refresh_recent, outbox_every)
         deps = BotDeps(
-            self.galley,
-            self.outbox,
-            self.directory,
-            self.channels,
-            self.start_draft,
-            self.publish_soon,
-            self.home,
-            self.redraft_soon,
+            self.services, self.start_draft, self.publish_soon, self.home, self.redraft_soon
         )
         if settings.slack_app_token:
             self.bolt.use(timed_ack)  # HTTP mode times acks at /slack/events instead
@@ -199,10 +158,10 @@ class Bot:
         """A person's `/galley run` (the most recent slot) or `retry` of a failed one, on
         the drafting pool; the person is told the outcome (drafted, exists, skipped and
         why, failed and why)."""
-        chosen = slot or self.galley.resolve_slot(recipe, None)
+        chosen = slot or self.core.resolve_slot(recipe, None)
 
         def draft_and_tell() -> None:
-            result = self.galley.drafting.draft_slot(recipe, chosen, manual=True, actor=actor)
+            result = self.core.drafting.draft_slot(recipe, chosen, manual=True, actor=actor)
             tell(f"*{recipe.name}* {result.describe()}")
 
         self.host.submit(draft_and_tell)
@@ -213,51 +172,51 @@ class Bot:
         self.host.submit(self._redraft_and_show, claim, tell)
 
     def _redraft_and_show(self, claim: RedraftClaim, tell: Callable[[str], object] | None) -> None:
-        answer = self.galley.redrafting.run(claim)
+        answer = self.core.redrafting.run(claim)
         if answer.item is not None:
-            self.outbox.show_now(answer.item)
+            self.services.outbox.show_now(answer.item)
         if not answer.accepted and tell is not None:
             tell(review_reply(answer))
 
     def resume_redrafts(self) -> None:
         """Take over redrafts whose holder stopped renewing them, and finish them once."""
-        for key in expired_redrafts(self.galley.store, self.galley.clock):
-            claim = self.galley.redrafting.take_over_expired(key)
+        for key in expired_redrafts(self.core.store, self.core.clock):
+            claim = self.core.redrafting.take_over_expired(key)
             if claim is not None:
                 self.redraft_soon(claim, None)
 
     def publish_soon(self, run_id: str) -> None:
-        self.host.submit(self.publishing.publish_run, run_id)
+        self.host.submit(self.services.publishing.publish_run, run_id)
 
     def reconcile(self) -> None:
         """Publish approved runs, look again at uncertain ones, alert people where needed."""
         try:
-            self.publishing.publish_pending()
+            self.services.publishing.publish_pending()
         finally:
-            self.alerts.sweep()
-            self.alerts.settle_resolved()
+            self.services.alerts.sweep()
+            self.services.alerts.settle_resolved()
 
     def post_digest(self) -> bool:
         """Today's digest in the alert channel, once per day across replicas."""
-        channel = self.galley.config.slack.alert_channel_or_review
+        channel = self.core.config.slack.alert_channel_or_review
 
         def post(digest: Digest) -> MessageRef:
             text = digest_text(digest)
-            return self.channels.post(channel, text=text, blocks=notice_blocks(text))
+            return self.services.channels.post(channel, text=text, blocks=notice_blocks(text))
 
-        return post_digest(
-            self.galley.store, self.galley.config, self.ledger, self.galley.clock.now(), post
-        )
+        core = self.core
+        return post_digest(core.store, core.config, self.services.ledger, core.clock.now(), post)
 
     def sync_slack(self) -> None:
         """The outbox pass: post new drafts, refresh decided ones, tell of backpressure.
         A step that fails is logged and does not keep the others from running."""
-        limits = {name: r.pending_limit for name, r in self.galley.config.recipes.items()}
+        limits = {name: r.pending_limit for name, r in self.core.config.recipes.items()}
+        outbox = self.services.outbox
         steps: list[tuple[str, Callable[[], object]]] = [
-            ("posting ready drafts", self.outbox.post_ready_drafts),
-            ("updating review messages", self.outbox.sync_messages),
-            ("showing approvals so far", self.outbox.show_approvals),
-            ("backpressure notices", lambda: self.outbox.announce_backpressure(limits)),
+            ("posting ready drafts", outbox.post_ready_drafts),
+            ("updating review messages", outbox.sync_messages),
+            ("showing approvals so far", outbox.show_approvals),
+            ("backpressure notices", lambda: outbox.announce_backpressure(limits)),
         ]
         for name, step in steps:
             try:
@@ -275,10 +234,10 @@ class Bot:
         if not self.slack_identity:
             return False, "slack: auth.test has not answered"
         try:
-            revision = self.galley.store.current_revision()
+            revision = self.core.store.current_revision()
         except GalleyError as exc:
             return False, f"database: {exc}"
-        if revision != self.galley.store.head_revision():
+        if revision != self.core.store.head_revision():
             return False, f"database: schema at {revision}, not the newest"
         if self._socket is not None and not self._socket.is_connected():
             return False, "socket mode: disconnected"
@@ -326,20 +285,20 @@ class Bot:
             self._socket = SocketLink(
                 self.bolt,
                 _secret(self.settings.slack_app_token),
-                store=self.galley.store,
-                clock=self.galley.clock,
+                store=self.core.store,
+                clock=self.core.clock,
             )
             self._socket.connect()  # an app token Slack refuses is one line (ConfigError)
         self._http_thread.start()
         self.prepare_drafting()
         self.host.start()
-        log.info("galley running: %d recipes", len(self.galley.config.recipes))
+        log.info("galley running: %d recipes", len(self.core.config.recipes))
 
     def prepare_drafting(self) -> None:
         """Load the model client before the scheduler can fire: start-up's catch-up and
         the first slot draft at once, and their claims are not held through seconds of
         imports (long enough, on a busy host, for the next slot to be skipped as overlap)."""
-        seconds = self.galley.prepare_drafting()
+        seconds = self.core.prepare_drafting()
         if seconds is not None:
             log.info(
                 "drafter ready in %.2fs", seconds, extra={"galley": {"event": "drafter_ready"}}

@@ -1,21 +1,29 @@
-"""How `galley run` builds the services that reach Slack and the publish destinations.
-The bot and the tests' worlds build theirs here, so a test exercises the wiring the
-bot runs, not a copy of it."""
+"""How `galley run` builds its services: the container (`BotServices`, by `wire`) the
+scheduler host, listeners, Home tab and commands take, and the services that reach
+Slack and the publish destinations. The bot and the tests' worlds build theirs here,
+so a test exercises the wiring the bot runs, not a copy of it."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
+
+from slack_sdk import WebClient
 
 from bot.slack_publishing import SlackAlerter, SlackChannelPublisher
-from bot.slack_surface import SlackChannels
+from bot.slack_surface import SlackChannels, SlackReviewSurface
 from core.alerts import AlertService
 from core.config import Config
 from core.destinations import Destinations
 from core.effects import EffectLedger
-from core.ports import Clock
+from core.fit import FitRule
+from core.outbox import ReviewOutbox
+from core.ports import Clock, Directory
 from core.publish_targets import PublisherFor
 from core.publishing import PublishingService
+from core.review_facts import AnnotatedReviewSurface
+from core.services import Services
 from core.store import Store
 
 
@@ -58,3 +66,58 @@ def publishing_services(
         store, config, clock, ledger, publisher_for, alert=alerts.alert_run
     )
     return PublishingServices(alerts, publishing)
+
+
+@dataclass(frozen=True)
+class BotServices:
+    """The bot's own services, built once by `wire`: core's container (`core`: drafting,
+    settling runs, recipe changes, who acts, with Slack's user groups) and what reaches
+    Slack and the destinations. The scheduler host, the listeners, the Home tab and the
+    commands take this (or its `core`), never the notebook's `Galley`."""
+
+    core: Services
+    client: WebClient
+    channels: SlackChannels  # paced, classified Web API calls
+    publishers: Publishers
+    ledger: EffectLedger
+    outbox: ReviewOutbox
+    alerts: AlertService
+    publishing: PublishingService
+
+    @property
+    def directory(self) -> Directory:
+        return self.core.directory
+
+
+def wire(
+    core: Services, client: WebClient, *, call_timeout: timedelta, heartbeat: timedelta
+) -> BotServices:
+    """Slack channels as publish targets and in every fit, the annotated review surface,
+    one effect ledger on the drafting worker's name, alerts, the outbox and publishing."""
+    config, slack = core.config, core.config.slack
+    channels = SlackChannels(client)
+    publishers = Publishers(channels)  # publishers_for(recipe): every target
+    core.fits = FitRule(publishers.publishers_for)  # Slack channels too
+    surface = AnnotatedReviewSurface(  # near-duplicates, the record, each fit
+        SlackReviewSurface(channels, slack.review_channel),
+        core.store,
+        config,
+        core.clock,
+        core.fits,
+    )
+    ledger = EffectLedger(core.store, core.clock, core.drafting.worker, heartbeat)
+    services = publishing_services(
+        core.store, config, core.clock, ledger, channels, publishers.publishers_for
+    )
+    outbox = ReviewOutbox(
+        core.store,
+        ledger,
+        surface,
+        channel=slack.review_channel,
+        call_lease=call_timeout * 4,
+        unfindable=services.alerts.alert_review_post,
+        gone=services.alerts.alert_review_gone,
+    )
+    return BotServices(
+        core, client, channels, publishers, ledger, outbox, services.alerts, services.publishing
+    )

@@ -17,13 +17,31 @@ from sqlmodel import Session, col, select
 from core.causes import last_attempt_cause
 from core.config import Config
 from core.effects import EffectLedger, EffectSpec, Proof
-from core.identity import target_of_publish_key
+from core.identity import (
+    REVIEW_GONE,
+    REVIEW_POST,
+    REVIEW_POST_ALERT,
+    SETTLED_SUFFIX,
+    alert_key,
+    alert_settled_key,
+    draft_alert_key,
+    is_reminder_key,
+    parse_alert_key,
+    reminder_key,
+    target_of_publish_key,
+)
 from core.leases import is_person
 from core.models import AttemptRow, EffectRow, EventRow, RunRow
 from core.policies import AlertKind, EffectStep, FailReason
 from core.ports import Alerter, Clock, MessageRef, ReviewItem, RunAlert
 from core.rows import required, run_row
-from core.states import RUN_PUBLISHABLE_STATES, RUN_WATCHED_STATES, EffectState, RunState
+from core.states import (
+    RUN_PUBLISHABLE_STATES,
+    RUN_WATCHED_STATES,
+    EffectState,
+    EventSubject,
+    RunState,
+)
 from core.store import Store
 from core.stuck import is_stuck
 
@@ -71,18 +89,18 @@ class AlertService:
         last FAILED_WINDOW are looked at: older ones were settled or are history."""
         now = self.clock.now()
         marker = aliased(EffectRow)
-        already = sa.exists().where(col(marker.key) == col(EffectRow.key).concat("|settled"))
+        already = sa.exists().where(col(marker.key) == col(EffectRow.key).concat(SETTLED_SUFFIX))
         with self.store.read() as session:  # ix_effects_alerts_posted: the last day's alerts
             posted = session.exec(
                 select(EffectRow).where(
                     col(EffectRow.step) == EffectStep.ALERT,
                     col(EffectRow.state) == EffectState.SUCCEEDED,
                     col(EffectRow.created_at) > now - FAILED_WINDOW,
-                    col(EffectRow.key).not_like("alert|review-post|%"),
+                    col(EffectRow.key).not_like(f"{REVIEW_POST_ALERT}%"),
                     ~already,
                 )
             ).all()
-            alerted = [(e, *_run_and_state(e.key)) for e in posted]
+            alerted = [(e, *parse_alert_key(e.key)) for e in posted]
             runs = {
                 r.id: r
                 for r in session.exec(
@@ -100,7 +118,7 @@ class AlertService:
     def _settle_once(self, receipt: EffectRow, run: RunRow) -> int:
         ref = MessageRef(**json.loads(receipt.result or "{}"))
         spec = EffectSpec(
-            f"{receipt.key}|settled",
+            alert_settled_key(receipt.key),
             draft_key=run.draft_key or "",
             step=EffectStep.ALERT_SETTLED,
             payload={"alert": receipt.key},
@@ -112,7 +130,9 @@ class AlertService:
         with self.store.read() as session:
             actors = session.exec(
                 select(EventRow.actor)
-                .where(col(EventRow.subject) == "run", col(EventRow.subject_id) == run.id)
+                .where(
+                    col(EventRow.subject) == EventSubject.RUN, col(EventRow.subject_id) == run.id
+                )
                 .order_by(col(EventRow.id).desc())
                 .limit(20)  # the person who moved it on, not the worker that finished it
             ).all()
@@ -144,7 +164,7 @@ class AlertService:
             "notebook, or bump the recipe for a new draft.",
         ]
         headline = "A review message may have been posted, and Galley cannot find it."
-        key = f"alert|review-post|{item.draft_key}"
+        key = draft_alert_key(REVIEW_POST, item.draft_key)
         return self._post_once(key, run, headline, AlertKind.REVIEW_POST, facts)
 
     def alert_review_gone(self, item: ReviewItem, why: str) -> bool:
@@ -160,7 +180,7 @@ class AlertService:
             "new draft and message.",
         ]
         headline = "A review message was deleted, so Galley can no longer update it."
-        key = f"alert|review-gone|{item.draft_key}"
+        key = draft_alert_key(REVIEW_GONE, item.draft_key)
         return self._post_once(key, run, headline, AlertKind.REVIEW_POST, facts)
 
     def _alert_if_due(self, run: RunRow, now: datetime) -> bool:
@@ -172,7 +192,7 @@ class AlertService:
         if targets:  # a recipe may publish to several: people see which did not go out
             headline += f" Not published to: {', '.join(targets)}."
         key = self._alert_key(run, now)
-        if "|reminder:" in key:
+        if is_reminder_key(key):
             headline = f"Reminder: {headline}"
         return self._post_once(key, run, headline, kind)
 
@@ -195,11 +215,11 @@ class AlertService:
     def _alert_key(self, run: RunRow, now: datetime) -> str:
         """One key per episode (the run's state since it entered it), and one per reminder
         while it lasts; a failure is told once: retrying it is a person's choice."""
-        episode = f"alert|{run.id}|{run.state}|{run.updated_at.isoformat()}"
+        episode = alert_key(run.id, run.state, run.updated_at)
         reminders = int((now - run.updated_at) / self.reminder_every)
         if run.state == RunState.FAILED or reminders == 0:
             return episode
-        return f"{episode}|reminder:{reminders}"
+        return reminder_key(episode, reminders)
 
     def _headline(self, run: RunRow, now: datetime) -> tuple[str, AlertKind] | None:
         recipe = self.config.recipes.get(run.recipe)
@@ -325,12 +345,6 @@ def _already_told(session: Session, keys: list[str]) -> set[str]:
             )
         ).all()
     )
-
-
-def _run_and_state(alert_key: str) -> tuple[str, str]:
-    """`alert|<run id>|<state>|<since>[|reminder:n]`: the run, and the state alerted on."""
-    _, run_id, state, *_ = alert_key.split("|")
-    return run_id, state
 
 
 def _why(run: RunRow) -> str:

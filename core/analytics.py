@@ -16,7 +16,13 @@ from sqlmodel import Session, col
 
 from core.models import AttemptRow, DraftRow, EventRow, RunRow
 from core.pricing import estimated_cost_usd
-from core.states import DRAFT_APPROVED_STATES, DRAFT_DECIDED_STATES, DraftState, RunState
+from core.states import (
+    DRAFT_APPROVED_STATES,
+    DRAFT_DECIDED_STATES,
+    DraftState,
+    EventSubject,
+    RunState,
+)
 
 APPROVED, REJECTED, EXPIRED = "approved", "rejected", "expired"
 OUTCOMES = (APPROVED, REJECTED, EXPIRED)
@@ -102,7 +108,7 @@ def queue_depth(session: Session) -> list[DepthPoint]:
         sa.select(col(DraftRow.recipe).label("recipe"), day, sa.func.sum(change).label("delta"))
         .select_from(EventRow)
         .join(DraftRow, col(DraftRow.key) == col(EventRow.subject_id))
-        .where(col(EventRow.subject) == "draft", entered | left)
+        .where(col(EventRow.subject) == EventSubject.DRAFT, entered | left)
         .group_by(col(DraftRow.recipe), day)
         .subquery()
     )

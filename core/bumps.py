@@ -9,11 +9,11 @@ from datetime import datetime
 from sqlmodel import Session, col, select
 
 from core.claims import lock_recipe_row
-from core.failpoints import failpoint
+from core.failpoints import Failpoint, failpoint
 from core.history import move_draft, move_run, record_event
 from core.models import DraftRow
 from core.rows import lock_draft, lock_run, run_holds
-from core.states import DraftState, RunState
+from core.states import DraftState, EventSubject, RunState, version_state
 
 
 @dataclass(frozen=True)
@@ -47,9 +47,9 @@ def bump_in(
     session.add(row)
     record_event(
         session,
-        subject="recipe",
+        subject=EventSubject.RECIPE,
         subject_id=recipe_name,
-        to_state=f"v{row.version}",
+        to_state=version_state(row.version),
         actor=actor,
         at=now,
         reason=reason,
@@ -63,7 +63,7 @@ def bump_in(
         )
         .order_by(col(DraftRow.key))
     ).all()
-    failpoint("bump_after_read")
+    failpoint(Failpoint.BUMP_AFTER_READ)
     why = f"recipe bumped to v{row.version}"
     superseded, redrafted = 0, 0
     for run_id, key in stale:  # run, then draft (core/rows.py), each re-read locked

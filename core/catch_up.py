@@ -21,12 +21,13 @@ from sqlmodel import Session, col, select
 from core import observe
 from core.claims import skip_slot
 from core.config import Recipe
+from core.identity import slot_wall_of_run
 from core.leases import SCHEDULER
 from core.models import EventRow, RecipeRow, RunRow
 from core.policies import SkipReason
 from core.publish_time import slots_due_by, too_late_to_draft
 from core.schedule import Slot, latest_slot_at_or_before, next_slots, slots_between
-from core.states import RunState
+from core.states import EventSubject, RunState
 from core.store import Store
 
 MAX_RECORDED_MISSES = 500  # as core.dispatch: a long outage records its latest misses only
@@ -175,7 +176,7 @@ def _skipped_run(skip: Skip, now: datetime) -> dict[str, Any]:
     return {
         "id": run_id,
         "recipe": skip.recipe.name,
-        "slot_wall": run_id.partition("@")[2],
+        "slot_wall": slot_wall_of_run(run_id),
         "slot_at": skip.slot.fire_at,
         "state": RunState.SKIPPED,
         "reason": SkipReason.MISFIRE,
@@ -188,7 +189,7 @@ def _skipped_run(skip: Skip, now: datetime) -> dict[str, Any]:
 
 def _events(skip: Skip, row: dict[str, Any], now: datetime) -> list[dict[str, Any]]:
     """The two history lines `open_run` and `move_run` would have written."""
-    common = {"at": now, "subject": "run", "subject_id": row["id"], "run_id": row["id"]}
+    common = {"at": now, "subject": EventSubject.RUN, "subject_id": row["id"], "run_id": row["id"]}
     opened = f"slot {row['slot_wall']} fires at {skip.slot.fire_at.isoformat()}"
     return [
         common

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from core.config import Recipe
-from core.failpoints import failpoint
+from core.failpoints import Failpoint, failpoint
 from core.gate import gate_reason, others_drafting
 from core.history import (
     guarded_delete,
@@ -30,17 +30,23 @@ from core.history import (
     note_run,
     record_event,
 )
-from core.identity import draft_key
+from core.identity import draft_key, slot_wall_of_run
 from core.leases import SWEEPER, lease_now, new_owner
 from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
-from core.policies import AttemptOutcome, DraftOutcome, Overlap, SkipReason
+from core.policies import (
+    AttemptOutcome,
+    DraftOutcome,
+    Overlap,
+    PendingReason,
+    SkipReason,
+    takeover_note,
+)
 from core.ports import Clock
 from core.rows import draft_row, lock_recipe, lock_run, recipe_row, required, run_holds
 from core.schedule import Slot
-from core.states import DraftState, RunState, run_may_move
+from core.states import DraftState, EventSubject, RunState, run_may_move
 from core.store import Store, insert_ignore
 
-QUEUED_REASON = "queued"
 SWEEP_BATCH = 100
 
 
@@ -109,7 +115,7 @@ def open_run(
         RunRow,
         id=run_id,
         recipe=recipe.name,
-        slot_wall=run_id.partition("@")[2],
+        slot_wall=slot_wall_of_run(run_id),
         slot_at=slot.fire_at,
         state=RunState.PENDING,
         version=1,
@@ -121,7 +127,7 @@ def open_run(
     if inserted:
         record_event(
             session,
-            subject="run",
+            subject=EventSubject.RUN,
             subject_id=run_id,
             run_id=run_id,
             to_state=RunState.PENDING,
@@ -223,7 +229,7 @@ def claim_slot(
             return DraftResult(DraftOutcome.IN_PROGRESS, run.id, key)
         record_event(
             session,
-            subject="draft",
+            subject=EventSubject.DRAFT,
             subject_id=key,
             run_id=run.id,
             to_state=DraftState.CLAIMED,
@@ -264,10 +270,17 @@ def _answer_existing(
         draft,
         actor=owner,
         at=now,
-        reason=f"took over an expired claim of {previous}",
+        reason=takeover_note(previous),
     )
     if run.state != RunState.RUNNING:
-        move_run(session, run, RunState.RUNNING, actor=owner, at=now, reason="claim taken over")
+        move_run(
+            session,
+            run,
+            RunState.RUNNING,
+            actor=owner,
+            at=now,
+            reason=PendingReason.CLAIM_TAKEN_OVER,
+        )
     return Claim(run.id, draft.key, draft.version, owner, took_over=True)
 
 
@@ -276,9 +289,9 @@ def _overlap(
 ) -> DraftResult:
     """skip: record the slot as skipped. queue_one: hold one slot back, skip the rest."""
     may_queue = policy == Overlap.QUEUE_ONE and run.state == RunState.PENDING
-    if may_queue and (run.reason == QUEUED_REASON or not _another_queued(session, run)):
-        if run.reason != QUEUED_REASON:
-            run.reason, run.updated_at = QUEUED_REASON, now
+    if may_queue and (run.reason == PendingReason.QUEUED or not _another_queued(session, run)):
+        if run.reason != PendingReason.QUEUED:
+            run.reason, run.updated_at = PendingReason.QUEUED, now
             session.add(run)
             note_run(
                 session,
@@ -287,7 +300,7 @@ def _overlap(
                 at=now,
                 reason="queued behind the recipe's running draft (overlap = queue_one)",
             )
-        return DraftResult(DraftOutcome.QUEUED, run.id, key, QUEUED_REASON)
+        return DraftResult(DraftOutcome.QUEUED, run.id, key, PendingReason.QUEUED)
     detail = f"the previous run of {run.recipe} is still drafting (overlap = {policy})"
     if run_may_move(run.state, RunState.SKIPPED):
         _skip(session, run, SkipReason.OVERLAP, detail, actor=actor, now=now)
@@ -300,7 +313,7 @@ def _another_queued(session: Session, run: RunRow) -> bool:
             col(RunRow.recipe) == run.recipe,
             col(RunRow.id) != run.id,
             col(RunRow.state) == RunState.PENDING,
-            col(RunRow.reason) == QUEUED_REASON,
+            col(RunRow.reason) == PendingReason.QUEUED,
         )
     ).first()
     return queued is not None
@@ -394,7 +407,7 @@ def sweep_expired_claims(store: Store, clock: Clock, actor: str = SWEEPER) -> li
             .where(col(DraftRow.state) == DraftState.CLAIMED, col(DraftRow.lease_until) < now)
             .limit(SWEEP_BATCH)  # the write lock is held for one batch; the rest next pass
         ).all()
-        failpoint("sweeper_after_read")
+        failpoint(Failpoint.SWEEPER_AFTER_READ)
         for draft in sorted(expired, key=lambda d: d.key):
             holder, lease_until = draft.claimed_by, draft.lease_until
             run = lock_run(session, draft.run_id)  # run, then draft: core/rows.py
@@ -409,7 +422,12 @@ def sweep_expired_claims(store: Store, clock: Clock, actor: str = SWEEPER) -> li
             abandon_unfinished_attempts(session, draft.key, now)
             if run_holds(run, draft.key, RunState.RUNNING):
                 move_run(
-                    session, run, RunState.PENDING, actor=actor, at=now, reason="claim expired"
+                    session,
+                    run,
+                    RunState.PENDING,
+                    actor=actor,
+                    at=now,
+                    reason=PendingReason.CLAIM_EXPIRED,
                 )
             why = f"lease of {holder} expired at {lease_until}"
             note_released(session, draft, actor=actor, at=now, reason=why)

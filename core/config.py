@@ -33,6 +33,7 @@ from pydantic import (
 
 from core.durations import parse_duration
 from core.errors import ConfigError, MissingSecret
+from core.identity import slack_target
 from core.policies import Drafting, DstGap, DstRepeat, OnSimilar, Overlap
 
 Duration = Annotated[
@@ -120,7 +121,7 @@ class SlackTarget(_Strict):
 
     @property
     def target(self) -> str:
-        return f"slack:{self.channel}"
+        return slack_target(self.channel)
 
 
 class WebhookTarget(_Strict):

@@ -19,6 +19,7 @@ from sqlmodel import Session, col, select
 from core.config import Config
 from core.effects import EffectLedger, EffectSpec, Proof
 from core.feedback import RecipeFeedback, month_start, recipe_feedback
+from core.identity import digest_key
 from core.models import DraftRow, RunRow
 from core.policies import EffectStep, FailReason
 from core.ports import MessageRef
@@ -49,7 +50,7 @@ def post_digest(
     """Today's digest, once per day in the digest's zone across replicas; True if posted."""
     day = now.astimezone(ZoneInfo(config.slack.digest_timezone)).date().isoformat()
     spec = EffectSpec(
-        f"digest|{day}",
+        digest_key(day),
         draft_key="",
         step=EffectStep.DIGEST,
         payload={"day": day},

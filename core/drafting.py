@@ -25,15 +25,14 @@ from core.causes import attempt_cause
 from core.claims import Claim, DraftResult, claim_slot, lock_recipe_row, renew_lease
 from core.config import Recipe, render_template
 from core.errors import LostClaim, ModelCallFailed
-from core.failpoints import failpoint
+from core.failpoints import Failpoint, failpoint
 from core.fit import FitRule, limit_instruction
 from core.history import guarded_delete, move_draft, move_run, note_released, note_run
-from core.identity import attempt_id, text_hash
+from core.identity import attempt_id, recipe_of_run, text_hash
 from core.leases import Heartbeat
 from core.models import AttemptRow, DraftRow, EffectRow, RecipeRow, RunRow
-from core.policies import AttemptOutcome, DraftOutcome, FailReason, Overlap
+from core.policies import AttemptOutcome, DraftOutcome, EffectStep, FailReason, Overlap
 from core.ports import Clock, Drafter, DraftRequest, Fit, ModelReply, SystemClock
-from core.publish_queue import PUBLISH_STEP
 from core.rows import lock_draft, lock_run, required, run_holds
 from core.schedule import Slot
 from core.similarity import (
@@ -121,7 +120,7 @@ class DraftingService:
         )
         if isinstance(claimed, DraftResult):
             return claimed
-        failpoint("after_claim_commit")
+        failpoint(Failpoint.AFTER_CLAIM_COMMIT)
         try:
             return self._write_draft(recipe, slot, claimed)
         except LostClaim as lost:
@@ -159,7 +158,7 @@ class DraftingService:
                     if keeper.lost.wait(delay):
                         raise LostClaim(f"claim on {claim.draft_key} was taken over") from None
                     continue
-                failpoint("after_model_reply")
+                failpoint(Failpoint.AFTER_MODEL_REPLY)
                 why = redraft_reason(self.store, recipe, claim, reply, self.clock.now())
                 if why is not None:  # on_similar = redraft, and the answer repeats a seen post
                     reply, number, started = self._redraft(
@@ -237,7 +236,7 @@ class DraftingService:
             # The store was rolled back, the paid call with it: record the call alone.
             self._finish_attempt(claim, number, started, reply=reply)
             raise
-        failpoint("after_draft_commit")
+        failpoint(Failpoint.AFTER_DRAFT_COMMIT)
         return DraftResult(DraftOutcome.DRAFTED, claim.run_id, claim.draft_key, None, detail)
 
     def _store_ready(
@@ -256,7 +255,7 @@ class DraftingService:
         refused: LostClaim | None = None
         with self.store.transaction() as session:
             now = self.clock.now()
-            recipe_row = lock_recipe_row(session, claim.run_id.partition("@")[0], now)
+            recipe_row = lock_recipe_row(session, recipe_of_run(claim.run_id), now)
             run = _run(session, claim.run_id)  # recipe, run, then draft: core/rows.py
             draft = lock_draft(session, claim.draft_key)
             self._finish_attempt(claim, number, started, reply=reply, session=session)
@@ -441,7 +440,7 @@ def _supersede_older_drafts(session: Session, claim: Claim, actor: str, now: dat
     recorded as published when its outcome comes: a send is never disowned."""
     sent = sa.exists().where(
         col(EffectRow.draft_key) == col(DraftRow.key),
-        col(EffectRow.step) == PUBLISH_STEP,
+        col(EffectRow.step) == EffectStep.PUBLISH,
         col(EffectRow.state) != EffectState.FAILED,
     )
     older = session.exec(

@@ -41,10 +41,10 @@ from core.history import as_read, guarded_update, move_effect, record_event
 from core.identity import payload_hash
 from core.leases import Heartbeat, lease_now, new_owner
 from core.models import EffectRow
-from core.policies import EffectDecision, EffectOutcome
+from core.policies import EffectDecision, EffectOutcome, EffectStep
 from core.ports import Clock
 from core.rows import effect_row, lock_effect, required
-from core.states import EffectState
+from core.states import EffectState, EventSubject
 from core.store import Store, insert_ignore
 
 DEFAULT_HEARTBEAT = timedelta(seconds=2)
@@ -83,7 +83,7 @@ class EffectSpec:
 
     key: str
     draft_key: str
-    step: str
+    step: EffectStep
     payload: Any
     lease: timedelta
     run_id: str | None = None
@@ -165,7 +165,7 @@ class EffectLedger:
             if inserted:
                 record_event(
                     session,
-                    subject="effect",
+                    subject=EventSubject.EFFECT,
                     subject_id=spec.key,
                     run_id=spec.run_id,
                     to_state=EffectState.IN_FLIGHT,

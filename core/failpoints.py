@@ -14,13 +14,37 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from enum import StrEnum
 
 FAILPOINT_EXIT_CODE = 86
+
+
+class Failpoint(StrEnum):
+    """Every point a test may name, in the order a slot meets them."""
+
+    AFTER_CLAIM_COMMIT = "after_claim_commit"
+    AFTER_MODEL_REPLY = "after_model_reply"
+    AFTER_DRAFT_COMMIT = "after_draft_commit"
+    BEFORE_REVIEW_POST = "before_review_post"
+    AFTER_REVIEW_POST = "after_review_post"
+    AFTER_APPROVAL_COUNTED = "after_approval_counted"
+    AFTER_REDRAFT_REPLY = "after_redraft_reply"
+    AFTER_REDRAFT_COMMIT = "after_redraft_commit"
+    UNAPPROVE_READ = "unapprove_read"
+    PUBLISH_START_READ = "publish_start_read"
+    AFTER_PUBLISHING_COMMIT = "after_publishing_commit"
+    BEFORE_PUBLISH_CALL = "before_publish_call"
+    AFTER_PUBLISH_CALL = "after_publish_call"
+    ORPHAN_NOTED = "orphan_noted"
+    SWEEPER_AFTER_READ = "sweeper_after_read"
+    BUMP_AFTER_READ = "bump_after_read"
+
+
 _hooks: dict[str, Callable[[], None]] = {}
 _hooks_lock = threading.Lock()
 
 
-def failpoint(name: str) -> None:
+def failpoint(name: Failpoint) -> None:
     if os.environ.get("GALLEY_FAILPOINT") == name:
         sys.stderr.write(f"galley: failpoint {name} reached, exiting\n")
         sys.stderr.flush()
@@ -31,8 +55,10 @@ def failpoint(name: str) -> None:
 
 
 @contextmanager
-def hook(name: str, action: Callable[[], None]) -> Iterator[None]:
-    """Run `action` each time `failpoint(name)` is reached inside the `with` block."""
+def hook(name: Failpoint | str, action: Callable[[], None]) -> Iterator[None]:
+    """Run `action` each time `failpoint(name)` is reached inside the `with` block. A name
+    that is no `Failpoint` raises ValueError: a misspelt hook would never run."""
+    name = Failpoint(name)
     with _hooks_lock:
         _hooks[name] = action
     try:

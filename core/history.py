@@ -20,7 +20,15 @@ from sqlmodel import Session, SQLModel
 from core import observe
 from core.errors import ConcurrentChange
 from core.models import DraftRow, EffectRow, EventRow, RunRow
-from core.states import DraftState, EffectState, RunState, check_draft, check_effect, check_run
+from core.states import (
+    DraftState,
+    EffectState,
+    EventSubject,
+    RunState,
+    check_draft,
+    check_effect,
+    check_run,
+)
 
 RELEASED = "released"  # the event of a claim given back: its draft row is deleted
 _INSERT_EVENT = sa.insert(EventRow.__table__)  # type: ignore[attr-defined]
@@ -29,7 +37,7 @@ _INSERT_EVENT = sa.insert(EventRow.__table__)  # type: ignore[attr-defined]
 def record_event(
     session: Session,
     *,
-    subject: str,
+    subject: EventSubject,
     subject_id: str,
     to_state: str,
     actor: str,
@@ -183,7 +191,7 @@ def move_effect(
     guarded_update(session, effect, state=current, claimed_by=as_read(effect, "claimed_by"))
     record_event(
         session,
-        subject="effect",
+        subject=EventSubject.EFFECT,
         subject_id=effect.key,
         run_id=run_id,
         from_state=current,
@@ -227,9 +235,9 @@ def _row_event(
 ) -> None:
     """A run's or a draft's event: whose it is and which run follow from the row."""
     if isinstance(row, RunRow):
-        subject, subject_id, run_id = "run", row.id, row.id
+        subject, subject_id, run_id = EventSubject.RUN, row.id, row.id
     else:
-        subject, subject_id, run_id = "draft", row.key, row.run_id
+        subject, subject_id, run_id = EventSubject.DRAFT, row.key, row.run_id
     record_event(
         session,
         subject=subject,

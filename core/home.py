@@ -15,14 +15,16 @@ from sqlmodel import Session, col, select
 
 from core.config import Config
 from core.history_pages import ready_counts
-from core.identity import review_effect_key
+from core.identity import review_effect_key, run_id_range
 from core.models import DraftRow, EffectRow, RunRow
-from core.operator import Galley, RecipeStatus
 from core.ports import PublishedLink
 from core.publication_calendar import CalendarEntry, read_calendar
 from core.publish_targets import published_links
+from core.queries import read_status
+from core.services import Services
 from core.states import RUN_WATCHED_STATES, DraftState, EffectState, RunState
 from core.stuck import is_stuck
+from core.views import RecipeStatus
 
 WAITING_LIMIT = 60  # more than a Home tab can show; the rest is counted, not listed
 COMING_UP_DAYS = 7  # "Coming up": the calendar's next week (docs/design.md §23)
@@ -68,12 +70,12 @@ class HomeModel:
     coming_up: list[CalendarEntry] = field(default_factory=list)  # next slots, per target
 
 
-def read_home(galley: Galley) -> HomeModel:
+def read_home(services: Services) -> HomeModel:
     """Everything the Home tab shows, for every viewer; who sees what is the renderer's."""
-    status = {r.name: r for r in galley.status().recipes}
-    now = galley.clock.now()
-    names = list(galley.config.recipes)
-    with galley.store.transaction() as session:
+    config, now = services.config, services.clock.now()
+    names = list(config.recipes)
+    with services.store.transaction() as session:
+        status = {r.name: r for r in read_status(session, config, now).recipes}
         shown = session.exec(
             select(DraftRow)
             .where(col(DraftRow.recipe).in_(names), col(DraftRow.state) == DraftState.READY)
@@ -89,8 +91,8 @@ def read_home(galley: Galley) -> HomeModel:
             for d in shown
         ]
         recipes = [_recipe_line(session, status[name]) for name in names]
-        needing = _runs_needing_person(session, galley.config, now)
-        calendar = read_calendar(session, galley.config, now, COMING_UP_DAYS)
+        needing = _runs_needing_person(session, config, now)
+        calendar = read_calendar(session, config, now, COMING_UP_DAYS)
     coming_up = [entry for entry in calendar if entry.slot_at >= now][:COMING_UP_LIMIT]
     return HomeModel(waiting, total, recipes, needing, coming_up)
 
@@ -112,11 +114,12 @@ def _review_refs(session: Session, keys: list[str]) -> dict[str, tuple[str, str]
 
 
 def _recipe_line(session: Session, status: RecipeStatus) -> RecipeLine:
-    # Run ids are "<recipe>@<wall time>": the primary key's order is the slots' order,
-    # so the latest run is one index probe however long the history.
+    # The primary key's order is the slots' order, so the latest run is one index probe
+    # however long the history.
+    after, before = run_id_range(status.name)
     latest = session.exec(
         select(RunRow)
-        .where(col(RunRow.id) > f"{status.name}@", col(RunRow.id) < f"{status.name}@~")
+        .where(col(RunRow.id) > after, col(RunRow.id) < before)
         .order_by(col(RunRow.id).desc())
         .limit(1)
     ).one_or_none()

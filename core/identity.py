@@ -39,7 +39,33 @@ def run_id(recipe: str, slot_wall: datetime, occurrence: int = 1) -> str:
     if slot_wall.tzinfo is not None:
         raise ValueError("slot_wall must be naive local wall time")
     suffix = SECOND_PASS_SUFFIX if occurrence == 2 else ""
-    return f"{recipe}@{slot_wall.strftime(WALL_FORMAT)}{suffix}"
+    return f"{recipe}{RUN_MARK}{slot_wall.strftime(WALL_FORMAT)}{suffix}"
+
+
+RUN_MARK = "@"  # between a run id's recipe and its slot's wall time
+KEY_MARK = "|"  # between the parts of draft and effect keys
+RUN_ID_END = "~"  # sorts after every wall time: `[recipe@, recipe@~)` holds a recipe's runs
+
+
+def recipe_of_run(run: str) -> str:
+    """The recipe inside a run id (`recipe@wall`)."""
+    return run.partition(RUN_MARK)[0]
+
+
+def slot_wall_of_run(run: str) -> str:
+    """The wall time inside a run id as stored in `runs.slot_wall` (`2026-10-20T09:00`,
+    `~2` kept on a repeated hour's second pass)."""
+    return run.partition(RUN_MARK)[2]
+
+
+def is_run_id(text: str) -> bool:
+    return RUN_MARK in text
+
+
+def run_id_range(recipe: str) -> tuple[str, str]:
+    """Bounds (both exclusive) of the run ids of one recipe: the primary key's order is the
+    slots' order, so a recipe's latest run is one index probe."""
+    return f"{recipe}{RUN_MARK}", f"{recipe}{RUN_MARK}{RUN_ID_END}"
 
 
 def attempt_id(run: str, number: int) -> str:
@@ -47,12 +73,26 @@ def attempt_id(run: str, number: int) -> str:
 
 
 def draft_key(platform: str, run: str, version: int) -> str:
-    return f"{platform}|{run}|v{version}"
+    return KEY_MARK.join((platform, run, f"v{version}"))
 
 
 def run_of_draft_key(key: str) -> str:
-    """The run id inside a draft key (`platform|run|vN`)."""
-    return key.split("|")[1]
+    """The run id inside a draft key (`platform|run|vN`), or inside any key that starts
+    with one (review, publish and redraft receipts)."""
+    return key.split(KEY_MARK)[1]
+
+
+def run_of_key(key: str) -> str | None:
+    """The run a draft or effect key names, whatever kind it is: an alert's
+    (`alert|<run>|…`), a review-message alert's (`alert|review-post|<draft key>`), a
+    draft's or a receipt built on one (`<platform>|<run>|…`); None for a key that names no
+    run (a backpressure notice, the digest)."""
+    parts = key.split(KEY_MARK)
+    if parts[0] in _NO_RUN_PREFIXES or len(parts) < 2:
+        return None
+    if parts[0] == ALERT_PREFIX and parts[1] in _DRAFT_ALERTS:
+        parts = parts[2:]  # the draft key the alert is about
+    return parts[1] if len(parts) > 1 and is_run_id(parts[1]) else None
 
 
 def batch_custom_id(draft: str) -> str:
@@ -70,9 +110,9 @@ def batch_custom_id(draft: str) -> str:
 def _readable_prefix(draft: str, room: int) -> str:
     """`weekly-update_20261020T0900_v3` for `linkedin|weekly-update@2026-10-20T09:00|v3`,
     the recipe cut first so slot and version stay; any other text made to fit."""
-    parts = draft.split("|")
-    if len(parts) == 3 and "@" in parts[1]:
-        recipe, _, wall = parts[1].partition("@")
+    parts = draft.split(KEY_MARK)
+    if len(parts) == 3 and is_run_id(parts[1]):
+        recipe, _, wall = parts[1].partition(RUN_MARK)
         slot = wall.replace("-", "").replace(":", "").replace(SECOND_PASS_SUFFIX, "-2")
         tail = _NOT_IN_CUSTOM_ID.sub("-", f"_{slot}_{parts[2]}")
         recipe = _NOT_IN_CUSTOM_ID.sub("-", recipe)[: max(0, room - len(tail))]
@@ -93,6 +133,65 @@ def review_update_key(draft: str, state: str, revision: int, approvals: int = 0)
     return f"{review_effect_key(draft)}-update:{state}:{revision}{tail}"
 
 
+ALERT_PREFIX = "alert"
+SETTLED_SUFFIX = "|settled"
+REMINDER_MARK = "|reminder:"
+
+
+def alert_key(run: str, state: str, since: datetime) -> str:
+    """`alert|<run id>|<state>|<since>`: one alert per episode of a run in a state."""
+    return KEY_MARK.join((ALERT_PREFIX, run, state, since.isoformat()))
+
+
+def reminder_key(alert: str, reminders: int) -> str:
+    """The n-th reminder of an alert while its episode lasts."""
+    return f"{alert}{REMINDER_MARK}{reminders}"
+
+
+def is_reminder_key(key: str) -> bool:
+    return REMINDER_MARK in key
+
+
+def parse_alert_key(key: str) -> tuple[str, str]:
+    """The inverse of `alert_key` (a reminder's too): the run, and the state alerted on."""
+    _, run, state, *_ = key.split(KEY_MARK)
+    return run, state
+
+
+def alert_settled_key(alert: str) -> str:
+    """The receipt of an alert rewritten to say how its run was settled."""
+    return f"{alert}{SETTLED_SUFFIX}"
+
+
+REVIEW_POST = "review-post"  # its review message may have been posted and cannot be found
+REVIEW_GONE = "review-gone"  # its review message was deleted in Slack
+_DRAFT_ALERTS = (REVIEW_POST, REVIEW_GONE)
+REVIEW_POST_ALERT = f"{ALERT_PREFIX}{KEY_MARK}{REVIEW_POST}{KEY_MARK}"
+
+
+def draft_alert_key(kind: str, draft: str) -> str:
+    """An alert about a draft's review message (`alert|review-post|<draft key>`), told
+    once per draft; `kind` is `REVIEW_POST` or `REVIEW_GONE`."""
+    if kind not in _DRAFT_ALERTS:
+        raise ValueError(f"not a draft alert: {kind!r}")
+    return KEY_MARK.join((ALERT_PREFIX, kind, draft))
+
+
+NOTICE_PREFIX = "backpressure"
+DIGEST_PREFIX = "digest"
+_NO_RUN_PREFIXES = (NOTICE_PREFIX, DIGEST_PREFIX)
+
+
+def notice_key(recipe: str, episode: str, kind: str) -> str:
+    """`backpressure|<recipe>|<since>|<paused or resumed>`: one notice per episode."""
+    return KEY_MARK.join((NOTICE_PREFIX, recipe, episode, kind))
+
+
+def digest_key(day: str) -> str:
+    """`digest|<day>`: one operations digest per day."""
+    return f"{DIGEST_PREFIX}{KEY_MARK}{day}"
+
+
 def redraft_key(draft: str, revision: int) -> str:
     """`<draft key>|redraft:<revision>`: one reviewer's redraft of one revision, claimed
     once however often the request is delivered (docs/design.md §22)."""
@@ -111,9 +210,25 @@ def target_of_publish_key(key: str) -> str:
     return key.rpartition(PUBLISH_MARK)[2]
 
 
+SLACK_TARGET_PREFIX = "slack:"
+
+
+def slack_target(channel: str) -> str:
+    """A Slack channel's target id (`slack:C123`)."""
+    return f"{SLACK_TARGET_PREFIX}{channel}"
+
+
+def slack_channel_of_publish_key(key: str) -> str:
+    """The channel of a publish receipt to a Slack channel; "" for any other key."""
+    target = target_of_publish_key(key) if PUBLISH_MARK in key else ""
+    return (
+        target.removeprefix(SLACK_TARGET_PREFIX) if target.startswith(SLACK_TARGET_PREFIX) else ""
+    )
+
+
 def parse_run_id(run: str) -> tuple[str, datetime, int]:
     """The inverse of `run_id`: (recipe, wall time, occurrence)."""
-    recipe, _, wall = run.partition("@")
+    recipe, _, wall = run.partition(RUN_MARK)
     occurrence = 2 if wall.endswith(SECOND_PASS_SUFFIX) else 1
     wall = wall.removesuffix(SECOND_PASS_SUFFIX)
     return recipe, datetime.strptime(wall, WALL_FORMAT), occurrence

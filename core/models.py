@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 from sqlmodel import Field, SQLModel, col
 
+from core.policies import EffectStep
 from core.states import DraftState, EffectState, RunState
 
 
@@ -262,7 +263,7 @@ class EffectRow(SQLModel, table=True):
     updated_at: datetime = _utc(nullable=False)
 
 
-def unsettled_receipt(step: str) -> sa.ColumnElement[bool]:
+def unsettled_receipt(step: EffectStep) -> sa.ColumnElement[bool]:
     """Receipts of `step` in flight or uncertain, in ix_effects_unsettled's own words:
     SQLite uses a partial index only where it can prove the query's condition implies it."""
     state = col(EffectRow.state)

@@ -18,11 +18,19 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session, SessionTransaction
 
+from core.identity import is_run_id, recipe_of_run, run_of_key
 from core.models import RunRow
-from core.policies import EffectStep, FailReason, SkipReason
+from core.policies import EffectStep, FailReason, SkipReason, is_takeover_note
 from core.ports import DraftRequest, ModelReply
 from core.pricing import reply_cost_usd
-from core.states import EFFECT_OUTCOME_STATES, RUN_FINAL_STATES, DraftState, RunState
+from core.states import (
+    EFFECT_OUTCOME_STATES,
+    RUN_FINAL_STATES,
+    DraftState,
+    EventSubject,
+    RunState,
+    is_version_state,
+)
 
 state_log = logging.getLogger("galley.state")
 model_log = logging.getLogger("galley.model")
@@ -37,7 +45,7 @@ _REASONS = frozenset(SkipReason) | frozenset(FailReason)
 
 @dataclass(frozen=True)
 class StateChange:
-    subject: str  # run | draft | effect | recipe
+    subject: EventSubject
     subject_id: str
     run_id: str | None
     from_state: str | None
@@ -51,7 +59,7 @@ class StateChange:
 def state_changed(
     session: Session,
     *,
-    subject: str,
+    subject: EventSubject,
     subject_id: str,
     run_id: str | None,
     from_state: str | None,
@@ -64,7 +72,7 @@ def state_changed(
     """Called for every event row; told (logged and counted) when the session commits.
     `run_reason` is the run's stored reason; without it, it is read from the session.
     `step` is an effect's stored step: what it was for is read there, never from its key."""
-    if subject == "run" and run_reason is None:
+    if subject == EventSubject.RUN and run_reason is None:
         run = session.identity_map.get(sa.orm.util.identity_key(RunRow, subject_id))
         run_reason = getattr(run, "reason", None)
     change = StateChange(
@@ -101,7 +109,7 @@ def _tell(change: StateChange) -> None:
     fields = asdict(change) | {"event": "state_change", "recipe": recipe}
     fields.pop("run_reason")
     fields.pop("step")
-    if change.subject == "draft":
+    if change.subject == EventSubject.DRAFT:
         fields["draft_key"] = change.subject_id
     why = f" ({change.reason})" if change.reason else ""
     state_log.info(
@@ -126,20 +134,19 @@ def _metrics() -> ModuleType:
 def _count(change: StateChange, recipe: str) -> None:
     metrics = _metrics()
     to_state = change.to_state
-    if change.subject == "recipe" and to_state.startswith("v"):
+    if change.subject == EventSubject.RECIPE and is_version_state(to_state):
         to_state = "bumped"  # a new version: one series, not one per version
     metrics.STATE_CHANGES.labels(change.subject, to_state).inc()
-    if change.subject == "run" and to_state in FINISHED_RUN_STATES:
+    if change.subject == EventSubject.RUN and to_state in FINISHED_RUN_STATES:
         reason = change.run_reason if change.run_reason in _REASONS else ""
         metrics.RUNS_FINISHED.labels(recipe, to_state, reason).inc()
-    elif change.subject == "draft":
+    elif change.subject == EventSubject.DRAFT:
         if to_state in set(DraftState):
             metrics.DRAFT_TRANSITIONS.labels(recipe, to_state).inc()
-        if change.from_state == change.to_state == DraftState.CLAIMED and (
-            change.reason or ""
-        ).startswith("took over"):
+        taken_over = is_takeover_note(change.reason)
+        if change.from_state == change.to_state == DraftState.CLAIMED and taken_over:
             metrics.CLAIM_TAKEOVERS.labels(recipe).inc()
-    elif change.subject == "effect" and to_state in EFFECT_OUTCOME_STATES:
+    elif change.subject == EventSubject.EFFECT and to_state in EFFECT_OUTCOME_STATES:
         if change.step == EffectStep.PUBLISH:
             metrics.PUBLICATIONS.labels(recipe, to_state).inc()
         elif change.step == EffectStep.ALERT:  # not its settle rewrite: that is no alert
@@ -148,15 +155,14 @@ def _count(change: StateChange, recipe: str) -> None:
 
 def recipe_of(change: StateChange) -> str:
     """The recipe a change belongs to ("" when it belongs to none, like the digest)."""
-    if change.subject == "recipe":
+    if change.subject == EventSubject.RECIPE:
         return change.subject_id
     run = change.run_id
-    if run is None and change.subject in ("draft", "effect") and "|" in change.subject_id:
-        parts = change.subject_id.split("|")
-        run = parts[2] if parts[0] == "alert" else parts[1]
-    if run is None and change.subject == "run":
+    if run is None and change.subject in (EventSubject.DRAFT, EventSubject.EFFECT):
+        run = run_of_key(change.subject_id)
+    if run is None and change.subject == EventSubject.RUN:
         run = change.subject_id
-    return "" if run is None or "@" not in run else run.partition("@")[0]
+    return "" if run is None or not is_run_id(run) else recipe_of_run(run)
 
 
 def model_called(

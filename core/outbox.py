@@ -22,11 +22,11 @@ from core import review_messages
 from core.approvals import waiting_with_approvals
 from core.effects import EffectLedger, EffectSpec, Proof, Receipt
 from core.errors import GalleyError, MessageGone
-from core.failpoints import failpoint
+from core.failpoints import Failpoint, failpoint
 from core.gate import ready_count
-from core.identity import review_effect_key, review_update_key
+from core.identity import notice_key, review_effect_key, review_update_key
 from core.models import EffectRow, RecipeRow, unsettled_receipt
-from core.policies import Backpressure, EffectOutcome
+from core.policies import Backpressure, EffectOutcome, EffectStep
 from core.ports import (
     ApprovalProgress,
     BackpressureNotice,
@@ -40,7 +40,6 @@ from core.states import DraftState, EffectState
 from core.store import Store
 
 log = logging.getLogger(__name__)
-REVIEW_STEP = "review"
 SHOWN_STATES = (
     DraftState.APPROVED,
     DraftState.REJECTED,
@@ -48,7 +47,6 @@ SHOWN_STATES = (
     DraftState.SUPERSEDED,
     DraftState.CANCELLED,
 )
-REWRITE_STEP = "review-update"
 NOT_POSTED = "decided before its post was found in the channel: not posted"
 
 
@@ -83,9 +81,10 @@ class ReviewOutbox:
 
     def post_one(self, item: ReviewItem) -> MessageRef | None:
         def post() -> Proof:
-            failpoint("before_review_post")
+            failpoint(Failpoint.BEFORE_REVIEW_POST)
             ref = self.surface.post_review(item)
-            failpoint("after_review_post")  # posted, not yet recorded: the lookup must find it
+            # posted, not yet recorded: the lookup must find it
+            failpoint(Failpoint.AFTER_REVIEW_POST)
             return _proof(ref)
 
         done = self.ledger.perform(
@@ -107,7 +106,7 @@ class ReviewOutbox:
         return EffectSpec(
             review_effect_key(item.draft_key),
             draft_key=item.draft_key,
-            step=REVIEW_STEP,
+            step=EffectStep.REVIEW,
             payload={"channel": self.channel, "draft_key": item.draft_key},
             lease=self.call_lease,
             run_id=item.run_id,
@@ -177,7 +176,7 @@ class ReviewOutbox:
         spec = EffectSpec(
             _rewrite_key(item),
             draft_key=item.draft_key,
-            step=REWRITE_STEP,
+            step=EffectStep.REVIEW_UPDATE,
             payload={"channel": ref.channel, "ts": ref.ts, "state": item.state},
             lease=self.call_lease,
             run_id=item.run_id,
@@ -261,9 +260,9 @@ class ReviewOutbox:
     def _announce_once(self, episode: str, notice: BackpressureNotice) -> int:
         recipe, kind = notice.recipe, notice.kind
         spec = EffectSpec(
-            f"backpressure|{recipe}|{episode}|{kind}",
+            notice_key(recipe, episode, kind),
             draft_key="",
-            step="notice",
+            step=EffectStep.NOTICE,
             payload={"recipe": recipe, "episode": episode, "notice": kind},
             lease=self.call_lease,
         )
@@ -278,7 +277,7 @@ class ReviewOutbox:
 
     def _decided_with_unsettled_posts(self) -> list[ReviewItem]:
         with self.store.read() as session:
-            rows = review_messages.posts_not_settled(session, REVIEW_STEP, SHOWN_STATES)
+            rows = review_messages.posts_not_settled(session, EffectStep.REVIEW, SHOWN_STATES)
             return [review_item(draft, run) for draft, run in rows]
 
     def _messages_to_refresh(self) -> list[tuple[ReviewItem, MessageRef]]:
@@ -318,7 +317,7 @@ def _one_rewrite_at_a_time(
         return f"{item.draft_key} moved on: this rewrite would show an older state"
     other = session.exec(
         select(EffectRow.key).where(
-            unsettled_receipt(REWRITE_STEP),
+            unsettled_receipt(EffectStep.REVIEW_UPDATE),
             col(EffectRow.draft_key) == item.draft_key,
             col(EffectRow.key) != key,
             col(EffectRow.state) == EffectState.IN_FLIGHT,
@@ -343,7 +342,7 @@ def _approvals_shown(item: ReviewItem) -> int:
 
 def _notice_key(row: RecipeRow, kind: Backpressure) -> str:
     assert row.backpressure_since is not None
-    return f"backpressure|{row.name}|{row.backpressure_since.isoformat()}|{kind}"
+    return notice_key(row.name, row.backpressure_since.isoformat(), kind)
 
 
 def _done(receipt: Receipt | None) -> bool:

@@ -26,6 +26,7 @@ from core.analytics import (
 from core.config import Config
 from core.errors import UnknownRun
 from core.queries import list_events
+from core.states import EventSubject
 from core.store import Store
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 
     from core.publication_calendar import Calendar
 
-SUBJECT_LANES = ("recipe", "run", "draft", "effect")
+SUBJECT_LANES = tuple(EventSubject)
 MARKERS_UP_TO = 120
 
 

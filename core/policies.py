@@ -56,6 +56,26 @@ class SkipReason(StrEnum):
     RECIPE_REMOVED = "recipe_removed"  # a pending run whose recipe left the config
 
 
+class PendingReason(StrEnum):
+    """Why a run is pending (or running again) with no draft of its own yet: `runs.reason`.
+    The values are the words stored before they were an enum, so older rows still read."""
+
+    QUEUED = "queued"  # overlap = queue_one: waits for the recipe's running draft
+    CLAIM_EXPIRED = "claim expired"  # its holder stopped renewing; the sweeper gave it back
+    CLAIM_TAKEN_OVER = "claim taken over"  # running again, under the claim's new holder
+
+
+TAKEOVER_NOTE = "took over an expired claim of"  # a draft's event when its claim changes hands
+
+
+def takeover_note(previous: str | None) -> str:
+    return f"{TAKEOVER_NOTE} {previous}"
+
+
+def is_takeover_note(reason: str | None) -> bool:
+    return (reason or "").startswith(TAKEOVER_NOTE)
+
+
 class FailReason(StrEnum):
     INVALID_REQUEST = "invalid_request"
     AUTH = "auth"

@@ -16,7 +16,6 @@ from core.models import DraftRow, EffectRow, RunRow, unsettled_receipt
 from core.policies import EffectStep
 from core.states import RUN_PUBLISHABLE_STATES, RunState
 
-PUBLISH_STEP = EffectStep.PUBLISH  # the name core/publishing.py and core/drafting.py import
 PUBLISHABLE = RUN_PUBLISHABLE_STATES  # the name core/publishing.py imports
 PUBLISH_BATCH = 100  # rows one reconciler pass takes on; the rest wait for the next, 2 s on
 
@@ -74,7 +73,7 @@ def orphaned_sends(session: Session, now: datetime) -> list[OrphanedSend]:
         .join(DraftRow, col(DraftRow.key) == col(EffectRow.draft_key))
         .join(RunRow, col(RunRow.id) == col(DraftRow.run_id))
         .where(
-            unsettled_receipt(PUBLISH_STEP),
+            unsettled_receipt(EffectStep.PUBLISH),
             sa.or_(col(EffectRow.lease_until).is_(None), col(EffectRow.lease_until) <= now),
             sa.or_(
                 col(RunRow.state).not_in(PUBLISHABLE),

@@ -22,15 +22,15 @@ from sqlmodel import Session
 from core.config import Config, Recipe
 from core.effects import EffectLedger, EffectSpec, Performed, Proof
 from core.errors import ConcurrentChange, GalleyError, LookupUnavailable
-from core.failpoints import failpoint
+from core.failpoints import Failpoint, failpoint
 from core.history import guarded_update, move_draft, move_run, note_run
 from core.identity import publish_effect_key, text_hash
 from core.leases import PUBLISHER, lease_now
 from core.missed_slots import miss_its_time
 from core.models import DraftRow, RunRow
-from core.policies import EffectOutcome, FailReason, PublishOutcome
+from core.policies import EffectOutcome, EffectStep, FailReason, PublishOutcome
 from core.ports import Clock, PostQuery, Publication, Publisher
-from core.publish_queue import PUBLISH_STEP, PUBLISHABLE, OrphanedSend, orphaned_sends, publishable
+from core.publish_queue import PUBLISHABLE, OrphanedSend, orphaned_sends, publishable
 from core.publish_targets import (
     PublisherFor,
     TargetDone,
@@ -114,7 +114,7 @@ class PublishingService:
                 self.alert(run_id)
             return started
         recipe, approved = started
-        failpoint("after_publishing_commit")
+        failpoint(Failpoint.AFTER_PUBLISHING_COMMIT)
         done: list[TargetDone] = []
         for publisher in publishers_of(self.publisher_for, recipe):
             key = publish_effect_key(approved.draft_key, publisher.target)
@@ -132,9 +132,10 @@ class PublishingService:
         spec = self._spec(recipe, publisher, publication.draft_key, publication.text, run_id)
 
         def send() -> Proof:
-            failpoint("before_publish_call")
+            failpoint(Failpoint.BEFORE_PUBLISH_CALL)
             external_id = publisher.publish(publication)
-            failpoint("after_publish_call")  # sent, not yet recorded: the lookup must find it
+            # sent, not yet recorded: the lookup must find it
+            failpoint(Failpoint.AFTER_PUBLISH_CALL)
             return proof_of(publisher, external_id)
 
         return self.ledger.perform(
@@ -154,7 +155,7 @@ class PublishingService:
         return EffectSpec(
             publish_effect_key(draft_key, publisher.target),
             draft_key=draft_key,
-            step=PUBLISH_STEP,
+            step=EffectStep.PUBLISH,
             payload=_payload(publisher.target, draft_key, text),
             lease=recipe.call_timeout * 4,
             run_id=run_id,
@@ -237,7 +238,7 @@ class PublishingService:
             else:
                 outcome = f"publish {send.draft_key} → {found.external_id}"
                 self._note_orphan(send, outcome, published=True)
-            failpoint("orphan_noted")
+            failpoint(Failpoint.ORPHAN_NOTED)
             noted.append(found)
 
         done = self.ledger.settle_by_lookup(
@@ -286,7 +287,7 @@ class PublishingService:
                     return PublishResult(PublishOutcome.SENT_BACK, run_id, "approval too old")
                 if miss_its_time(session, recipe, run, now):  # never late beyond publish_late
                     return PublishResult(PublishOutcome.FAILED, run_id, "missed its slot")
-                failpoint("publish_start_read")  # tests: Unapprove racing the start
+                failpoint(Failpoint.PUBLISH_START_READ)  # tests: Unapprove racing the start
                 move_run(session, run, RunState.PUBLISHING, actor=PUBLISHER, at=now)
             if draft.decided_by is None or draft.decided_at is None:
                 return PublishResult(PublishOutcome.NOT_READY, run_id, "no approval on record")

@@ -14,13 +14,23 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
+from core.config import Config
 from core.errors import UnknownRun
-from core.history_pages import after_run
-from core.models import AttemptRow, DraftRevisionRow, DraftRow, EffectRow, EventRow, RunRow
+from core.history_pages import after_run, ready_counts
+from core.models import (
+    AttemptRow,
+    DraftRevisionRow,
+    DraftRow,
+    EffectRow,
+    EventRow,
+    RecipeRow,
+    RunRow,
+)
 from core.pricing import estimated_cost_usd
 from core.publish_targets import public_url
 from core.revisions import model_author
 from core.rows import draft_row
+from core.schedule import next_slots
 from core.states import DRAFT_PAST_REVIEW_STATES, DraftState, EffectState, RunState
 from core.views import (
     AttemptList,
@@ -33,10 +43,12 @@ from core.views import (
     EffectView,
     EventList,
     EventView,
+    RecipeStatus,
     Revision,
     RevisionList,
     RunList,
     RunSummary,
+    Status,
 )
 
 PREVIEW = 120  # characters of a draft shown in a list
@@ -320,3 +332,34 @@ def _hours(delta: Any) -> float:
 def _preview(text: str) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= PREVIEW else flat[: PREVIEW - 1] + "…"
+
+
+def read_status(session: Session, config: Config, now: datetime) -> Status:
+    """Each recipe's version, pause flag, review queue and next slot, and the uncertain
+    runs: what `galley status`, `/galley status`, Home and the notebook show. Indexed
+    counts only; no write lock."""
+    rows = {r.name: r for r in session.exec(select(RecipeRow)).all()}
+    pending = ready_counts(session)
+    recipes = []
+    for recipe in config.recipes.values():
+        row = rows.get(recipe.name)
+        upcoming = next_slots(recipe, now, 1)
+        recipes.append(
+            RecipeStatus(
+                name=recipe.name,
+                version=row.version if row else 1,
+                paused=row.paused if row else False,
+                pending=pending.get(recipe.name, 0),
+                pending_limit=recipe.pending_limit,
+                next_slot=upcoming[0].fire_at.astimezone(recipe.zone).isoformat()
+                if upcoming
+                else None,
+                paused_reason=row.paused_reason if row else None,
+            )
+        )
+    uncertain = session.exec(
+        select(RunRow.id)
+        .where(col(RunRow.state) == RunState.UNCERTAIN)
+        .order_by(col(RunRow.slot_at))
+    ).all()
+    return Status(recipes=recipes, uncertain=list(uncertain))

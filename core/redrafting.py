@@ -23,7 +23,7 @@ from core.causes import attempt_cause
 from core.config import Config, Recipe, render_template
 from core.drafting import Backoff, attempt_outcome, usage_of, worker_name
 from core.errors import LostClaim, ModelCallFailed
-from core.failpoints import failpoint
+from core.failpoints import Failpoint, failpoint
 from core.history import note_draft
 from core.identity import attempt_id, text_hash
 from core.leases import Heartbeat, lease_now, new_owner
@@ -178,7 +178,7 @@ class RedraftService:
                     if keeper.lost.wait(delay):
                         raise LostClaim(f"redraft {claim.key} was taken over") from None
                     continue
-                failpoint("after_redraft_reply")
+                failpoint(Failpoint.AFTER_REDRAFT_REPLY)
                 self._finish_attempt(claim, number, reply=reply)
                 return self._store(recipe, claim, reply)
 
@@ -276,7 +276,7 @@ class RedraftService:
             why = f"redrafted: revision {draft.revision} for {claim.requested_by}: {claim.note}"
             note_draft(session, draft, actor=claim.owner, at=now, reason=why[:2000])
             item = review_item(draft, run)
-        failpoint("after_redraft_commit")
+        failpoint(Failpoint.AFTER_REDRAFT_COMMIT)
         return ReviewAnswer(True, f"Redrafted as revision {item.revision}.", claim.draft_key, item)
 
     def _fail(self, claim: RedraftClaim, why: str) -> ReviewAnswer:

@@ -16,9 +16,8 @@ from core.errors import UnknownRun
 from core.history import move_draft, move_effect, move_run
 from core.identity import publish_effect_key
 from core.models import DraftRow, EffectRow, RunRow
-from core.policies import FailReason, Finding
+from core.policies import EffectStep, FailReason, Finding
 from core.ports import Clock
-from core.publish_queue import PUBLISH_STEP
 from core.rows import lock_draft_of, lock_effect, lock_run
 from core.states import DraftState, EffectState, RunState, run_may_move
 from core.store import Store
@@ -123,7 +122,7 @@ class Resolver:
                 at=now,
                 reason=f"completed effects: {completed}",
             )
-            publishing = any(e.step == PUBLISH_STEP for e in effects)
+            publishing = any(e.step == EffectStep.PUBLISH for e in effects)
             if draft is not None and _leaves_review(draft.state, publishing):
                 draft.decided_by, draft.decided_at = actor, now
                 move_draft(

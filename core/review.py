@@ -14,7 +14,7 @@ from sqlmodel import Session, col, select
 
 from core.approvals import count_approval, progress_sentence
 from core.config import Config
-from core.failpoints import failpoint
+from core.failpoints import Failpoint, failpoint
 from core.fit import FitRule
 from core.history import move_draft, move_run, note_draft
 from core.identity import text_hash
@@ -170,7 +170,7 @@ def decide(
             return ReviewAnswer(False, measured.reason, draft_key, item, Refusal.DOES_NOT_FIT)
         if verdict == Verdict.APPROVED:  # approvals_required people of this revision decide
             counted = count_approval(session, config, draft, user, now)
-            failpoint("after_approval_counted")  # tests: a second approver arrives here
+            failpoint(Failpoint.AFTER_APPROVAL_COUNTED)  # tests: a second approver arrives here
             if isinstance(counted, Refusal):
                 return _refused(draft_key, counted, review_item(draft, run))
             if not counted.decided:

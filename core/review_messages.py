@@ -16,6 +16,7 @@ from sqlmodel import Session, col, select
 
 from core.identity import review_effect_key
 from core.models import DraftRow, EffectRow, RecipeRow, RunRow, unsettled_receipt
+from core.policies import EffectStep
 from core.states import DraftState, EffectState
 from core.store import Store
 
@@ -36,7 +37,7 @@ def unposted(session: Session) -> Sequence[tuple[DraftRow, RunRow]]:
 
 
 def posts_not_settled(
-    session: Session, step: str, decided: Iterable[DraftState]
+    session: Session, step: EffectStep, decided: Iterable[DraftState]
 ) -> Sequence[tuple[DraftRow, RunRow]]:
     """Decided drafts whose review post is in flight or uncertain (ix_effects_unsettled)."""
     return session.exec(

@@ -283,4 +283,4 @@ def slot_of_run(spec: ScheduleSpec, run_id: str, fire_at: datetime) -> Slot | No
     """The slot a run was made for, from its id and the instant it fires (a DST repeat
     gives two slots one instant apart in wall time; the id tells them apart)."""
     candidates = slots_between(spec, fire_at - timedelta(microseconds=1), fire_at)
-    return next((s for s in candidates if s.run_id(run_id.partition("@")[0]) == run_id), None)
+    return next((s for s in candidates if s.run_id(identity.recipe_of_run(run_id)) == run_id), None)

@@ -27,7 +27,7 @@ from sqlmodel import Session, col, select
 from core.claims import Claim
 from core.config import Recipe
 from core.gate import tokens_today
-from core.identity import review_effect_key
+from core.identity import review_effect_key, slack_channel_of_publish_key
 from core.models import AttemptRow, DraftRow, EffectRow
 from core.policies import OnSimilar, SimilarityMethod
 from core.ports import DraftRequest, MessageRef, ModelReply, SimilarPost
@@ -39,7 +39,6 @@ METHOD = SimilarityMethod.TOKEN_SET
 # A recipe posting five times a day for 90 days still fits; past that the oldest are
 # left out, so one check costs at most this many comparisons (see bench/similarity.py).
 MAX_COMPARED = 500
-_SLACK_PUBLISH = "|publish:slack:"
 
 
 def similarity(text: str, other: str) -> int:
@@ -257,7 +256,7 @@ def message_of(session: Session, draft_key: str) -> MessageRef | None:
         )
     ).all()
     for receipt in receipts:
-        channel = receipt.key.partition(_SLACK_PUBLISH)[2]
+        channel = slack_channel_of_publish_key(receipt.key)
         if channel and receipt.external_id:
             return MessageRef(channel, receipt.external_id)
     for receipt in receipts:

@@ -11,6 +11,34 @@ from enum import StrEnum
 from core.errors import IllegalTransition
 
 
+class EventSubject(StrEnum):
+    """What an event row (`events.subject`) is about: its `subject_id` is that row's key."""
+
+    RECIPE = "recipe"
+    RUN = "run"
+    DRAFT = "draft"
+    EFFECT = "effect"
+
+
+class RecipeChange(StrEnum):
+    """A recipe's event `to_state` other than a new version (`v<n>`, see `version_state`)."""
+
+    PAUSED = "paused"
+    RESUMED = "resumed"
+
+
+VERSION_PREFIX = "v"
+
+
+def version_state(version: int) -> str:
+    """A bump's event `to_state`: the recipe's new version, `v3`."""
+    return f"{VERSION_PREFIX}{version}"
+
+
+def is_version_state(to_state: str) -> bool:
+    return to_state.startswith(VERSION_PREFIX) and to_state[len(VERSION_PREFIX) :].isdigit()
+
+
 class RunState(StrEnum):
     PENDING = "pending"
     RUNNING = "running"

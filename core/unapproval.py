@@ -11,7 +11,7 @@ from __future__ import annotations
 from sqlmodel import Session, col, select
 
 from core.config import Config
-from core.failpoints import failpoint
+from core.failpoints import Failpoint, failpoint
 from core.history import move_draft, move_run
 from core.models import DraftRow, RunRow
 from core.policies import Refusal
@@ -51,7 +51,7 @@ def unapprove(
         if refusal is not None:
             reason, sentence = refusal
             return _refused(draft_key, reason, sentence, draft, run)
-        failpoint("unapprove_read")  # tests: the publish start racing this click
+        failpoint(Failpoint.UNAPPROVE_READ)  # tests: the publish start racing this click
         why = f"unapproved by {user}"
         draft.revision += 1
         draft.decided_by = draft.decided_at = None

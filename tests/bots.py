@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bot.run import Bot
+from core.operator import Galley
 from core.settings import Settings
 from core.store import Store
 from core.testing import RunningClock
@@ -63,6 +64,12 @@ def start_bot(
     return bot
 
 
+def operator(bot: Bot) -> Galley:
+    """The operator facade (what the CLI and a notebook call) over a running bot's own
+    services: the bot itself never calls it."""
+    return Galley.over(bot.core)
+
+
 @dataclass
 class RunningBot:
     """A started HTTP-mode `Bot`, the fake Slack it talks to, a store of the test's own for
@@ -77,7 +84,7 @@ class RunningBot:
         self.bot.stop()
         self.sender.close()
         self.slack.stop()
-        self.bot.galley.store.dispose()
+        self.bot.core.store.dispose()
         self.store.dispose()
 
 

@@ -38,7 +38,7 @@ class BotHarness:
         return rows.draft_row(self.store, KEY)
 
     def approve(self) -> None:
-        galley = self.bot.galley
+        galley = self.bot.core
         assert approve(galley.store, galley.config, galley.clock, KEY).accepted
 
     def click_alert(self, action_id: str, user: str) -> None:

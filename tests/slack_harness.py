@@ -27,6 +27,7 @@ from core.policies import DraftOutcome
 from core.review import edit
 from core.store import Store
 from tests import bots, rows
+from tests.bots import operator
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.slack_api import RESPONSE_URL, FakeSlack, RecordedCall
@@ -79,7 +80,7 @@ class Harness:
     # --- acting ---
 
     def draft(self, slot: str = SLOT) -> str:
-        result = self.bot.galley.draft(RECIPE, slot)
+        result = operator(self.bot).draft(RECIPE, slot)
         assert result.outcome == DraftOutcome.DRAFTED, result
         assert result.key is not None
         return result.key
@@ -223,11 +224,11 @@ def harness_factory(tmp_path: Path, fake_anthropic: FakeAnthropic) -> Iterator[S
 
 
 def bump_recipe(h: Harness) -> None:
-    h.bot.galley.bump(RECIPE, actor="U0ADMIN", reason="new tone")
+    operator(h.bot).bump(RECIPE, actor="U0ADMIN", reason="new tone")
 
 
 def edit_revision_1(h: Harness) -> None:
-    galley = h.bot.galley
+    galley = h.bot.core
     answer = edit(
         galley.store,
         galley.config,
@@ -246,5 +247,5 @@ def age_past_review_window(h: Harness) -> None:
         session.execute(
             sa.update(DraftRow)
             .where(col(DraftRow.key) == KEY)
-            .values(ready_at=h.bot.galley.clock.now() - timedelta(hours=49))  # window: 48h
+            .values(ready_at=h.bot.core.clock.now() - timedelta(hours=49))  # window: 48h
         )

@@ -32,6 +32,7 @@ from core.policies import AttemptOutcome, Finding, Verdict
 from core.ports import DraftRequest, MessageRef, ModelReply, PostQuery, RunAlert, SystemClock
 from core.publishing import PublishingService
 from core.review import decide, edit, expire_overdue_drafts
+from core.services import Services
 from core.states import DraftState, RunState
 from core.store import Store
 from core.webhook_publisher import WebhookPublisher
@@ -78,13 +79,15 @@ class Worker:
     def __post_init__(self) -> None:
         clock = SystemClock()
         name = worker_name()
-        self.galley = Galley(
+        drafter = FlakyDrafter(self.rng)
+        self.services = Services(
             self.config,
             self.store,
-            drafter=FlakyDrafter(self.rng),
+            drafter=drafter,
             clock=clock,
             backoff=Backoff(base_seconds=0.01, cap_seconds=0.02),
         )
+        self.galley = Galley.over(self.services)
         self.ledger = EffectLedger(self.store, clock, name)
         recipe = self.config.recipes[RECIPE]
         target = recipe.publish
@@ -100,7 +103,7 @@ class Worker:
         self.alerts = AlertService(
             self.store, self.config, clock, self.ledger, QuietAlerter(), recipe.review_window
         )
-        service = DraftingService(self.store, self.galley._drafter, clock=clock, worker=name)  # type: ignore[arg-type]
+        service = DraftingService(self.store, drafter, clock=clock, worker=name)
         self.dispatcher = SlotDispatcher(
             self.store, service, clock, recipes=dict(self.config.recipes)
         )
@@ -134,7 +137,7 @@ class Worker:
         decide(
             self.store,
             self.config,
-            self.galley.clock,
+            self.services.clock,
             draft_key=draft.key,
             revision=revision,
             verdict=verdict,
@@ -149,7 +152,7 @@ class Worker:
         edit(
             self.store,
             self.config,
-            self.galley.clock,
+            self.services.clock,
             draft_key=draft.key,
             revision=draft.revision,
             text=f"edited {self.rng.randrange(1000)}",
@@ -190,7 +193,7 @@ class Worker:
         self.galley.resolve(run, finding, actor="U0ADMIN")
 
     def sweep(self) -> None:
-        for key in sweep_expired_claims(self.store, self.galley.clock):
+        for key in sweep_expired_claims(self.store, self.services.clock):
             self.dispatcher.settle_pending(key.split("|")[1])
 
     def reconcile(self) -> None:
@@ -198,7 +201,7 @@ class Worker:
         self.alerts.sweep()
 
     def expire(self) -> None:
-        expire_overdue_drafts(self.store, self.config, self.galley.clock)
+        expire_overdue_drafts(self.store, self.config, self.services.clock)
 
     def settle_pending(self) -> None:
         run = self._run(RunState.PENDING)

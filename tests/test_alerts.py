@@ -16,6 +16,7 @@ from bot.blocks import ACTION_ALERT_PUBLISHED
 from core.models import EffectRow
 from core.policies import EffectStep, Finding, PublishOutcome
 from core.states import DraftState, RunState
+from tests.bots import operator
 from tests.fakes.slack_api import rate_limited
 from tests.fakes.webhook import accept, accept_then_hang
 from tests.publishing_bots import BotHarness
@@ -62,10 +63,10 @@ def test_mark_published_clicked_on_the_alert_closes_the_run_without_a_second_pos
 ) -> None:
     h = bot_harness(sqlite_url, status_url=False)
     h.hook.script_post(accept_then_hang(HANG))
-    assert h.bot.galley.draft(RECIPE, SLOT).key == KEY
+    assert operator(h.bot).draft(RECIPE, SLOT).key == KEY
     h.approve()
 
-    assert h.bot.publishing.publish_run(RUN).outcome == PublishOutcome.UNCERTAIN
+    assert h.bot.services.publishing.publish_run(RUN).outcome == PublishOutcome.UNCERTAIN
     h.bot.reconcile()  # the periodic pass: no second POST, no second alert
     [alert] = h.slack.messages(ALERTS)
     assert RUN in alert["text"]
@@ -99,9 +100,9 @@ def test_an_alert_button_waits_out_a_429_when_it_rewrites_the_alert(
     other post: a 429 is waited out, not dropped (issue 9)."""
     h = bot_harness(sqlite_url, status_url=False)
     h.hook.script_post(accept_then_hang(HANG))
-    assert h.bot.galley.draft(RECIPE, SLOT).key == KEY
+    assert operator(h.bot).draft(RECIPE, SLOT).key == KEY
     h.approve()
-    assert h.bot.publishing.publish_run(RUN).outcome == PublishOutcome.UNCERTAIN
+    assert h.bot.services.publishing.publish_run(RUN).outcome == PublishOutcome.UNCERTAIN
     h.slack.script("chat.update", rate_limited(1))
 
     h.click_alert(ACTION_ALERT_PUBLISHED, "U0ADMIN")

@@ -28,6 +28,7 @@ from core.home import HomeModel, RecipeLine, RunNeedingPerson, WaitingDraft
 from core.operator import RecipeStatus
 from core.ports import RunAlert
 from core.states import DraftState
+from tests.bots import operator
 from tests.fakes.slack_api import rate_limited
 from tests.slack_harness import (
     APPROVE,
@@ -289,7 +290,7 @@ def test_every_message_and_modal_of_the_review_loop_passes_slack_sdk_validation(
 ) -> None:
     h = start_bot(sqlite_url, slack=PEOPLE, pending_limit=1)
     key, message = h.draft_and_post()
-    h.bot.galley.draft(RECIPE, "2026-11-30T09:00")  # refused: backpressure notice
+    operator(h.bot).draft(RECIPE, "2026-11-30T09:00")  # refused: backpressure notice
     h.bot.sync_slack()
     assert h.click(EDIT, "U0EDITOR", key).status_code == 200
     eventually(lambda: h.calls("views.open"), "the edit modal")

@@ -10,6 +10,7 @@ import json
 from core.policies import DraftOutcome, SkipReason
 from core.review import expire_overdue_drafts
 from core.states import DraftState, RunState
+from tests.bots import operator
 from tests.slack_harness import (
     APPROVE,
     CHANNEL,
@@ -29,9 +30,9 @@ def test_backpressure_is_announced_once_per_episode_and_once_on_resuming(
 ) -> None:
     h = start_bot(sqlite_url, slack=PEOPLE, pending_limit=1)
     first = h.draft("2026-11-16T09:00")
-    refused = h.bot.galley.draft(RECIPE, SLOT)
+    refused = operator(h.bot).draft(RECIPE, SLOT)
     assert (refused.outcome, refused.reason) == (DraftOutcome.SKIPPED, SkipReason.BACKPRESSURE)
-    again = h.bot.galley.draft(RECIPE, SLOT)  # the same episode
+    again = operator(h.bot).draft(RECIPE, SLOT)  # the same episode
     assert again.outcome == DraftOutcome.SKIPPED
 
     h.bot.sync_slack()
@@ -61,7 +62,7 @@ def test_an_expired_draft_leaves_the_queue_and_its_message_says_so(
     key, message = h.draft_and_post()
     age_past_review_window(h)
 
-    galley = h.bot.galley
+    galley = h.bot.core
     [expired] = expire_overdue_drafts(galley.store, galley.config, galley.clock)
     h.bot.sync_slack()
     h.bot.sync_slack()
@@ -70,7 +71,7 @@ def test_an_expired_draft_leaves_the_queue_and_its_message_says_so(
     assert h.draft_row(key).state == DraftState.EXPIRED
     run = h.run_row()
     assert run is not None and run.state == RunState.EXPIRED
-    [status] = galley.status().recipes
+    [status] = operator(h.bot).status().recipes
     assert status.pending == 0
     [update] = h.calls("chat.update")
     assert update.params["ts"] == message["ts"]

@@ -23,6 +23,7 @@ from core.models import DraftRow, EffectRow, RecipeRow, RunRow
 from core.operator import Galley
 from core.policies import ExpiryReason, SkipReason
 from core.schedule import Slot, slots_between
+from core.services import Services
 from core.states import DraftState, EffectState, RunState
 from core.store import Store
 from core.testing import FrozenClock
@@ -223,7 +224,7 @@ def test_the_home_tab_shows_what_is_coming_up_per_recipe_and_target(
     _, store, config = seeded
     now = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
     seed(store, config, now)
-    model = read_home(Galley(config, store, clock=FrozenClock(now)))
+    model = read_home(Services(config, store, clock=FrozenClock(now)))
     assert len(model.coming_up) == 10  # a week ahead, cut to COMING_UP_LIMIT
     assert [(e.recipe, e.state) for e in model.coming_up[:6]] == [
         ("tips", "drafting"),

@@ -14,9 +14,9 @@ from core.config import Recipe
 from core.drafting import DraftingService
 from core.leases import Heartbeat
 from core.models import AttemptRow, DraftRow, EventRow, RunRow
-from core.operator import Galley
 from core.policies import AttemptOutcome, DraftOutcome
 from core.schedule import Slot
+from core.services import Services
 from core.states import DraftState, RunState
 from core.store import Store
 from core.testing import FrozenClock, InstantDrafter
@@ -25,8 +25,8 @@ from tests.conftest import make_config
 SLOT_WALL = "2026-11-23T09:00"
 
 
-def recipe_and_slot(store: Store) -> tuple[Galley, Recipe, Slot]:
-    galley = Galley(make_config(claim_lease="10m"), store)
+def recipe_and_slot(store: Store) -> tuple[Services, Recipe, Slot]:
+    galley = Services(make_config(claim_lease="10m"), store)
     recipe = galley.recipe("weekly-update")
     return galley, recipe, galley.resolve_slot(recipe, SLOT_WALL)
 
@@ -108,7 +108,7 @@ def test_a_live_worker_keeps_its_claim_by_heartbeat(store: Store) -> None:
     _, recipe, slot = recipe_and_slot(store)
     lease = timedelta(seconds=0.6)
     recipe = recipe.model_copy(update={"takeover_after": lease})  # the claim itself is short
-    real_clock = Galley(make_config(), store).clock
+    real_clock = Services(make_config(), store).clock
     held = claim_slot(store, recipe, slot, worker="a", actor="a", manual=True, clock=real_clock)
     assert isinstance(held, Claim)
 

@@ -37,6 +37,7 @@ from core.ports import (
     Publisher,
     ReviewItem,
 )
+from core.services import Services
 from core.states import DraftState, EffectState, RunState
 from core.store import Store
 from core.testing import FrozenClock, InstantDrafter, RunningClock
@@ -84,9 +85,9 @@ def test_the_sweeper_never_deletes_a_claim_whose_draft_was_stored_meanwhile(
     its draft between the sweeper's read and its delete. The draft must survive."""
     skip_on_sqlite(db_url)
     clock = FrozenClock()
-    galley = Galley(make_config(), store, clock=clock)
-    recipe = galley.recipe(RECIPE)
-    slot = galley.resolve_slot(recipe, SLOT)
+    services = Services(make_config(), store, clock=clock)
+    recipe = services.recipe(RECIPE)
+    slot = services.resolve_slot(recipe, SLOT)
     holder = DraftingService(store, InstantDrafter(), clock=clock, worker="holder")
     claim = claim_slot(store, recipe, slot, worker="holder", actor="t", manual=True, clock=clock)
     assert isinstance(claim, Claim)
@@ -107,9 +108,9 @@ def test_the_sweeper_never_deletes_a_claim_whose_draft_was_stored_meanwhile(
 def test_the_sweeper_leaves_a_claim_renewed_after_its_read(store: Store, db_url: str) -> None:
     skip_on_sqlite(db_url)
     clock = FrozenClock()
-    galley = Galley(make_config(), store, clock=clock)
-    recipe = galley.recipe(RECIPE)
-    slot = galley.resolve_slot(recipe, SLOT)
+    services = Services(make_config(), store, clock=clock)
+    recipe = services.recipe(RECIPE)
+    slot = services.resolve_slot(recipe, SLOT)
     claim = claim_slot(store, recipe, slot, worker="holder", actor="t", manual=True, clock=clock)
     assert isinstance(claim, Claim)
     clock.advance(recipe.takeover_after + timedelta(seconds=1))
@@ -275,7 +276,7 @@ def test_a_publish_that_waits_out_429s_longer_than_its_lease_is_sent_once(
 ) -> None:
     w: World = worlds(db_url, target="slack")  # call_timeout 1 s: a receipt lease of 4 s
     w.approved()
-    w.clock = w.galley.clock = RunningClock(w.clock.now())  # type: ignore[assignment]
+    w.clock = w.core.clock = RunningClock(w.clock.now())
     w.slack.script("chat.postMessage", *[rate_limited(1)] * 6)  # about 6 s of Retry-After
     first = w.service("replica-1", ledger=EffectLedger(w.store, w.clock, "replica-1"))
     second = w.service("replica-2", ledger=EffectLedger(w.store, w.clock, "replica-2"))

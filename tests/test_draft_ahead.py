@@ -18,6 +18,7 @@ from core.errors import ConfigError
 from core.models import RunRow
 from core.operator import Galley
 from core.policies import SkipReason
+from core.services import Services
 from core.store import Store
 from core.testing import FrozenClock, InstantDrafter
 from tests.conftest import config_text, make_config
@@ -100,12 +101,12 @@ def test_drafting_fires_draft_ahead_before_the_slot_across_a_dst_change(
     drafter = InstantDrafter()
     config = make_config()
     config.recipes[recipe.name] = recipe
-    galley = Galley(config, Store(sqlite_url), drafter=drafter, clock=clock)
-    host = SchedulerHost(galley, drafting_threads=1)
+    services = Services(config, Store(sqlite_url), drafter=drafter, clock=clock)
+    host = SchedulerHost(services, drafting_threads=1)
     host._on_fire(recipe.name, scheduled_at=fire)  # what APScheduler's executor calls
     host.wait_idle(10)
 
-    with galley.store.read() as session:
+    with services.store.read() as session:
         rows = session.exec(select(RunRow.id, RunRow.slot_at, RunRow.state)).all()
     assert [(r[0], r[1].astimezone(UTC)) for r in rows] == [
         (f"weekly-update@{run_id}", slot_utc.replace(tzinfo=UTC))
@@ -130,12 +131,12 @@ def test_a_drafting_fire_found_after_the_slot_is_a_misfire(sqlite_url: str) -> N
     drafter = InstantDrafter()
     config = make_config()
     config.recipes[recipe.name] = recipe
-    galley = Galley(config, Store(sqlite_url), drafter=drafter, clock=clock)
-    host = SchedulerHost(galley, drafting_threads=1)
+    services = Services(config, Store(sqlite_url), drafter=drafter, clock=clock)
+    host = SchedulerHost(services, drafting_threads=1)
     host._on_fire(recipe.name, scheduled_at=slot - recipe.draft_ahead)
     host.wait_idle(10)
 
-    with galley.store.read() as session:
+    with services.store.read() as session:
         [run] = session.exec(select(RunRow).where(col(RunRow.recipe) == recipe.name)).all()
     assert (run.state, run.reason) == ("skipped", SkipReason.MISFIRE)
     assert drafter.calls == 0
@@ -148,12 +149,12 @@ def test_catch_up_drafts_a_slot_whose_drafting_fire_came_while_down(sqlite_url: 
     drafter = InstantDrafter()
     config = make_config()
     config.recipes[recipe.name] = recipe
-    galley = Galley(config, Store(sqlite_url), drafter=drafter, clock=clock)
-    host = SchedulerHost(galley, drafting_threads=1)
+    services = Services(config, Store(sqlite_url), drafter=drafter, clock=clock)
+    host = SchedulerHost(services, drafting_threads=1)
     host._catch_up([recipe])
     host.wait_idle(10)
 
-    with galley.store.read() as session:
+    with services.store.read() as session:
         ids = session.exec(select(RunRow.id)).all()
     assert ids == ["weekly-update@2026-11-23T09:00"]
     assert drafter.calls == 1

@@ -177,9 +177,11 @@ def test_a_paused_recipe_skips_without_calling_the_model(
 
 
 def test_the_daily_token_budget_stops_drafting(store: Store, fake_anthropic: FakeAnthropic) -> None:
-    galley = galley_for(store, fake_anthropic.url)
-    recipe = galley.config.recipes["weekly-update"].model_copy(update={"daily_token_budget": 40})
-    galley.config.recipes["weekly-update"] = recipe
+    config = make_config()
+    recipe = config.recipes["weekly-update"].model_copy(update={"daily_token_budget": 40})
+    config.recipes["weekly-update"] = recipe
+    drafter = AnthropicDrafter(api_key="test-key", base_url=fake_anthropic.url)
+    galley = Galley(config, store, drafter=drafter, backoff=FAST)
     galley.draft("weekly-update", "2026-11-16T09:00")  # 12 + 34 tokens: over budget now
 
     result = galley.draft("weekly-update", SLOT)

@@ -23,10 +23,10 @@ from core.effects import EffectLedger, EffectSpec
 from core.gate import tokens_today
 from core.leases import database_now
 from core.models import AttemptRow, DraftRow
-from core.operator import Galley
 from core.policies import DraftOutcome, EffectDecision, PublishOutcome, Refusal, Verdict
 from core.ports import Fit, PostQuery, Publication, Publisher, SystemClock
 from core.review import decide
+from core.services import Services
 from core.states import DraftState, RunState
 from core.store import Store
 from core.testing import FrozenClock, InstantDrafter
@@ -156,7 +156,7 @@ def test_a_taken_over_holder_cannot_renew_the_new_owners_lease(store: Store) -> 
 
 
 def test_a_replica_whose_clock_runs_ahead_does_not_take_a_live_claim(store: Store) -> None:
-    galley = Galley(make_config(takeover_after="8s", heartbeat="4s"), store)
+    galley = Services(make_config(takeover_after="8s", heartbeat="4s"), store)
     recipe = galley.recipe(RECIPE)
     slot = galley.resolve_slot(recipe, OLD_SLOT)
     claimed = claim_slot(
@@ -186,7 +186,7 @@ def test_a_renewal_that_waited_for_the_write_lock_writes_a_live_lease(sqlite_url
     """SQLite only: PostgreSQL has no database-wide write lock to wait for (its row locks
     are held for one short statement by the guarded writes that contend here)."""
     store = Store(sqlite_url)
-    galley = Galley(make_config(), store)
+    galley = Services(make_config(), store)
     recipe = galley.recipe(RECIPE)
     slot = galley.resolve_slot(recipe, OLD_SLOT)
     claimed = claim_slot(
@@ -215,7 +215,7 @@ def test_a_renewal_that_waited_for_the_write_lock_writes_a_live_lease(sqlite_url
 
 def test_a_manual_draft_whose_worker_died_is_drafted_after_the_sweep(store: Store) -> None:
     clock = FrozenClock()
-    galley = Galley(make_config(), store, clock=clock)
+    galley = Services(make_config(), store, clock=clock)
     recipe = galley.recipe(RECIPE)
     slot = galley.resolve_slot(recipe, OLD_SLOT)
     claimed = claim_slot(store, recipe, slot, worker="dead", actor="U0ME", manual=True, clock=clock)
@@ -284,7 +284,7 @@ def test_a_publication_refused_for_auth_is_published_once_after_a_retry(
 
 def test_a_cancel_while_drafting_keeps_the_paid_call_in_the_ledger(store: Store) -> None:
     clock = FrozenClock()
-    galley = Galley(make_config(), store, clock=clock)
+    galley = Services(make_config(), store, clock=clock)
     recipe = galley.recipe(RECIPE)
     slot = galley.resolve_slot(recipe, OLD_SLOT)
     release = threading.Event()

@@ -23,6 +23,7 @@ from core.drafting import build_request
 from core.models import AttemptRow, DraftRow
 from core.operator import Galley
 from core.ports import DraftRequest, ModelReply
+from core.services import Services
 from core.states import DraftState
 from core.store import Store
 from tests.conftest import config_text, make_config
@@ -59,7 +60,7 @@ def test_the_anthropic_drafter_times_the_call_from_the_request_leaving(
     fake_anthropic.delay = FAKE_LATENCY_S
     drafter = AnthropicDrafter("test-key", fake_anthropic.url)
     assert drafter.prepare() >= 0
-    galley = Galley(make_config(), store, drafter=drafter)
+    galley = Services(make_config(), store, drafter=drafter)
     recipe = galley.recipe("weekly-update")
     reply = drafter.draft(build_request(recipe, galley.resolve_slot(recipe, SLOT), 1))
     assert reply.latency_s is not None and reply.latency_s >= FAKE_LATENCY_S

@@ -14,15 +14,21 @@ from core.gauges import DatabaseGauges
 from core.history_pages import ready_counts
 from core.home import read_home
 from core.operator import Galley
+from core.services import Services
 from core.states import RunState
 from core.store import Store
 from core.testing import FrozenClock
 
 
 @pytest.fixture
-def galley(store: Store) -> Galley:
+def services(store: Store) -> Services:
     load(store, 600, recipes=3)
-    return Galley(parse_config(config_text(recipes=3)), store, clock=FrozenClock())
+    return Services(parse_config(config_text(recipes=3)), store, clock=FrozenClock())
+
+
+@pytest.fixture
+def galley(services: Services) -> Galley:
+    return Galley.over(services)
 
 
 def _all_ids(store: Store, where: str = "") -> list[str]:
@@ -31,7 +37,9 @@ def _all_ids(store: Store, where: str = "") -> list[str]:
         return [row[0] for row in connection.exec_driver_sql(query)]
 
 
-def test_pages_follow_each_other_without_gaps_or_repeats(galley: Galley) -> None:
+def test_pages_follow_each_other_without_gaps_or_repeats(
+    galley: Galley, services: Services
+) -> None:
     seen: list[str] = []
     before = None
     while True:
@@ -40,14 +48,14 @@ def test_pages_follow_each_other_without_gaps_or_repeats(galley: Galley) -> None
         if len(page) < 97:
             break
         before = page[-1].id
-    assert seen == _all_ids(galley.store)
+    assert seen == _all_ids(services.store)
     assert len(seen) == 600
 
 
-def test_a_state_pages_within_that_state(galley: Galley) -> None:
+def test_a_state_pages_within_that_state(galley: Galley, services: Services) -> None:
     first = galley.runs(RunState.SUCCEEDED, limit=10)
     second = galley.runs(RunState.SUCCEEDED, limit=10, before=first[-1].id)
-    expected = _all_ids(galley.store, "WHERE state = 'succeeded'")[:20]
+    expected = _all_ids(services.store, "WHERE state = 'succeeded'")[:20]
     assert [r.id for r in first + second] == expected
     assert {r.attempts for r in first + second} == {1}
 
@@ -57,9 +65,9 @@ def test_an_unknown_page_start_is_refused(galley: Galley) -> None:
         galley.runs(before="no-such-recipe@2026-01-01T00:00")
 
 
-def test_status_counts_each_recipes_waiting_drafts(galley: Galley) -> None:
-    stuck = _all_ids(galley.store, f"WHERE recipe = '{recipe_name(2)}'")[5]
-    with galley.store.engine.begin() as connection:
+def test_status_counts_each_recipes_waiting_drafts(galley: Galley, services: Services) -> None:
+    stuck = _all_ids(services.store, f"WHERE recipe = '{recipe_name(2)}'")[5]
+    with services.store.engine.begin() as connection:
         connection.execute(
             sa.text("UPDATE runs SET state = 'uncertain' WHERE id = :id"), {"id": stuck}
         )
@@ -68,10 +76,12 @@ def test_status_counts_each_recipes_waiting_drafts(galley: Galley) -> None:
     assert report.uncertain == [stuck]
 
 
-def test_every_count_of_the_review_queue_is_ready_counts(galley: Galley) -> None:
+def test_every_count_of_the_review_queue_is_ready_counts(
+    galley: Galley, services: Services
+) -> None:
     """Backpressure notices (the gate's count), status, the Home tab and the queue-depth
     gauge all count the same `ready` drafts per recipe."""
-    with galley.store.engine.begin() as connection:  # recipe 0 gets one more than the others
+    with services.store.engine.begin() as connection:  # recipe 0 gets one more than the others
         connection.exec_driver_sql(
             "UPDATE drafts SET state = 'ready' WHERE key = (SELECT MIN(key) FROM drafts"
             f" WHERE recipe = '{recipe_name(0)}' AND state <> 'ready')"
@@ -81,17 +91,17 @@ def test_every_count_of_the_review_queue_is_ready_counts(galley: Galley) -> None
                 "SELECT recipe, COUNT(*) FROM drafts WHERE state = 'ready' GROUP BY recipe"
             ).all()
         )
-    names = list(galley.config.recipes)
-    with galley.store.read() as session:
+    names = list(services.config.recipes)
+    with services.store.read() as session:
         counts = ready_counts(session)
         gate = {name: ready_count(session, name) for name in names}
         assert ready_counts(session, names[:1]) == {names[0]: raw[names[0]]}
     gauges = DatabaseGauges()
-    gauges.watch(galley.store, galley.config, galley.clock)
+    gauges.watch(services.store, services.config, services.clock)
     [depth] = [f for f in gauges.collect() if f.name == "galley_review_queue_depth"]
 
     assert counts == raw and raw[names[0]] == raw[names[1]] + 1
     assert gate == counts
     assert {r.name: r.pending for r in galley.status().recipes} == counts
-    assert read_home(galley).waiting_total == sum(counts.values())
+    assert read_home(services).waiting_total == sum(counts.values())
     assert {s.labels["recipe"]: s.value for s in depth.samples} == counts

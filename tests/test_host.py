@@ -20,6 +20,7 @@ from bot.digest_text import digest_text
 from core.digest import build_digest
 from core.models import DraftRow
 from core.operator import Galley
+from core.services import Services
 from core.store import Store
 from core.testing import FrozenClock, InstantDrafter
 from tests.approvals import approve
@@ -46,9 +47,9 @@ def test_each_fire_is_handed_its_nominal_run_time() -> None:
     assert seen == [nominal]
 
 
-def _host(store: Store, drafter: Any) -> tuple[Galley, SchedulerHost]:
-    galley = Galley(make_config(), store, drafter=drafter)
-    return galley, SchedulerHost(galley, drafting_threads=2)
+def _host(store: Store, drafter: Any) -> tuple[Services, SchedulerHost]:
+    services = Services(make_config(), store, drafter=drafter)
+    return services, SchedulerHost(services, drafting_threads=2)
 
 
 def test_shutdown_lets_a_running_model_call_finish_within_the_deadline(sqlite_url: str) -> None:
@@ -108,17 +109,18 @@ def test_galley_check_shows_the_next_five_slots_and_flags_dst(tmp_path: Path) ->
 def test_the_digest_counts_what_people_should_know(sqlite_url: str) -> None:
     store = Store(sqlite_url)
     clock = FrozenClock(datetime(2026, 11, 30, 10, 0, tzinfo=UTC))
-    galley = Galley(make_config(pending_limit=9), store, drafter=InstantDrafter(), clock=clock)
+    services = Services(make_config(pending_limit=9), store, drafter=InstantDrafter(), clock=clock)
+    galley = Galley.over(services)
     for wall in ("2026-11-16T09:00", "2026-11-23T09:00"):
         galley.draft("weekly-update", wall)
     galley.pause("all", actor="U0ADMIN")
     galley.draft("weekly-update", "2026-11-30T09:00")  # skipped: paused
     key = "linkedin|weekly-update@2026-11-16T09:00|v1"
-    approve(store, galley.config, clock, key)
-    same_day = digest_text(build_digest(store, galley.config, clock.now()))
+    approve(store, services.config, clock, key)
+    same_day = digest_text(build_digest(store, services.config, clock.now()))
     clock.advance(timedelta(hours=40))  # the other draft nears its 48h review window
 
-    digest = digest_text(build_digest(store, galley.config, clock.now()))
+    digest = digest_text(build_digest(store, services.config, clock.now()))
 
     assert "Skipped (24h): paused 1" in same_day
     assert "Skipped (24h)" not in digest  # 40 hours later the skip is old news
@@ -135,14 +137,14 @@ def test_a_slot_whose_worker_died_is_drafted_again_by_the_sweeper(db_url: str) -
     monday = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
     clock = FrozenClock(monday + timedelta(minutes=1))
     drafter = InstantDrafter()
-    galley = Galley(
+    services = Services(
         make_config(claim_lease="3m", model_timeout="1m"), store, drafter=drafter, clock=clock
     )
-    recipe = galley.recipe("weekly-update")
-    slot = galley.resolve_slot(recipe, "2026-11-23T09:00")
+    recipe = services.recipe("weekly-update")
+    slot = services.resolve_slot(recipe, "2026-11-23T09:00")
     dead = claim_slot(store, recipe, slot, worker="dead", actor="dead", manual=False, clock=clock)
     assert isinstance(dead, Claim)
-    host = SchedulerHost(galley, drafting_threads=1)
+    host = SchedulerHost(services, drafting_threads=1)
     clock.advance(timedelta(minutes=4))  # the dead worker's lease has run out
 
     host._sweep_and_resume()

@@ -4,21 +4,41 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from core.config import Recipe
+from core.failpoints import Failpoint, hook
 from core.identity import (
     HEADER_KEY_MAX,
+    REVIEW_GONE,
+    REVIEW_POST,
+    alert_key,
+    alert_settled_key,
     attempt_id,
     bluesky_record_key,
+    digest_key,
+    draft_alert_key,
     draft_key,
     header_key,
+    is_reminder_key,
+    notice_key,
+    parse_alert_key,
     parse_run_id,
     payload_hash,
     publish_effect_key,
+    recipe_of_run,
+    redraft_key,
+    reminder_key,
     review_effect_key,
+    review_update_key,
     run_id,
+    run_id_range,
+    run_of_key,
+    slack_channel_of_publish_key,
+    slack_target,
+    slot_wall_of_run,
     tid_time,
 )
 from core.policies import DstRepeat
@@ -125,3 +145,76 @@ def test_a_header_key_is_the_effect_key_when_short_else_a_stable_hash() -> None:
     assert hashed == header_key(long) and hashed != header_key(long + "y")
     assert hashed.startswith("galley-") and len(hashed) <= HEADER_KEY_MAX
     assert header_key("café|w@2026-10-20T09:00|v1").startswith("galley-")  # headers are ASCII
+
+
+def test_a_run_id_reads_back_as_its_recipe_and_stored_slot_wall() -> None:
+    second = run_id("weekly-update", datetime(2026, 10, 25, 1, 30), occurrence=2)
+    assert recipe_of_run(second) == "weekly-update"
+    assert slot_wall_of_run(second) == "2026-10-25T01:30~2"  # as `runs.slot_wall` stores it
+    after, before = run_id_range("weekly-update")
+    assert after < second < before
+    assert not after < run_id("weekly-update-2", datetime(2026, 10, 25, 1, 30)) < before
+
+
+def test_alert_keys_are_built_and_read_back_in_one_place() -> None:
+    run = run_id("weekly-update", datetime(2026, 10, 20, 9, 0))
+    episode = alert_key(run, "uncertain", datetime(2026, 10, 20, 8, 0, tzinfo=UTC))
+    assert episode == f"alert|{run}|uncertain|2026-10-20T08:00:00+00:00"
+    reminder = reminder_key(episode, 2)
+    assert (is_reminder_key(episode), is_reminder_key(reminder)) == (False, True)
+    assert parse_alert_key(episode) == parse_alert_key(reminder) == (run, "uncertain")
+    assert alert_settled_key(episode) == f"{episode}|settled"
+    draft = draft_key("linkedin", run, 1)
+    assert draft_alert_key(REVIEW_POST, draft) == f"alert|review-post|{draft}"
+    with pytest.raises(ValueError):
+        draft_alert_key("reminder", draft)
+
+
+def test_every_kind_of_key_names_its_run_or_none() -> None:
+    run = run_id("weekly-update", datetime(2026, 10, 20, 9, 0))
+    draft = draft_key("li@nkedin", run, 1)  # a platform may hold "@"; its place tells it apart
+    since = datetime(2026, 10, 20, 8, 0, tzinfo=UTC)
+    named = [
+        draft,
+        review_effect_key(draft),
+        review_update_key(draft, "approved", 2),
+        publish_effect_key(draft, "slack:C1"),
+        redraft_key(draft, 1),
+        alert_key(run, "failed", since),
+        alert_settled_key(reminder_key(alert_key(run, "uncertain", since), 1)),
+        draft_alert_key(REVIEW_POST, draft),
+        draft_alert_key(REVIEW_GONE, draft),
+    ]
+    assert [run_of_key(key) for key in named] == [run] * len(named)
+    unnamed = [notice_key("weekly-update", since.isoformat(), "paused"), digest_key("2026-10-20")]
+    assert [run_of_key(key) for key in unnamed] == [None, None]
+
+
+def test_a_slack_publication_names_its_channel_and_no_other_key_does() -> None:
+    draft = draft_key("linkedin", run_id("weekly-update", datetime(2026, 10, 20, 9, 0)), 1)
+    assert slack_channel_of_publish_key(publish_effect_key(draft, slack_target("C1"))) == "C1"
+    assert slack_channel_of_publish_key(publish_effect_key(draft, "webhook:hook")) == ""
+    assert slack_channel_of_publish_key(review_effect_key(draft)) == ""
+
+
+_AD_HOC_KEY_CODE = ('partition("@")', 'split("|")', 'startswith("recipe bumped")', '"|settled"')
+
+
+def test_keys_are_parsed_nowhere_but_identity() -> None:
+    root = Path(__file__).resolve().parent.parent
+    found = [
+        f"{path.relative_to(root)}: {needle}"
+        for folder in ("core", "bot", "galley")
+        for path in sorted((root / folder).rglob("*.py"))
+        if path.name != "identity.py"
+        for needle in _AD_HOC_KEY_CODE
+        if needle in path.read_text(encoding="utf-8")
+    ]
+    assert found == []
+
+
+def test_a_misspelt_failpoint_hook_is_refused() -> None:
+    with pytest.raises(ValueError), hook("after_claim_comit", lambda: None):
+        pass
+    with hook(Failpoint.AFTER_CLAIM_COMMIT, lambda: None):
+        pass

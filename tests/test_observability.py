@@ -28,7 +28,7 @@ from bot.run import Bot
 from core.claims import claim_slot
 from core.history import record_event
 from core.models import AttemptRow, EffectRow, EventRow, RunRow
-from core.operator import Galley
+from core.services import Services
 from core.settings import Settings
 from core.states import EffectState, RunState
 from core.store import Store
@@ -78,7 +78,7 @@ def bot(tmp_path: Path, db_url: str, fake_anthropic: FakeAnthropic) -> Iterator[
             yield started
         finally:
             started.stop()
-            started.galley.store.dispose()
+            started.core.store.dispose()
 
 
 def test_metrics_count_a_draft_from_model_call_to_approval(bot: Bot) -> None:
@@ -87,7 +87,7 @@ def test_metrics_count_a_draft_from_model_call_to_approval(bot: Bot) -> None:
     calls_before = len(slack.calls())
 
     slack.script("chat.postMessage", rate_limited(1))  # one 429, then the post goes through
-    assert bot.galley.draft(RECIPE, SLOT).outcome == "drafted"
+    assert bots.operator(bot).draft(RECIPE, SLOT).outcome == "drafted"
     bot.sync_slack()
     waiting = scrape(bot)
     [message] = slack.messages("C0REVIEW")
@@ -111,7 +111,7 @@ def test_metrics_count_a_draft_from_model_call_to_approval(bot: Bot) -> None:
     def delta(name: str, **labels: str) -> float:
         return value(after, name, **labels) - value(before, name, **labels)
 
-    with bot.galley.store.transaction() as session:
+    with bot.core.store.transaction() as session:
         [attempt] = session.exec(select(AttemptRow)).all()
     assert delta("galley_model_calls_total", recipe=RECIPE, model="claude-test", outcome="ok") == 1
     assert delta("galley_model_call_duration_seconds_count", outcome="ok") == 1
@@ -197,7 +197,7 @@ def test_start_up_misfire_is_counted_by_reason(bot: Bot) -> None:
 
 
 def _run_state(bot: Bot) -> str | None:
-    with bot.galley.store.transaction() as session:
+    with bot.core.store.transaction() as session:
         run = session.exec(select(RunRow).where(col(RunRow.id) == f"{RECIPE}@{SLOT}")).one()
         return str(run.state)
 
@@ -309,7 +309,7 @@ def test_socket_mode_acks_are_timed_too(
             assert (REGISTRY.get_sample_value(acks) or 0.0) - before == 1
             wait_for(lambda: bool(slack.calls(RESPONSE_URL)), 10, "the reply to /galley help")
         finally:
-            bot.galley.store.dispose()
+            bot.core.store.dispose()
 
 
 # --- the hook's counting, without a bot -------------------------------------------------------
@@ -320,7 +320,7 @@ def sample(name: str, **labels: str) -> float:
 
 
 def test_a_claim_taken_over_is_counted_once(store: Store) -> None:
-    galley = Galley(make_config(claim_lease="10m"), store)
+    galley = Services(make_config(claim_lease="10m"), store)
     recipe = galley.recipe(RECIPE)
     slot = galley.resolve_slot(recipe, SLOT)
     clock = FrozenClock()
@@ -358,7 +358,7 @@ def test_a_rolled_back_change_is_not_counted(store: Store) -> None:
 def test_scheduler_fires_and_misfires_are_counted(bot: Bot) -> None:
     fires = sample("galley_scheduler_fires_total", recipe=RECIPE)
     misfires = sample("galley_scheduler_misfires_total", recipe=RECIPE)
-    now = bot.galley.clock.now()
+    now = bot.core.clock.now()
     bot.host._on_fire(RECIPE, scheduled_at=now)
     missed = JobExecutionEvent(EVENT_JOB_MISSED, f"recipe:{RECIPE}", "default", now)
     bot.host._on_missed(missed)

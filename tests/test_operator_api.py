@@ -60,20 +60,31 @@ def settings(tmp_path: Path, db_url: str, fake_anthropic: FakeAnthropic) -> Sett
 
 
 @pytest.fixture
-def opened(settings: Settings) -> Iterator[list[galley.Galley]]:
-    handles: list[galley.Galley] = []
-    yield handles
-    for handle in handles:
-        handle.store.dispose()
+def db(settings: Settings) -> Iterator[Store]:
+    """The test's own connection to the database the notebook opens, to read rows."""
+    store = Store(settings.galley_database_url)
+    yield store
+    store.dispose()
 
 
 @pytest.fixture
-def connect(settings: Settings, opened: list[galley.Galley]) -> Connect:
-    clock = FrozenClock()
+def clock() -> FrozenClock:
+    return FrozenClock()
 
+
+@pytest.fixture
+def opened() -> Iterator[list[galley.Galley]]:
+    handles: list[galley.Galley] = []
+    yield handles
+    for handle in handles:
+        handle._services.store.dispose()  # each notebook's own engine
+
+
+@pytest.fixture
+def connect(settings: Settings, clock: FrozenClock, opened: list[galley.Galley]) -> Connect:
     def open_as(user: str | None) -> galley.Galley:
         handle = galley.connect(user, settings=settings, clock=clock)
-        handle._backoff = NoWait()
+        handle._services._backoff = NoWait()  # retried model calls need not wait
         opened.append(handle)
         return handle
 
@@ -85,7 +96,9 @@ def rows(store: Store, model: type[Any], *where: Any) -> list[Any]:
         return list(session.exec(select(model).where(*where)).all())
 
 
-def test_a_person_reads_a_draft_and_approves_exactly_that_revision(connect: Connect) -> None:
+def test_a_person_reads_a_draft_and_approves_exactly_that_revision(
+    connect: Connect, db: Store
+) -> None:
     admin, editor = connect("U0ADMIN"), connect("U0EDITOR")
     assert admin.draft(RECIPE, SLOT).key == KEY
 
@@ -99,19 +112,21 @@ def test_a_person_reads_a_draft_and_approves_exactly_that_revision(connect: Conn
 
     assert (answer.accepted, answer.state) == (True, "approved")
     [decision] = rows(
-        editor.store,
+        db,
         EventRow,
         col(EventRow.subject_id) == KEY,
         col(EventRow.to_state) == "approved",
     )
     assert decision.actor == "U0EDITOR"
-    [run] = rows(editor.store, RunRow, col(RunRow.id) == RUN)
+    [run] = rows(db, RunRow, col(RunRow.id) == RUN)
     assert run.state == RunState.SUCCEEDED  # no publish target: approval ends the run
     assert editor.drafts() == []
     assert [d.actor for d in editor.show(KEY).decisions] == ["U0EDITOR"]
 
 
-def test_a_stranger_cannot_decide_and_an_approver_cannot_administer(connect: Connect) -> None:
+def test_a_stranger_cannot_decide_and_an_approver_cannot_administer(
+    connect: Connect, db: Store
+) -> None:
     admin, editor, stranger = connect("U0ADMIN"), connect("U0EDITOR"), connect("U0STRANGER")
     admin.draft(RECIPE, SLOT)
     shown = stranger.show(KEY)  # reading needs no permission
@@ -131,16 +146,16 @@ def test_a_stranger_cannot_decide_and_an_approver_cannot_administer(connect: Con
     with pytest.raises(galley.NotPermitted):
         editor.approve(shown, user="U0ADMIN")  # opened as one person, cannot act as another
 
-    [draft] = rows(admin.store, DraftRow)
+    [draft] = rows(db, DraftRow)
     assert (draft.state, draft.revision, draft.decided_by) == (DraftState.READY, 1, None)
-    [recipe] = rows(admin.store, RecipeRow)
+    [recipe] = rows(db, RecipeRow)
     assert (recipe.version, recipe.paused) == (1, False)
     assert admin.bump(RECIPE) == 2  # an admin may
     assert [e.actor for e in admin.events() if e.to_state == "v2"] == ["U0ADMIN"]
 
 
 def test_a_notebook_that_does_not_say_who_it_is_only_reads(
-    connect: Connect, monkeypatch: pytest.MonkeyPatch
+    connect: Connect, monkeypatch: pytest.MonkeyPatch, db: Store
 ) -> None:
     monkeypatch.delenv(galley.USER_VARIABLE, raising=False)
     admin, nobody = connect("U0ADMIN"), connect(None)
@@ -155,7 +170,7 @@ def test_a_notebook_that_does_not_say_who_it_is_only_reads(
     ):
         with pytest.raises(galley.NotPermitted, match="reading only"):
             write()
-    [draft] = rows(admin.store, DraftRow)
+    [draft] = rows(db, DraftRow)
     assert (draft.state, draft.decided_by) == (DraftState.READY, None)
 
 
@@ -169,14 +184,14 @@ def test_a_decision_must_say_which_revision_it_read(connect: Connect) -> None:
 
 
 def test_show_has_revisions_decisions_attempts_with_causes_and_effects(
-    connect: Connect, fake_anthropic: FakeAnthropic
+    connect: Connect, fake_anthropic: FakeAnthropic, db: Store, clock: FrozenClock
 ) -> None:
     admin, editor = connect("U0ADMIN"), connect("U0EDITOR")
     fake_anthropic.script(status(529), ok(text="The model's words."))
     admin.draft(RECIPE, SLOT)
     first = editor.show(KEY)
     assert editor.edit(first, "An editor's words.").accepted
-    ledger = EffectLedger(admin.store, admin.clock, "test-worker")
+    ledger = EffectLedger(db, clock, "test-worker")
     start = ledger.begin(
         EffectSpec(
             f"{KEY}|review", draft_key=KEY, step="review", payload={"c": 1}, lease=timedelta(1)
@@ -257,7 +272,7 @@ def test_collections_convert_to_data_frames(connect: Connect) -> None:
 
 
 def test_a_failed_draft_is_drafted_again_by_retry_without_a_bump(
-    connect: Connect, fake_anthropic: FakeAnthropic
+    connect: Connect, fake_anthropic: FakeAnthropic, db: Store
 ) -> None:
     admin = connect("U0ADMIN")
     fake_anthropic.script(status(400))
@@ -268,9 +283,9 @@ def test_a_failed_draft_is_drafted_again_by_retry_without_a_bump(
     said = admin.retry(RUN)
 
     assert "drafted" in said
-    [run] = rows(admin.store, RunRow, col(RunRow.id) == RUN)
+    [run] = rows(db, RunRow, col(RunRow.id) == RUN)
     assert run.state == RunState.AWAITING_REVIEW
-    [recipe] = rows(admin.store, RecipeRow)
+    [recipe] = rows(db, RecipeRow)
     assert recipe.version == 1
     assert len(fake_anthropic.requests) == 2
 

@@ -200,7 +200,7 @@ def test_the_home_tab_links_the_latest_runs_publications_from_its_receipts(
 ) -> None:
     world = world_of(worlds, db_url, platforms)
     urls = published_with_urls_in_receipts(world, platforms)
-    model = read_home(world.galley)
+    model = read_home(world.core)
     [line] = [line for line in model.recipes if line.last_run == RUN]
     assert [link.url for link in line.last_published] == urls
     view = json.dumps(home_view(model, Viewer("U0EDITOR", True, False), now=world.clock.now()))

@@ -25,6 +25,7 @@ from core.operator import Galley
 from core.outbox import ReviewOutbox
 from core.policies import AlertKind, DraftOutcome, FailReason, SkipReason
 from core.ports import BackpressureNotice, MessageRef, ReviewItem, RunAlert
+from core.services import Services
 from core.states import DraftState, RunState
 from core.store import Store
 from core.testing import FrozenClock, InstantDrafter
@@ -130,18 +131,21 @@ def test_a_failed_draft_can_be_skipped_by_a_person(store: Store) -> None:
 # --- pending runs nothing looks at ---------------------------------------------------------
 
 
-def dispatcher_for(galley: Galley, config: Config) -> SlotDispatcher:
-    return SlotDispatcher(galley.store, galley.drafting, galley.clock, recipes=dict(config.recipes))
+def dispatcher_for(services: Services, config: Config) -> SlotDispatcher:
+    return SlotDispatcher(
+        services.store, services.drafting, services.clock, recipes=dict(config.recipes)
+    )
 
 
 def test_a_bumped_run_left_pending_is_drafted_at_the_new_version(store: Store) -> None:
     clock = FrozenClock()
     config = make_config()
-    galley = Galley(config, store, drafter=InstantDrafter(), clock=clock)
+    services = Services(config, store, drafter=InstantDrafter(), clock=clock)
+    galley = Galley.over(services)
     galley.draft(RECIPE, SLOT)
     galley.bump(RECIPE, actor="U0ADMIN")
     assert run_row(store).state == RunState.PENDING
-    dispatcher = dispatcher_for(galley, config)
+    dispatcher = dispatcher_for(services, config)
     assert dispatcher.stale_pending_runs() == []  # just moved: not stale yet
 
     clock.advance(timedelta(minutes=2))
@@ -158,17 +162,19 @@ def test_a_pending_run_past_grace_or_without_its_recipe_is_closed_with_a_reason(
 ) -> None:
     clock = FrozenClock()
     config = make_config()
-    galley = Galley(config, store, drafter=InstantDrafter(), clock=clock)
+    services = Services(config, store, drafter=InstantDrafter(), clock=clock)
     from core.claims import ensure_recipe_row, open_run
 
     with store.transaction() as session:  # a crash left two runs pending
         ensure_recipe_row(session, RECIPE, clock.now())
         for wall in ("2026-11-16T09:00", SLOT):
-            slot = galley.resolve_slot(galley.recipe(RECIPE), wall)
-            open_run(session, galley.recipe(RECIPE), slot, manual=False, actor="t", now=clock.now())
+            slot = services.resolve_slot(services.recipe(RECIPE), wall)
+            open_run(
+                session, services.recipe(RECIPE), slot, manual=False, actor="t", now=clock.now()
+            )
     clock.advance(timedelta(minutes=2))
-    dispatcher = dispatcher_for(galley, config)
-    removed = dispatcher_for(galley, parse_without_recipe())
+    dispatcher = dispatcher_for(services, config)
+    removed = dispatcher_for(services, parse_without_recipe())
 
     late = dispatcher.settle_pending(f"{RECIPE}@2026-11-16T09:00")
     gone = removed.settle_pending(RUN)

@@ -28,6 +28,7 @@ from core.states import DraftState, RunState
 from core.store import Store
 from tests import bots, rows
 from tests.approvals import approve
+from tests.bots import operator
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import FakeAnthropic, ok
 from tests.fakes.slack_api import FakeSlack
@@ -52,11 +53,11 @@ class Running:
 
     def draft(self, slot: str, *texts: str) -> None:
         self.anthropic.script(*(ok(text=t) for t in texts))
-        assert self.bot.galley.draft(RECIPE, slot).outcome == DraftOutcome.DRAFTED
+        assert operator(self.bot).draft(RECIPE, slot).outcome == DraftOutcome.DRAFTED
         self.bot.sync_slack()
 
     def approve_and_publish(self, key: str) -> None:
-        galley = self.bot.galley
+        galley = self.bot.core
         answer = approve(galley.store, galley.config, galley.clock, key)
         assert answer.accepted, answer.message
         self.bot.reconcile()  # the periodic pass publishes approved runs
@@ -146,7 +147,7 @@ def test_redraft_makes_one_extra_model_call_and_still_one_review_message(
         assert [a.redraft for a in attempts] == [False, True]
     draft = h.draft_row(LATER_KEY)
     assert (draft.state, draft.text) == (DraftState.READY, FRESH)
-    run = h.bot.galley.runs(RunState.AWAITING_REVIEW)
+    run = operator(h.bot).runs(RunState.AWAITING_REVIEW)
     assert [r.draft_key for r in run] == [LATER_KEY]
 
 

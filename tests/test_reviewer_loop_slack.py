@@ -140,7 +140,7 @@ def test_a_notebook_approval_reaches_the_slack_message_as_progress_once(
         galley_config=h.bot.settings.galley_config,
         galley_database_url=h.bot.settings.galley_database_url,
     )
-    g = galley.connect(EDITOR, settings=settings, clock=h.bot.galley.clock)
+    g = galley.connect(EDITOR, settings=settings, clock=h.bot.core.clock)
 
     answer = g.approve(g.show(KEY))
     h.bot.sync_slack()  # the running bot's outbox pass

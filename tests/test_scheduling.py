@@ -19,9 +19,9 @@ from core.claims import Claim, DraftResult, claim_slot
 from core.config import Recipe
 from core.dispatch import SlotDispatcher
 from core.models import EventRow, RunRow
-from core.operator import Galley
 from core.policies import DraftOutcome, DstGap, DstRepeat, Overlap, SkipReason
 from core.schedule import slot_at_instant, slots_between
+from core.services import Services
 from core.states import RunState
 from core.store import Store
 from core.testing import FrozenClock, InstantDrafter
@@ -35,7 +35,7 @@ def setup(
     store: Store, clock: FrozenClock, drafter: Any = None, **recipe_changes: Any
 ) -> tuple[SlotDispatcher, Recipe, InstantDrafter]:
     drafter = drafter or InstantDrafter()
-    galley = Galley(make_config(), store, drafter=drafter, clock=clock)
+    galley = Services(make_config(), store, drafter=drafter, clock=clock)
     recipe = galley.recipe("weekly-update").model_copy(update=recipe_changes)
     galley.config.recipes[recipe.name] = recipe
     dispatcher = SlotDispatcher(store, galley.drafting, clock, queue_poll_seconds=0.05)

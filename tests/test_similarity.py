@@ -22,6 +22,7 @@ from core.operator import Galley
 from core.policies import DraftOutcome, OnSimilar, SimilarityMethod
 from core.review import load_item
 from core.review_facts import annotate, recipe_record
+from core.services import Services
 from core.similarity import comparison_set, record_similarity, similarity
 from core.states import DraftState, RunState
 from core.store import Store
@@ -257,17 +258,18 @@ def test_similarity_settings_have_defaults_and_are_validated() -> None:
 
 def galley_for(
     store: Store, fake: FakeAnthropic, clock: FrozenClock, defaults: str = "", **overrides: Any
-) -> Galley:
+) -> tuple[Galley, Services]:
     drafter = AnthropicDrafter(api_key="test-key", base_url=fake.url)
     config = parse_config(with_defaults(defaults, **overrides))
-    return Galley(config, store, drafter=drafter, clock=clock, backoff=FAST)
+    services = Services(config, store, drafter=drafter, clock=clock, backoff=FAST)
+    return Galley.over(services), services
 
 
-def approve_earlier_post(galley: Galley, fake: FakeAnthropic) -> None:
+def approve_earlier_post(galley: Galley, services: Services, fake: FakeAnthropic) -> None:
     """The post people saw: the week before, drafted and approved."""
     fake.script(ok(text=SEEN))
     assert galley.draft(RECIPE, EARLIER).outcome == DraftOutcome.DRAFTED
-    assert approve(galley.store, galley.config, galley.clock, EARLIER_KEY).accepted
+    assert approve(services.store, services.config, services.clock, EARLIER_KEY).accepted
 
 
 def later_draft(store: Store) -> DraftRow:
@@ -284,8 +286,8 @@ def later_attempts(store: Store) -> list[AttemptRow]:
 def test_a_reworded_draft_is_stored_with_its_match_and_one_model_call(
     store: Store, fake_anthropic: FakeAnthropic
 ) -> None:
-    galley = galley_for(store, fake_anthropic, FrozenClock())
-    approve_earlier_post(galley, fake_anthropic)
+    galley, services = galley_for(store, fake_anthropic, FrozenClock())
+    approve_earlier_post(galley, services, fake_anthropic)
     fake_anthropic.script(ok(text=REWORDED))
 
     assert galley.draft(RECIPE, LATER).outcome == DraftOutcome.DRAFTED
@@ -309,8 +311,8 @@ def test_a_reworded_draft_is_stored_with_its_match_and_one_model_call(
 def test_redraft_asks_once_more_avoiding_the_seen_text_and_keeps_the_fresher_answer(
     store: Store, fake_anthropic: FakeAnthropic
 ) -> None:
-    galley = galley_for(store, fake_anthropic, FrozenClock(), 'on_similar = "redraft"')
-    approve_earlier_post(galley, fake_anthropic)
+    galley, services = galley_for(store, fake_anthropic, FrozenClock(), 'on_similar = "redraft"')
+    approve_earlier_post(galley, services, fake_anthropic)
     fake_anthropic.script(ok(text=REWORDED), ok(text=FRESH))
 
     assert galley.draft(RECIPE, LATER).outcome == DraftOutcome.DRAFTED
@@ -330,8 +332,8 @@ def test_redraft_asks_once_more_avoiding_the_seen_text_and_keeps_the_fresher_ans
 def test_redraft_keeps_the_first_answer_when_the_second_repeats_more(
     store: Store, fake_anthropic: FakeAnthropic
 ) -> None:
-    galley = galley_for(store, fake_anthropic, FrozenClock(), 'on_similar = "redraft"')
-    approve_earlier_post(galley, fake_anthropic)
+    galley, services = galley_for(store, fake_anthropic, FrozenClock(), 'on_similar = "redraft"')
+    approve_earlier_post(galley, services, fake_anthropic)
     fake_anthropic.script(ok(text=REWORDED), ok(text=SEEN))
 
     galley.draft(RECIPE, LATER)
@@ -343,8 +345,8 @@ def test_redraft_keeps_the_first_answer_when_the_second_repeats_more(
 def test_redraft_happens_at_most_once_per_slot_even_after_a_bump(
     store: Store, fake_anthropic: FakeAnthropic
 ) -> None:
-    galley = galley_for(store, fake_anthropic, FrozenClock(), 'on_similar = "redraft"')
-    approve_earlier_post(galley, fake_anthropic)
+    galley, services = galley_for(store, fake_anthropic, FrozenClock(), 'on_similar = "redraft"')
+    approve_earlier_post(galley, services, fake_anthropic)
     fake_anthropic.script(ok(text=REWORDED), ok(text=REWORDED), ok(text=REWORDED))
     galley.draft(RECIPE, LATER)
     galley.bump(RECIPE, actor="U0ADMIN")
@@ -363,8 +365,10 @@ def test_redraft_happens_at_most_once_per_slot_even_after_a_bump(
 def test_redraft_does_not_call_again_below_the_threshold_or_past_max_attempts(
     store: Store, fake_anthropic: FakeAnthropic, defaults: str, max_attempts: int
 ) -> None:
-    galley = galley_for(store, fake_anthropic, FrozenClock(), defaults, max_attempts=max_attempts)
-    approve_earlier_post(galley, fake_anthropic)
+    galley, services = galley_for(
+        store, fake_anthropic, FrozenClock(), defaults, max_attempts=max_attempts
+    )
+    approve_earlier_post(galley, services, fake_anthropic)
     fake_anthropic.script(ok(text=REWORDED), ok(text=FRESH))
 
     assert galley.draft(RECIPE, LATER).outcome == DraftOutcome.DRAFTED
@@ -377,10 +381,10 @@ def test_redraft_does_not_spend_past_the_daily_token_budget(
     store: Store, fake_anthropic: FakeAnthropic
 ) -> None:
     """Each call costs 46 tokens: the budget lets the second week draft, not re-draft."""
-    galley = galley_for(
+    galley, services = galley_for(
         store, fake_anthropic, FrozenClock(), 'on_similar = "redraft"\ndaily_token_budget = 90'
     )
-    approve_earlier_post(galley, fake_anthropic)
+    approve_earlier_post(galley, services, fake_anthropic)
     fake_anthropic.script(ok(text=REWORDED), ok(text=FRESH))
 
     assert galley.draft(RECIPE, LATER).outcome == DraftOutcome.DRAFTED
@@ -396,14 +400,14 @@ def test_the_review_item_names_the_match_only_from_the_recipes_similar_warn(
     store: Store, fake_anthropic: FakeAnthropic
 ) -> None:
     clock = FrozenClock()
-    galley = galley_for(store, fake_anthropic, clock)
-    approve_earlier_post(galley, fake_anthropic)
+    galley, services = galley_for(store, fake_anthropic, clock)
+    approve_earlier_post(galley, services, fake_anthropic)
     fake_anthropic.script(ok(text=REWORDED))
     galley.draft(RECIPE, LATER)
     item = load_item(store, LATER_KEY)
     assert item is not None
 
-    shown = annotate(store, galley.config, clock.now(), item)
+    shown = annotate(store, services.config, clock.now(), item)
     strict = annotate(store, parse_config(with_defaults("similar_warn = 95")), clock.now(), item)
     decided = load_item(store, EARLIER_KEY)
     assert decided is not None
@@ -415,7 +419,7 @@ def test_the_review_item_names_the_match_only_from_the_recipes_similar_warn(
     )
     assert strict.similar is None  # the rewording scores below 95: no line
     assert shown.record is not None and shown.record.approved == 1
-    assert annotate(store, galley.config, clock.now(), decided) == decided  # no buttons, no facts
+    assert annotate(store, services.config, clock.now(), decided) == decided  # no buttons, no facts
 
 
 def test_the_recipe_record_counts_thirty_days_of_decisions_and_the_last_rejection(

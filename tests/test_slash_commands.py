@@ -8,6 +8,7 @@ import time
 
 from core.policies import DraftOutcome
 from core.states import DraftState, RunState
+from tests.bots import operator
 from tests.fakes.anthropic_api import ok, status
 from tests.fakes.slack_api import RESPONSE_URL
 from tests.slack_harness import KEY, PEOPLE, RECIPE, RUN, SLOT, StartBot, eventually
@@ -53,7 +54,7 @@ def test_slash_retry_drafts_a_failed_run_again_without_a_bump(
 ) -> None:
     h = start_bot(sqlite_url, slack=PEOPLE, max_attempts=1)
     h.anthropic.script(status(500))  # the only attempt fails: the run fails
-    failed = h.bot.galley.draft(RECIPE, SLOT)
+    failed = operator(h.bot).draft(RECIPE, SLOT)
     assert failed.outcome == DraftOutcome.FAILED
 
     assert h.command(f"retry {RUN}", "U0ADMIN").status_code == 200

@@ -29,6 +29,7 @@ from core.states import DraftState, RunState
 from core.store import Store
 from core.testing import FrozenClock
 from tests import bots
+from tests.bots import operator
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import FakeAnthropic, ok
 from tests.fakes.slack_api import RESPONSE_URL, FakeSlack
@@ -166,7 +167,7 @@ def start_socket_bot(tmp_path: Path, fake_anthropic: FakeAnthropic) -> Iterator[
     yield start
     for harness in started:
         harness.bot.stop()
-        harness.bot.galley.store.dispose()
+        harness.bot.core.store.dispose()
         harness.store.dispose()
     for fake in fakes:
         fake.stop()
@@ -263,7 +264,7 @@ def test_stale_and_concurrent_clicks_over_socket_mode_decide_once_and_say_why(
     for thread in threads:
         thread.join(timeout=10)
     [loser_reply] = eventually(lambda: h.replies(), "the loser's reply")
-    h.bot.galley.bump(RECIPE, actor="U0ADMIN")
+    operator(h.bot).bump(RECIPE, actor="U0ADMIN")
     assert h.click(APPROVE, "U0EDITOR", key, value=stale_value).acked  # decided already
 
     draft = h.draft_row(key)
@@ -317,9 +318,9 @@ def test_every_envelope_is_acked_in_time_while_every_drafting_thread_waits_on_th
     key, _ = h.draft_and_post()
     h.anthropic.delay = 3.0  # every model call from here on hangs, longer than the clicks take
     for wall in ("2026-10-05T09:00", "2026-10-12T09:00", "2026-10-19T09:00", "2026-10-26T09:00"):
-        recipe = h.bot.galley.recipe(RECIPE)
-        slot = h.bot.galley.resolve_slot(recipe, wall)
-        h.bot.host.submit(h.bot.galley.drafting.draft_slot, recipe, slot, manual=True)
+        recipe = h.bot.core.recipe(RECIPE)
+        slot = h.bot.core.resolve_slot(recipe, wall)
+        h.bot.host.submit(h.bot.core.drafting.draft_slot, recipe, slot, manual=True)
     eventually(lambda: len(h.anthropic.requests) >= 3, "the drafting threads to block", 10)
 
     replies = [h.command("status", f"U{n:03d}") for n in range(20)]

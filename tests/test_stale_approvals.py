@@ -18,6 +18,7 @@ from core.models import AttemptRow
 from core.policies import AttemptCause, Finding, PublishOutcome
 from core.review import edit
 from core.states import DraftState, RunState
+from tests.bots import operator
 from tests.publishing_bots import BotHarness
 from tests.worlds import HOOK_KEY, KEY, RECIPE, REVIEW, RUN, SLOT, MakeWorld
 
@@ -123,13 +124,13 @@ def test_a_draft_sent_back_for_a_stale_approval_gets_its_buttons_back(
     bot_harness: Callable[..., BotHarness], sqlite_url: str
 ) -> None:
     h = bot_harness(sqlite_url, status_url=True, defaults='approval_ttl = "1s"')
-    assert h.bot.galley.draft(RECIPE, SLOT).key == KEY
+    assert operator(h.bot).draft(RECIPE, SLOT).key == KEY
     h.bot.sync_slack()
     h.approve()
     h.bot.sync_slack()  # the message now says who approved it
     time.sleep(1.2)  # the approval goes stale before publishing starts
 
-    assert h.bot.publishing.publish_run(RUN).outcome == PublishOutcome.SENT_BACK
+    assert h.bot.services.publishing.publish_run(RUN).outcome == PublishOutcome.SENT_BACK
     h.bot.sync_slack()
 
     assert len(h.hook.posts) == 0

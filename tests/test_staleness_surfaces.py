@@ -46,7 +46,7 @@ def notebook(h: Harness) -> galley.Galley:
         galley_config=h.bot.settings.galley_config,
         galley_database_url=h.bot.settings.galley_database_url,
     )
-    return galley.connect(EDITOR, settings=settings, clock=h.bot.galley.clock)
+    return galley.connect(EDITOR, settings=settings, clock=h.bot.core.clock)
 
 
 @dataclass(frozen=True)

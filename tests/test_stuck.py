@@ -18,8 +18,8 @@ from core.effects import EffectLedger
 from core.gauges import DatabaseGauges
 from core.home import read_home
 from core.models import RecipeRow, RunRow
-from core.operator import Galley
 from core.ports import MessageRef, RunAlert
+from core.services import Services
 from core.states import RunState
 from core.store import Store
 from core.stuck import is_stuck
@@ -135,7 +135,7 @@ class Surfaces:
         return {a.run_id for a in self.alerter.alerts} - self.uncertain
 
     def home(self) -> set[str]:
-        model = read_home(Galley(self.config, self.store, clock=self.clock))
+        model = read_home(Services(self.config, self.store, clock=self.clock))
         assert {r.id for r in model.needing_person if not r.stuck} == self.uncertain
         return {r.id for r in model.needing_person if r.stuck}
 

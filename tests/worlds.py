@@ -32,6 +32,7 @@ from core.ports import Fit, PostQuery, Publication, Publisher
 from core.publishing import PublishingService, PublishResult
 from core.resolution import Resolver
 from core.review import ReviewAnswer
+from core.services import Services
 from core.store import Store, normalise_url
 from core.testing import FrozenClock
 from tests import rows
@@ -137,7 +138,8 @@ class World:
     drafter: AnthropicDrafter
     environ: dict[str, str] | None = None  # the publishers' secrets (default: the process's)
     store: Store = field(init=False)
-    galley: Galley = field(init=False)
+    core: Services = field(init=False)  # core's container, as the bot builds it
+    galley: Galley = field(init=False)  # the operator facade over it
     publishers: Publishers = field(init=False)  # the bot's publisher_for
     _backup: Path | str | None = None
 
@@ -147,7 +149,8 @@ class World:
 
     def _open(self) -> None:
         self.store = Store(self.db_url)
-        self.galley = Galley(self.config, self.store, drafter=self.drafter, clock=self.clock)
+        self.core = Services(self.config, self.store, drafter=self.drafter, clock=self.clock)
+        self.galley = Galley.over(self.core)
 
     @property
     def recipe(self) -> Recipe:
@@ -273,7 +276,6 @@ class World:
         """Put the backup back in place of the live database."""
         assert self._backup is not None
         self.store.dispose()
-        self.galley.store.dispose()
         if isinstance(self._backup, Path):
             path = Path(str(sa.make_url(self.db_url).database))
             for suffix in ("-wal", "-shm"):
