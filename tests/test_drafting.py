@@ -19,6 +19,7 @@ from core.drafting import Backoff
 from core.models import AttemptRow, DraftRow, RunRow
 from core.operator import Galley
 from core.policies import AttemptOutcome, DraftOutcome, FailReason, SkipReason
+from core.services import Services
 from core.states import DraftState, RunState
 from core.store import Store
 from core.testing import FrozenClock, InstantDrafter
@@ -259,8 +260,8 @@ def test_an_answer_whose_claim_was_taken_over_meanwhile_is_paid_for_and_not_stor
     holder whose claim was taken over during its call still has its call's cost on
     record (its attempt stays abandoned), and only the taker's draft is stored."""
     clock = FrozenClock()
-    holder = Galley(make_config(), store, drafter=InstantDrafter("late"), clock=clock)
-    taker = Galley(make_config(), store, drafter=InstantDrafter("taker's"), clock=clock)
+    holder = Services(make_config(), store, drafter=InstantDrafter("late"), clock=clock)
+    taker = Services(make_config(), store, drafter=InstantDrafter("taker's"), clock=clock)
     recipe = holder.recipe("weekly-update")
     slot = holder.resolve_slot(recipe, SLOT)
     taken: list[DraftOutcome] = []
