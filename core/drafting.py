@@ -10,17 +10,15 @@ was bumped is still stored (superseded), never thrown away.
 from __future__ import annotations
 
 import os
-import random
 import socket
 import time
 import uuid
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
+from core.attempts import Backoff, add_attempt, attempts_so_far, finish_attempt
 from core.causes import attempt_cause
 from core.claims import Claim, DraftResult, claim_slot, lock_recipe_row, renew_lease
 from core.config import Recipe, render_template
@@ -28,9 +26,9 @@ from core.errors import LostClaim, ModelCallFailed
 from core.failpoints import Failpoint, failpoint
 from core.fit import FitRule, limit_instruction
 from core.history import guarded_delete, move_draft, move_run, note_released, note_run
-from core.identity import attempt_id, recipe_of_run, text_hash
+from core.identity import recipe_of_run, text_hash
 from core.leases import Heartbeat
-from core.models import AttemptRow, DraftRow, EffectRow, RecipeRow, RunRow
+from core.models import DraftRow, EffectRow, RecipeRow, RunRow
 from core.policies import AttemptOutcome, DraftOutcome, EffectStep, FailReason, Overlap
 from core.ports import Clock, Drafter, DraftRequest, Fit, ModelReply, SystemClock
 from core.rows import lock_draft, lock_run, required, run_holds
@@ -53,30 +51,7 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
-@dataclass(frozen=True)
-class Backoff:
-    """Capped exponential backoff with jitter; Retry-After wins when the API sends it."""
-
-    base_seconds: float = 1.0
-    cap_seconds: float = 30.0
-    retry_after_cap_seconds: float = 60.0
-
-    def delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(retry_after, self.retry_after_cap_seconds)
-        exponential = min(self.cap_seconds, self.base_seconds * 2 ** (attempt - 1))
-        return float(exponential * random.uniform(0.5, 1.0))
-
-
 CANCELLED_WHILE_DRAFTED = "its run was cancelled while it was drafted"
-
-# Built once, bound per call (the SET clause is the parameters' columns): building an
-# attempt's statements anew cost more CPU than sending them.
-_ATTEMPTS: Any = AttemptRow.__table__  # type: ignore[attr-defined]
-_ATTEMPT = "attempt_id"
-_INSERT_ATTEMPT = sa.insert(_ATTEMPTS)
-_ATTEMPT_USAGE = sa.update(_ATTEMPTS).where(_ATTEMPTS.c.id == sa.bindparam(_ATTEMPT))
-_FINISH_ATTEMPT = _ATTEMPT_USAGE.where(_ATTEMPTS.c.finished_at.is_(None))
 
 
 class DraftingService:
@@ -170,23 +145,20 @@ class DraftingService:
         """Write the attempt row before the call; None when the attempt cap is reached."""
         with self.store.transaction() as session:
             draft = _own_claim(session, claim)
-            used, last = _attempts_so_far(session, claim)
+            used, last = attempts_so_far(session, claim.draft_key, claim.run_id)
             if used - draft.attempts_before >= recipe.max_attempts:
                 return None
             number = (last or 0) + 1
-            session.execute(
-                _INSERT_ATTEMPT,  # the other columns take their defaults
-                {
-                    "id": attempt_id(claim.run_id, number),
-                    "run_id": claim.run_id,
-                    "recipe": recipe.name,
-                    "draft_key": claim.draft_key,
-                    "number": number,
-                    "worker": claim.owner,
-                    "model": recipe.model,
-                    "started_at": self.clock.now(),
-                    "redraft": redraft,
-                },
+            add_attempt(
+                session,
+                run_id=claim.run_id,
+                number=number,
+                draft_key=claim.draft_key,
+                recipe=recipe.name,
+                worker=claim.owner,
+                model=recipe.model,
+                started_at=self.clock.now(),
+                redraft=redraft,
             )
             return number
 
@@ -207,19 +179,11 @@ class DraftingService:
             "finished_at": self.clock.now(),
             "latency_ms": round(seconds * 1000),
         }
-        values |= attempt_outcome(failure, reply)
-        row: dict[str, object] = {_ATTEMPT: attempt_id(claim.run_id, number)}
-        # An attempt already marked abandoned by a new owner stays so…
-        statements = [(_FINISH_ATTEMPT, row | values)]
-        if reply is not None:  # …but what it cost was paid all the same, and counts
-            statements.append((_ATTEMPT_USAGE, row | usage_of(reply)))
         if session is not None:
-            for statement, params in statements:
-                session.execute(statement, params)
+            finish_attempt(session, claim.run_id, number, values, failure=failure, reply=reply)
             return
         with self.store.transaction() as own_session:
-            for statement, params in statements:
-                own_session.execute(statement, params)
+            finish_attempt(own_session, claim.run_id, number, values, failure=failure, reply=reply)
 
     def _store_draft(
         self, recipe: Recipe, claim: Claim, number: int, started: float, reply: ModelReply
@@ -412,24 +376,6 @@ def _still_ours(draft: DraftRow | None, claim: Claim) -> DraftRow:
     return draft
 
 
-def _attempts_so_far(session: Session, claim: Claim) -> tuple[int, int | None]:
-    """In one statement: the attempts made for the claim's draft key (by this claim and
-    the ones given back before it), and the run's highest attempt number."""
-    of_key = (
-        select(sa.func.count())
-        .select_from(AttemptRow)
-        .where(col(AttemptRow.draft_key) == claim.draft_key)
-        .scalar_subquery()
-    )
-    of_run = (
-        select(sa.func.max(AttemptRow.number))
-        .where(col(AttemptRow.run_id) == claim.run_id)
-        .scalar_subquery()
-    )
-    used, last = session.execute(sa.select(of_key, of_run)).one()
-    return int(used), last
-
-
 def _run(session: Session, run_id: str) -> RunRow:
     return required(lock_run(session, run_id), f"run {run_id}")
 
@@ -457,36 +403,6 @@ def _supersede_older_drafts(session: Session, claim: Claim, actor: str, now: dat
         move_draft(
             session, draft, DraftState.SUPERSEDED, actor=actor, at=now, reason=claim.draft_key
         )
-
-
-def attempt_outcome(failure: ModelCallFailed | None, reply: ModelReply | None) -> dict[str, object]:
-    """The attempt row's columns for how a model call ended: its failure, or its reply
-    and usage (drafts and redrafts write their attempts the same way)."""
-    if failure is not None:
-        return {
-            "outcome": failure.outcome,
-            "error": str(failure)[:2000],
-            "http_status": failure.status,
-            "request_id": failure.request_id,
-        }
-    if reply is None:
-        return {}
-    values: dict[str, object] = {
-        "outcome": AttemptOutcome.OK,
-        "model": reply.model,
-        "request_id": reply.request_id,
-        "stop_reason": reply.stop_reason,
-    }
-    return values | usage_of(reply)
-
-
-def usage_of(reply: ModelReply) -> dict[str, int]:
-    return {
-        "input_tokens": reply.input_tokens,
-        "output_tokens": reply.output_tokens,
-        "cache_creation_tokens": reply.cache_creation_tokens,
-        "cache_read_tokens": reply.cache_read_tokens,
-    }
 
 
 def _fail_reason(outcome: AttemptOutcome) -> FailReason:

@@ -64,9 +64,9 @@ from core.views import (
 
 if TYPE_CHECKING:  # loaded by the operations that use them: reads stay light
     from core.acting import Desk
+    from core.attempts import Backoff
     from core.bumps import Bumped
     from core.claims import DraftResult
-    from core.drafting import Backoff
     from core.plots import Plots
     from core.publication_calendar import Calendar
 

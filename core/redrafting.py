@@ -17,17 +17,18 @@ import time
 from datetime import datetime
 
 import sqlalchemy as sa
-from sqlmodel import col, select
+from sqlmodel import col
 
+from core.attempts import Backoff, add_attempt, attempts_so_far, finish_attempt
 from core.causes import attempt_cause
 from core.config import Config, Recipe, render_template
-from core.drafting import Backoff, attempt_outcome, usage_of, worker_name
+from core.drafting import worker_name
 from core.errors import LostClaim, ModelCallFailed
 from core.failpoints import Failpoint, failpoint
 from core.history import note_draft
-from core.identity import attempt_id, text_hash
+from core.identity import text_hash
 from core.leases import Heartbeat, lease_now, new_owner
-from core.models import AttemptRow, DraftRow, RedraftRow, RunRow
+from core.models import DraftRow, RedraftRow, RunRow
 from core.policies import AttemptCause, RedraftState, Refusal
 from core.ports import Clock, Drafter, DraftRequest, ModelReply, ReviewItem
 from core.redraft_claims import (
@@ -211,22 +212,18 @@ class RedraftService:
             draft = session.get(DraftRow, claim.draft_key)
             if draft is None or model_calls(session, draft) >= recipe.max_attempts:
                 return None
-            last = session.exec(
-                select(sa.func.max(AttemptRow.number)).where(col(AttemptRow.run_id) == claim.run_id)
-            ).one()
+            _, last = attempts_so_far(session, claim.draft_key, claim.run_id)
             number = (last or 0) + 1
-            session.add(
-                AttemptRow(
-                    id=attempt_id(claim.run_id, number),
-                    run_id=claim.run_id,
-                    recipe=recipe.name,
-                    draft_key=claim.draft_key,
-                    number=number,
-                    worker=claim.owner,
-                    model=recipe.model,
-                    started_at=self.clock.now(),
-                    cause=AttemptCause.REDRAFT,
-                )
+            add_attempt(
+                session,
+                run_id=claim.run_id,
+                number=number,
+                draft_key=claim.draft_key,
+                recipe=recipe.name,
+                worker=claim.owner,
+                model=recipe.model,
+                started_at=self.clock.now(),
+                cause=AttemptCause.REDRAFT,
             )
             return number
 
@@ -239,16 +236,8 @@ class RedraftService:
         reply: ModelReply | None = None,
     ) -> None:
         values: dict[str, object] = {"finished_at": self.clock.now()}
-        values |= attempt_outcome(failure, reply)
-        row = col(AttemptRow.id) == attempt_id(claim.run_id, number)
-        with self.store.transaction() as session:  # one marked abandoned by a taker stays so…
-            session.execute(
-                sa.update(AttemptRow)
-                .where(row, col(AttemptRow.finished_at).is_(None))
-                .values(**values)
-            )
-            if reply is not None:  # …but what it cost was paid all the same, and counts
-                session.execute(sa.update(AttemptRow).where(row).values(**usage_of(reply)))
+        with self.store.transaction() as session:
+            finish_attempt(session, claim.run_id, number, values, failure=failure, reply=reply)
 
     def _store(self, recipe: Recipe, claim: RedraftClaim, reply: ModelReply) -> ReviewAnswer:
         if not reply.text.strip():

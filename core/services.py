@@ -32,8 +32,9 @@ from core.store import URL_VARIABLE, Store, normalise_url
 
 if TYPE_CHECKING:
     from core.acting import Desk, People
+    from core.attempts import Backoff
     from core.claims import DraftResult
-    from core.drafting import Backoff, DraftingService
+    from core.drafting import DraftingService
     from core.fit import FitRule
     from core.recipe_changes import RecipeChanges
     from core.redrafting import RedraftService

@@ -20,10 +20,11 @@ from pathlib import Path
 from sqlmodel import col, select
 
 from core.alerts import AlertService
+from core.attempts import Backoff
 from core.claims import sweep_expired_claims
 from core.config import Config, load_config
 from core.dispatch import SlotDispatcher
-from core.drafting import Backoff, DraftingService, worker_name
+from core.drafting import DraftingService, worker_name
 from core.effects import EffectLedger
 from core.errors import GalleyError, ModelCallFailed
 from core.models import DraftRow, RunRow

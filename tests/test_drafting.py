@@ -15,7 +15,7 @@ from sqlmodel import col, select
 
 import core.drafting
 from core.anthropic_drafter import AnthropicDrafter
-from core.drafting import Backoff
+from core.attempts import Backoff
 from core.models import AttemptRow, DraftRow, RunRow
 from core.operator import Galley
 from core.policies import AttemptOutcome, DraftOutcome, FailReason, SkipReason

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 import galley
 from bot.cli import app
-from core.drafting import Backoff
+from core.attempts import Backoff
 from core.effects import EffectLedger, EffectSpec, Proof
 from core.models import DraftRow, EventRow, RecipeRow, RunRow
 from core.settings import Settings

@@ -15,9 +15,9 @@ from sqlmodel import col, select
 
 from core.alerts import AlertService
 from core.anthropic_drafter import AnthropicDrafter
+from core.attempts import Backoff
 from core.config import Config
 from core.dispatch import SlotDispatcher
-from core.drafting import Backoff
 from core.effects import EffectLedger
 from core.errors import EffectOutcomeUnknown, LookupUnavailable
 from core.models import DraftRow, RunRow

@@ -14,8 +14,8 @@ import pytest
 from sqlmodel import col, select
 
 from core.anthropic_drafter import AnthropicDrafter
+from core.attempts import Backoff
 from core.config import SIMILAR_WARN_DEFAULT, parse_config
-from core.drafting import Backoff
 from core.errors import ConfigError
 from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
 from core.operator import Galley
