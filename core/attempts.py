@@ -1,6 +1,6 @@
 """The attempts ledger: every model call is an attempt row written before the call and
 finished after it, for a slot's draft and a reviewer's redraft alike, so what was paid
-for is on record even when the process dies mid-call (docs/design.md §8).
+for is on record even when the process dies mid-call (docs/design.md §4).
 
 The statements are built once and bound per call: building them anew cost more CPU than
 sending them (bench/draft_overhead.py).
