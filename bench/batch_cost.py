@@ -9,12 +9,12 @@ batches. The fake counts 4 characters a token and caches a marked system prompt 
 API does (written by the first request, read by the next within its TTL, if long
 enough), answering each entry of a batch in turn, so every entry after the first reads
 the cache: on the real API a batch's cache hits are best effort, so `batch + cache` is a
-lower bound. The tokens are priced with core/pricing.py's dated table and multipliers.
+lower bound. The tokens are priced with core/telemetry/pricing.py's dated table and multipliers.
 
 Columns: `sync` plain synchronous calls; `sync + cache` Galley's synchronous request,
 which marks a long system prompt (5-minute TTL); `batch` one batch, no marker; `batch +
 cache` Galley's batch request, which marks a system prompt for an hour only when enough
-entries of the batch share it to pay (core.pricing.caching_pays). One scenario runs on a
+entries of the batch share it to pay (core.telemetry.pricing.caching_pays). One scenario runs on a
 fresh fake, so no cache outlives it.
 """
 
@@ -25,13 +25,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from core.anthropic_drafter import AnthropicDrafter
-from core.batch_drafter import BatchDrafter
+from core.drafting.anthropic_drafter import AnthropicDrafter
+from core.drafting.batch_drafter import BatchDrafter
+from core.drafting.prompt_cache import BATCH_TTL, SYNC_TTL
 from core.identity import batch_custom_id, draft_key, run_id
 from core.policies import CacheTtl, Drafting
 from core.ports import DraftRequest, ModelReply
-from core.pricing import reply_cost_usd
-from core.prompt_cache import BATCH_TTL, SYNC_TTL
+from core.telemetry.pricing import reply_cost_usd
 from tests.fakes.anthropic_api import FakeAnthropic
 
 SHORT_SYSTEM = "You write concise, warm company updates."  # examples/galley.toml's

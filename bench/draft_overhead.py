@@ -8,7 +8,7 @@ manual=True)`, with a drafter that answers at once from memory (no HTTP), so the
 of a draft is Galley's own work: claim, attempt bookkeeping, lease thread, store. The
 model's own time (microseconds here) is measured and subtracted all the same.
 
-Phases are timed by wrapping, in the worker process only, `core.drafting.claim_slot` and the
+Phases are timed by wrapping, in the worker process only, `core.drafting.service.claim_slot` and the
 service's `_begin_attempt` and `_store_draft`: nothing of core is copied or changed.
 
 Beside wall time it counts, per phase, the SQL statements sent (BEGIN and COMMIT
@@ -135,9 +135,9 @@ def worker(
     """One process: build core's services, draft the warm-up slots, wait for all, draft, time."""
     result = WorkerResult(index=index, started=0.0, finished=0.0)
     try:
-        import core.drafting
-        from core.services import Services
-        from core.store import Store
+        import core.drafting.service
+        from core.api.services import Services
+        from core.store.engine import Store
         from core.testing import InstantDrafter
         from tests.conftest import make_config
 
@@ -152,11 +152,11 @@ def worker(
         laps: dict[str, list[float]] = {"claim": [], "attempt": [], "store": []}
         sql = SqlCounter(store.engine)
         claim, attempt, store_draft = (
-            core.drafting.claim_slot,  # type: ignore[attr-defined]
+            core.drafting.service.claim_slot,  # type: ignore[attr-defined]
             service._begin_attempt,
             service._store_draft,
         )
-        core.drafting.claim_slot = _timed(laps["claim"], sql.in_phase("claim", claim))  # type: ignore[attr-defined]
+        core.drafting.service.claim_slot = _timed(laps["claim"], sql.in_phase("claim", claim))  # type: ignore[attr-defined]
         service._begin_attempt = _timed(laps["attempt"], sql.in_phase("attempt", attempt))  # type: ignore[method-assign]
         service._store_draft = _timed(laps["store"], sql.in_phase("store", store_draft))  # type: ignore[method-assign]
 
@@ -229,7 +229,7 @@ class Row:
 
 
 def run_config(backend: str, url: str, processes: int, drafts: int, warmup: int) -> Row:
-    from core.store import Store
+    from core.store.engine import Store
 
     store = Store(url)
     store.upgrade()
@@ -304,7 +304,7 @@ def sqlite_database() -> Iterator[str]:
 
 @contextmanager
 def postgres_database(pg_url: str) -> Iterator[str]:
-    from core.store import normalise_url
+    from core.store.engine import normalise_url
 
     base = sa.make_url(normalise_url(pg_url))
     name = f"galley_bench_{uuid.uuid4().hex[:10]}"

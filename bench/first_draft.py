@@ -31,7 +31,7 @@ from pathlib import Path
 
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import read_requests, write_script
-from tests.processes import GALLEY, fake_server, galley_run_env
+from tests.harness.processes import GALLEY, fake_server, galley_run_env
 
 GOAL_MARGIN_S = 1.0
 

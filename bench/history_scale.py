@@ -31,15 +31,11 @@ from typing import Any
 import sqlalchemy as sa
 
 from bench.history_seed import NOW, REVIEW_CHANNEL, config_text, load, recipe_name
-from core.alerts import AlertService
-from core.claims import sweep_expired_claims
-from core.config import parse_config
-from core.digest import build_digest
-from core.dispatch import SlotDispatcher
-from core.drafting import DraftingService
-from core.effects import EffectLedger
-from core.operator import Galley
-from core.outbox import ReviewOutbox
+from core.api.galley import Galley
+from core.drafting.claims import sweep_expired_claims
+from core.drafting.service import DraftingService
+from core.operations.alerts import AlertService
+from core.operations.digest import build_digest
 from core.ports import (
     BackpressureNotice,
     DraftRequest,
@@ -51,10 +47,14 @@ from core.ports import (
     ReviewItem,
     RunAlert,
 )
-from core.publishing import PublishingService
-from core.review import expire_overdue_drafts
-from core.schedule import slot_at_wall
-from core.store import Store, normalise_url
+from core.publishing.service import PublishingService
+from core.review.outbox import ReviewOutbox
+from core.review.queue import expire_overdue_drafts
+from core.scheduling.dispatch import SlotDispatcher
+from core.setup.config import parse_config
+from core.slots.schedule import slot_at_wall
+from core.store.effects import EffectLedger
+from core.store.engine import Store, normalise_url
 
 PASS_GOAL_MS = 20.0
 OPERATOR_GOAL_MS = 50.0

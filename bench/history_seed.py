@@ -18,7 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from core.identity import attempt_id, draft_key, payload_hash, review_effect_key, run_id, text_hash
-from core.store import Store
+from core.store.engine import Store
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 RECIPES = 50
@@ -141,7 +141,7 @@ def _add_run(rows: Rows, rng: random.Random, recipe: str, slot: datetime, state:
     if not drafted:
         return
     rows.attempts.append(_attempt(rid, recipe, key, slot, ok=state != "failed"))
-    if state == "failed":  # people were told at the time (core/alerts.py's key)
+    if state == "failed":  # people were told at the time (core/operations/alerts.py's key)
         told = min(finished, NOW)
         alert = f"alert|{rid}|failed|{told.isoformat()}"
         rows.effects.append(_receipt(alert, key, "alert", told, {"run": rid}))

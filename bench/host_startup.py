@@ -26,11 +26,11 @@ import sqlalchemy as sa
 from sqlmodel import select
 
 from bot.apscheduler_host import SchedulerHost
-from core.config import parse_config
+from core.api.services import Services
 from core.models import RunRow
 from core.ports import DraftRequest, ModelReply
-from core.services import Services
-from core.store import Store
+from core.setup.config import parse_config
+from core.store.engine import Store
 
 HEADER = '[slack]\nreview_channel = "C0REVIEW"\n[defaults]\ntimezone = "Europe/London"\n'
 RECIPE = '[[recipes]]\nname = "r{n}"\nplatform = "p"\nschedule = "{cron}"\nprompt = "x"\n'

@@ -1,5 +1,5 @@
 """Notebook figures over a realistic history: 100,000 runs (about 80,000 drafts, 450,000
-events and 88,000 model calls, seeded by tests/history.py), on SQLite and PostgreSQL.
+events and 88,000 model calls, seeded by tests/harness/history.py), on SQLite and PostgreSQL.
 
 1. `Galley.runs(limit=None).to_frame()`: every run, with its attempt count, as a
    DataFrame.
@@ -32,10 +32,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from core.config import parse_config
-from core.operator import Galley
-from core.store import Store, normalise_url
-from tests.history import CONFIG, seed_history
+from core.api.galley import Galley
+from core.setup.config import parse_config
+from core.store.engine import Store, normalise_url
+from tests.harness.history import CONFIG, seed_history
 
 START = datetime(2014, 1, 6, 6, 0, tzinfo=UTC)  # 100,000 runs two hours apart: 23 years
 

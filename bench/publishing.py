@@ -24,14 +24,14 @@ from bench.slack_review import MONDAYS, SECRET
 from bot.blocks import ACTION_APPROVE, button_value
 from bot.run import Bot
 from core.models import EventRow, RunRow
-from tests import bots
-from tests.approvals import approve
-from tests.bots import operator
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.webhook import FakeWebhook, accept_then_hang
-from tests.slack_requests import block_actions, interactive_body, signed_headers
+from tests.harness import bots
+from tests.harness.approvals import approve
+from tests.harness.bots import operator
+from tests.harness.slack_requests import block_actions, interactive_body, signed_headers
 
 
 def start_bot(tmp: Path, slack: FakeSlack, model: FakeAnthropic, publish: str) -> Bot:

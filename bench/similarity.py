@@ -6,9 +6,9 @@
 1. Precision and recall by threshold on the labelled pairs of
    tests/data/similar_pairs.jsonl (rewordings and paraphrases are duplicates; same
    topic, same template and unrelated pairs are not), for the chosen method
-   (`core.similarity.similarity`) and, for comparison, three others at their best
+   (`core.drafting.similarity.similarity`) and, for comparison, three others at their best
    threshold.
-2. The check as drafting runs it (`core.similarity.record_similarity`, SQL and scoring,
+2. The check as drafting runs it (`core.drafting.similarity.record_similarity`, SQL and scoring,
    in one transaction) against a history of `--history` published posts, per draft:
    - `spread`: the posts belong to 40 recipes and span two years, as a real history
      would; the SQL filter (recipe, platform, state, time) leaves a few dozen;
@@ -37,11 +37,11 @@ from typing import Any
 import sqlalchemy as sa
 from rapidfuzz import fuzz, process, utils
 
-from core.config import SIMILAR_WARN_DEFAULT
+from core.drafting.similarity import MAX_COMPARED, record_similarity, similarity
 from core.models import DraftRow, RecipeRow, RunRow
-from core.similarity import MAX_COMPARED, record_similarity, similarity
+from core.setup.config import SIMILAR_WARN_DEFAULT
 from core.states import DraftState, RunState
-from core.store import Store, normalise_url
+from core.store.engine import Store, normalise_url
 
 PAIRS = Path(__file__).resolve().parent.parent / "tests" / "data" / "similar_pairs.jsonl"
 PG_ENV = "GALLEY_TEST_DATABASE_URL"

@@ -20,12 +20,12 @@ import httpx
 
 from bot.blocks import ACTION_APPROVE, button_value
 from bot.run import Bot
-from tests import bots
-from tests.bots import operator
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.slack_api import FakeSlack
-from tests.slack_requests import block_actions, interactive_body, signed_headers
+from tests.harness import bots
+from tests.harness.bots import operator
+from tests.harness.slack_requests import block_actions, interactive_body, signed_headers
 
 SECRET = "bench-secret"
 MONDAYS = [f"2025-{month:02d}-{day:02d}T09:00" for month, day in (

@@ -34,13 +34,13 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 
 from bench.slack_review import MONDAYS
 from bot.blocks import ACTION_APPROVE, button_value
-from tests import bots
-from tests.bots import operator
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.socket_mode import APP_TOKEN, FakeSocketMode
-from tests.slack_requests import block_actions
+from tests.harness import bots
+from tests.harness.bots import operator
+from tests.harness.slack_requests import block_actions
 
 FAULTS: dict[str, Callable[[FakeSocketMode], None]] = {
     "reset": FakeSocketMode.reset,

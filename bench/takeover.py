@@ -27,13 +27,13 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import col, select
 
+from core.api.galley import Galley
 from core.models import AttemptRow
-from core.operator import Galley
 from core.ports import DraftRequest, ModelReply
-from core.store import Store
+from core.store.engine import Store
 from tests.conftest import config_text, make_config
 from tests.fakes.anthropic_api import hang, write_script
-from tests.processes import GALLEY, fake_server, galley_run_env, stop, wait_for
+from tests.harness.processes import GALLEY, fake_server, galley_run_env, stop, wait_for
 
 DRAFTING_THREADS = 4  # bot/apscheduler_host.py's pool: the most drafts one replica holds
 

@@ -1,4 +1,4 @@
-"""Block Kit for Galley's App Home tab: pure functions from `core.home.HomeModel` to a
+"""Block Kit for Galley's App Home tab: pure functions from `core.api.home.HomeModel` to a
 `home` view (a plain dict), no I/O.
 
 Approvers see the drafts waiting for them (each linked to its review message); everyone
@@ -15,8 +15,8 @@ from typing import Any
 
 from bot.mrkdwn import escape_mrkdwn
 from bot.review_facts import published_line
-from core.home import HomeModel, RecipeLine, RunNeedingPerson, WaitingDraft
-from core.publication_calendar import CalendarEntry
+from core.api.calendar import CalendarEntry
+from core.api.home import HomeModel, RecipeLine, RunNeedingPerson, WaitingDraft
 
 VIEW_BLOCK_LIMIT = 100
 ACTION_HOME_PAUSE = "galley_home_pause"

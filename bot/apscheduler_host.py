@@ -1,7 +1,7 @@
 """APScheduler 3 hosting: one job per recipe that fires at the recipe's slots.
 
 APScheduler only says *when*; Galley decides *what*: each fire hands the nominal slot
-time to `core.dispatch.SlotDispatcher` on Galley's own drafting pool, so a slow model
+time to `core.scheduling.dispatch.SlotDispatcher` on Galley's own drafting pool, so a slow model
 call never holds a scheduler thread and never makes APScheduler drop a fire unseen.
 The scheduler's job store is memory: Galley's state lives in Galley's database.
 """
@@ -21,15 +21,20 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from core.catch_up import SharedSchedules, latest_recorded_slots, plan_catch_up, record_skips
-from core.config import Recipe
-from core.dispatch import SlotDispatcher
+from core.api.services import Services
 from core.identity import run_of_draft_key
-from core.metrics import SCHEDULER_FIRES, SCHEDULER_MISFIRES
-from core.missed_slots import expire_missed_slots
-from core.publish_time import drafting_fire, next_drafting, slots_due_by
-from core.review import expire_overdue_drafts
-from core.services import Services
+from core.publishing.missed_slots import expire_missed_slots
+from core.review.queue import expire_overdue_drafts
+from core.scheduling.catch_up import (
+    SharedSchedules,
+    latest_recorded_slots,
+    plan_catch_up,
+    record_skips,
+)
+from core.scheduling.dispatch import SlotDispatcher
+from core.setup.config import Recipe
+from core.slots.publish_time import drafting_fire, next_drafting, slots_due_by
+from core.telemetry.metrics import SCHEDULER_FIRES, SCHEDULER_MISFIRES
 
 log = logging.getLogger(__name__)
 RECIPE_JOB_PREFIX = "recipe:"
@@ -37,7 +42,7 @@ RECIPE_EXECUTOR = "recipes"
 
 
 class RecipeTrigger(BaseTrigger):  # type: ignore[misc]
-    """Fires at exactly the instants `core.schedule` gives, DST policy included, each
+    """Fires at exactly the instants `core.slots.schedule` gives, DST policy included, each
     draft_ahead before its slot (docs/design.md §23): APScheduler's run time is the
     drafting fire, never the slot, which `SchedulerHost` names from it."""
 
@@ -175,7 +180,7 @@ class SchedulerHost:
 
     def _catch_up(self, recipes: list[Recipe]) -> None:
         """Record what is only to be skipped in batches (one task) and draft the slots
-        still within misfire_grace (a task each): `core/catch_up.py` decides which."""
+        still within misfire_grace (a task each): `core/scheduling/catch_up.py` decides which."""
         store, now = self.services.store, self.services.clock.now()
         with store.read() as session:
             recorded = latest_recorded_slots(session)

@@ -23,7 +23,7 @@ from bot.mrkdwn import (
 from bot.mrkdwn import split_for_sections as split_for_sections
 from core.policies import Backpressure, Refusal
 from core.ports import BackpressureNotice, ReviewItem
-from core.review import ReviewAnswer
+from core.review.queue import ReviewAnswer
 from core.states import DraftState
 
 ACTION_APPROVE = "galley_approve"

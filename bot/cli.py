@@ -1,4 +1,4 @@
-"""The `galley` command line (README: Command line): a thin shell over `core.operator.Galley`.
+"""The `galley` command line (README: Command line): a thin shell over `core.api.galley.Galley`.
 
 Exit codes: 0 for every outcome but `failed` (1); 2 for usage, config and operator
 errors (a database or Slack that cannot be reached, a port that is taken), each one
@@ -41,9 +41,9 @@ from core.states import RunState
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from core.claims import DraftResult
-    from core.operator import Galley
-    from core.services import Services
+    from core.api.galley import Galley
+    from core.api.services import Services
+    from core.drafting.claims import DraftResult
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -102,16 +102,16 @@ def explained_errors() -> Iterator[None]:
 
 
 def open_galley() -> Galley:
-    from core.operator import Galley
-    from core.settings import load_settings
+    from core.api.galley import Galley
+    from core.setup.settings import load_settings
 
     return Galley.from_settings(load_settings())
 
 
 def open_services() -> Services:
     """Core's services without the facade: what `check` and `retry` need."""
-    from core.services import Services
-    from core.settings import load_settings
+    from core.api.services import Services
+    from core.setup.settings import load_settings
 
     return Services.from_settings(load_settings())
 
@@ -202,7 +202,7 @@ def runs(
     as_json: JsonFlag = False,
 ) -> None:
     """Recent runs, newest slot first, a page at a time (`--before` the last run shown)."""
-    from core.views import RunList
+    from core.api.views import RunList
 
     with explained_errors():
         found = open_galley().runs(state, limit + 1, before)  # one more: is there a next page
@@ -321,7 +321,7 @@ def run(
 ) -> None:
     """Run the bot: scheduler, Slack, review outbox, sweeper, health and metrics."""
     from bot.logs import configure_logging, library_lines_held
-    from core.settings import load_settings
+    from core.setup.settings import load_settings
 
     with explained_errors():
         settings = load_settings()
@@ -350,7 +350,7 @@ def check(
     """Validate the config, each publish target's secret and the database; show each
     recipe's next five slots. `--online`: each destination's credentials proved against
     its service without posting (Slack: auth.test), one line each, exit 2 on a failure."""
-    from core.schedule import describe, next_slots
+    from core.slots.schedule import describe, next_slots
 
     with explained_errors():
         services = open_services()
@@ -413,8 +413,8 @@ def prove_online(services: Services) -> None:
 @db_app.command("upgrade")
 def db_upgrade() -> None:
     """Create or migrate the database schema to the newest version."""
-    from core.settings import load_settings
-    from core.store import Store
+    from core.setup.settings import load_settings
+    from core.store.engine import Store
 
     with explained_errors():
         store = Store(load_settings().galley_database_url)

@@ -1,6 +1,6 @@
 """The reviewer's commands of the `galley` command line (docs/design.md §22): approve,
 reject and redraft one revision, with the same rules as Slack's buttons and the notebook
-(`core/acting.py` `Desk`, `core/review.py`, `core/approvals.py`). Registered on
+(`core/api/desk.py` `Desk`, `core/review/queue.py`, `core/review/approvals.py`). Registered on
 `bot.cli.app` when that module is imported.
 
 Who acts is `--as`, or GALLEY_USER: their approver role is checked as Slack checks it.
@@ -17,7 +17,7 @@ import typer
 from bot.cli import EXIT_FAILED, app, explained_errors, open_galley, out
 
 if TYPE_CHECKING:
-    from core.views import Answer
+    from core.api.views import Answer
 
 Key = Annotated[str, typer.Argument(metavar="DRAFT_KEY", help="The draft key.")]
 Revision = Annotated[

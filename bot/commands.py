@@ -11,13 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bot.blocks import help_text
-from core.config import Recipe
+from core.api.galley import plain_description
+from core.api.queries import list_runs, read_status
+from core.api.services import Services
 from core.errors import GalleyError
-from core.operator import plain_description
 from core.policies import Finding
-from core.queries import list_runs, read_status
-from core.schedule import Slot
-from core.services import Services
+from core.setup.config import Recipe
+from core.slots.schedule import Slot
 from core.states import RunState
 
 OPEN_TO_EVERYONE = frozenset({"help", "status", "runs"})

@@ -1,10 +1,10 @@
-"""The daily digest (core/digest.py) as Slack mrkdwn: one bullet line per finding."""
+"""The daily digest (core/operations/digest.py) as Slack mrkdwn: one bullet line per finding."""
 
 from __future__ import annotations
 
 from bot.mrkdwn import escape_mrkdwn
-from core.digest import Digest
-from core.feedback import RecipeFeedback
+from core.operations.digest import Digest
+from core.review.feedback import RecipeFeedback
 
 
 def digest_text(digest: Digest) -> str:

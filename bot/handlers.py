@@ -44,8 +44,8 @@ from bot.wiring import BotServices
 from core.errors import GalleyError
 from core.policies import Finding, FollowUp, Verdict
 from core.ports import MessageRef
-from core.redraft_claims import RedraftClaim
-from core.review import ReviewAnswer, load_item
+from core.review.queue import ReviewAnswer, load_item
+from core.review.redraft_claims import RedraftClaim
 from core.states import DraftState
 
 log = logging.getLogger(__name__)

@@ -20,10 +20,10 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot.app_home import Viewer, home_view
-from core.home import HomeModel, read_home
+from core.api.home import HomeModel, read_home
+from core.api.services import Services
 from core.http_calls import retry_after_seconds
-from core.permissions import may_approve
-from core.services import Services
+from core.review.permissions import may_approve
 
 log = logging.getLogger(__name__)
 RECENT = 30 * 60.0  # seconds: a viewer who opened Home this recently is kept current

@@ -1,5 +1,6 @@
 """`galley check --online` for the whole deployment: Slack's `auth.test`, then every
-publish target's credentials proved by core (`core/online_check.py`). Nothing is posted.
+publish target's credentials proved by core
+(`core/publishing/platforms/online_check.py`). Nothing is posted.
 """
 
 from __future__ import annotations
@@ -9,10 +10,10 @@ from slack_sdk import WebClient
 from bot.slack_check import TOKEN_VARIABLE, check_slack
 from bot.slack_surface import SlackChannels
 from bot.wiring import Publishers
-from core.config import Config
 from core.errors import GalleyError
-from core.online_check import CredentialProof, prove_targets
-from core.settings import load_settings
+from core.publishing.platforms.online_check import CredentialProof, prove_targets
+from core.setup.config import Config
+from core.setup.settings import load_settings
 
 SLACK = "slack"
 CHECK_TIMEOUT = 10  # seconds for one auth.test

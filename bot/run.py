@@ -33,16 +33,16 @@ from bot.slack_surface import (
 )
 from bot.socket_link import SocketLink
 from bot.wiring import wire
-from core.config import Recipe, load_config
-from core.deliveries import forget_old_deliveries
-from core.digest import Digest, post_digest
+from core.api.services import Services
 from core.errors import ConfigError, GalleyError, PortUnavailable
-from core.gauges import watch_database
+from core.operations.digest import Digest, post_digest
+from core.operations.gauges import watch_database
 from core.ports import Clock, MessageRef
-from core.redraft_claims import RedraftClaim, expired_redrafts
-from core.schedule import Slot
-from core.services import Services
-from core.settings import Settings
+from core.review.redraft_claims import RedraftClaim, expired_redrafts
+from core.setup.config import Recipe, load_config
+from core.setup.settings import Settings
+from core.slots.schedule import Slot
+from core.store.deliveries import forget_old_deliveries
 
 log = logging.getLogger("galley")
 DEFAULT_CALL_TIMEOUT = timedelta(seconds=30)

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from core.metrics import SLACK_ACK_LATENCY
+from core.telemetry.metrics import SLACK_ACK_LATENCY
 
 
 def timed_ack(next_: Callable[[], BoltResponse]) -> BoltResponse:

@@ -25,10 +25,10 @@ from bot.blocks import (
     notice_blocks,
 )
 from bot.review_facts import Permalink, fact_lines
-from core import observe
 from core.errors import EffectNotSent, EffectOutcomeUnknown, LookupUnavailable, MessageGone
 from core.http_calls import never_sent, retry_after_seconds
 from core.ports import BackpressureNotice, MessageRef, ReviewItem
+from core.telemetry import observe
 
 POSTS_PER_CHANNEL_SECONDS = 1.05  # Slack allows about one message per second per channel;
 # the margin absorbs jitter that would otherwise turn an on-time post into a 429

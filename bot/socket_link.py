@@ -26,10 +26,10 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.socket_mode.websocket_client import SocketModeClient
 from websocket import WebSocketTimeoutException
 
-from core.deliveries import DeliveryBook
 from core.errors import ConfigError
 from core.ports import Clock
-from core.store import Store
+from core.store.deliveries import DeliveryBook
+from core.store.engine import Store
 
 log = logging.getLogger(__name__)
 PING_INTERVAL = 4.0  # seconds between pings

@@ -13,18 +13,18 @@ from slack_sdk import WebClient
 
 from bot.slack_publishing import SlackAlerter, SlackChannelPublisher
 from bot.slack_surface import SlackChannels, SlackReviewSurface
-from core.alerts import AlertService
-from core.config import Config
-from core.destinations import Destinations
-from core.effects import EffectLedger
-from core.fit import FitRule
-from core.outbox import ReviewOutbox
+from core.api.services import Services
+from core.drafting.fit import FitRule
+from core.operations.alerts import AlertService
 from core.ports import Clock, Directory
-from core.publish_targets import PublisherFor
-from core.publishing import PublishingService
-from core.review_facts import AnnotatedReviewSurface
-from core.services import Services
-from core.store import Store
+from core.publishing.destinations import Destinations
+from core.publishing.service import PublishingService
+from core.publishing.targets import PublisherFor
+from core.review.facts import AnnotatedReviewSurface
+from core.review.outbox import ReviewOutbox
+from core.setup.config import Config
+from core.store.effects import EffectLedger
+from core.store.engine import Store
 
 
 class Publishers(Destinations):

@@ -2,7 +2,7 @@
 
 Times are stored as aware UTC on both SQLite and PostgreSQL. States are stored as their
 enum value in a plain VARCHAR column, so they read the same in a SQL shell.
-Schema changes go through an Alembic migration in `core/migrations/versions`.
+Schema changes go through an Alembic migration in `core/store/migrations/versions`.
 """
 
 from __future__ import annotations

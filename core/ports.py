@@ -1,7 +1,7 @@
 """The ports: small interfaces the domain needs from the outside world.
 
-Adapters live elsewhere (`core/anthropic_drafter.py` for Anthropic, `bot/` for Slack). The domain
-depends only on these Protocols, so a notebook or a test can supply its own.
+Adapters live elsewhere (`core/drafting/anthropic_drafter.py` for Anthropic, `bot/` for
+Slack). The domain depends only on these Protocols, so a notebook or a test can supply its own.
 """
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ class BackpressureNotice:
 
 
 class ReviewSurface(Protocol):
-    """Where people review drafts. Posting is an effect: see core/outbox.py."""
+    """Where people review drafts. Posting is an effect: see core/review/outbox.py."""
 
     def post_review(self, item: ReviewItem) -> MessageRef:
         """Post once; raise EffectNotSent or EffectOutcomeUnknown when it fails."""

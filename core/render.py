@@ -1,5 +1,5 @@
 """Tables people read: HTML for Jupyter, aligned text for a terminal, DataFrames for
-analysis. Shared by every read model in `core/views.py`.
+analysis. Shared by every read model in `core/api/views.py`.
 
 Every cell is escaped on its way into HTML: draft text is model output, untrusted, and
 a draft containing `<script>` must show as text. pandas is imported only inside

@@ -134,7 +134,8 @@ RUN_OPEN_STATES = frozenset(
 # Nothing moves a run out of these on its own; only a person reopens one (a bump, a
 # manual run, a retry).
 RUN_FINAL_STATES = frozenset(set(RunState) - RUN_OPEN_STATES)
-# A holder is working on it under a deadline: the states a run can be stuck in (core/stuck.py).
+# A holder is working on it under a deadline: the states a run can be stuck in
+# (core/operations/stuck.py).
 RUN_WORKING_STATES = frozenset({_R.RUNNING, _R.PUBLISHING})
 # What the Home tab, the digest and the gauges look through for runs needing a person:
 # uncertain ones, and those that may be stuck.

@@ -18,16 +18,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from core.config import Config, Recipe, load_config
-from core.errors import GalleyError, NotPermitted, RevisionRequired, UnknownRecipe, UnknownRun
-from core.feedback import FeedbackList
-from core.operator import ALL, Galley
-from core.policies import DraftOutcome
-from core.ports import Clock, Directory
-from core.resolution import Finding
-from core.settings import Settings
-from core.states import DraftState, EffectState, RunState
-from core.views import (
+from core.api.galley import ALL, Galley
+from core.api.views import (
     Answer,
     AttemptList,
     DraftDetail,
@@ -37,6 +29,14 @@ from core.views import (
     RunList,
     Status,
 )
+from core.errors import GalleyError, NotPermitted, RevisionRequired, UnknownRecipe, UnknownRun
+from core.operations.resolution import Finding
+from core.policies import DraftOutcome
+from core.ports import Clock, Directory
+from core.review.feedback import FeedbackList
+from core.setup.config import Config, Recipe, load_config
+from core.setup.settings import Settings
+from core.states import DraftState, EffectState, RunState
 
 USER_VARIABLE = "GALLEY_USER"
 

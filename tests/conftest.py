@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from core.config import Config, parse_config
-from core.store import Store, normalise_url
+from core.setup.config import Config, parse_config
+from core.store.engine import Store, normalise_url
 from tests.fakes.anthropic_api import FakeAnthropic
 
 PG_URL = os.environ.get("GALLEY_TEST_DATABASE_URL")
@@ -136,8 +136,8 @@ def fake_anthropic() -> Iterator[FakeAnthropic]:
 
 @pytest.fixture
 def worlds(fake_anthropic: FakeAnthropic) -> Iterator[Any]:
-    """Publishing worlds (tests/worlds.py): `worlds(db_url, target=…, defaults=…)`."""
-    from tests.worlds import world_factory  # it imports this module: import when used
+    """Publishing worlds (tests/harness/worlds.py): `worlds(db_url, target=…, defaults=…)`."""
+    from tests.harness.worlds import world_factory  # it imports this module: import when used
 
     with world_factory(fake_anthropic) as make:
         yield make
@@ -145,8 +145,11 @@ def worlds(fake_anthropic: FakeAnthropic) -> Iterator[Any]:
 
 @pytest.fixture
 def start_bot(tmp_path: Path, fake_anthropic: FakeAnthropic) -> Iterator[Any]:
-    """Slack review bots (tests/slack_harness.py): `start_bot(db_url, slack=…, defaults=…)`."""
-    from tests.slack_harness import harness_factory  # it imports this module: import when used
+    """Slack review bots (tests/harness/slack_harness.py):
+    `start_bot(db_url, slack=…, defaults=…)`."""
+    from tests.harness.slack_harness import (
+        harness_factory,  # it imports this module: import when used
+    )
 
     with harness_factory(tmp_path, fake_anthropic) as start:
         yield start
@@ -154,9 +157,9 @@ def start_bot(tmp_path: Path, fake_anthropic: FakeAnthropic) -> Iterator[Any]:
 
 @pytest.fixture
 def bot_harness(tmp_path: Path, fake_anthropic: FakeAnthropic) -> Iterator[Any]:
-    """Publishing bots driven over Slack (tests/publishing_bots.py): `bot_harness(db_url,
+    """Publishing bots driven over Slack (tests/harness/publishing_bots.py): `bot_harness(db_url,
     status_url=…, defaults=…)`."""
-    from tests.publishing_bots import bot_harness_factory  # imports this module: see above
+    from tests.harness.publishing_bots import bot_harness_factory  # imports this module: see above
 
     with bot_harness_factory(tmp_path, fake_anthropic) as start:
         yield start

@@ -1,0 +1,381 @@
+"""The operator API: the facade the README documents, what the CLI and a notebook call.
+
+    >>> import galley                          # the notebook's import (see galley/)
+    >>> g = galley.connect(user="U0EDITOR")    # GALLEY_CONFIG, GALLEY_DATABASE_URL
+    >>> g.status()                             # renders as a table in Jupyter
+    >>> d = g.show(g.drafts()[0].key)          # one draft: text, revisions, ledger
+    >>> g.approve(d)                           # exactly the revision shown, if still fresh
+
+Knows nothing of Slack. Every change names its actor, which lands in the event rows.
+Reads need no running bot. Writes go through the same core functions and permission
+rules as Slack's buttons and `/galley`: a Galley opened as a person (`user=`) may
+decide drafts only as an approver and run Galley only as an admin. The CLI opens it
+without a person: the shell authenticates its user. The bot does not use it: its
+listeners, Home tab and scheduler take the container in `bot/wiring.py`.
+Read models and rendering live in `core/api/views.py`, queries in `core/api/queries.py`,
+plots in `core/api/plots.py`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from core.api.queries import (
+    draft_detail,
+    list_attempts,
+    list_drafts,
+    list_effects,
+    list_events,
+    list_runs,
+    read_status,
+)
+from core.api.services import Services
+from core.api.views import (
+    Answer,
+    AttemptList,
+    DraftDetail,
+    DraftList,
+    EffectList,
+    EventList,
+    RecipeStatus,
+    RunList,
+    RunSummary,
+    Status,
+)
+from core.models import DraftRow
+from core.policies import Finding, Role, Verdict
+from core.ports import Clock, Directory, Drafter, RecipeRecord, SimilarPost
+from core.review.feedback import (
+    FeedbackList,
+    RecipeFeedback,
+    feedback_entries,
+    last_days,
+    recent,
+    recipe_feedback,
+)
+from core.scheduling.recipe_changes import ALL
+from core.setup.config import Config
+from core.setup.settings import Settings
+from core.states import DraftState, RunState
+from core.store.engine import Store
+
+if TYPE_CHECKING:  # loaded by the operations that use them: reads stay light
+    from core.api.calendar import Calendar
+    from core.api.desk import Desk
+    from core.api.plots import Plots
+    from core.drafting.attempts import Backoff
+    from core.drafting.claims import DraftResult
+    from core.scheduling.bumps import Bumped
+
+__all__ = ["ALL", "Galley", "RecipeStatus", "RunSummary", "Status"]
+
+
+class Galley:
+    """One config and one database, with the operations people ask for. Its services
+    (drafting, settling runs, recipe changes) are `core/api/services.py`'s, private here."""
+
+    def __init__(
+        self,
+        config: Config,
+        store: Store,
+        *,
+        drafter: Drafter | None = None,
+        clock: Clock | None = None,
+        backoff: Backoff | None = None,
+        user: str | None = None,
+        directory: Directory | None = None,
+        as_person: bool = False,
+        services: Services | None = None,
+    ) -> None:
+        """`services`: share a container already built (a test's, the bot's)."""
+        self._services = services or Services(
+            config, store, drafter=drafter, clock=clock, backoff=backoff, directory=directory
+        )
+        self._user = user  # the person acting, when opened as one (a notebook)
+        self._people = self._services.people(user, as_person=as_person or user is not None)
+
+    @classmethod
+    def over(
+        cls, services: Services, *, user: str | None = None, as_person: bool = False
+    ) -> Galley:
+        """The facade over a container already built (the bot's, a test's)."""
+        return cls(
+            services.config, services.store, user=user, as_person=as_person, services=services
+        )
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings | None = None,
+        *,
+        clock: Clock | None = None,
+        user: str | None = None,
+        directory: Directory | None = None,
+        as_person: bool = False,
+        existing_database: bool = False,
+    ) -> Galley:
+        """`clock` is for tests and replays; the CLI uses the system clock. `user` opens
+        it as a person (a notebook): their permissions are checked. `existing_database`:
+        refuse a SQLite file that is not there rather than create an empty one."""
+        services = Services.from_settings(
+            settings or Settings(),
+            clock=clock,
+            directory=directory,
+            existing_database=existing_database,
+        )
+        return cls.over(services, user=user, as_person=as_person)
+
+    def __repr__(self) -> str:
+        return f"<Galley {self.opened}>"
+
+    @property
+    def opened(self) -> str:
+        """Which config and database this is, and who acts: one line."""
+        config, store = self._services.config, self._services.store
+        where = "config" if config.path is None else str(config.path)
+        recipes = f"{len(config.recipes)} recipe" + ("" if len(config.recipes) == 1 else "s")
+        database = store.engine.url.render_as_string(hide_password=True)
+        if self._user is not None:
+            who = f"as {self._user}"
+        elif self._people.as_person:
+            who = "read only (GALLEY_USER is not set)"
+        else:
+            who = "as the operator"
+        return f"{where} ({recipes}), database {database}, {who}"
+
+    def _acting(self, actor: str | None, role: Role) -> str:
+        """Who acts: the person this Galley was opened as (their `role` checked with the
+        same rule as Slack), or else the `actor` the CLI names."""
+        return self._people.acting(actor, role)
+
+    @property
+    def _desk(self) -> Desk:
+        return self._services.desk(self._people)
+
+    def draft(
+        self, recipe_name: str, slot: str | datetime | None = None, *, actor: str | None = None
+    ) -> DraftResult:
+        """Draft one slot now: a person's explicit request, so misfire_grace does not apply."""
+        actor = self._acting(actor, Role.ADMIN) if actor or self._people.as_person else "cli"
+        services = self._services
+        recipe = services.recipe(recipe_name)
+        resolved = services.resolve_slot(recipe, slot)
+        return services.drafting.draft_slot(recipe, resolved, manual=True, actor=actor)
+
+    def status(self) -> Status:
+        services = self._services
+        with services.store.read() as session:  # indexed counts, no write lock
+            return read_status(session, services.config, services.clock.now())
+
+    def bump(self, recipe_name: str, *, actor: str | None = None, reason: str | None = None) -> int:
+        """New version: the only way to a second draft for a slot that has one; returns
+        the version (`bump_recipe` also says what became of the waiting drafts)."""
+        return self.bump_recipe(recipe_name, actor=actor, reason=reason).version
+
+    def bump_recipe(
+        self, recipe_name: str, *, actor: str | None = None, reason: str | None = None
+    ) -> Bumped:
+        """New version. Drafts of older versions still waiting for review are superseded
+        (they leave the review queue) and their runs return to `pending`, to be drafted
+        at the new version whatever their age (a person's request)."""
+        actor = self._acting(actor, Role.ADMIN)
+        return self._services.recipes.bump(recipe_name, actor=actor, reason=reason)
+
+    def pause(
+        self, target: str, *, actor: str | None = None, reason: str | None = None
+    ) -> list[str]:
+        actor = self._acting(actor, Role.ADMIN)
+        return self._services.recipes.pause(target, actor=actor, reason=reason)
+
+    def resume(self, target: str, *, actor: str | None = None) -> list[str]:
+        return self._services.recipes.resume(target, actor=self._acting(actor, Role.ADMIN))
+
+    def resolve(self, run_id: str, finding: Finding | str, *, actor: str | None = None) -> str:
+        actor = self._acting(actor, Role.ADMIN)
+        return self._services.resolver.resolve(run_id, Finding(finding), actor=actor)
+
+    def retry(self, run_id: str, *, actor: str | None = None) -> str:
+        """A failed draft: draft the slot again now, a person's explicit request like
+        `galley draft` of that slot (no bump; pause and backpressure still apply). An
+        uncertain publication: try it once more, under the same key. What happened, in
+        plain text (`Services.retry` routes it, for every surface)."""
+        done = self._services.retry(run_id, actor=self._acting(actor, Role.ADMIN))
+        return done if isinstance(done, str) else plain_description(done)
+
+    def skip(self, run_id: str, *, actor: str | None = None) -> str:
+        """Give up on a failed run's slot (the alert's Skip button)."""
+        return self._services.resolver.skip(run_id, actor=self._acting(actor, Role.ADMIN))
+
+    def cancel(self, run_id: str, *, actor: str | None = None) -> str:
+        return self._services.resolver.cancel(run_id, actor=self._acting(actor, Role.ADMIN))
+
+    def closest_seen(self, draft_key: str) -> SimilarPost | None:
+        """The post people saw that this draft reads most like, as stored when it became
+        ready, whatever its score (the review message shows it from `similar_warn` on)."""
+        from core.drafting.similarity import similar_post
+
+        with self._services.store.transaction() as session:
+            draft = session.get(DraftRow, draft_key)
+            return similar_post(session, draft, warn=None) if draft else None
+
+    def recipe_record(self, recipe_name: str) -> RecipeRecord:
+        """Approved of decided drafts over the last 30 days, and the last rejection."""
+        from core.review.facts import recipe_record
+
+        self._services.recipe(recipe_name)
+        with self._services.store.transaction() as session:
+            return recipe_record(session, recipe_name, self._services.clock.now())
+
+    def feedback(self, recipe_name: str, days: int = 30) -> FeedbackList:
+        """What reviewers said about the recipe's drafts over `days`: rejections with
+        their reasons and redrafts with their notes, newest first, as a table."""
+        self._services.recipe(recipe_name)
+        with self._services.store.read() as session:
+            return feedback_entries(session, recipe_name, recent(self._services.clock.now(), days))
+
+    def _feedback_summary(self, recipe_name: str, days: int = 30) -> RecipeFeedback:
+        """Redrafts and rejections over `days`, and the change asked for most."""
+        with self._services.store.read() as session:
+            since = recent(self._services.clock.now(), days)
+            return recipe_feedback(session, recipe_name, since, last_days(days))
+
+    def approve(
+        self, draft: DraftDetail | str, revision: int | None = None, *, user: str | None = None
+    ) -> Answer:
+        """Approve exactly the revision read (a `show()` result carries it). Refused,
+        changing nothing, if the draft was edited, bumped, expired or decided since."""
+        from core.api.desk import as_answer
+
+        return as_answer(self._desk.decide(draft, revision, Verdict.APPROVED, user=user))
+
+    def reject(
+        self,
+        draft: DraftDetail | str,
+        revision: int | None = None,
+        *,
+        reason: str | None = None,
+        user: str | None = None,
+    ) -> Answer:
+        from core.api.desk import as_answer
+
+        decision = self._desk.decide(draft, revision, Verdict.REJECTED, user=user, reason=reason)
+        return as_answer(decision)
+
+    def edit(
+        self,
+        draft: DraftDetail | str,
+        text: str,
+        revision: int | None = None,
+        *,
+        user: str | None = None,
+    ) -> Answer:
+        """Save `text` as the next revision of the revision read; approvals bind to
+        revisions, so an approval of the old text no longer counts."""
+        from core.api.desk import as_answer
+
+        return as_answer(self._desk.edit(draft, text, revision, user=user))
+
+    def redraft(
+        self,
+        draft: DraftDetail | str,
+        note: str,
+        revision: int | None = None,
+        *,
+        user: str | None = None,
+    ) -> Answer:
+        """Ask the model for the next revision of the revision read, with `note` saying
+        what to change; one model call however often it is asked (docs/design.md §22)."""
+        from core.api.desk import as_answer
+        from core.review.redraft_claims import RedraftClaim
+
+        claimed = self._desk.ask_redraft(
+            self._services.redrafting, draft, revision, note, user=user
+        )
+        if isinstance(claimed, RedraftClaim):
+            return as_answer(self._services.redrafting.run(claimed))
+        return as_answer(claimed)
+
+    # --- reading ------------------------------------------------------------------------
+
+    def runs(
+        self,
+        state: RunState | str | None = None,
+        limit: int | None = 50,
+        before: str | None = None,
+    ) -> RunList:
+        """Newest slot first; `limit=None` for the whole history; `before` the last run
+        id of the previous page (keyset paging through an index)."""
+        with self._services.store.read() as session:
+            return list_runs(session, RunState(state) if state else None, limit, before)
+
+    def drafts(
+        self,
+        state: DraftState | str | None = DraftState.READY,
+        *,
+        recipe: str | None = None,
+        limit: int | None = 100,
+    ) -> DraftList:
+        """Drafts waiting for people by default (oldest first); `state=None` for all."""
+        with self._services.store.transaction() as session:
+            return list_drafts(
+                session,
+                state=DraftState(state) if state else None,
+                recipe=recipe,
+                limit=limit,
+                now=self._services.clock.now(),
+            )
+
+    def show(self, ref: str) -> DraftDetail:
+        """A run id or a draft key: the text, its revisions, decisions, attempts (with
+        causes) and effects (with external ids). What `galley show` prints."""
+        with self._services.store.transaction() as session:
+            detail = draft_detail(session, ref)
+        said = self._feedback_summary(detail.run.recipe)  # reviewers' words (§22)
+        return dataclasses.replace(detail, feedback=said.line())
+
+    def events(self, run: str | None = None, *, limit: int | None = 200) -> EventList:
+        """A run's history in order, or the newest events of all."""
+        with self._services.store.transaction() as session:
+            return list_events(session, run_id=run, subject_id=None, limit=limit)
+
+    def attempts(
+        self, run: str | None = None, *, recipe: str | None = None, limit: int | None = 200
+    ) -> AttemptList:
+        """Model calls from the cost ledger, with outcome, cause, tokens and cost."""
+        with self._services.store.transaction() as session:
+            return list_attempts(session, run_id=run, recipe=recipe, limit=limit)
+
+    def effects(
+        self, run: str | None = None, *, state: str | None = None, limit: int | None = 200
+    ) -> EffectList:
+        """Receipts of Slack posts and publications, with their external ids."""
+        with self._services.store.transaction() as session:
+            return list_effects(session, run_id=run, state=state, limit=limit)
+
+    def run_now(self, recipe_name: str) -> DraftResult:
+        """`/galley run`: draft the recipe's most recent slot now."""
+        return self.draft(recipe_name)
+
+    def calendar(self, days: int = 7) -> Calendar:
+        """The publication calendar (§23): each recipe's slots of the last day and the
+        next `days`, per target, with their state; `.plot()` draws it."""
+        from core.api.calendar import read_calendar
+
+        with self._services.store.read() as session:
+            return read_calendar(session, self._services.config, self._services.clock.now(), days)
+
+    @cached_property
+    def plots(self) -> Plots:
+        """Figures of the history (needs the `notebook` extra)."""
+        from core.api.plots import Plots
+
+        return Plots(self._services.store, self._services.config)
+
+
+def plain_description(result: DraftResult) -> str:
+    """`DraftResult.describe()` without its Slack markup, for a terminal or a notebook."""
+    why = result.detail or result.reason
+    return f"{result.run}: {result.outcome}" + (f" ({why})" if why else "")

@@ -1,0 +1,267 @@
+"""Figures of Galley's history, one call each: `galley.plots.queue_depth()` and friends.
+
+Needs the `notebook` extra (matplotlib); nothing in the bot imports this module. The
+numbers come from `core/api/analytics.py`, counted by the database. Figures are built
+without pyplot (no global state, no GUI backend), so they render the same in a kernel,
+a test and a headless server. A time axis spans the data (a young deployment's three
+days are not drawn across four years), and a plot with nothing to show says so in
+words instead of drawing an empty axis.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import UTC, date, datetime, time, timedelta
+from typing import TYPE_CHECKING, Any
+
+from core.api.analytics import (
+    OUTCOMES,
+    daily_cost,
+    decision_rates,
+    decision_times,
+    queue_depth,
+    skipped_slots,
+)
+from core.api.queries import list_events
+from core.errors import UnknownRun
+from core.setup.config import Config
+from core.states import EventSubject
+from core.store.engine import Store
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from core.api.calendar import Calendar
+
+SUBJECT_LANES = tuple(EventSubject)
+MARKERS_UP_TO = 120
+
+
+def _figure(width: float = 9.0, height: float = 4.0) -> Figure:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+class Plots:
+    def __init__(self, store: Store, config: Config) -> None:
+        self.store, self.config = store, config
+
+    def _read(self, query: Any, *args: Any) -> Any:
+        with self.store.transaction() as session:
+            return query(session, *args)
+
+    def queue_depth(self) -> Figure:
+        """Drafts waiting for review per recipe, day by day, against `pending_limit`."""
+        series: dict[str, tuple[list[Any], list[int]]] = defaultdict(lambda: ([], []))
+        for point in self._read(queue_depth):
+            days, depths = series[point.recipe]
+            days.append(point.day)
+            depths.append(point.depth)
+        figure = _figure()
+        axes = figure.subplots()
+        if not series:
+            return _nothing(figure, axes, "Review queue depth", "no drafts yet")
+        for recipe, (days, depths) in sorted(series.items()):
+            (line,) = axes.step(days, depths, where="post", label=recipe)
+            limit = self.config.recipes.get(recipe)
+            if limit is not None:
+                axes.axhline(
+                    limit.pending_limit,
+                    color=line.get_color(),
+                    linestyle="--",
+                    label=f"{recipe} pending_limit",
+                )
+        axes.set(title="Review queue depth", xlabel="day (UTC)", ylabel="drafts waiting")
+        _span(axes, (day for days, _ in series.values() for day in days), timedelta(days=1))
+        _legend(axes, series)
+        figure.autofmt_xdate()
+        return figure
+
+    def decision_rates(self) -> Figure:
+        """Share of drafts approved, rejected and expired, per recipe per week: which
+        recipe produces work nobody wants."""
+        points = self._read(decision_rates)
+        recipes = sorted({p.recipe for p in points})
+        if not recipes:
+            figure = _figure(9.0, 2.6)
+            return _nothing(figure, figure.subplots(), "Decisions", "no decisions yet")
+        figure = _figure(9.0, 2.6 * len(recipes))
+        grid = figure.subplots(len(recipes), 1, squeeze=False, sharex=True)
+        for axes, recipe in zip(grid[:, 0], recipes, strict=True):
+            for outcome in OUTCOMES:
+                chosen = [p for p in points if p.recipe == recipe and p.outcome == outcome]
+                if chosen:
+                    axes.plot(
+                        [p.week for p in chosen],
+                        [p.rate for p in chosen],
+                        marker=_marker(chosen),
+                        label=outcome,
+                    )
+            axes.set(title=recipe, ylabel="share of drafts", ylim=(-0.05, 1.05))
+            _legend(axes, points)
+        _span(grid[-1, 0], (p.week for p in points), timedelta(weeks=1))  # shared x
+        grid[-1, 0].set_xlabel("week the draft became ready (UTC)")
+        figure.autofmt_xdate()
+        return figure
+
+    def time_to_decision(self) -> Figure:
+        """How long drafts wait for a person: decisions per hour after ready, per recipe."""
+        counts = self._read(decision_times)
+        figure = _figure()
+        axes = figure.subplots()
+        if not counts:
+            return _nothing(figure, axes, "Time from draft to decision", "no decisions yet")
+        for recipe in sorted({c.recipe for c in counts}):
+            chosen = [c for c in counts if c.recipe == recipe]
+            axes.step(
+                [c.hour for c in chosen],
+                [c.drafts for c in chosen],
+                where="post",
+                marker=_marker(chosen),
+                label=recipe,
+            )
+        axes.set(
+            title="Time from draft to decision",
+            xlabel="hours after the draft was ready",
+            ylabel="drafts decided",
+        )
+        _legend(axes, counts)
+        return figure
+
+    def cost(self) -> Figure:
+        """Model tokens and estimated cost (USD) per recipe per day."""
+        points = self._read(daily_cost)
+        if not points:
+            figure = _figure()
+            return _nothing(
+                figure, figure.subplots(), "Model tokens and cost", "no model calls yet"
+            )
+        figure = _figure(9.0, 6.0)
+        tokens_axes, cost_axes = figure.subplots(2, 1, sharex=True)
+        for recipe in sorted({p.recipe for p in points}):
+            chosen = sorted((p for p in points if p.recipe == recipe), key=lambda p: p.day)
+            days = [p.day for p in chosen]
+            tokens = [p.input_tokens + p.output_tokens for p in chosen]
+            tokens_axes.plot(days, tokens, marker=_marker(chosen), label=recipe)
+            costs = [p.est_cost_usd for p in chosen]
+            cost_axes.plot(days, costs, marker=_marker(chosen), label=recipe)
+        tokens_axes.set(title="Model tokens per day (input + output)", ylabel="tokens")
+        cost_axes.set(title="Estimated cost per day", ylabel="USD", xlabel="day (UTC)")
+        _legend(tokens_axes, points)
+        _span(cost_axes, (p.day for p in points), timedelta(days=1))
+        figure.autofmt_xdate()
+        return figure
+
+    def skipped(self) -> Figure:
+        """Slots skipped, per reason, stacked per recipe."""
+        counts = self._read(skipped_slots)
+        recipes = sorted({c.recipe for c in counts})
+        figure = _figure()
+        axes = figure.subplots()
+        if not counts:
+            return _nothing(figure, axes, "Skipped slots by reason", "no skipped slots")
+        bottoms = [0] * len(recipes)
+        for reason in sorted({c.reason for c in counts}):
+            heights = [
+                sum(c.runs for c in counts if c.recipe == r and c.reason == reason) for r in recipes
+            ]
+            axes.bar(recipes, heights, bottom=bottoms, label=reason)
+            bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
+        axes.set(title="Skipped slots by reason", ylabel="runs")
+        _legend(axes, counts)
+        return figure
+
+    def timeline(self, run_id: str) -> Figure:
+        """One run's events in time: the run, its drafts and its effects, one lane each."""
+        events = self._read(
+            lambda session: list_events(session, run_id=run_id, subject_id=None, limit=None)
+        )
+        if not events:
+            raise UnknownRun(f"no events for run {run_id!r}")
+        figure = _figure(9.0, 3.0)
+        axes = figure.subplots()
+        lanes = [s for s in SUBJECT_LANES if any(e.subject == s for e in events)]
+        for lane, subject in enumerate(lanes):
+            chosen = [e for e in events if e.subject == subject]
+            axes.scatter([e.at for e in chosen], [lane] * len(chosen), label=subject, zorder=3)
+            labels: dict[Any, list[str]] = defaultdict(list)  # one label per instant
+            for event in chosen:
+                labels[event.at].append(f"{event.to_state} ({event.actor})")
+            for at, texts in labels.items():
+                axes.annotate(
+                    " → ".join(texts),
+                    (at, lane),
+                    textcoords="offset points",
+                    xytext=(0, 8),
+                    rotation=30,
+                    fontsize=8,
+                )
+        first, last = min(e.at for e in events), max(e.at for e in events)
+        pad = max((last - first) / 10, timedelta(minutes=5))
+        axes.set_xlim(first - pad, last + pad)
+        axes.set_yticks(range(len(lanes)), lanes)
+        axes.set(title=f"Timeline of {run_id}", xlabel="time (UTC)", ylim=(-0.5, len(lanes)))
+        figure.autofmt_xdate()
+        return figure
+
+    @staticmethod
+    def calendar(entries: Calendar) -> Figure:
+        """The publication calendar (`galley.calendar()`): one lane per recipe and target,
+        each slot a dot at its time, coloured by its state."""
+        figure = _figure(9.0, 1.5 + 0.5 * len({(e.recipe, e.target) for e in entries}))
+        axes = figure.subplots()
+        if not entries:
+            return _nothing(figure, axes, "Publication calendar", "no slots in this window")
+        lanes = sorted({(e.recipe, e.target or "no publish") for e in entries})
+        lane_of = {lane: n for n, lane in enumerate(lanes)}
+        for state in sorted({e.state for e in entries}):
+            chosen = [e for e in entries if e.state == state]
+            times: Any = [e.slot_at for e in chosen]  # matplotlib takes datetimes as dates
+            axes.scatter(
+                times,
+                [lane_of[(e.recipe, e.target or "no publish")] for e in chosen],
+                label=state,
+                zorder=3,
+            )
+        axes.set_yticks(range(len(lanes)), [f"{recipe} → {target}" for recipe, target in lanes])
+        axes.set(title="Publication calendar", xlabel="slot (UTC)", ylim=(-0.5, len(lanes)))
+        _span(axes, (e.slot_at for e in entries), timedelta(hours=1))
+        _legend(axes, entries)
+        figure.autofmt_xdate()
+        return figure
+
+
+def _nothing(figure: Figure, axes: Any, title: str, words: str) -> Figure:
+    """A figure that says there is nothing to plot yet, rather than an empty frame."""
+    axes.set_axis_off()
+    axes.set_title(title)
+    axes.text(0.5, 0.5, words, ha="center", va="center", fontsize=14, transform=axes.transAxes)
+    return figure
+
+
+def _span(axes: Any, instants: Iterable[date | datetime], step: timedelta) -> None:
+    """Bound a time axis by the data, half a `step` either side, or matplotlib widens a
+    few days to years (one day alone to four)."""
+    moments = [_as_datetime(i) for i in instants]
+    if moments:
+        pad = max((max(moments) - min(moments)) / 20, step / 2)
+        axes.set_xlim(min(moments) - pad, max(moments) + pad)
+
+
+def _as_datetime(instant: date | datetime) -> datetime:
+    if isinstance(instant, datetime):
+        return instant
+    return datetime.combine(instant, time(0), tzinfo=UTC)
+
+
+def _marker(points: list[Any]) -> str | None:
+    """Dots while a person can count them; a plain line over years of history (markers
+    on 10,000 points cost seconds to draw and show nothing more)."""
+    return "o" if len(points) <= MARKERS_UP_TO else None
+
+
+def _legend(axes: Any, data: Any) -> None:
+    if data:
+        axes.legend(loc="best", fontsize=8)

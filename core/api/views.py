@@ -1,0 +1,324 @@
+"""What the operator API returns: read models of status, runs, drafts, history, the cost
+ledger and the effect ledger, each renderable as HTML (Jupyter), text (a terminal),
+JSON (`--json`) and a DataFrame (`.to_frame()`).
+
+Pure values: no database, no Slack. `core/api/queries.py` fills them from the store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from core.render import Printable, Rows, html_block, html_table, jsonable, text_table
+from core.states import RUN_SETTLED_BY_PEOPLE, RunState
+
+
+@dataclass(frozen=True)
+class RecipeStatus:
+    name: str
+    version: int
+    paused: bool
+    pending: int
+    pending_limit: int
+    next_slot: str | None
+    paused_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Status(Printable):
+    recipes: list[RecipeStatus]
+    uncertain: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"recipes": [jsonable(r) for r in self.recipes], "uncertain": self.uncertain}
+
+    def _rows(self) -> list[tuple[Any, ...]]:
+        return [
+            (
+                r.name,
+                f"v{r.version}",
+                f"paused ({r.paused_reason or 'no reason'})" if r.paused else "",
+                f"{r.pending}/{r.pending_limit}",
+                r.next_slot,
+            )
+            for r in self.recipes
+        ]
+
+    _COLUMNS = ("recipe", "version", "paused", "waiting/limit", "next slot")
+
+    def _repr_html_(self) -> str:
+        table = html_table("status", self._COLUMNS, self._rows())
+        if not self.uncertain:
+            return table
+        return table + html_block("p", "Uncertain runs: " + ", ".join(self.uncertain))
+
+    def __str__(self) -> str:
+        text = text_table("status", self._COLUMNS, self._rows())
+        return text + ("\nuncertain runs: " + ", ".join(self.uncertain) if self.uncertain else "")
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    id: str
+    recipe: str
+    slot: str
+    state: str
+    reason: str | None
+    draft_key: str | None
+    attempts: int
+
+
+class RunList(Rows[RunSummary]):
+    title = "runs"
+    row_type = RunSummary
+
+
+@dataclass(frozen=True)
+class DraftSummary:
+    """One draft in a list: enough to choose which to read."""
+
+    key: str
+    run: str
+    recipe: str
+    platform: str
+    slot: str
+    version: int
+    state: str
+    revision: int
+    ready_at: datetime | None
+    waiting_hours: float | None
+    preview: str
+
+
+class DraftList(Rows[DraftSummary]):
+    title = "drafts"
+    row_type = DraftSummary
+
+
+@dataclass(frozen=True)
+class EventView:
+    at: datetime
+    subject: str
+    subject_id: str
+    run_id: str | None
+    from_state: str | None
+    to_state: str
+    actor: str
+    reason: str | None
+
+
+class EventList(Rows[EventView]):
+    title = "events"
+    row_type = EventView
+    columns = ("at", "subject", "subject_id", "from_state", "to_state", "actor", "reason")
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    """One model call from the cost ledger; `cause` says why it did not succeed."""
+
+    id: str
+    run_id: str
+    recipe: str
+    draft_key: str
+    number: int
+    model: str
+    started_at: datetime
+    outcome: str | None
+    http_status: int | None
+    cause: str | None
+    latency_ms: int | None
+    input_tokens: int
+    output_tokens: int
+    est_cost_usd: float
+    made_for: str = "draft"  # an AttemptCause: a slot's draft, or a reviewer's redraft
+
+
+class AttemptList(Rows[AttemptView]):
+    title = "attempts"
+    row_type = AttemptView
+
+
+@dataclass(frozen=True)
+class EffectView:
+    """One receipt from the effect ledger, with the destination's id once it is known."""
+
+    key: str
+    draft_key: str
+    step: str
+    state: str
+    external_id: str | None
+    detail: str | None
+    tries: int
+    updated_at: datetime
+    url: str | None = None  # a publication's public URL, kept in its receipt
+
+
+class EffectList(Rows[EffectView]):
+    title = "effects"
+    row_type = EffectView
+
+
+@dataclass(frozen=True)
+class Revision:
+    revision: int
+    written_by: str
+    written_at: datetime | None
+    text: str
+
+
+class RevisionList(Rows[Revision]):
+    title = "revisions"
+    row_type = Revision
+
+
+@dataclass(frozen=True)
+class DraftInfo:
+    key: str
+    state: str
+    revision: int
+    text: str
+    platform: str
+    version: int
+    model: str | None
+    input_tokens: int
+    output_tokens: int
+    est_cost_usd: float  # every attempt for this draft, failed ones too
+    ready_at: datetime | None
+    decided_by: str | None
+    decided_at: datetime | None
+    decision_reason: str | None
+    similar_to: str | None = None  # the draft people saw that this one reads most like
+    similar_score: int | None = None  # percent, checked when the draft became ready
+    similar_method: str | None = None
+
+
+@dataclass(frozen=True)
+class DraftDetail(Printable):
+    """Everything about one draft (or one run's current draft): what `galley show` prints.
+
+    `revision` is what an approval binds to: `galley.approve(detail)` approves exactly
+    the text shown here, and is refused if it changed since.
+    """
+
+    run: RunSummary
+    draft: DraftInfo | None
+    revisions: RevisionList = field(default_factory=RevisionList)
+    decisions: EventList = field(default_factory=EventList)
+    attempts: AttemptList = field(default_factory=AttemptList)
+    effects: EffectList = field(default_factory=EffectList)
+    feedback: str | None = None  # what reviewers said about the recipe lately (§22)
+
+    @property
+    def key(self) -> str | None:
+        return self.draft.key if self.draft else None
+
+    @property
+    def revision(self) -> int | None:
+        return self.draft.revision if self.draft else None
+
+    @property
+    def text(self) -> str:
+        return self.draft.text if self.draft else ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run": jsonable(self.run),
+            "draft": jsonable(self.draft),
+            "revisions": self.revisions.to_json(),
+            "decisions": self.decisions.to_json(),
+            "attempts": self.attempts.to_json(),
+            "effects": self.effects.to_json(),
+        } | ({"feedback": self.feedback} if self.feedback is not None else {})
+
+    def attention(self) -> str | None:
+        """A sentence for a run a person must settle, or None."""
+        if self.run.state not in RUN_SETTLED_BY_PEOPLE:
+            return None
+        run = self.run.id
+        if self.run.state == RunState.UNCERTAIN:
+            return (
+                f"Needs a person: {run} may or may not have been published. Look at the "
+                f"destination, then galley.resolve({run!r}, 'published' or 'absent'), "
+                f"galley.retry({run!r}) or galley.cancel({run!r})."
+            )
+        cause = self.attempts[-1].cause if self.attempts else self.run.reason
+        return f"Needs a person: {run} failed ({cause}). galley.retry({run!r}) drafts it again."
+
+    def _facts(self) -> list[tuple[str, Any]]:
+        run, draft = self.run, self.draft
+        facts: list[tuple[str, Any]] = [
+            ("run", run.id),
+            ("run state", f"{run.state}" + (f" ({run.reason})" if run.reason else "")),
+        ]
+        if draft is not None:
+            facts += [
+                ("draft", draft.key),
+                ("draft state", draft.state),
+                ("revision", draft.revision),
+                ("model", draft.model),
+                ("tokens in/out", f"{draft.input_tokens}/{draft.output_tokens}"),
+                ("estimated cost (USD)", f"{draft.est_cost_usd:.4f}"),
+                ("ready at", draft.ready_at),
+                (
+                    "decided",
+                    f"{draft.decided_by} at {draft.decided_at}" if draft.decided_by else "",
+                ),
+                ("decision reason", draft.decision_reason),
+            ]
+            links = [e.url for e in self.effects if e.url]
+            if links:
+                facts.append(("published at", " · ".join(links)))
+            if draft.similar_to:
+                facts.append(
+                    (
+                        "closest seen",
+                        f"{draft.similar_to}: {draft.similar_score}% ({draft.similar_method})",
+                    )
+                )
+        if self.feedback:
+            facts.append(("reviewers said", self.feedback))
+        return facts
+
+    def _repr_html_(self) -> str:
+        parts = []
+        warning = self.attention()
+        if warning:
+            parts.append(html_block("p", warning, **{"class": "galley-alert"}))
+        parts.append(html_table("draft", ("", ""), self._facts()))
+        if self.draft is not None:
+            parts.append(html_block("pre", self.draft.text, **{"class": "galley-draft"}))
+        for part in (self.revisions, self.decisions, self.attempts, self.effects):
+            if part:
+                parts.append(part._repr_html_())
+        return '<div class="galley-show">' + "".join(parts) + "</div>"
+
+    def __str__(self) -> str:
+        parts = [text_table(None, ("", ""), self._facts())]
+        warning = self.attention()
+        if warning:
+            parts.insert(0, warning)
+        if self.draft is not None:
+            parts.append("--- text ---\n" + self.draft.text)
+        parts += [str(part) for part in (self.revisions, self.decisions, self.attempts) if part]
+        if self.effects:
+            parts.append(str(self.effects))
+        return "\n\n".join(parts)
+
+
+@dataclass(frozen=True)
+class Answer(Printable):
+    """What a decision from the API came to: whether it counted, and why not."""
+
+    accepted: bool
+    message: str
+    draft_key: str
+    state: str | None
+
+    def _repr_html_(self) -> str:
+        return html_block("p", self.message, **{"class": "galley-answer"})
+
+    def __str__(self) -> str:
+        return self.message

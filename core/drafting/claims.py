@@ -1,0 +1,435 @@
+"""Claim before you spend (docs/design.md §4): who may pay for a slot's model call.
+
+The draft key is claimed with `INSERT … ON CONFLICT DO NOTHING` in one short
+transaction; the loser never calls the model. A claim carries an owner token unique to
+the attempt (`claimed_by`) and a short lease (`lease_until`) that the holder renews by
+heartbeat while it works. A claim not renewed for `takeover_after` is taken over (by the
+next request for the slot) or returned to the pool (by the sweeper); either way the
+change names the owner and expiry it read, so a claim whose holder stored its draft in
+the meantime is never touched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import Session, col, select
+
+from core.drafting.gate import gate_reason, others_drafting
+from core.failpoints import Failpoint, failpoint
+from core.identity import draft_key, slot_wall_of_run
+from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
+from core.policies import (
+    AttemptOutcome,
+    DraftOutcome,
+    Overlap,
+    PendingReason,
+    SkipReason,
+    takeover_note,
+)
+from core.ports import Clock
+from core.setup.config import Recipe
+from core.slots.schedule import Slot
+from core.states import DraftState, EventSubject, RunState, run_may_move
+from core.store.engine import Store, insert_ignore
+from core.store.leases import SWEEPER, lease_now, new_owner
+from core.store.rows import draft_row, lock_recipe, lock_run, recipe_row, required, run_holds
+from core.store.transitions import (
+    guarded_delete,
+    guarded_update,
+    move_run,
+    note_draft,
+    note_released,
+    note_run,
+    record_event,
+)
+
+SWEEP_BATCH = 100
+
+
+@dataclass(frozen=True)
+class DraftResult:
+    """What one request to draft a slot came to (the `galley draft` JSON shape)."""
+
+    outcome: DraftOutcome
+    run: str
+    key: str | None
+    reason: str | None = None
+    detail: str | None = None
+
+    def describe(self) -> str:
+        """One line for a person: the run, what happened, and why when it was not drafted."""
+        why = self.detail or self.reason
+        return f"`{self.run}`: {self.outcome}" + (f" ({why})" if why else "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "run": self.run,
+            "key": self.key,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The right to pay for one draft key's model call, held by `owner` (a token unique
+    to this attempt) while its heartbeat keeps `lease_until` ahead."""
+
+    run_id: str
+    draft_key: str
+    version: int
+    owner: str
+    took_over: bool
+
+
+def ensure_recipe_row(session: Session, name: str, now: datetime) -> RecipeRow:
+    insert_ignore(session, RecipeRow, name=name, version=1, paused=False, updated_at=now)
+    return required(recipe_row(session, name), f"recipe {name}")
+
+
+def lock_recipe_row(session: Session, name: str, now: datetime) -> RecipeRow:
+    """The recipe row, locked for this transaction (SQLite: BEGIN IMMEDIATE already is).
+
+    One statement once the row exists (every claim and store after a recipe's first):
+    the lock is asked first, and only a missing row is inserted (ON CONFLICT DO NOTHING,
+    so two first claims agree) and then locked."""
+    row = lock_recipe(session, name)
+    if row is not None:
+        return row
+    insert_ignore(session, RecipeRow, name=name, version=1, paused=False, updated_at=now)
+    return required(lock_recipe(session, name), f"recipe {name}")
+
+
+def open_run(
+    session: Session, recipe: Recipe, slot: Slot, *, manual: bool, actor: str, now: datetime
+) -> RunRow:
+    """The run row for a slot, created `pending` if new (the recipe row must exist)."""
+    run_id = slot.run_id(recipe.name)
+    inserted = insert_ignore(
+        session,
+        RunRow,
+        id=run_id,
+        recipe=recipe.name,
+        slot_wall=slot_wall_of_run(run_id),
+        slot_at=slot.fire_at,
+        state=RunState.PENDING,
+        version=1,
+        manual=manual,
+        created_at=now,
+        updated_at=now,
+    )
+    run = required(lock_run(session, run_id), f"run {run_id}")  # recipe, run, then draft
+    if inserted:
+        record_event(
+            session,
+            subject=EventSubject.RUN,
+            subject_id=run_id,
+            run_id=run_id,
+            to_state=RunState.PENDING,
+            actor=actor,
+            at=now,
+            reason=f"slot {run.slot_wall} fires at {slot.fire_at.isoformat()}",
+        )
+    return run
+
+
+def skip_slot(
+    session: Session,
+    recipe: Recipe,
+    slot: Slot,
+    reason: SkipReason,
+    detail: str,
+    *,
+    actor: str,
+    now: datetime,
+) -> RunRow:
+    """Record a slot nobody will draft: its run, opened if new, becomes `skipped`."""
+    ensure_recipe_row(session, recipe.name, now)
+    run = open_run(session, recipe, slot, manual=False, actor=actor, now=now)
+    skip_if_pending(session, run, reason, detail, actor=actor, now=now)
+    return run
+
+
+def skip_if_pending(
+    session: Session, run: RunRow, reason: SkipReason, detail: str, *, actor: str, now: datetime
+) -> None:
+    """A run nobody has started becomes `skipped`; one that moved on is left as it is,
+    and so is a person's request found late (manual runs have no misfire_grace: the
+    pending-run pass drafts them)."""
+    if run.manual and reason == SkipReason.MISFIRE:
+        return
+    if run.state == RunState.PENDING:
+        move_run(session, run, RunState.SKIPPED, actor=actor, at=now, reason=reason, detail=detail)
+
+
+def claim_slot(
+    store: Store,
+    recipe: Recipe,
+    slot: Slot,
+    *,
+    worker: str,
+    actor: str,
+    manual: bool,
+    clock: Clock,
+    overlap: Overlap | None = None,
+) -> Claim | DraftResult:
+    """One transaction: open the run, answer from an existing draft, pass the gate, claim.
+
+    `overlap` (scheduled runs only) refuses or queues the slot while another slot of
+    the recipe is still being drafted, in this or any other process. `worker` names the
+    process; the claim's owner token adds a part unique to this call.
+    """
+    owner = new_owner(worker)
+    with store.transaction() as session:
+        now = lease_now(session, clock)  # leases are judged by the database's clock
+        recipe_row = lock_recipe_row(session, recipe.name, now)
+        run = open_run(session, recipe, slot, manual=manual, actor=actor, now=now)
+        if manual and not run.manual:
+            run.manual = True  # a person asked for this slot: it stays theirs through sweeps
+            guarded_update(session, run, state=run.state)
+        key = draft_key(recipe.platform, run.id, recipe_row.version)
+        existing = draft_row(session, key)
+        if existing is not None:
+            return _answer_existing(session, existing, run, owner, recipe.takeover_after, now)
+        if run.state == RunState.RUNNING:
+            # An older version's draft is being written (the recipe was bumped meanwhile).
+            # It is stored as superseded and the run comes back `pending` for this version;
+            # refusing or claiming now would strand the answer already paid for.
+            detail = f"{run.draft_key} is being drafted; this version follows once it is stored"
+            return DraftResult(DraftOutcome.IN_PROGRESS, run.id, key, None, detail)
+        refusal = gate_reason(session, recipe, recipe_row, now)
+        if refusal is not None:
+            _record_skip(session, run, recipe_row, refusal, actor=actor, now=now)
+            return DraftResult(DraftOutcome.SKIPPED, run.id, key, refusal[0], refusal[1])
+        if overlap is not None and others_drafting(session, recipe.name, key, now):
+            return _overlap(session, run, key, overlap, actor=actor, now=now)
+        if recipe_row.backpressure_since is not None and recipe_row.backpressure_resumed_at is None:
+            recipe_row.backpressure_resumed_at = now  # the episode ends: people are told once
+            session.add(recipe_row)
+        if not insert_ignore(
+            session,
+            DraftRow,
+            key=key,
+            run_id=run.id,
+            recipe=recipe.name,
+            platform=recipe.platform,
+            version=recipe_row.version,
+            state=DraftState.CLAIMED,
+            claimed_by=owner,
+            lease_until=now + recipe.takeover_after,
+            attempts_before=_attempts_of(key),  # counted by the INSERT itself
+            created_at=now,
+            updated_at=now,
+        ):
+            return DraftResult(DraftOutcome.IN_PROGRESS, run.id, key)
+        record_event(
+            session,
+            subject=EventSubject.DRAFT,
+            subject_id=key,
+            run_id=run.id,
+            to_state=DraftState.CLAIMED,
+            actor=owner,
+            at=now,
+        )
+        run.version, run.draft_key = recipe_row.version, key
+        move_run(session, run, RunState.RUNNING, actor=owner, at=now, detail=f"claimed {key}")
+        return Claim(run.id, key, recipe_row.version, owner, took_over=False)
+
+
+def _answer_existing(
+    session: Session,
+    draft: DraftRow,
+    run: RunRow,
+    owner: str,
+    lease: timedelta,
+    now: datetime,
+) -> Claim | DraftResult:
+    if draft.state != DraftState.CLAIMED:
+        return DraftResult(DraftOutcome.EXISTS, run.id, draft.key)
+    previous = draft.claimed_by  # the ORM update below may refresh the loaded row
+    taken = session.execute(  # fenced: only the expired claim of the owner we read
+        sa.update(DraftRow)
+        .where(
+            col(DraftRow.key) == draft.key,
+            col(DraftRow.state) == DraftState.CLAIMED,
+            col(DraftRow.claimed_by) == previous,
+            col(DraftRow.lease_until) < now,
+        )
+        .values(claimed_by=owner, lease_until=now + lease, updated_at=now)
+    )
+    if taken.rowcount != 1:  # type: ignore[attr-defined]
+        return DraftResult(DraftOutcome.IN_PROGRESS, run.id, draft.key)
+    abandon_unfinished_attempts(session, draft.key, now)
+    note_draft(
+        session,
+        draft,
+        actor=owner,
+        at=now,
+        reason=takeover_note(previous),
+    )
+    if run.state != RunState.RUNNING:
+        move_run(
+            session,
+            run,
+            RunState.RUNNING,
+            actor=owner,
+            at=now,
+            reason=PendingReason.CLAIM_TAKEN_OVER,
+        )
+    return Claim(run.id, draft.key, draft.version, owner, took_over=True)
+
+
+def _overlap(
+    session: Session, run: RunRow, key: str, policy: Overlap, *, actor: str, now: datetime
+) -> DraftResult:
+    """skip: record the slot as skipped. queue_one: hold one slot back, skip the rest."""
+    may_queue = policy == Overlap.QUEUE_ONE and run.state == RunState.PENDING
+    if may_queue and (run.reason == PendingReason.QUEUED or not _another_queued(session, run)):
+        if run.reason != PendingReason.QUEUED:
+            run.reason, run.updated_at = PendingReason.QUEUED, now
+            session.add(run)
+            note_run(
+                session,
+                run,
+                actor=actor,
+                at=now,
+                reason="queued behind the recipe's running draft (overlap = queue_one)",
+            )
+        return DraftResult(DraftOutcome.QUEUED, run.id, key, PendingReason.QUEUED)
+    detail = f"the previous run of {run.recipe} is still drafting (overlap = {policy})"
+    if run_may_move(run.state, RunState.SKIPPED):
+        _skip(session, run, SkipReason.OVERLAP, detail, actor=actor, now=now)
+    return DraftResult(DraftOutcome.SKIPPED, run.id, key, SkipReason.OVERLAP, detail)
+
+
+def _another_queued(session: Session, run: RunRow) -> bool:
+    queued = session.exec(
+        select(RunRow.id).where(
+            col(RunRow.recipe) == run.recipe,
+            col(RunRow.id) != run.id,
+            col(RunRow.state) == RunState.PENDING,
+            col(RunRow.reason) == PendingReason.QUEUED,
+        )
+    ).first()
+    return queued is not None
+
+
+def _record_skip(
+    session: Session,
+    run: RunRow,
+    recipe_row: RecipeRow,
+    refusal: tuple[SkipReason, str],
+    *,
+    actor: str,
+    now: datetime,
+) -> None:
+    reason, detail = refusal
+    episode_open = (
+        recipe_row.backpressure_since is not None and recipe_row.backpressure_resumed_at is None
+    )
+    if reason == SkipReason.BACKPRESSURE and not episode_open:
+        recipe_row.backpressure_since, recipe_row.backpressure_resumed_at = now, None
+        session.add(recipe_row)
+    if run.state != RunState.RUNNING and run_may_move(run.state, RunState.SKIPPED):
+        _skip(session, run, reason, detail, actor=actor, now=now)
+        return
+    # the run holds an older version's draft: note the refusal only
+    note_run(session, run, actor=actor, at=now, reason=f"not drafted again: {detail}")
+
+
+def _skip(
+    session: Session, run: RunRow, reason: SkipReason, detail: str, *, actor: str, now: datetime
+) -> None:
+    """Record the slot as skipped once per reason: another replica firing the same slot
+    for the same reason changes nothing (a new reason is a new event)."""
+    if run.state == RunState.SKIPPED and run.reason == reason:
+        return
+    move_run(session, run, RunState.SKIPPED, actor=actor, at=now, reason=reason, detail=detail)
+
+
+def _attempts_of(key: str) -> Any:
+    """The attempts already made for `key` (by claims given back), as a subquery the
+    claim's INSERT evaluates: one statement, inside the same write lock."""
+    return (
+        sa.select(sa.func.count())
+        .select_from(AttemptRow)
+        .where(col(AttemptRow.draft_key) == key)
+        .scalar_subquery()
+    )
+
+
+def abandon_unfinished_attempts(session: Session, key: str, now: datetime) -> None:
+    session.execute(
+        sa.update(AttemptRow)
+        .where(col(AttemptRow.draft_key) == key, col(AttemptRow.finished_at).is_(None))
+        .values(outcome=AttemptOutcome.ABANDONED, finished_at=now)
+    )
+
+
+def renew_lease(store: Store, claim: Claim, lease: timedelta, clock: Clock) -> bool:
+    """Extend our claim; False when it is no longer ours (taken over or swept)."""
+    with store.transaction() as session:
+        now = lease_now(session, clock)  # read once the write lock is held, not before
+        renewed = session.execute(
+            sa.update(DraftRow)
+            .where(
+                col(DraftRow.key) == claim.draft_key,
+                col(DraftRow.state) == DraftState.CLAIMED,
+                col(DraftRow.claimed_by) == claim.owner,
+            )
+            .values(lease_until=now + lease, updated_at=now)
+        )
+        return bool(renewed.rowcount == 1)  # type: ignore[attr-defined]
+
+
+def sweep_expired_claims(store: Store, clock: Clock, actor: str = SWEEPER) -> list[str]:
+    """Return expired claims to the pool: the draft row goes, the run is pending again.
+
+    The delete names the owner and expiry it read: a claim renewed, taken over or stored
+    as a draft after the read is left alone (PostgreSQL re-checks the row at delete time).
+    """
+    swept: list[str] = []
+    with store.read() as session:  # most passes find nothing, and take no write lock for it
+        lapsed = (col(DraftRow.state) == DraftState.CLAIMED) & (
+            col(DraftRow.lease_until) < lease_now(session, clock)
+        )
+        if session.exec(select(DraftRow.key).where(lapsed).limit(1)).first() is None:
+            return swept
+    with store.transaction() as session:
+        now = lease_now(session, clock)
+        expired = session.exec(
+            select(DraftRow)
+            .where(col(DraftRow.state) == DraftState.CLAIMED, col(DraftRow.lease_until) < now)
+            .limit(SWEEP_BATCH)  # the write lock is held for one batch; the rest next pass
+        ).all()
+        failpoint(Failpoint.SWEEPER_AFTER_READ)
+        for draft in sorted(expired, key=lambda d: d.key):
+            holder, lease_until = draft.claimed_by, draft.lease_until
+            run = lock_run(session, draft.run_id)  # run, then draft: core/store/rows.py
+            if run is None or not guarded_delete(
+                session,
+                draft,
+                state=DraftState.CLAIMED,
+                claimed_by=holder,
+                lease_until=lease_until,
+            ):
+                continue  # its holder stored it, renewed it, or someone took it over
+            abandon_unfinished_attempts(session, draft.key, now)
+            if run_holds(run, draft.key, RunState.RUNNING):
+                move_run(
+                    session,
+                    run,
+                    RunState.PENDING,
+                    actor=actor,
+                    at=now,
+                    reason=PendingReason.CLAIM_EXPIRED,
+                )
+            why = f"lease of {holder} expired at {lease_until}"
+            note_released(session, draft, actor=actor, at=now, reason=why)
+            swept.append(draft.key)
+    return swept

@@ -1,0 +1,85 @@
+"""Whether a draft fits each target of its recipe (docs/design.md §24): one rule, read by
+the review message (each target's count), by every Approve (Slack, CLI, notebook: all
+through `core/review/queue.py` `decide`) and by the model's request (the tightest limit).
+It measures; it never sends, and a destination that cannot be measured is skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from core.identity import text_hash
+from core.ports import Fit, Publisher
+from core.setup.config import Config, Recipe
+from core.store.engine import Store
+from core.store.rows import draft_row
+
+PublishersFor = Callable[[Recipe], Sequence[Publisher]]
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A draft's text as measured before a decision (`text_hash`), and why it cannot be
+    approved (`reason`, None when it fits every target). The decision's transaction
+    compares the hash with the draft's: a text changed since was not the one measured."""
+
+    text_hash: str
+    reason: str | None
+
+
+class FitRule:
+    """Measures texts against a recipe's targets through their publishers' `fit`."""
+
+    def __init__(self, publishers_for: PublishersFor) -> None:
+        self.publishers_for = publishers_for
+
+    def measure(self, recipe: Recipe, text: str) -> tuple[Fit, ...]:
+        """Each target's count against its limit, in the recipe's order; targets with no
+        limit (a webhook) are left out."""
+        fits = (publisher.fit(text) for publisher in self.publishers_for(recipe))
+        return tuple(fit for fit in fits if fit is not None)
+
+    def check(self, recipe: Recipe, text: str) -> Measured:
+        """`text` measured against every target: why it cannot be approved, if it cannot."""
+        return Measured(text_hash(text), refusal(self.measure(recipe, text)))
+
+    def check_draft(self, store: Store, config: Config, draft_key: str) -> Measured | None:
+        """The draft's current text checked (read in its own short transaction: measuring
+        may ask a destination for its limit); None when there is no draft or recipe."""
+        with store.read() as session:
+            draft = draft_row(session, draft_key)
+            found = None if draft is None else (draft.recipe, draft.text or "")
+        recipe = None if found is None else config.recipes.get(found[0])
+        if found is None or recipe is None:
+            return None
+        return self.check(recipe, found[1])
+
+    def tightest(self, recipe: Recipe) -> Fit | None:
+        """The target with the smallest limit: what the model is told to write within."""
+        return tightest(self.measure(recipe, ""))
+
+
+def over_limit(fits: Sequence[Fit]) -> list[Fit]:
+    return [fit for fit in fits if not fit.fits]
+
+
+def refusal(fits: Sequence[Fit]) -> str | None:
+    """`Too long for Mastodon (m.test): 512/500. Edit or redraft it to fit.`, or None."""
+    over = over_limit(fits)
+    if not over:
+        return None
+    counts = "; ".join(f"{fit.label}: {fit.count}/{fit.limit}" for fit in over)
+    return f"Too long for {counts}. Edit or redraft it to fit before approving."
+
+
+def tightest(fits: Sequence[Fit]) -> Fit | None:
+    return min(fits, key=lambda fit: fit.limit, default=None)
+
+
+def limit_instruction(fit: Fit) -> str:
+    """The sentence the model's request carries (its system prompt's last line)."""
+    return (
+        f"The post must be at most {fit.limit} characters long: {fit.label}, where it will "
+        "be published, allows no more."
+    )

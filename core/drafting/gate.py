@@ -1,0 +1,85 @@
+"""The gate consulted before a claim: pause, backpressure (docs/design.md §11) and budget.
+
+Read inside the claim's transaction, with the recipe row locked, so two workers cannot
+both pass the gate for the last free place in the review queue.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlmodel import Session, col, select
+
+from core.models import AttemptRow, DraftRow, RecipeRow
+from core.policies import SkipReason
+from core.setup.config import Recipe
+from core.states import DraftState
+from core.store.history_pages import ready_counts
+
+
+def queue_depth(session: Session, recipe: str | None, now: datetime) -> int:
+    """Drafts people still have to review, plus drafts being written right now.
+
+    Counting live claims keeps concurrent slots from overshooting `pending_limit`.
+    """
+    query = select(sa.func.count()).select_from(DraftRow)
+    query = query.where(  # the IN lets SQLite seek ix_drafts_recipe_state, not scan
+        col(DraftRow.state).in_([DraftState.READY, DraftState.CLAIMED]),
+        sa.or_(col(DraftRow.state) == DraftState.READY, col(DraftRow.lease_until) > now),
+    )
+    if recipe is not None:
+        query = query.where(col(DraftRow.recipe) == recipe)
+    return int(session.exec(query).one())
+
+
+def ready_count(session: Session, recipe: str) -> int:
+    return ready_counts(session, [recipe]).get(recipe, 0)
+
+
+def tokens_today(session: Session, recipe: Recipe, now: datetime) -> int:
+    """Input plus output tokens billed to the recipe since midnight in its own zone."""
+    local = now.astimezone(recipe.zone)
+    midnight = local.replace(hour=0, minute=0, second=0, microsecond=0)
+    query = select(
+        sa.func.coalesce(sa.func.sum(AttemptRow.input_tokens + AttemptRow.output_tokens), 0)
+    ).where(col(AttemptRow.recipe) == recipe.name, col(AttemptRow.started_at) >= midnight)
+    return int(session.exec(query).one())
+
+
+def gate_reason(
+    session: Session, recipe: Recipe, recipe_row: RecipeRow, now: datetime
+) -> tuple[SkipReason, str] | None:
+    """Why this recipe may not start a draft now, or None when it may."""
+    if recipe_row.paused:
+        return SkipReason.PAUSED, f"paused: {recipe_row.paused_reason or 'no reason given'}"
+    depth = queue_depth(session, recipe.name, now)
+    if depth >= recipe.pending_limit:
+        return (
+            SkipReason.BACKPRESSURE,
+            f"drafting paused: {depth} draft{'' if depth == 1 else 's'} waiting "
+            f"(limit {recipe.pending_limit})",
+        )
+    if recipe.daily_token_budget:
+        spent = tokens_today(session, recipe, now)
+        if spent >= recipe.daily_token_budget:
+            return (
+                SkipReason.BUDGET,
+                f"daily token budget spent: {spent} of {recipe.daily_token_budget}",
+            )
+    return None
+
+
+def others_drafting(session: Session, recipe: str, key: str, now: datetime) -> int:
+    """Live claims of this recipe for other draft keys: a previous run still working."""
+    query = (
+        select(sa.func.count())
+        .select_from(DraftRow)
+        .where(
+            col(DraftRow.recipe) == recipe,
+            col(DraftRow.key) != key,
+            col(DraftRow.state) == DraftState.CLAIMED,
+            col(DraftRow.lease_until) > now,
+        )
+    )
+    return int(session.exec(query).one())

@@ -1,0 +1,413 @@
+"""Drafting one slot: claim, call the model under the claim, store the draft once.
+
+The model is called only by the holder of a live claim, outside any transaction, and
+every call is an attempt row written before the call and finished after it, so the
+ledger shows what was paid for even when the process dies mid-call. The claim's
+heartbeat runs for as long as the holder works; an answer that arrives after the recipe
+was bumped is still stored (superseded), never thrown away.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlmodel import Session, col, select
+
+from core.drafting.attempts import Backoff, add_attempt, attempts_so_far, finish_attempt
+from core.drafting.causes import attempt_cause
+from core.drafting.claims import Claim, DraftResult, claim_slot, lock_recipe_row, renew_lease
+from core.drafting.fit import FitRule, limit_instruction
+from core.drafting.similarity import (
+    Match,
+    RedraftReason,
+    avoiding,
+    closest_seen,
+    note_similarity,
+    redraft_reason,
+)
+from core.errors import LostClaim, ModelCallFailed
+from core.failpoints import Failpoint, failpoint
+from core.identity import recipe_of_run, text_hash
+from core.models import DraftRow, EffectRow, RecipeRow, RunRow
+from core.policies import AttemptOutcome, DraftOutcome, EffectStep, FailReason, Overlap
+from core.ports import Clock, Drafter, DraftRequest, Fit, ModelReply, SystemClock
+from core.setup.config import Recipe, render_template
+from core.slots.schedule import Slot
+from core.states import DraftState, EffectState, RunState
+from core.store.engine import Store
+from core.store.leases import Heartbeat
+from core.store.rows import lock_draft, lock_run, required, run_holds
+from core.store.transitions import guarded_delete, move_draft, move_run, note_released, note_run
+
+
+def worker_name() -> str:
+    """The process that works: readable in a SQL shell, unique per process start. Each
+    claim or receipt adds a part unique to its attempt (`core.store.leases.new_owner`)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+CANCELLED_WHILE_DRAFTED = "its run was cancelled while it was drafted"
+
+
+class DraftingService:
+    """Turns (recipe, slot) into at most one stored draft and one paid model answer."""
+
+    def __init__(
+        self,
+        store: Store,
+        drafter: Drafter,
+        *,
+        clock: Clock | None = None,
+        worker: str | None = None,
+        backoff: Backoff | None = None,
+        fits: FitRule | None = None,
+    ) -> None:
+        self.store = store
+        self.drafter = drafter
+        self.fits = fits  # the model is told the tightest limit of the recipe's targets
+        self.clock = clock or SystemClock()
+        self.worker = worker or worker_name()
+        self.backoff = backoff or Backoff()
+
+    def draft_slot(
+        self,
+        recipe: Recipe,
+        slot: Slot,
+        *,
+        manual: bool = False,
+        actor: str | None = None,
+        overlap: Overlap | None = None,
+    ) -> DraftResult:
+        claimed = claim_slot(
+            self.store,
+            recipe,
+            slot,
+            worker=self.worker,
+            actor=actor or self.worker,
+            manual=manual,
+            clock=self.clock,
+            overlap=overlap,
+        )
+        if isinstance(claimed, DraftResult):
+            return claimed
+        failpoint(Failpoint.AFTER_CLAIM_COMMIT)
+        try:
+            return self._write_draft(recipe, slot, claimed)
+        except LostClaim as lost:
+            return DraftResult(
+                DraftOutcome.IN_PROGRESS, claimed.run_id, claimed.draft_key, str(lost)
+            )
+
+    def _write_draft(self, recipe: Recipe, slot: Slot, claim: Claim) -> DraftResult:
+        limit = self.fits.tightest(recipe) if self.fits is not None else None
+        request = build_request(recipe, slot, claim.version, limit)
+        deadline = time.monotonic() + recipe.claim_lease.total_seconds()
+
+        def renew() -> bool:
+            return renew_lease(self.store, claim, recipe.takeover_after, self.clock)
+
+        last_cause: str | None = None
+        with Heartbeat(renew, recipe.heartbeat, claim.draft_key) as keeper:
+            while True:
+                number = self._begin_attempt(recipe, claim)
+                if number is None:
+                    detail = _exhausted(recipe) + (f"; last: {last_cause}" if last_cause else "")
+                    return self._fail(claim, FailReason.ATTEMPTS_EXHAUSTED, detail)
+                started = time.monotonic()
+                try:
+                    reply = self.drafter.draft(request)
+                except ModelCallFailed as failure:
+                    self._finish_attempt(claim, number, started, failure=failure)
+                    last_cause = attempt_cause(failure.outcome, failure.status, str(failure))
+                    if not failure.outcome.retryable:
+                        return self._fail(claim, _fail_reason(failure.outcome), last_cause)
+                    delay = self.backoff.delay(number, failure.retry_after)
+                    if time.monotonic() + delay > deadline:
+                        detail = f"no draft within claim_lease; last: {last_cause}"
+                        return self._fail(claim, FailReason.DEADLINE_EXCEEDED, detail)
+                    if keeper.lost.wait(delay):
+                        raise LostClaim(f"claim on {claim.draft_key} was taken over") from None
+                    continue
+                failpoint(Failpoint.AFTER_MODEL_REPLY)
+                why = redraft_reason(self.store, recipe, claim, reply, self.clock.now())
+                if why is not None:  # on_similar = redraft, and the answer repeats a seen post
+                    reply, number, started = self._redraft(
+                        recipe, claim, request, why, (reply, number, started)
+                    )
+                return self._store_draft(recipe, claim, number, started, reply)
+
+    def _begin_attempt(self, recipe: Recipe, claim: Claim, *, redraft: bool = False) -> int | None:
+        """Write the attempt row before the call; None when the attempt cap is reached."""
+        with self.store.transaction() as session:
+            draft = _own_claim(session, claim)
+            used, last = attempts_so_far(session, claim.draft_key, claim.run_id)
+            if used - draft.attempts_before >= recipe.max_attempts:
+                return None
+            number = (last or 0) + 1
+            add_attempt(
+                session,
+                run_id=claim.run_id,
+                number=number,
+                draft_key=claim.draft_key,
+                recipe=recipe.name,
+                worker=claim.owner,
+                model=recipe.model,
+                started_at=self.clock.now(),
+                redraft=redraft,
+            )
+            return number
+
+    def _finish_attempt(
+        self,
+        claim: Claim,
+        number: int,
+        started: float,
+        *,
+        failure: ModelCallFailed | None = None,
+        reply: ModelReply | None = None,
+        session: Session | None = None,
+    ) -> None:
+        timed = reply if reply is not None else failure  # the adapter's own, from sending
+        measured = None if timed is None else timed.latency_s
+        seconds = time.monotonic() - started if measured is None else measured
+        values: dict[str, object] = {
+            "finished_at": self.clock.now(),
+            "latency_ms": round(seconds * 1000),
+        }
+        if session is not None:
+            finish_attempt(session, claim.run_id, number, values, failure=failure, reply=reply)
+            return
+        with self.store.transaction() as own_session:
+            finish_attempt(own_session, claim.run_id, number, values, failure=failure, reply=reply)
+
+    def _store_draft(
+        self, recipe: Recipe, claim: Claim, number: int, started: float, reply: ModelReply
+    ) -> DraftResult:
+        if not reply.text.strip():
+            self._finish_attempt(claim, number, started, reply=reply)
+            return self._fail(claim, FailReason.EMPTY_RESPONSE, "the model answered no text")
+        seen = closest_seen(self.store, recipe, claim.draft_key, reply.text, self.clock.now())
+        try:
+            detail = self._store_ready(recipe, claim, number, started, reply, seen)
+        except LostClaim:
+            raise  # its transaction recorded the paid call before refusing the draft
+        except Exception:
+            # The store was rolled back, the paid call with it: record the call alone.
+            self._finish_attempt(claim, number, started, reply=reply)
+            raise
+        failpoint(Failpoint.AFTER_DRAFT_COMMIT)
+        return DraftResult(DraftOutcome.DRAFTED, claim.run_id, claim.draft_key, None, detail)
+
+    def _store_ready(
+        self,
+        recipe: Recipe,
+        claim: Claim,
+        number: int,
+        started: float,
+        reply: ModelReply,
+        seen: Match | None,
+    ) -> str | None:
+        """One transaction: the attempt finished, then the draft ready (or superseded, or
+        cancelled). The paid call is on record even when the draft is refused (the claim
+        was lost meanwhile: the transaction commits the attempt alone), and the draft is
+        never on record without it."""
+        refused: LostClaim | None = None
+        with self.store.transaction() as session:
+            now = self.clock.now()
+            recipe_row = lock_recipe_row(session, recipe_of_run(claim.run_id), now)
+            run = _run(session, claim.run_id)  # recipe, run, then draft: core/store/rows.py
+            draft = lock_draft(session, claim.draft_key)
+            self._finish_attempt(claim, number, started, reply=reply, session=session)
+            try:
+                draft = _still_ours(draft, claim)
+            except LostClaim as lost:
+                refused = lost
+            else:
+                return _make_ready(session, draft, run, recipe_row, claim, reply, seen, now)
+        assert refused is not None
+        raise refused
+
+    @staticmethod
+    def _store_superseded(
+        session: Session,
+        draft: DraftRow,
+        run: RunRow,
+        recipe_row: RecipeRow,
+        claim: Claim,
+        now: datetime,
+    ) -> str:
+        """The recipe was bumped while this draft was written: keep the paid answer as
+        superseded, and give the run back to the dispatcher for the new version."""
+        why = f"recipe bumped to v{recipe_row.version} while this draft was written"
+        move_draft(session, draft, DraftState.SUPERSEDED, actor=claim.owner, at=now, reason=why)
+        if run_holds(run, claim.draft_key, RunState.RUNNING):
+            run.manual = True  # a person bumped it: drafted again at the new version
+            move_run(session, run, RunState.PENDING, actor=claim.owner, at=now, reason=why)
+        else:
+            note_run(session, run, actor=claim.owner, at=now, reason=f"{claim.draft_key}: {why}")
+        return f"stored as superseded: {why}"
+
+    def _redraft(
+        self,
+        recipe: Recipe,
+        claim: Claim,
+        request: DraftRequest,
+        why: RedraftReason,
+        first: tuple[ModelReply, int, float],
+    ) -> tuple[ModelReply, int, float]:
+        """Ask once more under the same claim, avoiding the text people saw; the call is
+        an attempt like any other. Returns whichever answer reads less like it."""
+        reply, number, started = first
+        self._finish_attempt(claim, number, started, reply=reply)  # paid for, whatever follows
+        second = self._begin_attempt(recipe, claim, redraft=True)
+        if second is None:
+            return first
+        began = time.monotonic()
+        try:
+            other = self.drafter.draft(avoiding(request, why.match.text))
+        except ModelCallFailed as failure:
+            self._finish_attempt(claim, second, began, failure=failure)
+            return first
+        self._finish_attempt(claim, second, began, reply=other)
+        return (other, second, began) if why.prefers(other.text) else first
+
+    def _fail(self, claim: Claim, reason: FailReason, detail: str) -> DraftResult:
+        """Give the claim back and close the run as failed, with a readable reason."""
+        with self.store.transaction() as session:
+            run = _run(session, claim.run_id)  # run, then draft: core/store/rows.py
+            draft = _own_claim(session, claim)
+            if not guarded_delete(session, draft, state=DraftState.CLAIMED, claimed_by=claim.owner):
+                raise LostClaim(f"claim on {claim.draft_key} is no longer held by {claim.owner}")
+            now = self.clock.now()
+            note_released(session, draft, actor=claim.owner, at=now, reason=f"failed: {reason}")
+            if run_holds(run, claim.draft_key, RunState.RUNNING):
+                move_run(
+                    session,
+                    run,
+                    RunState.FAILED,
+                    actor=claim.owner,
+                    at=now,
+                    reason=reason,
+                    detail=detail,
+                )
+            else:
+                note_run(session, run, actor=claim.owner, at=now, reason=f"{reason}: {detail}")
+        return DraftResult(DraftOutcome.FAILED, claim.run_id, claim.draft_key, reason, detail)
+
+
+def _make_ready(
+    session: Session,
+    draft: DraftRow,
+    run: RunRow,
+    recipe_row: RecipeRow,
+    claim: Claim,
+    reply: ModelReply,
+    seen: Match | None,
+    now: datetime,
+) -> str | None:
+    """The claimed draft takes the model's text and becomes ready, and its run awaits
+    review; or it is stored cancelled or superseded, with a detail saying why."""
+    draft.text, draft.text_hash, draft.revision = reply.text, text_hash(reply.text), 1
+    draft.model, draft.ready_at = reply.model, now
+    draft.input_tokens, draft.output_tokens = reply.input_tokens, reply.output_tokens
+    draft.claimed_by, draft.lease_until = None, None
+    cancelled = run.state == RunState.CANCELLED  # a person cancelled it meanwhile
+    superseded = not cancelled and draft.version < recipe_row.version
+    if not cancelled and not superseded:
+        note_similarity(session, draft, seen)  # written by the same UPDATE as the state
+    move_draft(
+        session,
+        draft,
+        DraftState.CANCELLED if cancelled else DraftState.READY,
+        actor=claim.owner,
+        at=now,
+        reason=CANCELLED_WHILE_DRAFTED if cancelled else None,
+    )
+    if cancelled:
+        return f"stored as cancelled: {CANCELLED_WHILE_DRAFTED}"
+    if superseded:
+        return DraftingService._store_superseded(session, draft, run, recipe_row, claim, now)
+    _supersede_older_drafts(session, claim, claim.owner, now)
+    move_run(session, run, RunState.AWAITING_REVIEW, actor=claim.owner, at=now)
+    return None
+
+
+def build_request(
+    recipe: Recipe, slot: Slot, version: int, limit: Fit | None = None
+) -> DraftRequest:
+    """The model's request; `limit`, the tightest of the recipe's targets, is its
+    system prompt's last line."""
+
+    def render(template: str) -> str:
+        return render_template(
+            template,
+            recipe=recipe.name,
+            platform=recipe.platform,
+            slot=slot.fire_at.astimezone(recipe.zone),
+            version=version,
+        )
+
+    return DraftRequest(
+        model=recipe.model,
+        system="\n\n".join(
+            part for part in (render(recipe.system), limit and limit_instruction(limit)) if part
+        ),
+        prompt=render(recipe.prompt),
+        max_tokens=recipe.max_tokens,
+        timeout=recipe.model_timeout,
+        recipe=recipe.name,
+    )
+
+
+def _own_claim(session: Session, claim: Claim) -> DraftRow:
+    """The claimed draft row, locked, if it is still ours; else LostClaim."""
+    return _still_ours(lock_draft(session, claim.draft_key), claim)
+
+
+def _still_ours(draft: DraftRow | None, claim: Claim) -> DraftRow:
+    """`draft` (as read, locked) if it is still claimed by `claim`'s owner; else LostClaim."""
+    if draft is None or draft.state != DraftState.CLAIMED or draft.claimed_by != claim.owner:
+        raise LostClaim(f"claim on {claim.draft_key} is no longer held by {claim.owner}")
+    return draft
+
+
+def _run(session: Session, run_id: str) -> RunRow:
+    return required(lock_run(session, run_id), f"run {run_id}")
+
+
+def _supersede_older_drafts(session: Session, claim: Claim, actor: str, now: datetime) -> None:
+    """The slot's earlier drafts leave the queue. An approved one whose publication was
+    already sent (or may have been: in flight, uncertain) stays approved, so the send is
+    recorded as published when its outcome comes: a send is never disowned."""
+    sent = sa.exists().where(
+        col(EffectRow.draft_key) == col(DraftRow.key),
+        col(EffectRow.step) == EffectStep.PUBLISH,
+        col(EffectRow.state) != EffectState.FAILED,
+    )
+    older = session.exec(
+        select(DraftRow)
+        .where(
+            col(DraftRow.run_id) == claim.run_id,
+            col(DraftRow.key) != claim.draft_key,
+            (col(DraftRow.state) == DraftState.READY)
+            | ((col(DraftRow.state) == DraftState.APPROVED) & ~sent),
+        )
+        .order_by(col(DraftRow.key))
+    ).all()
+    for draft in older:
+        move_draft(
+            session, draft, DraftState.SUPERSEDED, actor=actor, at=now, reason=claim.draft_key
+        )
+
+
+def _fail_reason(outcome: AttemptOutcome) -> FailReason:
+    return FailReason.AUTH if outcome == AttemptOutcome.AUTH else FailReason.INVALID_REQUEST
+
+
+def _exhausted(recipe: Recipe) -> str:
+    return f"{recipe.max_attempts} attempts made (max_attempts), no draft"

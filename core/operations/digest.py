@@ -1,0 +1,204 @@
+"""The daily operations digest for the alert channel: what is stuck, failing, skipped
+or about to expire, and how often people approve, as facts (bot/digest_text.py renders
+them). Read-only over the store; posted once per day across replicas (one receipt per
+day).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import sqlalchemy as sa
+from sqlmodel import Session, col, select
+
+from core.identity import digest_key
+from core.models import DraftRow, RunRow
+from core.operations.stuck import is_stuck
+from core.policies import EffectStep, FailReason
+from core.ports import MessageRef
+from core.review.feedback import RecipeFeedback, month_start, recipe_feedback
+from core.setup.config import Config
+from core.states import (
+    DRAFT_APPROVED_STATES,
+    DRAFT_DECIDED_STATES,
+    RUN_WATCHED_STATES,
+    DraftState,
+    EffectState,
+    RunState,
+)
+from core.store.effects import EffectLedger, EffectSpec, Proof
+from core.store.engine import Store
+
+DAY = timedelta(days=1)
+EXPIRY_WARNING = timedelta(hours=12)
+APPROVAL_WINDOW = timedelta(days=30)
+REPEATED_FAILURES = 2
+
+
+def post_digest(
+    store: Store,
+    config: Config,
+    ledger: EffectLedger,
+    now: datetime,
+    post: Callable[[Digest], MessageRef],
+) -> bool:
+    """Today's digest, once per day in the digest's zone across replicas; True if posted."""
+    day = now.astimezone(ZoneInfo(config.slack.digest_timezone)).date().isoformat()
+    spec = EffectSpec(
+        digest_key(day),
+        draft_key="",
+        step=EffectStep.DIGEST,
+        payload={"day": day},
+        lease=timedelta(minutes=5),
+    )
+    existing = ledger.get(spec.key)
+    if existing is not None and existing.state != EffectState.FAILED:
+        return False
+
+    def send() -> Proof:
+        return Proof(post(build_digest(store, config, now)).ts)
+
+    return ledger.perform(spec, send).happened
+
+
+@dataclass(frozen=True)
+class StuckRun:
+    run_id: str
+    state: str
+    since: datetime
+
+
+@dataclass(frozen=True)
+class ExpiringDraft:
+    run_id: str
+    expires: datetime
+
+
+@dataclass(frozen=True)
+class Digest:
+    """What the daily digest tells, as facts (the bot renders them for Slack)."""
+
+    at: datetime
+    stuck: list[StuckRun]  # uncertain, or stuck (core/operations/stuck.py)
+    failing: dict[str, int]  # recipe → failed runs in 24h, when repeated
+    skipped: dict[str, int]  # skip reason → runs in 24h
+    expiring: list[ExpiringDraft]  # ready drafts within EXPIRY_WARNING of their window
+    approvals: dict[str, tuple[int, int]]  # recipe → (approved, decided) over 30 days
+    feedback: dict[str, RecipeFeedback] = field(default_factory=dict)  # this month (§22)
+    # approved drafts that missed their time in 24h (§23): nothing published them by
+    # slot + publish_late, or their publication failed; each waits on Retry / Cancel
+    missed: list[str] = field(default_factory=list)
+
+
+def build_digest(store: Store, config: Config, now: datetime) -> Digest:
+    """The digest's facts (recipe names and run ids only, never a draft's text).
+
+    Counts are made by the database over indexed windows (the last day of runs, the
+    last 30 days of decisions), so the history before them is never read.
+    """
+    with store.read() as session:
+        watched = select(RunRow).where(col(RunRow.state).in_(RUN_WATCHED_STATES))
+        open_runs = session.exec(watched).all()
+        recent = _counts(
+            session,
+            RunRow,
+            [RunRow.recipe, RunRow.state, RunRow.reason],
+            col(RunRow.updated_at) >= now - DAY,
+            col(RunRow.state).in_([RunState.FAILED, RunState.SKIPPED]),
+        )
+        ready = session.exec(select(DraftRow).where(col(DraftRow.state) == DraftState.READY)).all()
+        missed = session.exec(  # ix_runs_state_updated: the last day's failures
+            select(RunRow.id)
+            .where(
+                col(RunRow.state) == RunState.FAILED,
+                col(RunRow.updated_at) >= now - DAY,
+                col(RunRow.reason) == FailReason.MISSED_SLOT,
+            )
+            .order_by(col(RunRow.id))
+        ).all()
+        decided = _counts(
+            session,
+            DraftRow,
+            [DraftRow.recipe, DraftRow.state],
+            col(DraftRow.updated_at) >= now - APPROVAL_WINDOW,
+            col(DraftRow.state).in_(DRAFT_DECIDED_STATES),
+        )
+        since = month_start(now, config.slack.digest_timezone)
+        said = [
+            recipe_feedback(session, name, since, "this month") for name in sorted(config.recipes)
+        ]
+    return Digest(
+        at=now,
+        stuck=_stuck(open_runs, config, now),
+        failing=_failing(recent),
+        skipped=_skipped(recent),
+        expiring=_expiring(ready, config, now),
+        approvals=_approvals(decided),
+        feedback={f.recipe: f for f in said if f.redrafts or f.rejections},
+        missed=list(missed),
+    )
+
+
+def _counts(
+    session: Session, table: type[Any], columns: list[Any], *where: Any
+) -> list[tuple[Any, ...]]:
+    """(column values..., count) per group, counted by the database over the window.
+
+    Grouped as `column || ''`: on the plain columns SQLite would rather walk a whole
+    (recipe, state) index in its order, to skip a sort, than read just the window
+    from the (state, updated_at, ...) index.
+    """
+    grouped = [col(c) + "" for c in columns]
+    query = sa.select(*grouped, sa.func.count()).select_from(table).where(*where)
+    return [tuple(row) for row in session.connection().execute(query.group_by(*grouped))]
+
+
+def _stuck(runs: Sequence[RunRow], config: Config, now: datetime) -> list[StuckRun]:
+    return [
+        StuckRun(run.id, run.state, run.updated_at)
+        for run in runs
+        if run.state == RunState.UNCERTAIN or is_stuck(run, config, now)
+    ]
+
+
+def _failing(recent: list[tuple[Any, ...]]) -> dict[str, int]:
+    failures: Counter[str] = Counter()
+    for recipe, state, _reason, count in recent:
+        if state == RunState.FAILED:
+            failures[recipe] += count
+    return {name: n for name, n in sorted(failures.items()) if n >= REPEATED_FAILURES}
+
+
+def _skipped(recent: list[tuple[Any, ...]]) -> dict[str, int]:
+    reasons: Counter[str] = Counter()
+    for _recipe, state, reason, count in recent:
+        if state == RunState.SKIPPED:
+            reasons[reason or "unknown"] += count
+    return dict(sorted(reasons.items()))
+
+
+def _expiring(ready: Sequence[DraftRow], config: Config, now: datetime) -> list[ExpiringDraft]:
+    soon = []
+    for draft in ready:
+        recipe = config.recipes.get(draft.recipe)
+        if recipe is None or draft.ready_at is None:
+            continue
+        expires = draft.ready_at + recipe.review_window
+        if expires - now <= EXPIRY_WARNING:
+            soon.append(ExpiringDraft(draft.run_id, expires))
+    return soon
+
+
+def _approvals(decided: list[tuple[Any, ...]]) -> dict[str, tuple[int, int]]:
+    totals: Counter[str] = Counter()
+    approved: Counter[str] = Counter()
+    for recipe, state, count in decided:
+        totals[recipe] += count
+        if state in DRAFT_APPROVED_STATES:
+            approved[recipe] += count
+    return {name: (approved[name], total) for name, total in sorted(totals.items())}

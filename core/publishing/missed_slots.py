@@ -1,0 +1,126 @@
+"""Slots that passed without a publication (docs/design.md §23): a draft nobody approved by
+its slot plus publish_late expires (`missed_slot`), its message saying so; an approved one
+found later than that is not published late but fails (`missed_slot`) and people are
+told, with Retry / Cancel. Never publishes anything itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlmodel import Session, col, select
+
+from core.models import DraftRow, RunRow
+from core.policies import ExpiryReason, FailReason
+from core.ports import Clock
+from core.setup.config import Config, Recipe
+from core.setup.durations import format_duration
+from core.slots.publish_time import ahead, missed_its_time, publication_label, review_deadline
+from core.states import DraftState, RunState
+from core.store.engine import Store
+from core.store.rows import lock_draft, lock_run, run_holds
+from core.store.transitions import move_draft, move_run
+
+MISSED_ACTOR = "expiry"
+MISSED_BATCH = 1000  # ready drafts one pass reads, oldest first (as review expiry)
+
+
+@dataclass(frozen=True)
+class MissedDraft:
+    key: str
+    run_id: str
+    recipe: str
+
+
+def missed_slot_note(recipe: Recipe, slot_at: datetime) -> str:
+    """The sentence a missed slot is recorded and shown with."""
+    label = publication_label(slot_at, recipe.zone)
+    return (
+        f"Not approved by its publication time, {label}, "
+        f"plus publish_late ({format_duration(recipe.publish_late)})."
+    )
+
+
+def expire_missed_slots(store: Store, config: Config, clock: Clock) -> list[MissedDraft]:
+    """Ready drafts of recipes drafting ahead whose slot plus publish_late has passed become
+    `expired`, their runs `expired` with reason `missed_slot`. Reads the review queue only
+    (ix_drafts_ready, joined to each draft's run by key)."""
+    if not any(ahead(recipe) for recipe in config.recipes.values()):
+        return []  # no recipe drafts ahead: nothing can miss its slot
+    with store.read() as session:
+        now = clock.now()
+        waiting = session.exec(
+            select(DraftRow.key, DraftRow.run_id, DraftRow.recipe, RunRow.slot_at)
+            .join(RunRow, col(RunRow.id) == col(DraftRow.run_id))
+            .where(col(DraftRow.state) == DraftState.READY)
+            .order_by(col(DraftRow.ready_at))
+            .limit(MISSED_BATCH)
+        ).all()
+    due = sorted(  # draft-key order, run then draft each (core/store/rows.py)
+        (key, run_id)
+        for key, run_id, name, slot_at in waiting
+        if _past_deadline(config.recipes.get(name), slot_at, now)
+    )
+    missed: list[MissedDraft] = []
+    if not due:
+        return missed  # nothing missed: no write lock taken
+    with store.transaction() as session:
+        now = clock.now()
+        for key, run_id in due:
+            found = _expire_one(session, config, key, run_id, now)
+            if found is not None:
+                missed.append(found)
+    return missed
+
+
+def _past_deadline(recipe: Recipe | None, slot_at: datetime, now: datetime) -> bool:
+    deadline = None if recipe is None else review_deadline(recipe, slot_at)
+    return deadline is not None and now > deadline
+
+
+def _expire_one(
+    session: Session, config: Config, key: str, run_id: str, now: datetime
+) -> MissedDraft | None:
+    """One draft, re-read under its locks: decided, edited away or expired since the read
+    changes nothing (the moves name the states they leave)."""
+    run, draft = lock_run(session, run_id), lock_draft(session, key)
+    if run is None or draft is None or draft.state != DraftState.READY:
+        return None
+    recipe = config.recipes.get(draft.recipe)
+    if recipe is None or not _past_deadline(recipe, run.slot_at, now):
+        return None
+    why = missed_slot_note(recipe, run.slot_at)
+    draft.decision_reason = why
+    move_draft(session, draft, DraftState.EXPIRED, actor=MISSED_ACTOR, at=now, reason=why)
+    if run_holds(run, draft.key, RunState.AWAITING_REVIEW):
+        move_run(
+            session,
+            run,
+            RunState.EXPIRED,
+            actor=MISSED_ACTOR,
+            at=now,
+            reason=ExpiryReason.MISSED_SLOT,
+            detail=why,
+        )
+    return MissedDraft(draft.key, draft.run_id, draft.recipe)
+
+
+def miss_its_time(session: Session, recipe: Recipe, run: RunRow, now: datetime) -> bool:
+    """An approved run found later than its slot plus publish_late (the bot was down at
+    the slot): it fails with `missed_slot` instead of going out late, and its draft stays
+    approved, so a person may still Retry (published once, at once) or Cancel it. True
+    when it was failed; the caller holds the run's lock."""
+    if not missed_its_time(recipe, run.slot_at, now):
+        return False
+    why = missed_slot_note(recipe, run.slot_at).replace("Not approved", "Approved, not published")
+    move_run(
+        session,
+        run,
+        RunState.FAILED,
+        actor=MISSED_ACTOR,
+        at=now,
+        reason=FailReason.MISSED_SLOT,
+        detail=why,
+    )
+    return True

@@ -1,0 +1,309 @@
+"""Bluesky as a destination (`publish = { to = "bluesky", handle = … }`), through `atproto`.
+
+Each publication names its record: the record key is a TID derived from the effect key
+(core/identity.py), so every attempt, replica or restored backup names one record, a
+second create fails (bsky.social answers a bare 500) and is never retried blindly, and
+the look-up is `getRecord` for that key. The session is made once and then refreshed:
+`createSession` is rate-limited per account, so it is never made per publish.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+import httpx
+
+from core.errors import (
+    EffectNotSent,
+    EffectOutcomeUnknown,
+    LookupUnavailable,
+    MissingExtra,
+)
+from core.http_calls import call_timeout, never_sent, retry_after_seconds
+from core.identity import bluesky_record_key
+from core.ports import Fit, PostQuery, Publication
+from core.publishing.platforms.post_text import comparable, graphemes, url_spans
+from core.setup.config import BlueskyTarget
+
+GRAPHEME_LIMIT = 300
+BYTE_LIMIT = 3000
+POST_COLLECTION = "app.bsky.feed.post"
+CREATE = "com.atproto.repo.createRecord"
+POST_URI = re.compile(r"^at://(?P<repo>[^/]+)/app\.bsky\.feed\.post/(?P<rkey>[^/]+)$")
+RETRY_LATER = frozenset({429, 503})  # refused for now: nothing happened
+
+
+class _Expired(Exception):
+    """The PDS said our access token expired: the request was refused, so after a refresh
+    it may be sent once more."""
+
+
+class BlueskyPublisher:
+    """Posts plain text to one account; shared by every worker of the process."""
+
+    def __init__(
+        self,
+        target: BlueskyTarget,
+        timeout: timedelta,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.config = target
+        self._environ = environ
+        self._limits = call_timeout(timeout)
+        self._client: Any = None  # atproto_client.Client, made at first use
+        self._did: str | None = None  # set once signed in (on_session_change)
+        self._lock = threading.Lock()  # one sign-in or refresh at a time
+        self._sent = threading.local()  # the XRPC method this thread last sent
+
+    @property
+    def target(self) -> str:
+        return self.config.target
+
+    # --- the port ---
+
+    def publish(self, publication: Publication) -> str:
+        text = publication.text
+        too_long = self._too_long(text)
+        if too_long:
+            raise EffectNotSent(too_long, permanent=True)
+        try:
+            rkey = bluesky_record_key(publication.effect_key)
+        except ValueError as exc:
+            raise EffectNotSent(str(exc), permanent=True) from exc
+        client, did = self._signed_in()
+        from atproto_client import models
+
+        record = models.AppBskyFeedPost.Record(
+            text=text,
+            created_at=client.get_current_time_iso(),
+            facets=_link_facets(models, text) or None,
+        )
+        for first in (True, False):
+            self._sent.nsid = None
+            try:
+                return str(client.app.bsky.feed.post.create(did, record, rkey=rkey).uri)
+            except Exception as exc:
+                failure = self._create_failed(exc)
+                if not isinstance(failure, _Expired):
+                    raise failure from exc
+                if not first:
+                    refused = f"Bluesky refused a fresh session for {self.config.handle}"
+                    raise EffectNotSent(refused) from exc
+            self._refresh(client)  # the PDS's clock says the token expired: refused, not sent
+        raise AssertionError("unreachable")
+
+    def lookup(self, query: PostQuery) -> str | None:
+        try:
+            client = self._client_or_new()
+        except MissingExtra as exc:
+            raise LookupUnavailable(str(exc)) from exc
+        try:
+            rkey = bluesky_record_key(query.effect_key)
+        except ValueError as exc:
+            raise LookupUnavailable(str(exc)) from exc
+        repo = self._did or self.config.handle
+        try:
+            found = client.app.bsky.feed.post.get(repo, rkey)
+        except Exception as exc:
+            if _xrpc_error(exc)[1] == "RecordNotFound":
+                return None
+            raise LookupUnavailable(f"Bluesky getRecord failed: {_describe(exc)}") from exc
+        sent = getattr(found.value, "text", None)
+        if not isinstance(sent, str) or comparable(sent) != comparable(query.text):
+            raise LookupUnavailable(
+                f"Bluesky record {found.uri} holds a different post: a person must check"
+            )
+        return str(found.uri)
+
+    def link(self, external_id: str) -> str | None:
+        match = POST_URI.match(external_id)
+        if match is None:
+            return None
+        return f"https://bsky.app/profile/{self.config.handle}/post/{match['rkey']}"
+
+    def fit(self, text: str) -> Fit:
+        return Fit(self.target, "Bluesky", graphemes(text), GRAPHEME_LIMIT)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.request.close()
+
+    def prove_credentials(self) -> str:
+        """Sign in (`createSession`) without posting: the app password works here."""
+        _, did = self._signed_in()
+        return f"signed in as {self.config.handle} ({did})"
+
+    # --- session ---
+
+    def _client_or_new(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                self._client = self._new_client()
+            return self._client
+
+    def _new_client(self) -> Any:
+        try:
+            from atproto_client import Client
+            from atproto_client.request import Request
+        except ImportError:
+            raise MissingExtra("bluesky", self.target) from None
+        sent = self._sent
+
+        class TracedRequest(Request):  # type: ignore[misc]
+            """Remembers which XRPC method a thread sent last, so a failure can tell a
+            refused refresh from a create that may have happened."""
+
+            def get(self, *args: Any, **kwargs: Any) -> Any:
+                sent.nsid = str(kwargs.get("url", "")).rsplit("/", 1)[-1]
+                return super().get(*args, **kwargs)
+
+            def post(self, *args: Any, **kwargs: Any) -> Any:
+                sent.nsid = str(kwargs.get("url", "")).rsplit("/", 1)[-1]
+                return super().post(*args, **kwargs)
+
+        timeout = httpx.Timeout(self._limits.phase, connect=self._limits.connect)
+        client = Client(base_url=self.config.service, request=TracedRequest(timeout=timeout))
+        client.on_session_change(self._on_session)
+        return client
+
+    def _on_session(self, event: Any, session: Any) -> None:
+        self._did = str(session.did)
+
+    def _signed_in(self) -> tuple[Any, str]:
+        """The client with a session: made once (createSession), then reused."""
+        client = self._client_or_new()
+        with self._lock:
+            if self._did is None:
+                self._sign_in(client)
+            assert self._did is not None
+            return client, self._did
+
+    def _sign_in(self, client: Any) -> None:
+        password = self.config.secret(self._environ)
+        try:
+            client.login(login=self.config.handle, password=password, fetch_bsky_profile=False)
+        except Exception as exc:
+            raise self._sign_in_failed(exc) from exc
+
+    def _refresh(self, client: Any) -> None:
+        """A new access token from the refresh token; a sign-in only when that one died too."""
+        with self._lock:
+            try:
+                # the client's own refresh (it calls it itself 15 minutes before expiry)
+                client._refresh_and_set_session()
+            except Exception:
+                self._did = None
+                self._sign_in(client)
+
+    def _sign_in_failed(self, exc: Exception) -> EffectNotSent:
+        status, name, message = _xrpc_error(exc)
+        said = f"Bluesky sign-in for {self.config.handle} failed: {_describe(exc)}"
+        if status in RETRY_LATER:
+            wait = _wait_of(exc)
+            return EffectNotSent(said + _hint(wait), retry_after=wait)
+        if status in (400, 401, 403):
+            var = self.config.secret_env
+            return EffectNotSent(
+                f"Bluesky refused the app password in {var} for {self.config.handle}: "
+                f"{name or status} {message}".rstrip(),
+                auth=True,
+            )
+        return EffectNotSent(said)  # unreachable or failing: no post was attempted
+
+    # --- classification (DESIGN.md §4 rule 4) ---
+
+    def _create_failed(self, exc: Exception) -> Exception:
+        status, name, message = _xrpc_error(exc)
+        sent = self._sent.nsid == CREATE  # else a refresh failed before the create left
+        if name == "ExpiredToken":
+            return _Expired()
+        if status is None:
+            cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
+            if not sent or never_sent(cause):
+                return EffectNotSent(f"Bluesky unreachable: {_describe(cause)}")
+            if isinstance(exc, httpx.HTTPError) or _is_transport(exc):
+                return EffectOutcomeUnknown(f"Bluesky gave no complete answer: {_describe(cause)}")
+            return EffectOutcomeUnknown(f"Bluesky's answer could not be read: {_describe(exc)}")
+        said = f"Bluesky answered {status} {name or ''}: {message}".replace("  ", " ")
+        if status in (401, 403):
+            var = self.config.secret_env
+            return EffectNotSent(f"{said} (check {var} for {self.config.handle})", auth=True)
+        if status in RETRY_LATER:
+            wait = _wait_of(exc)
+            return EffectNotSent(said + _hint(wait), retry_after=wait)
+        if not sent:
+            return EffectNotSent(f"Bluesky refused the session refresh: {said}")
+        if name == "RecordAlreadyExists":
+            return EffectOutcomeUnknown(f"{said}: the record key is taken; look it up")
+        if status in (400, 413):
+            return EffectNotSent(said, permanent=True)
+        # bsky.social answers a duplicate record key with a bare 500: it may be there
+        return EffectOutcomeUnknown(f"{said} (the record may exist already; look it up)")
+
+    def _too_long(self, text: str) -> str | None:
+        count, size = graphemes(text), len(text.encode("utf-8"))
+        if count > GRAPHEME_LIMIT or size > BYTE_LIMIT:
+            return (
+                f"Bluesky takes {GRAPHEME_LIMIT} graphemes ({BYTE_LIMIT} bytes); "
+                f"this draft has {count} ({size} bytes)"
+            )
+        return None
+
+
+def _link_facets(models: Any, text: str) -> list[Any]:
+    """Links made clickable (a link facet notifies nobody); no mention facets, ever."""
+    facets = []
+    for start, end in url_spans(text):
+        byte_start = len(text[:start].encode("utf-8"))
+        byte_end = byte_start + len(text[start:end].encode("utf-8"))
+        facets.append(
+            models.AppBskyRichtextFacet.Main(
+                features=[models.AppBskyRichtextFacet.Link(uri=text[start:end])],
+                index=models.AppBskyRichtextFacet.ByteSlice(
+                    byte_start=byte_start, byte_end=byte_end
+                ),
+            )
+        )
+    return facets
+
+
+def _xrpc_error(exc: Exception) -> tuple[int | None, str | None, str]:
+    """(HTTP status, XRPC error name, message) of an atproto request error."""
+    response = getattr(exc, "response", None)
+    if response is None or not hasattr(response, "status_code"):
+        return None, None, ""
+    content = response.content
+    name = getattr(content, "error", None)
+    message = getattr(content, "message", None) or ""
+    return int(response.status_code), name, str(message)
+
+
+def _wait_of(exc: Exception) -> float | None:
+    """Seconds to wait: `Retry-After`, else `ratelimit-reset` (epoch seconds)."""
+    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+    wait = retry_after_seconds(headers.get("retry-after"))
+    if wait is not None:
+        return wait
+    try:
+        return max(0.0, float(headers["ratelimit-reset"]) - time.time())
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _hint(wait: float | None) -> str:
+    return f" (retry after {wait:.0f}s)" if wait is not None else ""
+
+
+def _is_transport(exc: Exception) -> bool:
+    from atproto_client.exceptions import NetworkError
+
+    return isinstance(exc, NetworkError) and getattr(exc, "response", None) is None
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

@@ -1,0 +1,277 @@
+"""Mastodon as a destination (`publish = { to = "mastodon", instance = … }`), through
+`Mastodon.py`.
+
+A status is posted under an `Idempotency-Key` derived from the effect key, which the
+server remembers for about an hour after the status exists (not while it is being made:
+Galley's receipt keeps one request in flight). After an unknown answer the account's own
+statuses since the first attempt are read and matched by text before anything is sent
+again. Mastodon.py's traps are switched off: it would sleep and re-send on a 429
+(`ratelimit_method="throw"`) and wait 300 s for an answer (`request_timeout`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from core.errors import (
+    EffectNotSent,
+    EffectOutcomeUnknown,
+    LookupUnavailable,
+    MissingExtra,
+    MissingSecret,
+)
+from core.http_calls import never_sent, retry_after_seconds
+from core.identity import header_key
+from core.ports import Fit, PostQuery, Publication
+from core.publishing.platforms.post_text import (
+    comparable,
+    mastodon_content_text,
+    mastodon_length,
+    mastodon_text,
+)
+from core.setup.config import MastodonTarget
+
+DEFAULT_LIMIT = 500  # Mastodon's own default, used while the instance cannot be asked
+DEFAULT_URL_LENGTH = 23
+PAGE = 40  # statuses per page, Mastodon's maximum
+MAX_PAGES = 25  # a look-up reads at most 1,000 statuses, then says it cannot tell
+ASK_AGAIN_SECONDS = 300.0  # after /api/v2/instance failed, Mastodon's defaults this long
+SINCE_MARGIN = timedelta(minutes=5)  # the instance's clock may lag ours
+RETRY_LATER = frozenset({429, 503})
+PERMANENT = frozenset({400, 404, 410, 413, 422})
+
+
+class MastodonPublisher:
+    """Posts plain text to one account on one instance; shared by every worker."""
+
+    def __init__(
+        self,
+        target: MastodonTarget,
+        timeout: timedelta,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.config = target
+        self._environ = environ
+        self._timeout = timeout.total_seconds()
+        self._api: Any = None  # mastodon.Mastodon, made at first use
+        self._lock = threading.Lock()
+        self._answers = threading.local()  # the last HTTP answer this thread received
+        self._limits: tuple[int, int] | None = None  # (max_characters, characters per URL)
+        self._limits_failed_at = -ASK_AGAIN_SECONDS  # time.monotonic() of the last failed ask
+        self._account: Any = None  # verify_credentials, once
+        self._links: dict[str, str] = {}
+
+    @property
+    def target(self) -> str:
+        return self.config.target
+
+    # --- the port ---
+
+    def publish(self, publication: Publication) -> str:
+        text = mastodon_text(publication.text)
+        api = self._signed_in()
+        limit, url_length = self._instance_limits(api)
+        count = mastodon_length(text, url_length)
+        if count > limit:
+            refused = f"{self._label()} takes {limit} characters; this draft has {count}"
+            raise EffectNotSent(refused, permanent=True)
+        self._answers.response = None
+        try:
+            status = api.status_post(
+                text,
+                visibility=self.config.visibility,
+                idempotency_key=header_key(publication.effect_key),
+            )
+        except Exception as exc:
+            raise self._post_failed(exc) from exc
+        status_id = str(status["id"])
+        if status.get("url"):
+            self._links[status_id] = str(status["url"])
+        return status_id
+
+    def lookup(self, query: PostQuery) -> str | None:
+        try:
+            api = self._signed_in()
+            account = self._me(api)
+        except Exception as exc:
+            raise LookupUnavailable(f"Mastodon look-up failed: {_describe(exc)}") from exc
+        wanted = comparable(mastodon_text(query.text))
+        since: datetime = query.since - SINCE_MARGIN
+        max_id = None
+        for _ in range(MAX_PAGES):
+            try:
+                page = api.account_statuses(
+                    account["id"], since_id=since, max_id=max_id, limit=PAGE, exclude_reblogs=True
+                )
+            except Exception as exc:
+                raise LookupUnavailable(f"Mastodon look-up failed: {_describe(exc)}") from exc
+            for status in page:
+                if comparable(mastodon_content_text(str(status.get("content") or ""))) == wanted:
+                    status_id = str(status["id"])
+                    if status.get("url"):
+                        self._links[status_id] = str(status["url"])
+                    return status_id
+            if len(page) < PAGE:
+                return None
+            max_id = page[-1]["id"]
+        many = PAGE * MAX_PAGES
+        raise LookupUnavailable(
+            f"over {many} statuses since {since:%Y-%m-%d %H:%M}: a person must check"
+        )
+
+    def link(self, external_id: str) -> str | None:
+        if external_id in self._links:
+            return self._links[external_id]
+        account = self._account
+        if account is None or not external_id.isdigit():
+            return None
+        return f"{self.config.instance}/@{account['username']}/{external_id}"
+
+    def fit(self, text: str) -> Fit:
+        limit, url_length = self._instance_limits(self._client())
+        count = mastodon_length(mastodon_text(text), url_length)
+        return Fit(self.target, self._label(), count, limit)
+
+    def close(self) -> None:
+        if self._api is not None:
+            self._api.session.close()
+
+    # --- the client ---
+
+    def _client(self) -> Any:
+        with self._lock:
+            if self._api is None:
+                self._api = self._new_client()
+            return self._api
+
+    def _new_client(self) -> Any:
+        try:
+            import requests
+            from mastodon import Mastodon
+        except ImportError:
+            raise MissingExtra("mastodon", self.target) from None
+        session = requests.Session()
+        answers = self._answers
+
+        def keep(response: Any, *args: Any, **kwargs: Any) -> Any:
+            answers.response = response  # Mastodon.py's errors drop the headers we need
+            return response
+
+        session.hooks["response"].append(keep)
+        return Mastodon(
+            api_base_url=self.config.instance,
+            ratelimit_method="throw",  # never sleep and re-send behind Galley's back
+            request_timeout=self._timeout,
+            session=session,
+            version_check_mode="none",
+        )
+
+    def _signed_in(self) -> Any:
+        api = self._client()
+        api.access_token = self.config.secret(self._environ)  # read when needed: MissingSecret
+        return api
+
+    def prove_credentials(self) -> str:
+        """`verify_credentials` without posting: the token works on this instance."""
+        try:
+            account = self._me(self._signed_in())
+        except MissingSecret:
+            raise
+        except Exception as exc:
+            raise EffectNotSent(
+                f"Mastodon refused {self.config.secret_env}: {type(exc).__name__}: {exc}",
+                auth=True,
+            ) from exc
+        return f"token accepted for @{account['username']}"
+
+    def _me(self, api: Any) -> Any:
+        if self._account is None:
+            self._account = api.account_verify_credentials()
+        return self._account
+
+    def _instance_limits(self, api: Any) -> tuple[int, int]:
+        """`configuration.statuses` of `/api/v2/instance`, asked once; Mastodon's defaults
+        (not kept) while the instance cannot be asked."""
+        if self._limits is not None:
+            return self._limits
+        if time.monotonic() - self._limits_failed_at < ASK_AGAIN_SECONDS:
+            return DEFAULT_LIMIT, DEFAULT_URL_LENGTH  # a hung instance does not slow each fit
+        try:
+            statuses = api.instance_v2()["configuration"]["statuses"]
+            limits = (
+                int(statuses["max_characters"]),
+                int(statuses.get("characters_reserved_per_url") or DEFAULT_URL_LENGTH),
+            )
+        except Exception:
+            self._limits_failed_at = time.monotonic()
+            return DEFAULT_LIMIT, DEFAULT_URL_LENGTH
+        self._limits = limits
+        return limits
+
+    def _label(self) -> str:
+        return f"Mastodon ({self.target.removeprefix('mastodon:')})"
+
+    # --- classification (DESIGN.md §4 rule 4) ---
+
+    def _post_failed(self, exc: Exception) -> EffectNotSent | EffectOutcomeUnknown:
+        """Classified by the HTTP answer itself (kept by the session hook); no answer at
+        all is never-sent only when connecting failed."""
+        response = getattr(self._answers, "response", None)
+        if response is None:
+            cause = exc.__context__ if exc.__context__ is not None else exc
+            if never_sent(cause):
+                return EffectNotSent(f"Mastodon unreachable: {_describe(cause)}")
+            return EffectOutcomeUnknown(f"Mastodon gave no complete answer: {_describe(cause)}")
+        status = int(response.status_code)
+        said = f"Mastodon answered {status}: {_error_of(response)}"
+        if 200 <= status < 300:  # it posted, then the client choked on the answer
+            return EffectOutcomeUnknown(
+                f"Mastodon accepted but the answer failed: {_describe(exc)}"
+            )
+        if status in (401, 403):
+            return EffectNotSent(f"{said} (check {self.config.secret_env})", auth=True)
+        if status in RETRY_LATER:
+            wait = _wait_of(response)
+            hint = f" (retry after {wait:.0f}s)" if wait is not None else ""
+            return EffectNotSent(said + hint, retry_after=wait)
+        if status in PERMANENT:
+            return EffectNotSent(said, permanent=True)
+        return EffectOutcomeUnknown(said)  # 500, 502, 504 and the rest: it may have posted
+
+
+def _error_of(response: Any) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and body.get("error"):
+        return str(body["error"])
+    text = " ".join(str(response.text).split())
+    return text[:200] or "(empty body)"
+
+
+def _wait_of(response: Any) -> float | None:
+    """`Retry-After`, else `X-RateLimit-Reset` (an ISO time, or epoch seconds)."""
+    headers = response.headers
+    wait = retry_after_seconds(headers.get("Retry-After"))
+    if wait is not None:
+        return wait
+    reset = headers.get("X-RateLimit-Reset")
+    if not reset:
+        return None
+    try:
+        at = float(reset)
+    except ValueError:
+        try:
+            at = datetime.fromisoformat(reset.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return max(0.0, at - time.time())
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

@@ -1,0 +1,392 @@
+"""Publishing an approved draft exactly once (docs/design.md §7-§10).
+
+Every publication is an effect with a receipt. The destination is asked before
+publishing and before any retry of an uncertain attempt: found → record it, done;
+clearly absent → publish once, under the same key; cannot tell → the run becomes
+`uncertain` and people are asked. An approval older than `approval_ttl` when
+publishing starts is not used: the draft goes back to review. The receipt's lease is
+kept alive by heartbeat for as long as the call runs (429 waits included), so no other
+pass takes a slow send for a dead one; a run cancelled before the send stops it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import TypeVar
+
+from sqlmodel import Session
+
+from core.errors import ConcurrentChange, GalleyError, LookupUnavailable
+from core.failpoints import Failpoint, failpoint
+from core.identity import publish_effect_key, text_hash
+from core.models import DraftRow, RunRow
+from core.policies import EffectOutcome, EffectStep, FailReason, PublishOutcome
+from core.ports import Clock, PostQuery, Publication, Publisher
+from core.publishing.missed_slots import miss_its_time
+from core.publishing.queue import PUBLISHABLE, OrphanedSend, orphaned_sends, publishable
+from core.publishing.targets import (
+    PublisherFor,
+    TargetDone,
+    Verdict,
+    found_at,
+    proof_of,
+    publishers_of,
+    verdict,
+)
+from core.setup.config import Config, Recipe
+from core.slots.publish_time import approval_stale, not_yet
+from core.states import DraftState, RunState, run_may_move
+from core.store.effects import EffectLedger, EffectSpec, Performed, Proof
+from core.store.engine import Store
+from core.store.leases import PUBLISHER, lease_now
+from core.store.rows import lock_draft, lock_draft_of, lock_run, required
+from core.store.transitions import guarded_update, move_draft, move_run, note_run
+
+log = logging.getLogger(__name__)
+
+NOT_SENT_CANCELLED = "the run was cancelled before it was sent"
+NOT_SENT_STALE = "approval went stale before it was sent"
+ORPHAN_NOT_SENT = "absent at the destination; its run no longer publishes it, so it is not sent"
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    outcome: PublishOutcome
+    run_id: str
+    detail: str | None = None
+    external_id: str | None = None
+
+
+Subject = TypeVar("Subject")
+
+
+class PublishingService:
+    def __init__(
+        self,
+        store: Store,
+        config: Config,
+        clock: Clock,
+        ledger: EffectLedger,
+        publisher_for: PublisherFor,
+        alert: Callable[[str], object] | None = None,
+    ) -> None:
+        """`alert(run_id)` is called when people must look: uncertain, or refused auth."""
+        self.store, self.config, self.clock, self.ledger = store, config, clock, ledger
+        self.publisher_for = publisher_for
+        self.alert = alert or (lambda run_id: None)
+
+    def publishable_runs(self) -> list[str]:
+        """One batch of approved, publishing and uncertain runs that have a destination."""
+        with self.store.read() as session:  # the database's clock: replicas' clocks drift
+            rows = publishable(session, lease_now(session, self.clock))
+        return [run_id for run_id, recipe in rows if self._target(recipe) is not None]
+
+    def publish_pending(self) -> list[PublishResult]:
+        """The reconciler's pass: every approved, publishing or uncertain run, once, then
+        the sends whose run stopped publishing them before their outcome was known. One
+        run's error is logged and does not hold up the others."""
+        results = [self._logged(self.publish_run, run) for run in self.publishable_runs()]
+        with self.store.read() as session:
+            orphans = orphaned_sends(session, lease_now(session, self.clock))
+        results += [self._logged(self.settle_orphan, send) for send in orphans]
+        return [result for result in results if result is not None]
+
+    def _logged(
+        self, step: Callable[[Subject], PublishResult | None], subject: Subject
+    ) -> PublishResult | None:
+        try:
+            return step(subject)
+        except ConcurrentChange as exc:  # a person or another worker settled it first
+            log.warning("publishing %s: %s", subject, exc)
+        except GalleyError:
+            log.exception("publishing %s failed; the next pass tries again", subject)
+        return None
+
+    def publish_run(self, run_id: str) -> PublishResult:
+        """Each target of the run's recipe once, in order, each its own effect: one that
+        succeeded before is answered from its receipt and never sent again."""
+        started = self._start(run_id)
+        if isinstance(started, PublishResult):
+            if started.outcome == PublishOutcome.FAILED:  # missed its time: people are told
+                self.alert(run_id)
+            return started
+        recipe, approved = started
+        failpoint(Failpoint.AFTER_PUBLISHING_COMMIT)
+        done: list[TargetDone] = []
+        for publisher in publishers_of(self.publisher_for, recipe):
+            key = publish_effect_key(approved.draft_key, publisher.target)
+            publication = replace(approved, effect_key=key)
+            performed = self._publish_to(recipe, publisher, publication, run_id)
+            done.append(TargetDone(publisher.target, performed))
+            if performed.outcome == EffectOutcome.REFUSED:
+                break  # cancelled, or sent back to review: no other target may go either
+        return self._after(run_id, verdict(done, stale=NOT_SENT_STALE))
+
+    def _publish_to(
+        self, recipe: Recipe, publisher: Publisher, publication: Publication, run_id: str
+    ) -> Performed:
+        """One target, looked up first, sent at most once; its receipt keeps the public URL."""
+        spec = self._spec(recipe, publisher, publication.draft_key, publication.text, run_id)
+
+        def send() -> Proof:
+            failpoint(Failpoint.BEFORE_PUBLISH_CALL)
+            external_id = publisher.publish(publication)
+            # sent, not yet recorded: the lookup must find it
+            failpoint(Failpoint.AFTER_PUBLISH_CALL)
+            return proof_of(publisher, external_id)
+
+        return self.ledger.perform(
+            spec,
+            send,
+            lookup=lambda: found_at(
+                publisher,
+                PostQuery(publication.effect_key, publication.text, publication.approved_at),
+            ),
+            may_act=lambda session, _now: self._may_send(session, recipe, run_id, publication),
+            look_first=True,  # a restored database has no receipt: the destination knows
+        )
+
+    def _spec(
+        self, recipe: Recipe, publisher: Publisher, draft_key: str, text: str, run_id: str
+    ) -> EffectSpec:
+        return EffectSpec(
+            publish_effect_key(draft_key, publisher.target),
+            draft_key=draft_key,
+            step=EffectStep.PUBLISH,
+            payload=_payload(publisher.target, draft_key, text),
+            lease=recipe.call_timeout * 4,
+            run_id=run_id,
+            backoff=True,
+            on_wire=recipe.call_timeout,
+        )
+
+    def _may_send(
+        self, session: Session, recipe: Recipe, run_id: str, publication: Publication
+    ) -> str | None:
+        """The last look before a send, under its receipt: the run still publishes this
+        draft, the draft is still approved, and the approval is still fresh (a stale one
+        sends the draft back to review, in this same transaction)."""
+        run = _locked_run(session, run_id)
+        draft = required(lock_draft(session, publication.draft_key), "draft")
+        if run.state not in (RunState.PUBLISHING, RunState.UNCERTAIN):
+            if run.state == RunState.CANCELLED and draft.state == DraftState.APPROVED:
+                now = self.clock.now()
+                move_draft(session, draft, DraftState.CANCELLED, actor=PUBLISHER, at=now)
+            return NOT_SENT_CANCELLED
+        if run.draft_key != draft.key or draft.state != DraftState.APPROVED:
+            return f"{draft.key} is {draft.state}: its run no longer publishes it"
+        now = self.clock.now()
+        if approval_stale(recipe, draft.decided_at, run.publish_at, now):
+            # A new send needs a fresh approval, even for a run resolved days later.
+            _send_back(session, run, draft, recipe.approval_ttl, now)
+            return NOT_SENT_STALE
+        return None
+
+    def _after(self, run_id: str, found: Verdict) -> PublishResult:
+        """What the targets' outcomes mean for the run."""
+        match found.outcome:
+            case PublishOutcome.PUBLISHED:
+                return self._finish(run_id, found.external_id or "")
+            case PublishOutcome.FAILED:
+                return self._refused(run_id, found)
+            case PublishOutcome.UNCERTAIN:
+                return self._uncertain(run_id, found.detail or "outcome unknown")
+        return PublishResult(found.outcome, run_id, found.detail)
+
+    def _refused(self, run_id: str, found: Verdict) -> PublishResult:
+        """A destination refused the publication itself: the run fails (a person retries
+        it once the cause is fixed); refused credentials (401/403) stop and tell people."""
+        reason = FailReason.PUBLISH_AUTH if found.auth else FailReason.PUBLISH_REJECTED
+        detail = found.detail or str(found.refusal)
+        self._move(run_id, RunState.FAILED, reason=reason, detail=detail)
+        if found.auth:
+            self.alert(run_id)
+        return PublishResult(PublishOutcome.FAILED, run_id, detail)
+
+    def settle_orphan(self, send: OrphanedSend) -> PublishResult | None:
+        """Ask the destination about an orphaned send; None while nobody can tell (people
+        heard of it when they cancelled). Absent, its receipt says it never happened."""
+        recipe = self.config.recipes.get(send.recipe)
+        if recipe is None or recipe.publish is None:
+            return None  # no destination left to ask
+        publisher = next(
+            (
+                p
+                for p in publishers_of(self.publisher_for, recipe)
+                if publish_effect_key(send.draft_key, p.target) == send.effect_key
+            ),
+            None,
+        )
+        if publisher is None:
+            return None  # the recipe publishes elsewhere now
+        try:
+            query = PostQuery(send.effect_key, send.text, send.since)
+            probe = found_at(publisher, query)  # before anything is written
+        except LookupUnavailable:
+            return None
+        noted: list[Proof | None] = []
+
+        def note(found: Proof | None) -> None:
+            # The run and draft first, the receipt last: a pass that stops in between
+            # leaves the receipt unsettled, so the next one finds the send again and
+            # notes it once.
+            if found is None:
+                self._note_orphan(send, f"not sent: publish {send.draft_key}")
+            else:
+                outcome = f"publish {send.draft_key} → {found.external_id}"
+                self._note_orphan(send, outcome, published=True)
+            failpoint(Failpoint.ORPHAN_NOTED)
+            noted.append(found)
+
+        done = self.ledger.settle_by_lookup(
+            self._spec(recipe, publisher, send.draft_key, send.text, send.run_id),
+            lambda: probe or found_at(publisher, query),  # absent: ask again, holding it
+            not_sent=ORPHAN_NOT_SENT,
+            record=note,
+        )
+        if done.outcome == EffectOutcome.FOUND:
+            return PublishResult(
+                PublishOutcome.PUBLISHED, send.run_id, external_id=done.external_id
+            )
+        if noted:
+            return PublishResult(PublishOutcome.NOT_READY, send.run_id, ORPHAN_NOT_SENT)
+        return None
+
+    def _note_orphan(self, send: OrphanedSend, outcome: str, *, published: bool = False) -> None:
+        with self.store.transaction() as session:
+            now = self.clock.now()
+            run = _locked_run(session, send.run_id)
+            draft = required(lock_draft(session, send.draft_key), f"draft {send.draft_key}")
+            if published and draft.state == DraftState.APPROVED:
+                move_draft(session, draft, DraftState.PUBLISHED, actor=PUBLISHER, at=now)
+            when = "after cancellation" if run.state == RunState.CANCELLED else "later"
+            _note_outcome(
+                session, run, f"completed {when}: {outcome}" if published else outcome, now
+            )
+
+    def _start(self, run_id: str) -> tuple[Recipe, Publication] | PublishResult:
+        """One transaction: check the approval is fresh, move to `publishing`."""
+        with self.store.transaction() as session:
+            now = self.clock.now()
+            run = _locked_run(session, run_id)
+            recipe = self.config.recipes.get(run.recipe)
+            if recipe is None or recipe.publish is None or run.state not in PUBLISHABLE:
+                return PublishResult(PublishOutcome.NOT_READY, run_id)
+            draft = _draft(session, run)
+            if draft.state not in (DraftState.APPROVED, DraftState.PUBLISHED):
+                # only an approved draft leaves the building: never a superseded one
+                return PublishResult(PublishOutcome.NOT_READY, run_id, f"draft is {draft.state}")
+            if run.state == RunState.APPROVED:
+                if not_yet(run.publish_at, lease_now(session, self.clock)):
+                    return PublishResult(PublishOutcome.NOT_READY, run_id, "its time has not come")
+                if approval_stale(recipe, draft.decided_at, run.publish_at, now):
+                    _send_back(session, run, draft, recipe.approval_ttl, now)
+                    return PublishResult(PublishOutcome.SENT_BACK, run_id, "approval too old")
+                if miss_its_time(session, recipe, run, now):  # never late beyond publish_late
+                    return PublishResult(PublishOutcome.FAILED, run_id, "missed its slot")
+                failpoint(Failpoint.PUBLISH_START_READ)  # tests: Unapprove racing the start
+                move_run(session, run, RunState.PUBLISHING, actor=PUBLISHER, at=now)
+            if draft.decided_by is None or draft.decided_at is None:
+                return PublishResult(PublishOutcome.NOT_READY, run_id, "no approval on record")
+            target = self._target(run.recipe)
+            assert target is not None
+            return recipe, Publication(
+                effect_key=publish_effect_key(draft.key, target),
+                draft_key=draft.key,
+                recipe=run.recipe,
+                platform=draft.platform,
+                slot_at=run.slot_at,
+                text=draft.text or "",
+                approver=draft.decided_by,
+                approved_at=draft.decided_at,
+            )
+
+    def _uncertain(self, run_id: str, detail: str) -> PublishResult:
+        self._move(run_id, RunState.UNCERTAIN, detail=detail)  # only a publishing run
+        self.alert(run_id)
+        return PublishResult(PublishOutcome.UNCERTAIN, run_id, detail)
+
+    def _finish(self, run_id: str, external_id: str) -> PublishResult:
+        with self.store.transaction() as session:
+            now = self.clock.now()
+            run = _locked_run(session, run_id)
+            draft = _draft(session, run)
+            if draft.state == DraftState.APPROVED:
+                move_draft(
+                    session,
+                    draft,
+                    DraftState.PUBLISHED,
+                    actor=PUBLISHER,
+                    at=now,
+                    reason=external_id,
+                )
+            if run.state in (RunState.PUBLISHING, RunState.UNCERTAIN):
+                move_run(
+                    session,
+                    run,
+                    RunState.SUCCEEDED,
+                    actor=PUBLISHER,
+                    at=now,
+                    detail=f"published as {external_id}",
+                )
+            elif run.state == RunState.CANCELLED:
+                note = f"completed after cancellation: publish {run.draft_key} → {external_id}"
+                _note_outcome(session, run, note, now)
+        return PublishResult(PublishOutcome.PUBLISHED, run_id, external_id=external_id)
+
+    def _move(
+        self, run_id: str, state: RunState, *, reason: str | None = None, detail: str
+    ) -> None:
+        """The run moves to `state` if it still may: a person may have settled it."""
+        with self.store.transaction() as session:
+            run = _locked_run(session, run_id)
+            if run_may_move(run.state, state):
+                now = self.clock.now()
+                move_run(session, run, state, actor=PUBLISHER, at=now, reason=reason, detail=detail)
+
+    def _target(self, recipe_name: str) -> str | None:
+        recipe = self.config.recipes.get(recipe_name)
+        return None if recipe is None or recipe.publish is None else recipe.publish.target
+
+
+def _locked_run(session: Session, run_id: str) -> RunRow:
+    return required(lock_run(session, run_id), f"run {run_id}")
+
+
+def _draft(session: Session, run: RunRow) -> DraftRow:
+    return required(lock_draft_of(session, run), f"draft of run {run.id}")
+
+
+def _note_outcome(session: Session, run: RunRow, note: str, now: datetime) -> None:
+    """What became of a send after its run stopped publishing it. On a cancelled run it
+    joins the list of completed effects (its reason), so people see what went out."""
+    if run.state == RunState.CANCELLED:
+        if note in (run.reason or ""):
+            return  # noted already, by a pass that stopped before settling the receipt
+        run.reason = f"{run.reason or 'completed effects: none'}; {note}"
+        run.updated_at = now
+        guarded_update(session, run, state=RunState.CANCELLED)
+    note_run(session, run, actor=PUBLISHER, at=now, reason=note)
+
+
+def _send_back(
+    session: Session, run: RunRow, draft: DraftRow, ttl: timedelta, now: datetime
+) -> None:
+    """A stale approval is not revived: the draft is reviewed again, as a new revision so
+    that buttons on the old message stop counting."""
+    why = f"approval older than approval_ttl ({ttl}) when publishing started"
+    draft.revision += 1
+    draft.decided_by = draft.decided_at = None
+    draft.decision_reason = (
+        f"Back for review: the approval was older than {ttl} when publishing started."
+    )
+    draft.ready_at = now  # a full review window again, from now
+    move_draft(session, draft, DraftState.READY, actor=PUBLISHER, at=now, reason=why)
+    move_run(session, run, RunState.AWAITING_REVIEW, actor=PUBLISHER, at=now, detail=why)
+
+
+def _payload(target: str, draft_key: str, text: str) -> dict[str, str]:
+    return {"target": target, "draft_key": draft_key, "text": text_hash(text)}

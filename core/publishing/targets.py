@@ -1,0 +1,161 @@
+"""A recipe that publishes to several targets (docs/design.md §24): each target is its own
+effect, performed once through the ledger; this module says what the targets' outcomes
+come to for the run. It never sends anything, and never decides for one target by
+another's outcome: a target that already succeeded is answered from its receipt.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlmodel import Session, col, select
+
+from core.errors import EffectNotSent
+from core.identity import target_of_publish_key
+from core.models import EffectRow
+from core.policies import EffectOutcome, EffectStep, PublishOutcome
+from core.ports import PostQuery, PublishedLink, Publisher
+from core.setup.config import Recipe
+from core.states import EffectState
+from core.store.effects import Performed, Proof
+
+PublisherFor = Callable[[Recipe], Publisher | Sequence[Publisher]]
+"""A recipe's destinations: every target in the order the recipe lists them (the bot's
+`Publishers`), or one publisher for a single-target recipe (tests' stand-ins)."""
+
+SEPARATOR = "; "  # between targets in a run's detail and its published ids
+PUBLIC_URL = "url"  # where a publication receipt's result keeps the post's public URL
+
+
+def publishers_of(publisher_for: PublisherFor, recipe: Recipe) -> list[Publisher]:
+    found = publisher_for(recipe)
+    return list(found) if isinstance(found, Sequence) else [found]
+
+
+@dataclass(frozen=True)
+class TargetDone:
+    """What `EffectLedger.perform` came to for one target of a run."""
+
+    target: str
+    performed: Performed
+
+    @property
+    def outcome(self) -> EffectOutcome:
+        return self.performed.outcome
+
+    @property
+    def said(self) -> str:
+        """The outcome in words, naming the target: what alerts and the run's events show."""
+        return f"{self.target}: {self.performed.detail or self.outcome.value}"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a publish pass came to for the whole run."""
+
+    outcome: PublishOutcome
+    detail: str | None = None
+    refusal: EffectNotSent | None = None  # FAILED: the (first) refusal; `auth` if any was
+    external_id: str | None = None  # PUBLISHED: every target's id, in order
+
+    @property
+    def auth(self) -> bool:
+        return self.refusal is not None and self.refusal.auth
+
+
+BUSY = (EffectOutcome.IN_PROGRESS, EffectOutcome.LEASE_LOST)
+UNKNOWN = (EffectOutcome.UNCERTAIN, EffectOutcome.CANNOT_TELL)
+
+
+def verdict(done: Sequence[TargetDone], *, stale: str) -> Verdict:
+    """The run succeeds when every target has. Otherwise the most pressing outcome wins:
+    a refused send (the run was cancelled, or its approval went stale: `stale`), then a
+    destination's permanent refusal (the run fails: nobody re-sends it until a person
+    retries), then an unknown outcome (people are asked), then a target another worker
+    holds, then one waiting to be tried again. Each names its targets."""
+    for stopped in (d for d in done if d.outcome == EffectOutcome.REFUSED):
+        if stopped.performed.detail == stale:
+            return Verdict(PublishOutcome.SENT_BACK, "approval too old")
+        return Verdict(PublishOutcome.NOT_READY, stopped.performed.detail)
+    refused = [d for d in done if _permanent(d.performed)]
+    if refused:
+        auth = next((d for d in refused if _refusal(d).auth), refused[0])
+        return Verdict(PublishOutcome.FAILED, _said(refused), _refusal(auth))
+    for outcomes, outcome in (
+        (UNKNOWN, PublishOutcome.UNCERTAIN),
+        (BUSY, PublishOutcome.IN_PROGRESS),
+        ((EffectOutcome.WAITING, EffectOutcome.NOT_SENT), PublishOutcome.WAITING),
+    ):
+        matching = [d for d in done if d.outcome in outcomes]
+        if matching:
+            return Verdict(outcome, _said(matching))
+    ids = SEPARATOR.join(d.performed.external_id or "" for d in done)
+    return Verdict(PublishOutcome.PUBLISHED, external_id=ids)
+
+
+def _permanent(performed: Performed) -> bool:
+    refusal = performed.refusal
+    return performed.outcome == EffectOutcome.NOT_SENT and bool(refusal and refusal.permanent)
+
+
+def _refusal(done: TargetDone) -> EffectNotSent:
+    assert done.performed.refusal is not None
+    return done.performed.refusal
+
+
+def _said(done: Sequence[TargetDone]) -> str:
+    return SEPARATOR.join(d.said for d in done)
+
+
+def public_url(result: str | dict[str, Any] | None) -> str | None:
+    """The public URL a publication receipt holds (its `result`, stored JSON or read),
+    if its destination has one."""
+    if isinstance(result, str):
+        try:
+            result = json.loads(result)
+        except ValueError:
+            return None
+    url = result.get(PUBLIC_URL) if isinstance(result, dict) else None
+    return url if isinstance(url, str) else None
+
+
+def published_links(session: Session, draft_keys: Sequence[str]) -> dict[str, list[PublishedLink]]:
+    """Draft key -> where each of its targets published it (succeeded publish receipts
+    that hold a public URL), in the order they were first tried (ix_effects_draft_key)."""
+    if not draft_keys:
+        return {}
+    receipts = session.exec(
+        select(EffectRow)
+        .where(
+            col(EffectRow.draft_key).in_(list(draft_keys)),
+            col(EffectRow.step) == EffectStep.PUBLISH,
+            col(EffectRow.state) == EffectState.SUCCEEDED,
+        )
+        .order_by(col(EffectRow.created_at), col(EffectRow.key))
+    ).all()
+    links: dict[str, list[PublishedLink]] = {}
+    for receipt in receipts:
+        url = public_url(receipt.result)
+        if url is not None:
+            target = target_of_publish_key(receipt.key)
+            links.setdefault(receipt.draft_key, []).append(PublishedLink(target, url))
+    return links
+
+
+def found_at(publisher: Publisher, query: PostQuery) -> Proof | None:
+    """The destination's answer to "is it there?", as the ledger takes it."""
+    external_id = publisher.lookup(query)
+    return None if external_id is None else proof_of(publisher, external_id, found=True)
+
+
+def proof_of(publisher: Publisher, external_id: str, *, found: bool = False) -> Proof:
+    """The receipt's proof of a publication: the destination's id and its public URL
+    (`galley show`, the Home tab, the notebook and the review message read it there)."""
+    result: dict[str, object] = {"found": True} if found else {}
+    url = publisher.link(external_id)
+    if url is not None:
+        result[PUBLIC_URL] = url
+    return Proof(external_id, result or None)

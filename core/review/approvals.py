@@ -1,0 +1,126 @@
+"""The approval policy (docs/design.md §22): a revision is approved when
+`approvals_required` distinct people allowed to approve have approved that exact
+revision; with `editor_may_approve = false` whoever edited it does not count.
+
+The one home of the rule: `core/review/queue.py` `decide` calls `count_approval` inside its
+own transaction, with the recipe, run and draft rows locked, so the Slack buttons, the
+CLI and the notebook all decide by it, and two approvers clicking at once are counted
+one after the other. Never moves a state itself; knows nothing of Slack.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlmodel import Session, col, select
+
+from core.drafting.revisions import MODEL_AUTHOR
+from core.models import ApprovalRow, DraftRevisionRow, DraftRow, RunRow
+from core.policies import Refusal
+from core.ports import ApprovalProgress
+from core.setup.config import Config
+from core.states import DraftState
+from core.store.engine import insert_ignore
+
+
+def count_approval(
+    session: Session, config: Config, draft: DraftRow, user: str, now: datetime
+) -> ApprovalProgress | Refusal:
+    """Record `user`'s approval of the draft's current revision (the caller holds the
+    draft's lock and checked the revision is the one clicked) and answer the count, or
+    why it does not count: the editor barred, or this person counted already."""
+    if _editor_barred(session, config, draft) == user:
+        return Refusal.EDITOR_MAY_NOT_APPROVE
+    counted = insert_ignore(
+        session,
+        ApprovalRow,
+        draft_key=draft.key,
+        revision=draft.revision,
+        approver=user,
+        approved_at=now,
+    )
+    if not counted:
+        return Refusal.ALREADY_APPROVED
+    return approval_progress(session, config, draft)
+
+
+def approval_progress(session: Session, config: Config, draft: DraftRow) -> ApprovalProgress:
+    """Who approved the draft's current revision, and who may still."""
+    done = approvers_of(session, draft.key, draft.revision)
+    listed = config.slack.approvers
+    barred = _editor_barred(session, config, draft)
+    return ApprovalProgress(
+        approvers=done,
+        required=required_approvals(config, draft.recipe),
+        may_still=tuple(p for p in listed if p not in done and p != barred),
+        anyone=not listed,
+    )
+
+
+def required_approvals(config: Config, recipe: str) -> int:
+    found = config.recipes.get(recipe)
+    return found.approvals_required if found is not None else 1
+
+
+def approvers_of(session: Session, key: str, revision: int) -> tuple[str, ...]:
+    """The people who approved this exact revision, first first."""
+    rows = session.exec(
+        select(ApprovalRow.approver)
+        .where(col(ApprovalRow.draft_key) == key, col(ApprovalRow.revision) == revision)
+        .order_by(col(ApprovalRow.approved_at), col(ApprovalRow.approver))
+    ).all()
+    return tuple(rows)
+
+
+def waiting_with_approvals(
+    session: Session, limit: int = 200
+) -> list[tuple[DraftRow, RunRow, tuple[str, ...]]]:
+    """Ready drafts whose current revision has approvals, with who gave them: read from
+    the review queue (ix_drafts_ready), then the approvals of those drafts by key, so the
+    approvals of the whole history are never read."""
+    ready = session.exec(
+        select(DraftRow, RunRow)
+        .join(RunRow, col(RunRow.id) == col(DraftRow.run_id))
+        .where(col(DraftRow.state) == DraftState.READY)
+        .order_by(col(DraftRow.ready_at))
+        .limit(limit)
+    ).all()
+    if not ready:
+        return []
+    given = session.exec(
+        select(ApprovalRow)
+        .where(col(ApprovalRow.draft_key).in_([draft.key for draft, _ in ready]))
+        .order_by(col(ApprovalRow.approved_at), col(ApprovalRow.approver))
+    ).all()
+    found: list[tuple[DraftRow, RunRow, tuple[str, ...]]] = []
+    for draft, run in ready:
+        people = tuple(
+            a.approver for a in given if (a.draft_key, a.revision) == (draft.key, draft.revision)
+        )
+        if people:
+            found.append((draft, run, people))
+    return found
+
+
+def editor_of(session: Session, draft: DraftRow) -> str | None:
+    """Whoever wrote the draft's current revision by Edit; None for the model's text (the
+    first draft, or a reviewer's redraft, which the model wrote)."""
+    if draft.revision <= 1:
+        return None
+    row = session.get(DraftRevisionRow, (draft.key, draft.revision))
+    if row is None or row.written_by.startswith(MODEL_AUTHOR):
+        return None
+    return row.written_by
+
+
+def _editor_barred(session: Session, config: Config, draft: DraftRow) -> str | None:
+    found = config.recipes.get(draft.recipe)
+    if found is None or found.editor_may_approve:
+        return None
+    return editor_of(session, draft)
+
+
+def progress_sentence(progress: ApprovalProgress) -> str:
+    """`Approval counted: 1 of 2 (U0ANA).`, in plain words; the bot renders its own."""
+    who = ", ".join(progress.approvers)
+    return f"Approval counted: {len(progress.approvers)} of {progress.required} ({who})."

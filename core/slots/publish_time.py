@@ -1,0 +1,132 @@
+"""Draft ahead, publish on time (docs/design.md §23): when a slot's drafting fires, when an
+approved draft goes out, and how long an approval and a waiting draft stay good.
+
+Pure functions of a recipe and instants: the one home of each timing rule, read by the
+scheduler, the dispatcher, the publish queue, the review message and the calendar. The
+slot instant stays the run's identity; nothing here ever names a run by now().
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Protocol
+from zoneinfo import ZoneInfo
+
+from core.ports import ReviewItem
+from core.slots.schedule import ScheduleSpec, Slot, next_slots
+from core.states import DraftState
+
+
+class Timing(ScheduleSpec, Protocol):
+    """What the timing rules read of a recipe; `core.setup.config.Recipe` satisfies it."""
+
+    @property
+    def draft_ahead(self) -> timedelta: ...
+    @property
+    def publish_late(self) -> timedelta: ...
+    @property
+    def misfire_grace(self) -> timedelta: ...
+    @property
+    def approval_ttl(self) -> timedelta: ...
+    @property
+    def targets(self) -> tuple[object, ...]: ...
+
+
+def ahead(recipe: Timing) -> bool:
+    """With draft_ahead > 0 the slot is the publication time; with 0s, as before, a
+    draft is published when it is approved."""
+    return recipe.draft_ahead > timedelta(0)
+
+
+def drafting_fire(recipe: Timing, slot_at: datetime) -> datetime:
+    """The instant a slot's drafting fires: draft_ahead of elapsed time before the
+    slot's own instant (its zone and DST policies already applied), so the fire
+    moves with the zone's offset exactly as the slot does."""
+    return slot_at - recipe.draft_ahead
+
+
+def slots_due_by(recipe: Timing, now: datetime) -> datetime:
+    """The latest slot instant whose drafting has fired by `now`."""
+    return now + recipe.draft_ahead
+
+
+def next_drafting(recipe: Timing, after: datetime, count: int) -> list[Slot]:
+    """The next `count` slots whose drafting fires after `after`, in fire order (the
+    fire is the slot minus a constant, so fire order is slot order)."""
+    return next_slots(recipe, slots_due_by(recipe, after), count)
+
+
+def drafting_lateness(recipe: Timing, slot_at: datetime, now: datetime) -> timedelta:
+    return now - drafting_fire(recipe, slot_at)
+
+
+def too_late_to_draft(recipe: Timing, slot_at: datetime, now: datetime) -> str | None:
+    """Why a scheduled slot is not drafted now (a misfire), or None if it still may be:
+    found later than misfire_grace after its drafting fire, or (drafting ahead) after
+    its publication time, which nothing drafted now could make."""
+    lateness = drafting_lateness(recipe, slot_at, now)
+    if lateness > recipe.misfire_grace:
+        return f"found {_minutes(lateness)} late; misfire_grace is {_minutes(recipe.misfire_grace)}"
+    if ahead(recipe) and now > slot_at:
+        return "its publication time passed before it was drafted"
+    return None
+
+
+def publish_at(recipe: Timing, slot_at: datetime, approved_at: datetime) -> datetime:
+    """When an approved draft goes out: at the slot when drafting ahead (at once if it
+    was approved after its slot, within publish_late), else at the approval."""
+    return max(slot_at, approved_at) if ahead(recipe) else approved_at
+
+
+def not_yet(publish_time: datetime | None, now: datetime) -> bool:
+    """Nothing is published before its time (judged by the database's clock)."""
+    return publish_time is not None and now < publish_time
+
+
+def approval_stale(
+    recipe: Timing, approved_at: datetime | None, publish_time: datetime | None, now: datetime
+) -> bool:
+    """approval_ttl counts from the later of the approval and the publication time: an
+    approval given on Friday for Monday 09:00 is fresh on Monday morning."""
+    if approved_at is None:
+        return True
+    start = max(approved_at, publish_time) if publish_time is not None else approved_at
+    return now - start > recipe.approval_ttl
+
+
+def review_deadline(recipe: Timing, slot_at: datetime) -> datetime | None:
+    """Drafting ahead, a draft not approved by its slot plus publish_late is missed."""
+    return slot_at + recipe.publish_late if ahead(recipe) else None
+
+
+def missed_its_time(recipe: Timing, slot_at: datetime, now: datetime) -> bool:
+    """An approved draft found later than publish_late after its slot is not published
+    (a person may still retry it): never late beyond publish_late."""
+    deadline = review_deadline(recipe, slot_at)
+    return deadline is not None and now > deadline
+
+
+def publication_label(moment: datetime, zone: ZoneInfo | str) -> str:
+    """`Mon 2 Nov 09:00 (Europe/London)`: a publication time as the recipe's zone reads it."""
+    tz = zone if isinstance(zone, ZoneInfo) else ZoneInfo(zone)
+    local = moment.astimezone(tz)
+    return f"{local:%a} {local.day} {local:%b %H:%M} ({tz.key})"
+
+
+def with_publication(recipes: Mapping[str, Timing], item: ReviewItem) -> ReviewItem:
+    """An approved draft waiting for its slot says when it goes out (its message, until
+    publishing starts); one approved after its slot goes out at once and says nothing."""
+    recipe = recipes.get(item.recipe)
+    if recipe is None or not ahead(recipe) or not recipe.targets:
+        return item
+    if item.state != DraftState.APPROVED:
+        return item
+    if item.publish_at is None or (item.decided_at and item.publish_at <= item.decided_at):
+        return item
+    return dataclasses.replace(item, publishes=publication_label(item.publish_at, recipe.zone))
+
+
+def _minutes(delta: timedelta) -> str:
+    return f"{int(delta.total_seconds() // 60)}m"

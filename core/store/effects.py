@@ -1,0 +1,500 @@
+"""Receipts for external effects (docs/design.md §7), as Stripe's idempotency keys work.
+
+One row per effect key, with the hash of its canonical payload. The same key and the
+same payload return the recorded result; the same key with a different payload raises
+`KeyPayloadConflict` and changes nothing; a live in-flight receipt answers "in
+progress". A receipt whose holder died mid-call is `uncertain`: look before you leap.
+
+Every receipt that is acted on or reconciled is held by an owner token unique to that
+attempt, renewed by heartbeat while the look-up and the call run (429 waits included);
+only that owner can settle it, so a holder whose lease was taken over changes nothing.
+`perform` is the one post-once sequence every external effect goes through: look up
+under heartbeat, then, immediately before the call, `fence` checks in the database that
+the receipt is still ours (owner and unexpired lease, by the database's clock) and that
+the action may still happen. The one case left, a call already on the wire when the
+lease lapsed, is bounded: a lapsed holder is taken over only once its call's time limit
+has passed too, so the taker's look-up sees whatever that call did.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import Session, col
+
+from core.errors import (
+    ConcurrentChange,
+    EffectInProgress,
+    EffectNotSent,
+    EffectOutcomeUnknown,
+    KeyPayloadConflict,
+    LeaseLost,
+    LookupUnavailable,
+)
+from core.identity import payload_hash
+from core.models import EffectRow
+from core.policies import EffectDecision, EffectOutcome, EffectStep
+from core.ports import Clock
+from core.states import EffectState, EventSubject
+from core.store.engine import Store, insert_ignore
+from core.store.leases import Heartbeat, lease_now, new_owner
+from core.store.rows import effect_row, lock_effect, required
+from core.store.transitions import as_read, guarded_update, move_effect, record_event
+
+DEFAULT_HEARTBEAT = timedelta(seconds=2)
+MAX_BACKOFF = timedelta(seconds=300)
+
+MayAct = Callable[[Session, datetime], str | None]
+"""Run inside the fence's transaction with its lease time, before the receipt is touched
+(lock order: run, draft, then effect): None when the effect may still happen, else why
+not. It may write (a stale approval sent back), in the transaction that fails the receipt."""
+
+
+@dataclass(frozen=True)
+class Receipt:
+    key: str
+    state: EffectState
+    external_id: str | None
+    result: dict[str, Any] | None
+    detail: str | None
+    tries: int
+
+    @classmethod
+    def of(cls, row: EffectRow) -> Receipt:
+        return cls(
+            key=row.key,
+            state=EffectState(row.state),
+            external_id=row.external_id,
+            result=json.loads(row.result) if row.result else None,
+            detail=row.detail,
+            tries=row.tries,
+        )
+
+
+@dataclass(frozen=True)
+class EffectSpec:
+    """One external effect: its key, what it is bound to, and how long one call may hold it."""
+
+    key: str
+    draft_key: str
+    step: EffectStep
+    payload: Any
+    lease: timedelta
+    run_id: str | None = None
+    backoff: bool = False  # a refusal with no Retry-After waits 2, 4 … 300 s before the next try
+    on_wire: timedelta = timedelta(0)  # how long one call may take: a lapsed holder's
+    # call may still land this long after its lease ran out, so nobody takes over before
+
+
+@dataclass(frozen=True)
+class EffectStart:
+    """What `begin` decided. For ACT and RECONCILE, `owner` holds the receipt: only it
+    may settle it."""
+
+    decision: EffectDecision
+    receipt: Receipt
+    spec: EffectSpec
+    owner: str | None = None
+
+    @property
+    def key(self) -> str:
+        return self.spec.key
+
+
+@dataclass(frozen=True)
+class Performed:
+    """What `perform` came to: the outcome, the receipt when there is one, why, and the
+    destination's refusal when it refused (its `permanent`/`auth` decide what follows)."""
+
+    outcome: EffectOutcome
+    receipt: Receipt | None = None
+    detail: str | None = None
+    refusal: EffectNotSent | None = None
+
+    @property
+    def happened(self) -> bool:
+        return self.outcome.happened
+
+    @property
+    def external_id(self) -> str | None:
+        return None if self.receipt is None else self.receipt.external_id
+
+
+@dataclass(frozen=True)
+class Proof:
+    """What shows an effect happened: the destination's id, and anything worth keeping."""
+
+    external_id: str
+    result: dict[str, Any] | None = None
+
+
+class EffectLedger:
+    def __init__(
+        self, store: Store, clock: Clock, worker: str, heartbeat: timedelta = DEFAULT_HEARTBEAT
+    ) -> None:
+        self.store, self.clock, self.worker = store, clock, worker
+        self.heartbeat = heartbeat
+
+    def begin(self, spec: EffectSpec) -> EffectStart:
+        """Claim the right to perform an effect, or learn what became of it."""
+        digest = payload_hash(spec.payload)
+        owner = new_owner(self.worker)
+        with self.store.transaction() as session:
+            now = lease_now(session, self.clock)
+            inserted = insert_ignore(
+                session,
+                EffectRow,
+                key=spec.key,
+                draft_key=spec.draft_key,
+                step=spec.step,
+                payload_hash=digest,
+                state=EffectState.IN_FLIGHT,
+                claimed_by=owner,
+                lease_until=now + spec.lease,
+                tries=1,
+                created_at=now,
+                updated_at=now,
+            )
+            row = required(lock_effect(session, spec.key), f"effect {spec.key}")
+            if inserted:
+                record_event(
+                    session,
+                    subject=EventSubject.EFFECT,
+                    subject_id=spec.key,
+                    run_id=spec.run_id,
+                    to_state=EffectState.IN_FLIGHT,
+                    actor=owner,
+                    at=now,
+                )
+                return EffectStart(EffectDecision.ACT, Receipt.of(row), spec, owner)
+            if row.payload_hash != digest and row.state == EffectState.FAILED:
+                # It is known not to have happened, so nothing is bound to the old payload
+                # (an approved draft edited after a failed publish, for example).
+                row.payload_hash = digest
+            if row.payload_hash != digest:
+                raise KeyPayloadConflict(
+                    f"effect {spec.key} was recorded with another payload "
+                    f"({row.payload_hash[:12]} ≠ {digest[:12]}): nothing was changed"
+                )
+            return self._answer_existing(session, row, spec, owner, now)
+
+    def _answer_existing(
+        self, session: Session, row: EffectRow, spec: EffectSpec, owner: str, now: datetime
+    ) -> EffectStart:
+        live = row.lease_until is not None and row.lease_until > now
+        if row.state == EffectState.SUCCEEDED:
+            return EffectStart(EffectDecision.DONE, Receipt.of(row), spec)
+        if row.state in (EffectState.IN_FLIGHT, EffectState.UNCERTAIN) and live:
+            raise EffectInProgress(f"effect {row.key} is held by {row.claimed_by}")
+        if row.state == EffectState.IN_FLIGHT:
+            assert row.lease_until is not None
+            if row.lease_until + spec.on_wire > now:  # its last call may still land
+                raise EffectInProgress(
+                    f"effect {row.key}: the call of {row.claimed_by} may still be on the wire"
+                )
+            why = f"holder {row.claimed_by} stopped mid-call; outcome unknown"
+            row.claimed_by, row.lease_until = None, None
+            move_effect(
+                session,
+                row,
+                EffectState.UNCERTAIN,
+                actor=owner,
+                at=now,
+                run_id=spec.run_id,
+                reason=why,
+            )
+        if row.state == EffectState.UNCERTAIN:
+            # one reconciler at a time: the lookup and what follows it belong to `owner`
+            row.claimed_by, row.lease_until = owner, now + spec.lease
+            guarded_update(
+                session, row, state=EffectState.UNCERTAIN, claimed_by=as_read(row, "claimed_by")
+            )
+            return EffectStart(EffectDecision.RECONCILE, Receipt.of(row), spec, owner)
+        if live:  # a failed one's not-before (Retry-After)
+            return EffectStart(EffectDecision.WAIT, Receipt.of(row), spec)
+        row.claimed_by, row.lease_until, row.tries = owner, now + spec.lease, row.tries + 1
+        move_effect(session, row, EffectState.IN_FLIGHT, actor=owner, at=now, run_id=spec.run_id)
+        return EffectStart(EffectDecision.ACT, Receipt.of(row), spec, owner)
+
+    def succeed(self, start: EffectStart, proof: Proof) -> Receipt:
+        """It happened (we saw it, or the destination says so): record the proof."""
+        return self._settle(start, EffectState.SUCCEEDED, proof=proof)
+
+    def fail(
+        self, start: EffectStart, detail: str, *, retry_after: timedelta | None = None
+    ) -> Receipt:
+        """It is known not to have happened: a later `begin` may act again, but not
+        before `retry_after` has passed (`begin` answers WAIT until then)."""
+        return self._settle(start, EffectState.FAILED, detail=detail, not_before=retry_after)
+
+    def mark_uncertain(self, start: EffectStart, detail: str) -> Receipt:
+        """It may have happened: nobody acts again before the destination is asked."""
+        return self._settle(start, EffectState.UNCERTAIN, detail=detail)
+
+    def release(self, start: EffectStart) -> None:
+        """Give up holding an uncertain receipt we could not settle (the lookup could not
+        tell): it stays uncertain, free for the next reconciler or a person."""
+        with self.store.transaction() as session:
+            session.execute(
+                sa.update(EffectRow)
+                .where(
+                    col(EffectRow.key) == start.key,
+                    col(EffectRow.claimed_by) == start.owner,
+                    col(EffectRow.state) == EffectState.UNCERTAIN,
+                )
+                .values(claimed_by=None, lease_until=None)
+            )
+
+    def renew(self, start: EffectStart) -> bool:
+        """Extend the owner's lease; False when the receipt is no longer its."""
+        with self.store.transaction() as session:
+            now = lease_now(session, self.clock)
+            renewed = session.execute(
+                sa.update(EffectRow)
+                .where(
+                    col(EffectRow.key) == start.key,
+                    col(EffectRow.claimed_by) == start.owner,
+                    col(EffectRow.state).in_([EffectState.IN_FLIGHT, EffectState.UNCERTAIN]),
+                )
+                .values(lease_until=now + start.spec.lease)
+            )
+            return bool(renewed.rowcount == 1)  # type: ignore[attr-defined]
+
+    @contextmanager
+    def held(self, start: EffectStart) -> Iterator[Heartbeat]:
+        """Keep the receipt's lease alive while the look-up and the call run."""
+        with Heartbeat(lambda: self.renew(start), self.heartbeat, start.key) as beat:
+            yield beat
+
+    def fence(
+        self, start: EffectStart, beat: Heartbeat, may_act: MayAct | None = None
+    ) -> str | None:
+        """The last look before the call, in one transaction: `may_act` first (it locks
+        the run and draft it reads), then the receipt, which must still be ours, in flight
+        and unexpired by the database's clock; its lease is renewed for the call. None:
+        go ahead. A reason: the effect may no longer happen, and the receipt says so.
+        `LeaseLost`: it is no longer ours, and nothing may be sent or written."""
+        if beat.lost.is_set():
+            raise LeaseLost(f"effect {start.key}: the heartbeat of {start.owner} lost it")
+        with self.store.transaction() as session:
+            now = lease_now(session, self.clock)
+            refusal = may_act(session, now) if may_act is not None else None
+            held = session.execute(
+                sa.update(EffectRow)
+                .where(
+                    col(EffectRow.key) == start.key,
+                    col(EffectRow.claimed_by) == start.owner,
+                    col(EffectRow.state) == EffectState.IN_FLIGHT,
+                    col(EffectRow.lease_until) > now,
+                )
+                .values(lease_until=now + start.spec.lease)
+            )
+            if held.rowcount != 1:  # type: ignore[attr-defined]
+                raise LeaseLost(f"effect {start.key} is no longer held by {start.owner}")
+            if refusal is not None:
+                self._settle_in(session, start, EffectState.FAILED, now, detail=refusal)
+            return refusal
+
+    def get(self, key: str) -> Receipt | None:
+        with self.store.transaction() as session:
+            row = effect_row(session, key)
+            return Receipt.of(row) if row else None
+
+    def perform(
+        self,
+        spec: EffectSpec,
+        act: Callable[[], Proof],
+        *,
+        lookup: Callable[[], Proof | None] | None = None,
+        may_act: MayAct | None = None,
+        look_first: bool = False,
+        repeatable: bool = False,
+    ) -> Performed:
+        """The post-once sequence: begin → (look up) → fence → act → settle, the look-up
+        and the call under one heartbeat.
+
+        An uncertain receipt is looked up before any new attempt: found, it is recorded;
+        clearly absent, the same owner acts once; `lookup` cannot tell (or there is none),
+        it stays uncertain (CANNOT_TELL) unless the effect is `repeatable` (an update:
+        doing it twice is harmless). `look_first` looks even on a first attempt (a
+        publication: a database restored from a backup has no receipt, the world does).
+        """
+        try:
+            start = self.begin(spec)
+        except EffectInProgress as exc:
+            return Performed(EffectOutcome.IN_PROGRESS, detail=str(exc))
+        if start.decision == EffectDecision.DONE:
+            return Performed(EffectOutcome.DONE, start.receipt)
+        if start.decision == EffectDecision.WAIT:
+            return Performed(EffectOutcome.WAITING, start.receipt, start.receipt.detail)
+        try:
+            with self.held(start) as beat:
+                reconcile = start.decision == EffectDecision.RECONCILE and not repeatable
+                if reconcile or (look_first and lookup is not None):
+                    looked = self._look(start, lookup, must_know=reconcile)
+                    if isinstance(looked, Performed):
+                        return looked
+                    if reconcile:
+                        start = self._reopen(start)
+                refusal = self.fence(start, beat, may_act)
+                if refusal is not None:
+                    return Performed(EffectOutcome.REFUSED, self.get(spec.key), refusal)
+                return self._act(start, act, repeatable=repeatable)
+        except LeaseLost as exc:
+            return Performed(EffectOutcome.LEASE_LOST, detail=str(exc))
+
+    def settle_by_lookup(
+        self,
+        spec: EffectSpec,
+        lookup: Callable[[], Proof | None],
+        *,
+        not_sent: str,
+        record: Callable[[Proof | None], None] | None = None,
+    ) -> Performed:
+        """Reconcile only, never act: find out what became of an effect that may no
+        longer happen (its draft was decided, its run cancelled). Found: succeeded.
+        Absent: failed with `not_sent`. A receipt nobody sent yet fails at once. `record`
+        is told what was found before the receipt settles, so a caller that notes it
+        elsewhere and stops in between finds the receipt unsettled and notes it again."""
+        try:
+            start = self.begin(spec)
+        except EffectInProgress as exc:
+            return Performed(EffectOutcome.IN_PROGRESS, detail=str(exc))
+        if start.decision == EffectDecision.DONE:
+            return Performed(EffectOutcome.DONE, start.receipt)
+        if start.decision != EffectDecision.RECONCILE:  # never sent: it never will be now
+            return Performed(EffectOutcome.REFUSED, self.fail(start, not_sent), not_sent)
+        with self.held(start):
+            try:
+                found = lookup()
+            except LookupUnavailable as exc:
+                self.release(start)
+                return Performed(EffectOutcome.CANNOT_TELL, self.get(spec.key), str(exc))
+            if record is not None:
+                record(found)
+            if found is None:
+                return Performed(EffectOutcome.REFUSED, self.fail(start, not_sent), not_sent)
+            return Performed(EffectOutcome.FOUND, self.succeed(start, found))
+
+    def _look(
+        self, start: EffectStart, lookup: Callable[[], Proof | None] | None, *, must_know: bool
+    ) -> Performed | None:
+        """Ask the destination. Found: recorded. None: clearly absent, go on. A first
+        attempt may go on when the destination cannot tell (our receipt is all there is);
+        a retry of an uncertain one may not."""
+        try:
+            found = lookup() if lookup is not None else None
+        except LookupUnavailable as exc:
+            if not must_know:
+                return None
+            self.release(start)
+            return Performed(EffectOutcome.CANNOT_TELL, self.get(start.key), str(exc))
+        if lookup is None and must_know:  # nobody can tell: a second ping is worse than none
+            self.release(start)
+            return Performed(EffectOutcome.CANNOT_TELL, self.get(start.key), "no lookup")
+        if found is not None:
+            return Performed(EffectOutcome.FOUND, self.succeed(start, found))
+        return None
+
+    def _reopen(self, start: EffectStart) -> EffectStart:
+        """Clearly absent: the reconciler that looked acts once, under the same key and
+        its own token (uncertain → in flight), or `LeaseLost` if a person settled it."""
+        with self.store.transaction() as session:
+            now = lease_now(session, self.clock)
+            row = required(lock_effect(session, start.key), f"effect {start.key}")
+            if row.claimed_by != start.owner or row.state != EffectState.UNCERTAIN:
+                raise LeaseLost(f"effect {start.key} is no longer held by {start.owner}")
+            row.lease_until, row.tries = now + start.spec.lease, row.tries + 1
+            move_effect(
+                session,
+                row,
+                EffectState.IN_FLIGHT,
+                actor=start.owner or "",
+                at=now,
+                run_id=start.spec.run_id,
+                reason="absent at the destination",
+            )
+            return EffectStart(EffectDecision.ACT, Receipt.of(row), start.spec, start.owner)
+
+    def _act(self, start: EffectStart, act: Callable[[], Proof], *, repeatable: bool) -> Performed:
+        try:
+            proof = act()
+        except EffectNotSent as exc:
+            wait = _wait_after(exc, start.receipt.tries, start.spec.backoff)
+            return Performed(
+                EffectOutcome.NOT_SENT, self.fail(start, str(exc), retry_after=wait), str(exc), exc
+            )
+        except EffectOutcomeUnknown as exc:
+            if repeatable:
+                return Performed(EffectOutcome.NOT_SENT, self.fail(start, str(exc)), str(exc))
+            return Performed(
+                EffectOutcome.UNCERTAIN, self.mark_uncertain(start, str(exc)), str(exc)
+            )
+        return Performed(EffectOutcome.SENT, self.succeed(start, proof))
+
+    def _settle(
+        self,
+        start: EffectStart,
+        target: EffectState,
+        *,
+        proof: Proof | None = None,
+        detail: str | None = None,
+        not_before: timedelta | None = None,
+    ) -> Receipt:
+        """Only the owner that holds the receipt settles it: a holder whose lease was
+        taken over (or settled by a person) raises `ConcurrentChange` and changes nothing."""
+        with self.store.transaction() as session:
+            now = lease_now(session, self.clock)
+            return self._settle_in(
+                session, start, target, now, proof=proof, detail=detail, not_before=not_before
+            )
+
+    def _settle_in(
+        self,
+        session: Session,
+        start: EffectStart,
+        target: EffectState,
+        now: datetime,
+        *,
+        proof: Proof | None = None,
+        detail: str | None = None,
+        not_before: timedelta | None = None,
+    ) -> Receipt:
+        row = required(lock_effect(session, start.key), f"effect {start.key}")
+        if row.claimed_by != start.owner or start.owner is None:
+            raise ConcurrentChange(
+                f"effect {start.key} is no longer held by {start.owner} "
+                f"(now {row.state}, {row.claimed_by or 'unheld'}): nothing was changed"
+            )
+        if proof is not None:
+            row.external_id = proof.external_id
+            if proof.result is not None:
+                row.result = json.dumps(proof.result, sort_keys=True)
+        row.claimed_by = None
+        row.lease_until = now + not_before if not_before else None
+        move_effect(
+            session,
+            row,
+            target,
+            actor=start.owner,
+            at=now,
+            run_id=start.spec.run_id,
+            reason=detail,
+        )
+        return Receipt.of(row)
+
+
+def _wait_after(exc: EffectNotSent, tries: int, backoff: bool) -> timedelta | None:
+    """How long a refused effect waits before its next try: the destination's
+    Retry-After, else (with `backoff`) 2, 4, 8 … seconds, capped; nothing when permanent."""
+    if exc.permanent:
+        return None
+    if exc.retry_after is not None:
+        return min(timedelta(seconds=exc.retry_after), MAX_BACKOFF)
+    return min(timedelta(seconds=2.0**tries), MAX_BACKOFF) if backoff else None

@@ -1,0 +1,221 @@
+"""A recipe that publishes to several targets (docs/design.md §24): one effect per target,
+the run succeeds when every target has, a failing target is alerted by name and retried
+alone, and a target that already succeeded is never sent again.
+
+In process, over real HTTP: the real `atproto` and `Mastodon.py` clients against the
+Bluesky and Mastodon fakes. Tests count posts on the fakes and read receipts and states
+from the database. Both backends.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pytest
+
+from bot.app_home import Viewer, home_view
+from bot.slack_surface import render
+from core.api.home import read_home
+from core.identity import publish_effect_key
+from core.models import EffectRow
+from core.policies import PublishOutcome
+from core.review.facts import annotate
+from core.review.queue import load_item
+from core.states import DraftState, EffectState, RunState
+from tests.fakes import social
+from tests.fakes.bluesky import HANDLE, PASSWORD, FakeBluesky, did_of
+from tests.fakes.mastodon import TOKEN, FakeMastodon
+from tests.harness.worlds import KEY, RUN, MakeWorld, World
+
+BLUESKY = f"bluesky:{HANDLE}"
+ENV = {"GALLEY_BLUESKY_PASSWORD": PASSWORD, "GALLEY_MASTODON_TOKEN": TOKEN}
+
+
+@dataclass
+class Platforms:
+    bluesky: FakeBluesky
+    mastodon: FakeMastodon
+
+    @property
+    def publish(self) -> str:
+        return (
+            f'publish = [{{ to = "bluesky", handle = "{HANDLE}", service = "{self.bluesky.url}" }},'
+            f' {{ to = "mastodon", instance = "{self.mastodon.url}" }}]'
+        )
+
+    @property
+    def mastodon_target(self) -> str:
+        return f"mastodon:{self.mastodon.url.removeprefix('http://')}"
+
+    def creates(self) -> tuple[int, int]:
+        """Create requests each platform received, whatever became of them."""
+        return (
+            len(self.bluesky.requests_to("com.atproto.repo.createRecord")),
+            len(self.mastodon.requests_to("/api/v1/statuses", "POST")),
+        )
+
+    def posts(self) -> tuple[int, int]:
+        """Posts that exist on each platform."""
+        return len(self.bluesky.posts_of(did_of(HANDLE))), len(self.mastodon.statuses_of())
+
+
+@pytest.fixture
+def platforms() -> Iterator[Platforms]:
+    with FakeBluesky() as bluesky, FakeMastodon() as mastodon:
+        yield Platforms(bluesky, mastodon)
+
+
+def world_of(worlds: MakeWorld, db_url: str, platforms: Platforms) -> World:
+    return worlds(db_url, publish=platforms.publish, environ=ENV)
+
+
+def receipt_state(world: World, target: str) -> str | None:
+    effect = world.effect(publish_effect_key(KEY, target))
+    return None if effect is None else effect.state
+
+
+def test_one_platform_failing_twice_then_recovering_makes_one_post_on_each(
+    db_url: str, worlds: MakeWorld, platforms: Platforms
+) -> None:
+    world = world_of(worlds, db_url, platforms)
+    world.approved()
+    platforms.mastodon.script("create", social.status(503), social.status(503))
+    outcomes = []
+    for _ in range(3):
+        outcomes.append(world.service().publish_run(RUN).outcome)
+        world.clock.advance(timedelta(minutes=1))  # past the refusal's backoff
+    assert outcomes == [PublishOutcome.WAITING, PublishOutcome.WAITING, PublishOutcome.PUBLISHED]
+    assert platforms.posts() == (1, 1)
+    assert platforms.creates() == (1, 3)  # Bluesky was sent once: its receipt answered after
+    assert world.run_row().state == RunState.SUCCEEDED
+    assert {receipt_state(world, t) for t in (BLUESKY, platforms.mastodon_target)} == {
+        EffectState.SUCCEEDED
+    }
+
+
+def test_a_waiting_target_is_named_and_the_run_waits_for_it(
+    db_url: str, worlds: MakeWorld, platforms: Platforms
+) -> None:
+    world = world_of(worlds, db_url, platforms)
+    world.approved()
+    platforms.mastodon.script("create", social.status(503))
+    result = world.service().publish_run(RUN)
+    assert result.outcome == PublishOutcome.WAITING
+    assert result.detail is not None and platforms.mastodon_target in result.detail
+    assert BLUESKY not in result.detail  # the one that went out is not what waits
+    assert world.run_row().state == RunState.PUBLISHING
+
+
+def test_a_refused_target_is_alerted_by_name_and_retried_alone(
+    db_url: str, worlds: MakeWorld, platforms: Platforms
+) -> None:
+    world = world_of(worlds, db_url, platforms)
+    world.approved()
+    platforms.mastodon.script("create", social.status(422, {"error": "Validation failed"}))
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.FAILED
+    assert world.run_row().state == RunState.FAILED
+    assert world.alerts().sweep() == 1
+    [alert] = world.alert_messages()
+    headline = alert["blocks"][0]["text"]["text"]  # the first line, before the facts
+    assert f"Not published to: {platforms.mastodon_target}." in headline
+    assert BLUESKY not in headline  # it went out: people are not asked about it
+
+    world.resolver().retry(RUN, actor="U0ADMIN")  # the cause is fixed: a person retries
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.PUBLISHED
+    assert platforms.posts() == (1, 1)
+    assert platforms.creates() == (1, 2)  # Bluesky, which had succeeded, was not sent again
+    assert world.run_row().state == RunState.SUCCEEDED
+
+
+def test_a_lost_answer_on_one_target_is_looked_up_and_the_other_not_resent(
+    db_url: str, worlds: MakeWorld, platforms: Platforms
+) -> None:
+    world = world_of(worlds, db_url, platforms)
+    world.approved()
+    platforms.bluesky.script("create", social.accept_then_drop())
+    result = world.service().publish_run(RUN)
+    assert result.outcome == PublishOutcome.UNCERTAIN
+    assert result.detail is not None and BLUESKY in result.detail
+    assert world.run_row().state == RunState.UNCERTAIN
+    world.clock.advance(timedelta(minutes=1))
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.PUBLISHED
+    assert platforms.posts() == (1, 1)  # the record was found by its key, not re-created
+    assert platforms.creates() == (1, 1)
+
+
+def test_each_receipt_holds_its_posts_public_url(
+    db_url: str, worlds: MakeWorld, platforms: Platforms
+) -> None:
+    world = world_of(worlds, db_url, platforms)
+    world.approved()
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.PUBLISHED
+    urls = []
+    for target in (BLUESKY, platforms.mastodon_target):
+        effect = world.effect(publish_effect_key(KEY, target))
+        assert effect is not None and effect.result is not None
+        urls.append(json.loads(effect.result)["url"])
+    [post] = platforms.bluesky.posts
+    [status] = platforms.mastodon.statuses_of()
+    assert urls[0] == f"https://bsky.app/profile/{HANDLE}/post/{post['rkey']}"
+    assert urls[1] == f"{platforms.mastodon.url}/@galley/{status['id']}"
+
+
+# --- the public URL, read from the receipt on every surface ----------------------------------
+
+FROM_RECEIPT = "https://example.test/from-the-receipt/"
+
+
+def published_with_urls_in_receipts(world: World, platforms: Platforms) -> list[str]:
+    """Publish to both, then give each receipt a URL no publisher would make: a surface
+    that shows it read the receipt, not the destination or the publisher."""
+    world.approved()
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.PUBLISHED
+    urls = []
+    with world.store.transaction() as session:
+        for n, target in enumerate((BLUESKY, platforms.mastodon_target)):
+            effect = session.get(EffectRow, publish_effect_key(KEY, target))
+            assert effect is not None and effect.result is not None
+            urls.append(f"{FROM_RECEIPT}{n}")
+            effect.result = json.dumps({**json.loads(effect.result), "url": urls[-1]})
+    return urls
+
+
+def test_galley_show_and_the_notebook_link_each_publication_from_its_receipt(
+    db_url: str, worlds: MakeWorld, platforms: Platforms
+) -> None:
+    world = world_of(worlds, db_url, platforms)
+    urls = published_with_urls_in_receipts(world, platforms)
+    detail = world.galley.show(RUN)
+    assert "published at" in str(detail) and all(url in str(detail) for url in urls)
+    shown = [e["url"] for e in detail.to_json()["effects"] if e["step"] == "publish"]
+    assert shown == urls  # `galley show --json`
+    assert all(url in detail._repr_html_() for url in urls)  # the notebook
+
+
+def test_the_home_tab_links_the_latest_runs_publications_from_its_receipts(
+    db_url: str, worlds: MakeWorld, platforms: Platforms
+) -> None:
+    world = world_of(worlds, db_url, platforms)
+    urls = published_with_urls_in_receipts(world, platforms)
+    model = read_home(world.core)
+    [line] = [line for line in model.recipes if line.last_run == RUN]
+    assert [link.url for link in line.last_published] == urls
+    view = json.dumps(home_view(model, Viewer("U0EDITOR", True, False), now=world.clock.now()))
+    assert all(f"<{url}|" in view for url in urls)
+
+
+def test_the_decided_review_message_links_each_publication_from_its_receipt(
+    db_url: str, worlds: MakeWorld, platforms: Platforms
+) -> None:
+    world = world_of(worlds, db_url, platforms)
+    urls = published_with_urls_in_receipts(world, platforms)
+    item = load_item(world.store, KEY)
+    assert item is not None and item.state == DraftState.PUBLISHED
+    annotated = annotate(world.store, world.config, world.clock.now(), item)
+    _, blocks = render(annotated)
+    assert blocks[-1]["type"] == "context"  # below who decided, where the buttons were
+    shown = json.dumps(blocks[-1])
+    assert all(f"<{url}|" in shown for url in urls) and BLUESKY in shown

@@ -1,0 +1,183 @@
+"""Every periodic pass reads through an index that fits it, never a whole history table
+(issue 14). On a seeded history, each SELECT a pass issues is explained: SQLite's
+`EXPLAIN QUERY PLAN`, PostgreSQL's `EXPLAIN` with sequential scans priced out, so a
+scan that remains is one no index can serve.
+
+A whole scan of a partial index is allowed: it holds only rows with work to do.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlmodel import SQLModel
+
+from bench.history_scale import CountingWorld, FixedClock
+from bench.history_seed import NOW, REVIEW_CHANNEL, config_text, load, recipe_name
+from core.drafting.claims import sweep_expired_claims
+from core.drafting.service import DraftingService
+from core.operations.alerts import AlertService
+from core.operations.digest import build_digest
+from core.publishing.service import PublishingService
+from core.review.outbox import ReviewOutbox
+from core.review.queue import expire_overdue_drafts
+from core.scheduling.catch_up import latest_recorded_slots
+from core.scheduling.dispatch import SlotDispatcher
+from core.setup.config import parse_config
+from core.store.effects import EffectLedger
+from core.store.engine import Store
+
+HISTORY_TABLES = {"runs", "drafts", "attempts", "effects", "events"}
+PARTIAL_INDEXES = {
+    str(index.name)
+    for table in SQLModel.metadata.sorted_tables
+    for index in table.indexes
+    if index.dialect_kwargs.get("sqlite_where") is not None
+}
+
+
+@pytest.fixture
+def seeded(store: Store) -> Store:
+    load(store, 3_000, recipes=5)
+    _add_work(store)
+    return store
+
+
+def _add_work(store: Store) -> None:
+    """One of each kind of work, so the passes' work paths are explained too."""
+    earlier = (NOW - timedelta(minutes=5)).replace(tzinfo=None).isoformat(sep=" ")
+    decided = f"decided_by = 'U0EDITOR', decided_at = '{earlier}'"
+    statements = [  # a draft never posted; a decision not yet shown; a lapsed claim;
+        # a backpressure episode; an approval to publish
+        f"UPDATE drafts SET shown_state = NULL WHERE run_id = '{recipe_name(0)}@2026-11-30T11:00'",
+        f"UPDATE drafts SET state = 'rejected' WHERE run_id = '{recipe_name(1)}@2026-11-30T11:01'",
+        f"UPDATE drafts SET state = 'claimed', lease_until = '{earlier}', shown_state = NULL"
+        f" WHERE run_id = '{recipe_name(2)}@2026-11-30T11:02'",
+        f"UPDATE recipes SET backpressure_since = '{earlier}' WHERE name = '{recipe_name(3)}'",
+        f"UPDATE drafts SET state = 'approved', {decided}"
+        f" WHERE run_id = '{recipe_name(4)}@2026-11-30T11:04'",
+        f"UPDATE runs SET state = 'approved', publish_at = '{earlier}'"
+        f" WHERE id = '{recipe_name(4)}@2026-11-30T11:04'",
+    ]
+    with store.engine.begin() as connection:
+        for statement in statements:
+            connection.exec_driver_sql(statement)
+
+
+def _passes(store: Store) -> dict[str, Callable[[], object]]:
+    config = parse_config(config_text(recipes=5))
+    clock, world = FixedClock(), CountingWorld()
+    ledger = EffectLedger(store, clock, "plans:1")
+    outbox = ReviewOutbox(store, ledger, world, channel=REVIEW_CHANNEL, call_lease=timedelta(1))
+    alerts = AlertService(store, config, clock, ledger, world, timedelta(hours=4))
+    publishing = PublishingService(store, config, clock, ledger, lambda _recipe: world)
+    drafting = DraftingService(store, world, clock=clock)  # type: ignore[arg-type]
+    dispatcher = SlotDispatcher(store, drafting, clock, recipes=dict(config.recipes))
+
+    def catch_up() -> object:
+        with store.read() as session:
+            return latest_recorded_slots(session)
+
+    return {
+        "outbox: post": outbox.post_ready_drafts,
+        "outbox: sync": outbox.sync_messages,
+        "outbox: backpressure": lambda: outbox.announce_backpressure({}),
+        "publishing": publishing.publish_pending,
+        "alerts": alerts.sweep,
+        "claim sweep": lambda: sweep_expired_claims(store, clock),
+        "draft expiry": lambda: expire_overdue_drafts(store, config, clock),
+        "digest": lambda: build_digest(store, config, NOW),
+        "catch-up": catch_up,
+        "alerts: settle": alerts.settle_resolved,
+        "stale pending": dispatcher.stale_pending_runs,
+    }
+
+
+def _selects(store: Store, run: Callable[[], object]) -> list[tuple[str, Any]]:
+    seen: list[tuple[str, Any]] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, params: Any, *_rest: Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT") and not isinstance(params, list):
+            seen.append((statement, params))
+
+    sa.event.listen(store.engine, "before_cursor_execute", record)
+    try:
+        run()
+    finally:
+        sa.event.remove(store.engine, "before_cursor_execute", record)
+    return seen
+
+
+def _sqlite_scans(connection: sa.Connection, statement: str, params: Any) -> Iterator[str]:
+    for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", params):
+        detail = str(row[3])
+        words = detail.split()
+        whole = words[:1] == ["SCAN"] and words[1] in HISTORY_TABLES
+        if whole and not any(name in words for name in PARTIAL_INDEXES):
+            yield detail
+
+
+def _postgres_scans(connection: sa.Connection, statement: str, params: Any) -> Iterator[str]:
+    connection.exec_driver_sql("SET enable_seqscan = off")  # any index beats a scan now
+    plan = connection.exec_driver_sql(f"EXPLAIN (FORMAT JSON) {statement}", params).scalar()
+    document = plan if isinstance(plan, list) else json.loads(str(plan))
+    yield from _walk(document[0]["Plan"])
+
+
+def _walk(node: dict[str, Any]) -> Iterator[str]:
+    table, index = node.get("Relation Name"), node.get("Index Name")
+    kind = node["Node Type"]
+    if table in HISTORY_TABLES or (index and kind.startswith("Bitmap")):
+        whole = kind == "Seq Scan" or (
+            "Index" in kind and "Index Cond" not in node and index not in PARTIAL_INDEXES
+        )
+        if whole:
+            yield f"{kind} on {table} using {index}"
+    for child in node.get("Plans", []):
+        yield from _walk(child)
+
+
+def test_no_periodic_pass_scans_a_whole_history_table(seeded: Store) -> None:
+    explain = _sqlite_scans if seeded.dialect == "sqlite" else _postgres_scans
+    findings: dict[str, list[str]] = {}
+    explained = 0
+    for name, run in _passes(seeded).items():
+        selects = _selects(seeded, run)
+        assert selects, f"{name} issued no SELECT"
+        with seeded.engine.connect() as connection:
+            for statement, params in selects:
+                explained += 1
+                for scan in explain(connection, statement, params):
+                    findings.setdefault(name, []).append(f"{scan}: {' '.join(statement.split())}")
+    assert findings == {}
+    assert explained >= len(_passes(seeded)) * 2  # the work paths were explained too
+
+
+def test_an_alert_sweep_over_failures_told_already_reads_no_more_for_more_of_them(
+    seeded: Store,
+) -> None:
+    """Failed runs of the last day are looked at every pass; those already told (the
+    seeded history's, as Galley wrote them at the time) cost one read between them,
+    never a transaction or a cause look-up each."""
+    config = parse_config(config_text(recipes=5))
+    clock, world = FixedClock(), CountingWorld()
+    alerts = AlertService(
+        seeded, config, clock, EffectLedger(seeded, clock, "plans:1"), world, timedelta(hours=4)
+    )
+    with seeded.read() as session:
+        failed_today = session.exec(
+            sa.text(
+                "SELECT count(*) FROM runs WHERE state = 'failed' AND updated_at > :since"
+            ).bindparams(since=(NOW - timedelta(days=1)).replace(tzinfo=None))
+        ).one()[0]
+
+    selects = _selects(seeded, alerts.sweep)
+
+    assert failed_today >= 3  # the pass had failures to look at
+    assert world.calls == 0  # and told nobody again
+    assert len(selects) == 3  # open runs, the day's failures, which of them were told
