@@ -114,6 +114,9 @@ class Bot:
         self.host.add_interval_job(  # redrafts whose holder died mid-call (§22)
             "redrafts", self.resume_redrafts, sweep_every or outbox_every
         )
+        self.batches = core.batch_pass(later=self.host.submit)
+        if self.batches is not None:  # gather, poll and store Message Batches (§21)
+            self.host.add_interval_job("batches", self.batches.run_once, outbox_every)
         self.host.add_interval_job(
             "deliveries",
             lambda: forget_old_deliveries(core.store, core.clock.now()),

@@ -161,6 +161,9 @@ class DraftRevisionRow(SQLModel, table=True):
     written_at: datetime = _utc(nullable=False)
 
 
+UNFINISHED = "finished_at IS NULL"
+
+
 class AttemptRow(SQLModel, table=True):
     """One model call: the cost ledger. Written before the call, finished after it."""
 
@@ -168,6 +171,13 @@ class AttemptRow(SQLModel, table=True):
     __table_args__ = (
         sa.UniqueConstraint("run_id", "number", name="uq_attempts_run_number"),
         sa.Index("ix_attempts_recipe_started", "recipe", "started_at"),  # tokens today
+        sa.Index(  # batch entries still waiting: a few rows among millions
+            "ix_attempts_waiting",
+            "mode",
+            "wait_until",
+            sqlite_where=sa.text(UNFINISHED),
+            postgresql_where=sa.text(UNFINISHED),
+        ),
     )
 
     id: str = Field(primary_key=True, max_length=210)
@@ -195,6 +205,33 @@ class AttemptRow(SQLModel, table=True):
     cause: str = Field(  # an AttemptCause: a slot's draft, or a reviewer's redraft
         default="draft", max_length=32, sa_column_kwargs={"server_default": "draft"}
     )
+    mode: str = Field(  # a Drafting: sync (one call) or batch (an entry of a Message Batch)
+        default="sync", max_length=16, sa_column_kwargs={"server_default": "sync"}
+    )
+    batch_ref: str | None = Field(default=None, max_length=64, index=True)  # batches.id
+    wait_until: datetime | None = _utc()  # a batch entry: drafted synchronously after this
+
+
+class BatchRow(SQLModel, table=True):
+    """One Message Batch Galley sent (or may have sent: a create whose answer was lost),
+    leased to one poller at a time across replicas (docs/design.md §21)."""
+
+    __tablename__ = "batches"
+    __table_args__ = (sa.Index("ix_batches_state_poll", "state", "next_poll_at"),)
+
+    id: str = Field(primary_key=True, max_length=64)  # Galley's own, written before the create
+    batch_id: str | None = Field(default=None, max_length=128, unique=True)  # the API's
+    state: str = Field(max_length=16)  # a BatchState
+    size: int  # entries sent: a lost create is looked for among batches of this size
+    may_exist: bool = True  # a create was (or may have been) sent and not answered
+    created_at: datetime = _utc(nullable=False)  # before the create: find_again lists from it
+    submitted_at: datetime | None = _utc()
+    ended_at: datetime | None = _utc()
+    next_poll_at: datetime = _utc(nullable=False)
+    polls: int = 0
+    leased_by: str | None = Field(default=None, max_length=200)
+    lease_until: datetime | None = _utc()
+    error: str | None = None
 
 
 class ApprovalRow(SQLModel, table=True):

@@ -111,6 +111,7 @@ class DraftOutcome(StrEnum):
     SKIPPED = "skipped"
     FAILED = "failed"
     QUEUED = "queued"  # scheduler only: waits for the recipe's running draft (queue_one)
+    BATCHED = "batched"  # its request waits in a Message Batch; the batch pass stores it
 
 
 class AttemptOutcome(StrEnum):

@@ -65,6 +65,15 @@ class DraftState(StrEnum):
     CANCELLED = "cancelled"  # its run was cancelled: nobody reviews or publishes it
 
 
+class BatchState(StrEnum):
+    """A Message Batch as Galley tracks it (docs/design.md §21)."""
+
+    SUBMITTING = "submitting"  # its entries are chosen; the create is (re)sent or looked for
+    WAITING = "waiting"  # the API holds it: polled until it ends
+    ENDED = "ended"  # its results were read and every entry stored, retried or failed
+    FAILED = "failed"  # the API refused the create for good: its entries failed
+
+
 class EffectState(StrEnum):
     IN_FLIGHT = "in_flight"
     SUCCEEDED = "succeeded"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -33,6 +33,8 @@ from core.store.rows import run_row
 if TYPE_CHECKING:
     from core.api.desk import Desk, People
     from core.drafting.attempts import Backoff
+    from core.drafting.batch_drafter import BatchDrafter
+    from core.drafting.batch_pass import BatchPass, Later
     from core.drafting.claims import DraftResult
     from core.drafting.fit import FitRule
     from core.drafting.service import DraftingService
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
     from core.review.redrafting import RedraftService
     from core.scheduling.recipe_changes import RecipeChanges
 
+BATCH_CALL_TIMEOUT = timedelta(seconds=30)
 DRAFTING_FAILURES = frozenset(reason.value for reason in FailReason if reason.while_drafting)
 # (recipe, slot) of a failed draft, drafted again somewhere else (the bot's pool): what to say
 DraftAgain = Callable[[Recipe, Slot], str]
@@ -58,11 +61,13 @@ class Services:
         clock: Clock | None = None,
         backoff: Backoff | None = None,
         directory: Directory | None = None,
+        batch_client: BatchDrafter | None = None,
     ) -> None:
         self.config, self.store = config, store
         self.clock = clock or SystemClock()
         self.directory = directory or ListedOnly()  # resolves user groups (S…) in config
         self._drafter, self._backoff = drafter, backoff
+        self._batch_client = batch_client
         self._drafting: DraftingService | None = None
         self._fits: FitRule | None = None
 
@@ -84,7 +89,12 @@ class Services:
         store = Store(settings.galley_database_url)
         store.ensure_schema()
         return cls(
-            config, store, drafter=anthropic_drafter(settings), clock=clock, directory=directory
+            config,
+            store,
+            drafter=anthropic_drafter(settings),
+            clock=clock,
+            directory=directory,
+            batch_client=batch_client(settings, _slowest_call(config)),
         )
 
     def recipe(self, name: str) -> Recipe:
@@ -99,10 +109,34 @@ class Services:
         if self._drafter is None:
             raise ConfigError(["ANTHROPIC_API_KEY is not set: it is needed to draft"])
         if self._drafting is None:
+            from core.drafting.batch_queue import BatchQueue
+
             self._drafting = DraftingService(
                 self.store, self._drafter, clock=self.clock, backoff=self._backoff, fits=self.fits
             )
+            self._drafting.batches = BatchQueue(self.store, self.clock)
         return self._drafting
+
+    def batch_pass(self, later: Later | None = None) -> BatchPass | None:
+        """The pass that sends, polls and stores Message Batches (docs/design.md §21);
+        None without ANTHROPIC_API_KEY. `later` runs a synchronous fallback call (the
+        bot's drafting pool); inline by default."""
+        if self._batch_client is None:
+            return None
+        from core.drafting.batch_pass import BatchPass
+
+        recipes = self.config.recipes
+        slowest = _slowest_call(self.config)
+        takeover = max((r.takeover_after for r in recipes.values()), default=slowest)
+        return BatchPass(
+            self.store,
+            dict(recipes),
+            self.drafting,
+            self._batch_client,
+            clock=self.clock,
+            lease=2 * slowest + takeover,  # a create always answers, or times out, within it
+            later=later,
+        )
 
     @cached_property
     def redrafting(self) -> RedraftService:
@@ -238,6 +272,21 @@ class Services:
         from core.api.desk import Desk
 
         return Desk(self.store, self.config, self.clock, people or self.people(), self.fits)
+
+
+def _slowest_call(config: Config) -> timedelta:
+    """The batches API's request timeout: the longest `call_timeout` of any recipe."""
+    return max((r.call_timeout for r in config.recipes.values()), default=BATCH_CALL_TIMEOUT)
+
+
+def batch_client(settings: Settings, timeout: timedelta) -> BatchDrafter | None:
+    """The Message Batches adapter beside the drafter, on the same key and base URL."""
+    if not settings.anthropic_api_key:
+        return None
+    from core.drafting.batch_drafter import BatchDrafter
+
+    api_key = settings.anthropic_api_key.get_secret_value()
+    return BatchDrafter(api_key, settings.anthropic_base_url, timeout=timeout) if api_key else None
 
 
 def anthropic_drafter(settings: Settings) -> Drafter | None:

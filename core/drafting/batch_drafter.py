@@ -165,13 +165,20 @@ class BatchDrafter:
         return batch.id
 
     def find_again(
-        self, custom_ids: Collection[str], since: datetime, *, size: int | None = None
+        self,
+        custom_ids: Collection[str],
+        since: datetime,
+        *,
+        size: int | None = None,
+        known: Collection[str] = (),
     ) -> str | Pending | None:
         """Look before you leap for a create whose answer was lost: the batch created since
         `since` whose results hold any of `custom_ids` (the oldest, should there be two);
         `Pending` while a batch that may hold them has not ended; None when the world
         clearly has none, and only then may they be sent again. `size`, the number of
-        entries the lost create sent, rules out batches of any other size, ended or not."""
+        entries the lost create sent, rules out batches of any other size, ended or not;
+        `known`, the ids of batches already on record, rules those out (an earlier batch
+        may hold the same custom_id: an entry that errored there and was sent again)."""
         if not custom_ids:
             raise ValueError("find_again needs at least one custom_id")
         if since.tzinfo is None:
@@ -189,7 +196,7 @@ class BatchDrafter:
                 if batch.created_at < horizon:
                     break  # newest first: every later one is older still
                 status = _status(batch)
-                if size is not None and status.size != size:
+                if batch.id in known or (size is not None and status.size != size):
                     continue
                 if not status.ended:
                     pending.append(batch.id)

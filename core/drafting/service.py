@@ -14,6 +14,7 @@ import socket
 import time
 import uuid
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
@@ -44,6 +45,9 @@ from core.store.leases import Heartbeat
 from core.store.rows import lock_draft, lock_run, required, run_holds
 from core.store.transitions import guarded_delete, move_draft, move_run, note_released, note_run
 
+if TYPE_CHECKING:
+    from core.drafting.batch_queue import BatchQueue
+
 
 def worker_name() -> str:
     """The process that works: readable in a SQL shell, unique per process start. Each
@@ -73,6 +77,7 @@ class DraftingService:
         self.clock = clock or SystemClock()
         self.worker = worker or worker_name()
         self.backoff = backoff or Backoff()
+        self.batches: BatchQueue | None = None  # set when some recipe drafts in batches
 
     def draft_slot(
         self,
@@ -82,7 +87,10 @@ class DraftingService:
         manual: bool = False,
         actor: str | None = None,
         overlap: Overlap | None = None,
+        batch: bool | None = None,
     ) -> DraftResult:
+        """`batch`: True sends a person's request through a batch too (`galley draft
+        --batch`), False never; None follows the recipe's `drafting` for scheduled slots."""
         claimed = claim_slot(
             self.store,
             recipe,
@@ -96,16 +104,37 @@ class DraftingService:
         if isinstance(claimed, DraftResult):
             return claimed
         failpoint(Failpoint.AFTER_CLAIM_COMMIT)
+        if self.batches is not None and self.batches.takes(recipe, slot, manual=manual, ask=batch):
+            queued = self.batches.enqueue(recipe, slot, claimed, manual=manual)
+            if queued is not None:
+                return queued
+        return self.draft_claimed(recipe, slot, claimed)
+
+    def draft_claimed(self, recipe: Recipe, slot: Slot, claim: Claim) -> DraftResult:
+        """Call the model under `claim` (ours) and store its answer: a fresh claim, or
+        one taken from a batch entry that waited past its deadline."""
         try:
-            return self._write_draft(recipe, slot, claimed)
+            return self._write_draft(recipe, slot, claim)
         except LostClaim as lost:
-            return DraftResult(
-                DraftOutcome.IN_PROGRESS, claimed.run_id, claimed.draft_key, str(lost)
-            )
+            return DraftResult(DraftOutcome.IN_PROGRESS, claim.run_id, claim.draft_key, str(lost))
+
+    def store_answer(
+        self, recipe: Recipe, slot: Slot, claim: Claim, number: int, reply: ModelReply
+    ) -> DraftResult:
+        """Store a batch entry's answer under its own claim's fence, as a synchronous
+        call's would be (near-duplicate check and redraft included)."""
+        request = self.request_for(recipe, slot, claim.version)
+        try:
+            return self._answer(recipe, claim, request, reply, number, time.monotonic())
+        except LostClaim as lost:
+            return DraftResult(DraftOutcome.IN_PROGRESS, claim.run_id, claim.draft_key, str(lost))
+
+    def request_for(self, recipe: Recipe, slot: Slot, version: int) -> DraftRequest:
+        limit = self.fits.tightest(recipe) if self.fits is not None else None
+        return build_request(recipe, slot, version, limit)
 
     def _write_draft(self, recipe: Recipe, slot: Slot, claim: Claim) -> DraftResult:
-        limit = self.fits.tightest(recipe) if self.fits is not None else None
-        request = build_request(recipe, slot, claim.version, limit)
+        request = self.request_for(recipe, slot, claim.version)
         deadline = time.monotonic() + recipe.claim_lease.total_seconds()
 
         def renew() -> bool:
@@ -117,7 +146,7 @@ class DraftingService:
                 number = self._begin_attempt(recipe, claim)
                 if number is None:
                     detail = _exhausted(recipe) + (f"; last: {last_cause}" if last_cause else "")
-                    return self._fail(claim, FailReason.ATTEMPTS_EXHAUSTED, detail)
+                    return self.fail(claim, FailReason.ATTEMPTS_EXHAUSTED, detail)
                 started = time.monotonic()
                 try:
                     reply = self.drafter.draft(request)
@@ -125,21 +154,32 @@ class DraftingService:
                     self._finish_attempt(claim, number, started, failure=failure)
                     last_cause = attempt_cause(failure.outcome, failure.status, str(failure))
                     if not failure.outcome.retryable:
-                        return self._fail(claim, _fail_reason(failure.outcome), last_cause)
+                        return self.fail(claim, _fail_reason(failure.outcome), last_cause)
                     delay = self.backoff.delay(number, failure.retry_after)
                     if time.monotonic() + delay > deadline:
                         detail = f"no draft within claim_lease; last: {last_cause}"
-                        return self._fail(claim, FailReason.DEADLINE_EXCEEDED, detail)
+                        return self.fail(claim, FailReason.DEADLINE_EXCEEDED, detail)
                     if keeper.lost.wait(delay):
                         raise LostClaim(f"claim on {claim.draft_key} was taken over") from None
                     continue
                 failpoint(Failpoint.AFTER_MODEL_REPLY)
-                why = redraft_reason(self.store, recipe, claim, reply, self.clock.now())
-                if why is not None:  # on_similar = redraft, and the answer repeats a seen post
-                    reply, number, started = self._redraft(
-                        recipe, claim, request, why, (reply, number, started)
-                    )
-                return self._store_draft(recipe, claim, number, started, reply)
+                return self._answer(recipe, claim, request, reply, number, started)
+
+    def _answer(
+        self,
+        recipe: Recipe,
+        claim: Claim,
+        request: DraftRequest,
+        reply: ModelReply,
+        number: int,
+        started: float,
+    ) -> DraftResult:
+        why = redraft_reason(self.store, recipe, claim, reply, self.clock.now())
+        if why is not None:  # on_similar = redraft, and the answer repeats a seen post
+            reply, number, started = self._redraft(
+                recipe, claim, request, why, (reply, number, started)
+            )
+        return self._store_draft(recipe, claim, number, started, reply)
 
     def _begin_attempt(self, recipe: Recipe, claim: Claim, *, redraft: bool = False) -> int | None:
         """Write the attempt row before the call; None when the attempt cap is reached."""
@@ -190,7 +230,7 @@ class DraftingService:
     ) -> DraftResult:
         if not reply.text.strip():
             self._finish_attempt(claim, number, started, reply=reply)
-            return self._fail(claim, FailReason.EMPTY_RESPONSE, "the model answered no text")
+            return self.fail(claim, FailReason.EMPTY_RESPONSE, "the model answered no text")
         seen = closest_seen(self.store, recipe, claim.draft_key, reply.text, self.clock.now())
         try:
             detail = self._store_ready(recipe, claim, number, started, reply, seen)
@@ -276,7 +316,7 @@ class DraftingService:
         self._finish_attempt(claim, second, began, reply=other)
         return (other, second, began) if why.prefers(other.text) else first
 
-    def _fail(self, claim: Claim, reason: FailReason, detail: str) -> DraftResult:
+    def fail(self, claim: Claim, reason: FailReason, detail: str) -> DraftResult:
         """Give the claim back and close the run as failed, with a readable reason."""
         with self.store.transaction() as session:
             run = _run(session, claim.run_id)  # run, then draft: core/store/rows.py

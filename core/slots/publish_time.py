@@ -32,6 +32,8 @@ class Timing(ScheduleSpec, Protocol):
     def approval_ttl(self) -> timedelta: ...
     @property
     def targets(self) -> tuple[object, ...]: ...
+    @property
+    def batch_deadline(self) -> timedelta: ...
 
 
 def ahead(recipe: Timing) -> bool:
@@ -94,6 +96,15 @@ def approval_stale(
         return True
     start = max(approved_at, publish_time) if publish_time is not None else approved_at
     return now - start > recipe.approval_ttl
+
+
+def batch_wait_until(recipe: Timing, slot_at: datetime, since: datetime) -> datetime:
+    """The last instant a slot's draft may wait on a Message Batch before it is drafted
+    synchronously: batch_deadline after `since` (the drafting fire for a scheduled slot,
+    the request for a person's), and never past the slot when drafting ahead: a draft
+    arriving after its publication time would leave nobody the time to review it."""
+    until = since + recipe.batch_deadline
+    return min(until, slot_at) if ahead(recipe) else until
 
 
 def review_deadline(recipe: Timing, slot_at: datetime) -> datetime | None:
