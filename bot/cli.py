@@ -140,10 +140,18 @@ def draft(
     ] = None,
     as_json: JsonFlag = False,
     actor: Actor = "cli",
+    batch: Annotated[
+        bool,
+        typer.Option(
+            "--batch",
+            help="Send it through a Message Batch at half the price; `galley run` stores "
+            "the answer (within batch_deadline, else it drafts it at once).",
+        ),
+    ] = False,
 ) -> None:
     """Draft one slot now (default: the most recent due slot), without Slack."""
     with explained_errors():
-        result = open_galley().draft(recipe, slot, actor=actor)
+        result = open_galley().draft(recipe, slot, actor=actor, batch=batch)
     report_draft(result, as_json)
 
 

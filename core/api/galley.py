@@ -156,14 +156,22 @@ class Galley:
         return self._services.desk(self._people)
 
     def draft(
-        self, recipe_name: str, slot: str | datetime | None = None, *, actor: str | None = None
+        self,
+        recipe_name: str,
+        slot: str | datetime | None = None,
+        *,
+        actor: str | None = None,
+        batch: bool = False,
     ) -> DraftResult:
-        """Draft one slot now: a person's explicit request, so misfire_grace does not apply."""
+        """Draft one slot now: a person's explicit request, so misfire_grace does not apply.
+        `batch`: send it through a Message Batch instead (`batched`; `galley run` stores it)."""
         actor = self._acting(actor, Role.ADMIN) if actor or self._people.as_person else "cli"
         services = self._services
         recipe = services.recipe(recipe_name)
         resolved = services.resolve_slot(recipe, slot)
-        return services.drafting.draft_slot(recipe, resolved, manual=True, actor=actor)
+        return services.drafting.draft_slot(
+            recipe, resolved, manual=True, actor=actor, batch=batch or None
+        )
 
     def status(self) -> Status:
         services = self._services

@@ -1,0 +1,154 @@
+"""Batch drafting across real `galley` processes ended by SIGKILL (issue 24, docs/design.md
+§21): a batch whose create was sent but whose id was never stored, and a batch whose
+holder died while it waited for results, each end as one batch and one stored draft,
+with no second request to the model.
+
+The fakes run as their own processes with state files, so what they received survives
+every kill; counted: batches the fake created, `/v1/messages` calls, and the rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from sqlmodel import select
+
+from core.failpoints import FAILPOINT_EXIT_CODE, Failpoint
+from core.models import BatchRow, DraftRow
+from core.states import BatchState, DraftState
+from core.store.engine import Store
+from tests.fakes.anthropic_api import read_requests
+from tests.fakes.anthropic_batches import read_batches, write_state
+from tests.harness.deployments import Processes
+from tests.harness.processes import fake_server, galley_run_env, wait_for
+from tests.harness.timing import scaled
+
+pytestmark = pytest.mark.slow
+
+WALL = "2026-11-23T09:00"  # a person's request for a past slot: no schedule fires it
+CONFIG = """
+[slack]
+review_channel = "C0REVIEW"
+
+[defaults]
+timezone = "UTC"
+model = "claude-test"
+drafting = "batch"
+batch_gather = "1s"
+batch_deadline = "1h"
+call_timeout = "1s"
+heartbeat = "1s"
+takeover_after = "2s"
+pending_limit = 100
+
+[[recipes]]
+name = "weekly-update"
+platform = "linkedin"
+schedule = "0 9 * * mon"
+prompt = "Write the weekly update for {slot:%d %B %Y}."
+"""
+KEY = f"linkedin|weekly-update@{WALL}|v1"
+
+
+@dataclass
+class Deployment(Processes):
+    anthropic: Path
+
+    def ask_for_a_batch(self) -> None:
+        asked = self.galley("draft", "weekly-update", "--slot", WALL, "--batch", "--json")
+        assert '"batched"' in asked.stdout, asked.stdout + asked.stderr
+
+    def batches(self) -> list[BatchRow]:
+        with self.store.read() as session:
+            return list(session.exec(select(BatchRow)).all())
+
+    def ready(self) -> list[DraftRow]:
+        with self.store.read() as session:
+            drafts = session.exec(select(DraftRow).where(DraftRow.state == DraftState.READY))
+            return list(drafts.all())
+
+    def created(self) -> int:
+        return len(read_batches(self.anthropic))
+
+    def sync_calls(self) -> int:
+        return sum(1 for r in read_requests(self.anthropic) if r["path"] == "/v1/messages")
+
+
+@pytest.fixture
+def deployment(tmp_path: Path, db_url: str) -> Iterator[Deployment]:
+    state = tmp_path / "anthropic.json"
+    with (
+        fake_server("tests.fakes.anthropic_api", state) as anthropic_url,
+        fake_server("tests.fakes.slack_api", tmp_path / "slack.json") as slack_url,
+    ):
+        path = tmp_path / "galley.toml"
+        path.write_text(CONFIG)
+        env = galley_run_env(path, db_url, anthropic_url=anthropic_url, slack_url=slack_url)
+        deployed = Deployment(env, Store(db_url), tmp_path, state)
+        yield deployed
+        deployed.close()
+
+
+def test_killed_after_the_create_was_sent_before_its_id_was_stored(
+    deployment: Deployment,
+) -> None:
+    deployment.ask_for_a_batch()
+    first = deployment.start(Failpoint.AFTER_BATCH_CREATE)
+    assert first.wait(scaled(60)) == FAILPOINT_EXIT_CODE  # dies the instant the API answered
+    [row] = deployment.batches()
+    assert (row.state, row.batch_id) == (BatchState.SUBMITTING, None)
+    assert deployment.created() == 1
+
+    second = deployment.start()
+    try:
+        wait_for(lambda: len(deployment.ready()) == 1, 60, "the draft to be stored")
+    finally:
+        second.kill()
+        second.wait(scaled(10))
+
+    assert deployment.created() == 1  # found again, never sent twice
+    [row] = deployment.batches()
+    assert (row.state, row.batch_id) == (
+        BatchState.ENDED,
+        read_batches(deployment.anthropic)[0]["id"],
+    )
+    assert [d.key for d in deployment.ready()] == [KEY]
+    assert deployment.sync_calls() == 0
+
+
+def test_killed_while_waiting_for_results_the_next_start_stores_the_answer(
+    deployment: Deployment,
+) -> None:
+    write_state(deployment.anthropic, batch_hold=True)
+    deployment.ask_for_a_batch()
+    first = deployment.start()
+    try:
+        wait_for(
+            lambda: [b.state for b in deployment.batches()] == [BatchState.WAITING],
+            60,
+            "the batch to be created",
+        )
+    finally:
+        first.kill()  # SIGKILL while the batch waits: no shutdown
+        first.wait(scaled(10))
+    write_state(deployment.anthropic, batch_hold=False)
+
+    replicas = [deployment.start(), deployment.start()]  # two replicas race for its lease
+    try:
+        wait_for(lambda: len(deployment.ready()) == 1, 60, "the draft to be stored")
+        wait_for(
+            lambda: [b.state for b in deployment.batches()] == [BatchState.ENDED],
+            30,
+            "the batch to be closed",
+        )
+    finally:
+        for replica in replicas:
+            replica.kill()
+            replica.wait(scaled(10))
+
+    assert deployment.created() == 1
+    assert deployment.sync_calls() == 0
+    assert [d.key for d in deployment.ready()] == [KEY]
