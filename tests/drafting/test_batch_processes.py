@@ -9,15 +9,22 @@ every kill; counted: batches the fake created, `/v1/messages` calls, and the row
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 from sqlmodel import select
 
+from core.api.galley import Galley
+from core.drafting.anthropic_drafter import AnthropicDrafter
 from core.failpoints import FAILPOINT_EXIT_CODE, Failpoint
 from core.models import BatchRow, DraftRow
+from core.policies import DraftOutcome
+from core.setup.config import parse_config
 from core.states import BatchState, DraftState
 from core.store.engine import Store
 from tests.fakes.anthropic_api import read_requests
@@ -60,6 +67,10 @@ class Deployment(Processes):
     def ask_for_a_batch(self) -> None:
         asked = self.galley("draft", "weekly-update", "--slot", WALL, "--batch", "--json")
         assert '"batched"' in asked.stdout, asked.stdout + asked.stderr
+
+    def operator(self) -> Galley:
+        drafter = AnthropicDrafter("test-key", self.env["ANTHROPIC_BASE_URL"])
+        return Galley(parse_config(CONFIG), self.store, drafter=drafter)
 
     def batches(self) -> list[BatchRow]:
         with self.store.read() as session:
@@ -152,3 +163,49 @@ def test_killed_while_waiting_for_results_the_next_start_stores_the_answer(
     assert deployment.created() == 1
     assert deployment.sync_calls() == 0
     assert [d.key for d in deployment.ready()] == [KEY]
+
+
+CHAOS_SLOTS = 20
+CHAOS_WAVES = 5
+
+
+def test_two_replicas_killed_at_random_pay_once_per_delivered_draft(
+    deployment: Deployment,
+) -> None:
+    """The chaos schedule for batches: two replicas, SIGKILLed at random moments while
+    20 slots are asked for in five waves (so several batches are gathered, created,
+    polled and stored while replicas die). Model requests per delivered draft, counting
+    each entry of each batch the API created and each synchronous call, is 1.00."""
+    rng = random.Random(24)
+    write_state(deployment.anthropic, batch_looks=2)  # two in_progress answers per batch
+    mondays = [datetime(2026, 11, 23, 9) - timedelta(weeks=n) for n in range(CHAOS_SLOTS)]
+    walls = [f"{monday:%Y-%m-%dT%H:%M}" for monday in mondays]
+    replicas = [deployment.start(), deployment.start()]
+    kills = 0
+    try:
+        for wave in range(CHAOS_WAVES):
+            for wall in walls[wave::CHAOS_WAVES]:  # as `galley draft --batch`, in-process
+                asked = deployment.operator().draft("weekly-update", wall, batch=True)
+                assert asked.outcome == DraftOutcome.BATCHED, asked
+            time.sleep(rng.uniform(1.0, 3.0))  # a batch_gather or more
+            victim = rng.randrange(len(replicas))
+            replicas[victim].kill()  # SIGKILL, wherever it was
+            replicas[victim].wait(scaled(10))
+            kills += 1
+            replicas[victim] = deployment.start()
+        wait_for(lambda: len(deployment.ready()) == CHAOS_SLOTS, 120, "every slot's draft")
+    finally:
+        for replica in replicas:
+            replica.kill()
+            replica.wait(scaled(10))
+
+    drafts = deployment.ready()
+    assert sorted(d.run_id for d in drafts) == sorted(f"weekly-update@{w}" for w in walls)
+    entries = sum(len(batch["requests"]) for batch in read_batches(deployment.anthropic))
+    requests_per_draft = (entries + deployment.sync_calls()) / len(drafts)
+    print(
+        f"chaos: {kills} kills, {len(read_batches(deployment.anthropic))} batches, "
+        f"{entries} entries, {deployment.sync_calls()} sync calls, "
+        f"{requests_per_draft:.2f} model requests per delivered draft"
+    )
+    assert requests_per_draft == 1.0
