@@ -282,6 +282,12 @@ class Drafting(StrEnum):
     SYNC = "sync"  # one Messages API call per slot, answered while Galley waits
     BATCH = "batch"  # gathered into a Message Batch: half price, answered within 24 hours
 
+    @property
+    def cache_ttl(self) -> CacheTtl:
+        """The prompt cache's TTL for this way of calling: synchronous calls repeat within
+        minutes if at all (a retry, a redraft); a batch's entries may run an hour apart."""
+        return CacheTtl.ONE_HOUR if self is Drafting.BATCH else CacheTtl.FIVE_MINUTES
+
 
 class CacheTtl(StrEnum):
     """How long the API keeps a cached prompt prefix; the value is the API's own `ttl`."""

@@ -58,6 +58,7 @@ class CostPoint:
     input_tokens: int
     output_tokens: int
     est_cost_usd: float
+    mode: str = "sync"  # a Drafting: synchronous calls, or entries of a Message Batch
 
 
 @dataclass(frozen=True)
@@ -159,29 +160,34 @@ def decision_times(session: Session) -> list[DecisionTimes]:
 
 def daily_cost(session: Session) -> list[CostPoint]:
     """Tokens of every model call (failed ones are paid too) and their estimated cost,
-    per recipe and day. Summed per model by the database; priced here (a few rows)."""
+    per recipe, day and way of calling (sync or batch, at the batch and cache prices).
+    Summed per model by the database; priced here (a few rows)."""
     day = day_of(session, col(AttemptRow.started_at)).label("day")
     rows = session.execute(
         sa.select(
             col(AttemptRow.recipe),
             day,
+            col(AttemptRow.mode),
             col(AttemptRow.model),
             sa.func.sum(col(AttemptRow.input_tokens)),
             sa.func.sum(col(AttemptRow.output_tokens)),
             sa.func.sum(col(AttemptRow.cache_creation_tokens)),
             sa.func.sum(col(AttemptRow.cache_read_tokens)),
         )
-        .group_by(col(AttemptRow.recipe), day, col(AttemptRow.model))
+        .group_by(col(AttemptRow.recipe), day, col(AttemptRow.mode), col(AttemptRow.model))
         .order_by(col(AttemptRow.recipe), day)
     ).all()
-    totals: dict[tuple[str, date], list[float]] = {}
-    for recipe, at, model, tokens_in, tokens_out, created, read in rows:
-        total = totals.setdefault((recipe, _date(at)), [0, 0, 0.0])
+    totals: dict[tuple[str, date, str], list[float]] = {}
+    for recipe, at, mode, model, tokens_in, tokens_out, created, read in rows:
+        total = totals.setdefault((recipe, _date(at), mode), [0, 0, 0.0])
         total[0] += int(tokens_in)
         total[1] += int(tokens_out)
-        total[2] += estimated_cost_usd(model, int(tokens_in), int(tokens_out), created, read)
+        total[2] += estimated_cost_usd(
+            model, int(tokens_in), int(tokens_out), created, read, drafting=mode
+        )
     return [
-        CostPoint(recipe, day, int(t[0]), int(t[1]), t[2]) for (recipe, day), t in totals.items()
+        CostPoint(recipe, day, int(t[0]), int(t[1]), t[2], mode)
+        for (recipe, day, mode), t in totals.items()
     ]
 
 

@@ -25,6 +25,7 @@ from core.api.analytics import (
 )
 from core.api.queries import list_events
 from core.errors import UnknownRun
+from core.policies import Drafting
 from core.setup.config import Config
 from core.states import EventSubject
 from core.store.engine import Store
@@ -140,13 +141,18 @@ class Plots:
             )
         figure = _figure(9.0, 6.0)
         tokens_axes, cost_axes = figure.subplots(2, 1, sharex=True)
-        for recipe in sorted({p.recipe for p in points}):
-            chosen = sorted((p for p in points if p.recipe == recipe), key=lambda p: p.day)
+        modes = {p.mode for p in points}
+        for recipe, mode in sorted({(p.recipe, p.mode) for p in points}):
+            chosen = sorted(
+                (p for p in points if (p.recipe, p.mode) == (recipe, mode)), key=lambda p: p.day
+            )
+            label = recipe if len(modes) == 1 else f"{recipe} ({mode})"  # sync vs batch
             days = [p.day for p in chosen]
             tokens = [p.input_tokens + p.output_tokens for p in chosen]
-            tokens_axes.plot(days, tokens, marker=_marker(chosen), label=recipe)
+            style = "--" if mode == Drafting.BATCH else "-"
+            tokens_axes.plot(days, tokens, style, marker=_marker(chosen), label=label)
             costs = [p.est_cost_usd for p in chosen]
-            cost_axes.plot(days, costs, marker=_marker(chosen), label=recipe)
+            cost_axes.plot(days, costs, style, marker=_marker(chosen), label=label)
         tokens_axes.set(title="Model tokens per day (input + output)", ylabel="tokens")
         cost_axes.set(title="Estimated cost per day", ylabel="USD", xlabel="day (UTC)")
         _legend(tokens_axes, points)

@@ -32,10 +32,12 @@ from core.api.views import (
     RunSummary,
     Status,
 )
+from core.drafting.batch_queue import waiting_by_recipe
 from core.drafting.revisions import model_author
 from core.errors import UnknownRun
 from core.models import (
     AttemptRow,
+    BatchRow,
     DraftRevisionRow,
     DraftRow,
     EffectRow,
@@ -177,7 +179,9 @@ def list_attempts(
     recipe: str | None = None,
     limit: int | None = None,
 ) -> AttemptList:
-    query = select(AttemptRow)
+    query = select(AttemptRow, BatchRow.batch_id).join(
+        BatchRow, col(BatchRow.id) == col(AttemptRow.batch_ref), isouter=True
+    )
     if run_id is not None:
         query = query.where(col(AttemptRow.run_id) == run_id)
     if draft_key is not None:
@@ -189,7 +193,7 @@ def list_attempts(
     query = query.order_by(order, col(AttemptRow.id))
     if limit is not None:
         query = query.limit(limit)
-    return AttemptList(_attempt(a) for a in session.exec(query).all())
+    return AttemptList(_attempt(a, batch_id) for a, batch_id in session.exec(query).all())
 
 
 def list_effects(
@@ -302,9 +306,14 @@ def _event(e: EventRow) -> EventView:
     )
 
 
-def _attempt(a: AttemptRow) -> AttemptView:
+def _attempt(a: AttemptRow, batch_id: str | None = None) -> AttemptView:
     cost = estimated_cost_usd(
-        a.model, a.input_tokens, a.output_tokens, a.cache_creation_tokens, a.cache_read_tokens
+        a.model,
+        a.input_tokens,
+        a.output_tokens,
+        a.cache_creation_tokens,
+        a.cache_read_tokens,
+        drafting=a.mode,
     )
     return AttemptView(
         id=a.id,
@@ -322,6 +331,8 @@ def _attempt(a: AttemptRow) -> AttemptView:
         output_tokens=a.output_tokens,
         est_cost_usd=cost,
         made_for=a.cause,
+        mode=a.mode,
+        batch_id=batch_id,
     )
 
 
@@ -340,6 +351,7 @@ def read_status(session: Session, config: Config, now: datetime) -> Status:
     counts only; no write lock."""
     rows = {r.name: r for r in session.exec(select(RecipeRow)).all()}
     pending = ready_counts(session)
+    in_batch = waiting_by_recipe(session)
     recipes = []
     for recipe in config.recipes.values():
         row = rows.get(recipe.name)
@@ -355,6 +367,7 @@ def read_status(session: Session, config: Config, now: datetime) -> Status:
                 if upcoming
                 else None,
                 paused_reason=row.paused_reason if row else None,
+                in_batch=in_batch.get(recipe.name, 0),
             )
         )
     uncertain = session.exec(

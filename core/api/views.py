@@ -24,6 +24,7 @@ class RecipeStatus:
     pending_limit: int
     next_slot: str | None
     paused_reason: str | None = None
+    in_batch: int = 0  # drafts waiting on a Message Batch (docs/design.md §21)
 
 
 @dataclass(frozen=True)
@@ -41,12 +42,13 @@ class Status(Printable):
                 f"v{r.version}",
                 f"paused ({r.paused_reason or 'no reason'})" if r.paused else "",
                 f"{r.pending}/{r.pending_limit}",
+                str(r.in_batch) if r.in_batch else "",
                 r.next_slot,
             )
             for r in self.recipes
         ]
 
-    _COLUMNS = ("recipe", "version", "paused", "waiting/limit", "next slot")
+    _COLUMNS = ("recipe", "version", "paused", "waiting/limit", "in a batch", "next slot")
 
     def _repr_html_(self) -> str:
         table = html_table("status", self._COLUMNS, self._rows())
@@ -129,11 +131,13 @@ class AttemptView:
     outcome: str | None
     http_status: int | None
     cause: str | None
-    latency_ms: int | None
+    latency_ms: int | None  # a batch entry's: from its entry to its batch's end (the wait)
     input_tokens: int
     output_tokens: int
-    est_cost_usd: float
+    est_cost_usd: float  # at the batch price for a batch entry, cache writes at its TTL
     made_for: str = "draft"  # an AttemptCause: a slot's draft, or a reviewer's redraft
+    mode: str = "sync"  # a Drafting: one synchronous call, or an entry of a Message Batch
+    batch_id: str | None = None  # the API's id of the batch that carried it
 
 
 class AttemptList(Rows[AttemptView]):

@@ -38,7 +38,7 @@ from core.errors import LostClaim, ModelCallFailed
 from core.failpoints import Failpoint, failpoint
 from core.identity import attempt_id, batch_custom_id
 from core.models import AttemptRow, BatchRow
-from core.policies import AttemptOutcome, Drafting, FailReason
+from core.policies import AttemptOutcome, BatchEntryResult, Drafting, FailReason
 from core.ports import Clock, DraftRequest, ModelReply
 from core.setup.config import Recipe
 from core.slots.schedule import Slot, slot_of_run
@@ -47,10 +47,12 @@ from core.store.engine import Store
 from core.store.leases import lease_now, new_owner
 from core.store.rows import lock_draft, lock_run
 from core.store.transitions import note_draft
+from core.telemetry.observe import batch_entry_ended
 
 log = logging.getLogger(__name__)
 
 LIVE = (BatchState.SUBMITTING, BatchState.WAITING)
+MISSING = "missing"  # an entry Galley sent that the batch's results do not hold
 # Work the pass hands on (a synchronous fallback call): the bot's drafting pool, or
 # inline in tests and one-shot commands.
 Later = Callable[[Callable[[], object]], object]
@@ -276,11 +278,13 @@ class BatchPass:
         if recipe is None or slot is None:
             self._fail(entry, FailReason.INVALID_REQUEST, "its recipe left the config file")
             return
+        waited = max(0.0, ((ended_at or self.clock.now()) - entry.started_at).total_seconds())
         if isinstance(result, ModelReply):
-            waited = ((ended_at or self.clock.now()) - entry.started_at).total_seconds()
-            reply = replace(result, latency_s=max(0.0, waited))
+            reply = replace(result, latency_s=waited)
+            batch_entry_ended(entry.recipe, BatchEntryResult.SUCCEEDED, waited, reply)
             self.drafting.store_answer(recipe, slot, entry.claim(), entry.number, reply)
             return
+        batch_entry_ended(entry.recipe, result.result if result else MISSING, waited)
         failure = (
             result.error()
             if result is not None

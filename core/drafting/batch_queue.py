@@ -193,14 +193,15 @@ def late_entries(session: Session, now: datetime) -> list[Entry]:
     return [_entry(*row) for row in rows]
 
 
-def waiting_in_batch(session: Session) -> int:
-    """Drafts waiting on a batch (`galley status`, /metrics): one count, an index seek."""
-    count = session.exec(
-        select(sa.func.count())
-        .select_from(AttemptRow)
+def waiting_by_recipe(session: Session) -> dict[str, int]:
+    """Drafts waiting on a batch, by recipe (`galley status`, /metrics): the unfinished
+    attempts only, through their partial index, never the ledger's history."""
+    counts = session.exec(
+        select(AttemptRow.recipe, sa.func.count())
         .where(col(AttemptRow.mode) == Drafting.BATCH, col(AttemptRow.finished_at).is_(None))
-    ).one()
-    return int(count)
+        .group_by(col(AttemptRow.recipe))
+    ).all()
+    return {recipe: int(count) for recipe, count in counts}
 
 
 def gathered_for(entries: list[Entry], recipes: dict[str, Recipe], now: datetime) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from core.policies import CacheTtl
+from core.policies import CacheTtl, Drafting
 
 # The minimum cacheable prompt length in tokens, by model id fragment, first match wins,
 # as Anthropic's prompt-caching page lists it, recorded 2026-12-02. Models not listed get
@@ -27,10 +27,8 @@ DEFAULT_MIN_TOKENS = 1024
 # English runs near 4 characters a token; 3 counts more tokens than there are, so a
 # prompt near the minimum is marked rather than missed.
 CHARS_PER_TOKEN = 3
-# Synchronous calls repeat within minutes if at all (a retry, a redraft); a batch's
-# entries may be run an hour apart, which the 1-hour TTL is for.
-SYNC_TTL = CacheTtl.FIVE_MINUTES
-BATCH_TTL = CacheTtl.ONE_HOUR
+SYNC_TTL = Drafting.SYNC.cache_ttl
+BATCH_TTL = Drafting.BATCH.cache_ttl
 
 
 def min_cacheable_tokens(model: str) -> int:

@@ -15,6 +15,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlmodel import col, select
 
+from core.drafting.batch_queue import waiting_by_recipe
 from core.errors import GalleyError
 from core.models import DraftRow, RunRow
 from core.operations.stuck import stuck_condition
@@ -72,17 +73,25 @@ class DatabaseGauges(Collector):
             uncertain = session.exec(
                 select(count).where(col(RunRow.state) == RunState.UNCERTAIN)
             ).one()
+            in_batch = waiting_by_recipe(session)
             stuck = session.exec(
                 select(count).select_from(RunRow).where(stuck_condition(config, clock.now()))
             ).one()
+        waiting = GaugeMetricFamily(
+            "galley_drafts_waiting_in_batch",
+            "Drafts whose model answer waits in a Message Batch, by recipe.",
+            labels=["recipe"],
+        )
         for name in config.recipes:
             queue.add_metric([name], ready.get(name, 0))
+            waiting.add_metric([name], in_batch.get(name, 0))
         for state in DraftState:
             if state in DRAFT_LIVE_STATES:
                 drafts.add_metric([state], by_state.get(state, 0))
         return [
             queue,
             drafts,
+            waiting,
             GaugeMetricFamily(
                 "galley_runs_uncertain", "Runs waiting for a person to settle them.", uncertain
             ),

@@ -64,6 +64,17 @@ MODEL_COST = Counter(
     "Estimated model cost in US dollars, by recipe (list prices, see core/telemetry/observe.py).",
     ["recipe"],
 )
+BATCH_ENTRIES = Counter(
+    "galley_batch_entries_total",
+    "Entries of ended Message Batches, by recipe and result (succeeded, errored, canceled, "
+    "expired, missing); their tokens and cost count in galley_model_*_total at batch prices.",
+    ["recipe", "result"],
+)
+BATCH_WAIT = Histogram(
+    "galley_batch_wait_seconds",
+    "Time a draft waited in a Message Batch: from its entry to its batch's end.",
+    buckets=(30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 21600, 86400),
+)
 SLACK_CALLS = Counter(
     "galley_slack_calls_total",
     "Slack Web API calls, by method and outcome (ok, rate_limited, refused, "

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, SessionTransaction
 
 from core.identity import is_run_id, recipe_of_run, run_of_key
 from core.models import RunRow
-from core.policies import EffectStep, FailReason, SkipReason, is_takeover_note
+from core.policies import Drafting, EffectStep, FailReason, SkipReason, is_takeover_note
 from core.ports import DraftRequest, ModelReply
 from core.states import (
     EFFECT_OUTCOME_STATES,
@@ -165,6 +165,31 @@ def recipe_of(change: StateChange) -> str:
     return "" if run is None or not is_run_id(run) else recipe_of_run(run)
 
 
+def batch_entry_ended(
+    recipe: str, result: str, waited_s: float | None, reply: ModelReply | None = None
+) -> None:
+    """One entry of an ended batch: its result, how long it waited, and (answered) its
+    tokens and cost at the batch price, in the same series as synchronous calls."""
+    metrics = _metrics()
+    metrics.BATCH_ENTRIES.labels(recipe, result).inc()
+    if waited_s is not None:
+        metrics.BATCH_WAIT.observe(waited_s)
+    if reply is None:
+        return
+    for kind, count in _tokens(reply).items():
+        metrics.MODEL_TOKENS.labels(recipe, kind).inc(count)
+    metrics.MODEL_COST.labels(recipe).inc(reply_cost_usd(reply, Drafting.BATCH))
+
+
+def _tokens(reply: ModelReply) -> dict[str, int]:
+    return {
+        "input": reply.input_tokens,
+        "output": reply.output_tokens,
+        "cache_creation": reply.cache_creation_tokens,
+        "cache_read": reply.cache_read_tokens,
+    }
+
+
 def model_called(
     request: DraftRequest,
     outcome: str,
@@ -189,12 +214,7 @@ def model_called(
     metrics.MODEL_CALLS.labels(recipe, request.model, outcome).inc()
     metrics.MODEL_LATENCY.labels(outcome).observe(seconds)
     if reply is not None:
-        tokens = {
-            "input": reply.input_tokens,
-            "output": reply.output_tokens,
-            "cache_creation": reply.cache_creation_tokens,
-            "cache_read": reply.cache_read_tokens,
-        }
+        tokens = _tokens(reply)
         for kind, count in tokens.items():
             metrics.MODEL_TOKENS.labels(recipe, kind).inc(count)
         cost = estimated_cost(reply)

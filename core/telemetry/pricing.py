@@ -52,11 +52,15 @@ def estimated_cost_usd(
     cache_creation_tokens: int = 0,
     cache_read_tokens: int = 0,
     *,
-    drafting: Drafting = Drafting.SYNC,
-    cache_ttl: CacheTtl = CacheTtl.FIVE_MINUTES,
+    drafting: Drafting | str = Drafting.SYNC,
+    cache_ttl: CacheTtl | None = None,
 ) -> float:
     """One call's tokens at list prices: `input_tokens` are the uncached ones, as the API
-    counts them; `cache_ttl` is the TTL the cache writes were made with."""
+    counts them; `drafting` is how it was called (an attempt row's `mode`); `cache_ttl`
+    is the TTL the cache writes were made with (by default, the one Galley marks for
+    that way of calling)."""
+    drafting = Drafting(drafting)
+    cache_ttl = cache_ttl or drafting.cache_ttl
     price = price_of(model)
     billed_input = (
         input_tokens

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 from sqlmodel import col, select
 
+from core.api.analytics import daily_cost
+from core.api.galley import Galley
 from core.api.services import Services
 from core.drafting.anthropic_drafter import AnthropicDrafter
 from core.drafting.attempts import Backoff
@@ -23,11 +25,13 @@ from core.drafting.batch_pass import BatchPass
 from core.failpoints import hook
 from core.identity import batch_custom_id
 from core.models import AttemptRow, BatchRow, DraftRow, RunRow
+from core.operations.gauges import DatabaseGauges
 from core.policies import AttemptOutcome, DraftOutcome, FailReason
 from core.setup.config import parse_config
 from core.slots.schedule import Slot, slot_at_wall
 from core.states import BatchState, DraftState, RunState
 from core.store.engine import Store
+from core.telemetry.pricing import estimated_cost_usd
 from core.testing import FrozenClock
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.anthropic_batches import accept_then_drop, errored, status
@@ -71,6 +75,7 @@ class Deployment:
     def __init__(self, store: Store, fake: FakeAnthropic, max_attempts: int = 4) -> None:
         self.store, self.fake = store, fake
         self.clock = FrozenClock(MONDAY_9)
+        fake.batches.now = lambda: self.clock.now().timestamp()  # one clock for both sides
         self.config = parse_config(CONFIG.format(max_attempts=max_attempts))
         self.services = Services(
             self.config,
@@ -327,3 +332,43 @@ def test_a_batch_leased_to_one_pass_is_not_polled_by_another_until_the_lease_lap
     second.advance(ref)
 
     assert len(deployment.drafts()) == 1
+
+
+def test_status_metrics_and_the_ledger_show_what_waits_in_a_batch_and_what_it_cost(
+    deployment: Deployment,
+) -> None:
+    deployment.fire("weekly-update", "daily-tip")
+    galley = Galley(deployment.config, deployment.store, services=deployment.services)
+    gauges = DatabaseGauges()  # a collector of its own: nothing registered
+    gauges.watch(deployment.store, deployment.config, deployment.clock)
+
+    def waiting_gauge() -> dict[str, float]:
+        [family] = [f for f in gauges.collect() if f.name == "galley_drafts_waiting_in_batch"]
+        return {s.labels["recipe"]: s.value for s in family.samples}
+
+    assert {r.name: r.in_batch for r in galley.status().recipes} == {
+        "weekly-update": 1,
+        "daily-tip": 1,
+    }
+    assert "in a batch" in str(galley.status())
+    assert waiting_gauge() == {"weekly-update": 1, "daily-tip": 1}
+
+    batches = deployment.batch_pass()
+    for _ in range(2):
+        deployment.later(timedelta(seconds=30))
+        batches.run_once()
+
+    assert {r.name: r.in_batch for r in galley.status().recipes} == {
+        "weekly-update": 0,
+        "daily-tip": 0,
+    }
+    assert waiting_gauge() == {"weekly-update": 0, "daily-tip": 0}
+    [created] = deployment.fake.batches.created
+    [entry] = galley.attempts(recipe="weekly-update")
+    assert (entry.mode, entry.batch_id) == ("batch", created.id)
+    assert entry.latency_ms == 60_000  # entered at the slot, its batch ended a minute later
+    at_sync_price = estimated_cost_usd(entry.model, entry.input_tokens, entry.output_tokens)
+    assert entry.est_cost_usd == pytest.approx(at_sync_price / 2)
+    with deployment.store.read() as session:
+        costs = {(p.recipe, p.mode) for p in daily_cost(session)}
+    assert costs == {("weekly-update", "batch"), ("daily-tip", "batch")}
