@@ -26,6 +26,7 @@ class Failpoint(StrEnum):
     AFTER_MODEL_REPLY = "after_model_reply"
     BATCH_GATHER_READ = "batch_gather_read"  # unsent entries read, not yet tied to a batch
     AFTER_BATCH_CREATE = "after_batch_create"  # the batch exists; its id is not stored yet
+    BATCH_LATE_READ = "batch_late_read"  # entries past their wait read, not yet taken over
     AFTER_DRAFT_COMMIT = "after_draft_commit"
     BEFORE_REVIEW_POST = "before_review_post"
     AFTER_REVIEW_POST = "after_review_post"

@@ -352,6 +352,8 @@ class BatchPass:
         once: the take-over names the owner it read, so two passes never both call."""
         with self.store.read() as session:
             late = late_entries(session, lease_now(session, self.clock))
+        if late:
+            failpoint(Failpoint.BATCH_LATE_READ)
         taken = 0
         for entry in late:
             recipe, slot = self.recipes.get(entry.recipe), self._slot(entry)

@@ -372,3 +372,62 @@ def test_status_metrics_and_the_ledger_show_what_waits_in_a_batch_and_what_it_co
     with deployment.store.read() as session:
         costs = {(p.recipe, p.mode) for p in daily_cost(session)}
     assert costs == {("weekly-update", "batch"), ("daily-tip", "batch")}
+
+
+def test_two_passes_falling_back_at_once_draft_the_late_entry_once(
+    deployment: Deployment,
+) -> None:
+    """The second pass takes the late entry over and drafts it between the first pass's
+    read and its take-over: the first one's UPDATE names the owner it read, and leaves
+    the stored draft alone."""
+    deployment.fake.batches.hold = True
+    deployment.fire("weekly-update")
+    first, second = deployment.batch_pass(), deployment.batch_pass()
+    deployment.later(timedelta(seconds=30))
+    first.run_once()
+    deployment.later(timedelta(hours=1))
+    raced = threading.Event()
+
+    def other_pass_first() -> None:
+        if not raced.is_set():
+            raced.set()
+            assert second.fall_back_late() == 1
+
+    with hook("batch_late_read", other_pass_first):
+        assert first.fall_back_late() == 0
+
+    assert deployment.sync_calls() == 1
+    [draft] = deployment.drafts()
+    assert (draft.claimed_by, draft.lease_until) == (None, None)
+    assert [a.outcome for a in deployment.attempts()] == [
+        AttemptOutcome.ABANDONED,
+        AttemptOutcome.OK,
+    ]
+
+
+def test_a_pass_whose_create_answered_after_its_lease_was_taken_keeps_the_batch_found(
+    deployment: Deployment,
+) -> None:
+    """The create answers late: meanwhile another pass took the lapsed lease and found the
+    batch again. The late answer names that same batch, so nothing is cancelled and no
+    second batch exists."""
+    deployment.fire("weekly-update")
+    first, second = deployment.batch_pass(), deployment.batch_pass()
+    deployment.later(timedelta(seconds=30))
+
+    def lease_lapses_and_another_pass_looks() -> None:
+        deployment.later(first.lease + timedelta(seconds=1))
+        [row] = deployment.rows(BatchRow)
+        second.advance(row.id)
+
+    with hook("after_batch_create", lease_lapses_and_another_pass_looks):
+        first.gather()
+
+    [created] = deployment.fake.batches.created
+    assert len(deployment.fake.batches.creates) == 1
+    assert not [r for r in deployment.fake.requests if r.path.endswith("/cancel")]
+    [row] = deployment.rows(BatchRow)
+    assert (row.state, row.batch_id) == (BatchState.WAITING, created.id)
+    deployment.later(POLL)
+    second.run_once()
+    assert len(deployment.drafts()) == 1
