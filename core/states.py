@@ -131,7 +131,9 @@ _E = EffectState
 EFFECT_TRANSITIONS: dict[EffectState, set[EffectState]] = {
     _E.IN_FLIGHT: {_E.SUCCEEDED, _E.FAILED, _E.UNCERTAIN},
     _E.UNCERTAIN: {_E.SUCCEEDED, _E.FAILED, _E.IN_FLIGHT},
-    _E.FAILED: {_E.IN_FLIGHT},
+    # back to uncertain: a receipt a retry reopened (it may have been sent), whose run
+    # was cancelled before the publish pass looked (core/operations/resolution.py)
+    _E.FAILED: {_E.IN_FLIGHT, _E.UNCERTAIN},
     _E.SUCCEEDED: set(),
 }
 

@@ -8,6 +8,7 @@ the pass's owner token no longer matches and it changes nothing.
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 from sqlmodel import Session, col, select
 
@@ -26,6 +27,9 @@ __all__ = ["Finding", "Resolver"]
 
 # publications that did not happen and that a person may send once more: refused, or
 # approved drafts that missed their time (docs/design.md §23)
+# The receipt detail a retry of an uncertain publication leaves: its first send may
+# have landed, so a cancel before the pass looks turns it back to uncertain.
+REOPENED = "reopened by a retry"
 PUBLISH_REFUSALS = (FailReason.PUBLISH_AUTH, FailReason.PUBLISH_REJECTED, FailReason.MISSED_SLOT)
 
 
@@ -73,7 +77,7 @@ class Resolver:
             run = _known_run(session, run_id)
             if run.state == RunState.FAILED and run.reason in PUBLISH_REFUSALS:
                 return self._publish_refused_again(session, run, actor)
-        return self._publish_again(run_id, actor, why=f"{actor} asked for a retry")
+        return self._publish_again(run_id, actor, why=f"{REOPENED}: {actor} asked for a retry")
 
     def _publish_refused_again(self, session: Session, run: RunRow, actor: str) -> str:
         """A publication the destination refused: known not to have happened, so its
@@ -109,11 +113,12 @@ class Resolver:
                     ),
                 )
             ).all()
+            now = self.clock.now()
+            effects = [*effects, *self._reopened(session, run, actor, now)]
             done = [e for e in effects if e.state == EffectState.SUCCEEDED]
             sending = [e.key for e in effects if e.state == EffectState.IN_FLIGHT]
             unknown = [e.key for e in effects if e.state == EffectState.UNCERTAIN]
             completed = ", ".join(f"{e.key} → {e.external_id}" for e in done) or "none"
-            now = self.clock.now()
             move_run(
                 session,
                 run,
@@ -144,6 +149,33 @@ class Resolver:
                 " completed effects once the destination says."
             )
         return answer
+
+    def _reopened(
+        self, session: Session, run: RunRow, actor: str, now: datetime
+    ) -> list[EffectRow]:
+        """Publish receipts a retry reopened that no pass has acted on yet: their first
+        send went without an answer, so it may be out there. Uncertain again, they are
+        looked up like any send of a cancelled run, never taken as not sent."""
+        if run.state != RunState.PUBLISHING:
+            return []
+        reopened = [
+            e
+            for e in (lock_effect(session, key) for key in self._publish_keys(run))
+            if e is not None
+            and e.state == EffectState.FAILED
+            and (e.detail or "").startswith(REOPENED)
+        ]
+        for effect in reopened:
+            move_effect(
+                session,
+                effect,
+                EffectState.UNCERTAIN,
+                actor=actor,
+                at=now,
+                run_id=run.id,
+                reason="its run was cancelled after a retry: it may have been sent",
+            )
+        return reopened
 
     def skip(self, run_id: str, *, actor: str) -> str:
         """Give up on a failed run's slot: nobody will draft it again."""

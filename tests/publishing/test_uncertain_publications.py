@@ -173,6 +173,29 @@ def test_retry_of_an_uncertain_run_sends_exactly_once_more(
     assert len(w.alert_messages()) == 1
 
 
+def test_a_run_cancelled_after_a_retry_before_the_pass_looked_keeps_its_send_in_question(
+    worlds: MakeWorld, db_url: str
+) -> None:
+    """The retry reopens the receipt, then a person cancels before any pass acts: the
+    first send may have landed (here it did), so the cancel lists it as unknown, the
+    receipt is uncertain again and the draft stays approved, never `cancelled` while
+    its post may be public; nothing is sent again."""
+    w = worlds(db_url, target="webhook-no-status")
+    w.go_uncertain()
+    assert list(w.hook.publications) == [HOOK_KEY]  # the first send did land
+    assert "once more" in w.resolver().retry(RUN, actor="U0ADMIN")
+
+    said = w.resolver().cancel(RUN, actor="U0ADMIN")
+
+    assert f"Sent, outcome unknown: {HOOK_KEY}" in said
+    assert w.run_row().state == RunState.CANCELLED
+    effect = w.effect()
+    assert effect is not None and effect.state == EffectState.UNCERTAIN
+    assert w.draft_row().state == DraftState.APPROVED
+    w.service("w2").publish_pending()
+    assert w.posts() == 1
+
+
 def test_retry_clicked_twice_at_once_sends_only_once_more(worlds: MakeWorld, db_url: str) -> None:
     w = worlds(db_url, target="webhook-no-status")
     w.go_uncertain()
