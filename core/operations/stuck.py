@@ -7,7 +7,10 @@ No threshold is spelled anywhere else.
 Why these thresholds. A drafting run is bounded by its claim: `claim_lease` covers one
 claim's whole drafting, retries included, and a dead holder is taken over or swept
 within seconds; a run still `running` after two leases has outlived its claim and a
-take-over. Publishing is not bounded by the claim at all: each call to a destination is
+take-over. A batch recipe's run also waits up to `batch_deadline` for its batch before
+its synchronous fallback, so its bound adds that wait (`galley draft --batch` on a sync
+recipe is judged as sync: it may be called stuck while its batch still runs).
+Publishing is not bounded by the claim at all: each call to a destination is
 bounded by `call_timeout` (past it the outcome is unknown and the run goes `uncertain`),
 and a publication is a look-up, one send and a few rate-limit waits, so ten call timeouts
 is far past any publication that is still moving. The digest once judged publishing runs
@@ -24,6 +27,7 @@ import sqlalchemy as sa
 from sqlmodel import col
 
 from core.models import RunRow
+from core.policies import Drafting
 from core.setup.config import Config, Recipe
 from core.states import RUN_WORKING_STATES, RunState
 
@@ -46,7 +50,8 @@ def stuck_after(recipe: Recipe, state: str) -> timedelta | None:
     """How long a run of `recipe` may stay in `state` before it is stuck; None for a state
     no run is ever stuck in (it waits on people, or is over)."""
     if state == RunState.RUNNING:
-        return recipe.claim_lease * STUCK_RUNNING_LEASES
+        waits = recipe.batch_deadline if recipe.drafting == Drafting.BATCH else timedelta(0)
+        return waits + recipe.claim_lease * STUCK_RUNNING_LEASES
     if state == RunState.PUBLISHING:
         return recipe.call_timeout * STUCK_PUBLISHING_CALLS
     return None

@@ -52,8 +52,20 @@ prompt = "p"
 claim_lease = "4m"
 call_timeout = "1m"
 publish = { to = "webhook", url = "http://127.0.0.1:9/hook" }
+
+[[recipes]]
+name = "gamma"
+platform = "linkedin"
+schedule = "0 9 * * wed"
+system = "s"
+prompt = "p"
+claim_lease = "10m"
+drafting = "batch"
+batch_deadline = "1h"
+publish = { to = "webhook", url = "http://127.0.0.1:9/hook" }
 """
-# alpha: drafting stuck after 20 minutes, publishing after 5; beta: after 8 and 10.
+# alpha: drafting stuck after 20 minutes, publishing after 5; beta: after 8 and 10;
+# gamma drafts in batches: stuck after its 1 h batch_deadline plus 20 minutes.
 S, M, H = timedelta(seconds=1), timedelta(minutes=1), timedelta(hours=1)
 SEEDED: list[tuple[str, RunState, timedelta, bool]] = [  # recipe, state, age, stuck now
     ("alpha", RunState.RUNNING, 20 * M - S, False),
@@ -72,6 +84,8 @@ SEEDED: list[tuple[str, RunState, timedelta, bool]] = [  # recipe, state, age, s
     ("alpha", RunState.APPROVED, H, False),
     ("alpha", RunState.PENDING, 3 * H, False),
     ("gone", RunState.RUNNING, 3 * H, False),  # its recipe left the config
+    ("gamma", RunState.RUNNING, 30 * M, False),  # waiting in a batch: alpha's 20m would say so
+    ("gamma", RunState.RUNNING, 80 * M + S, True),  # batch_deadline + two claim leases
 ]
 
 
@@ -91,7 +105,7 @@ def _seed(store: Store, now: datetime) -> dict[str, bool]:
     """The seeded runs, by id: whether each is stuck at `now`."""
     expected = {}
     with store.transaction() as session:
-        for name in ("alpha", "beta", "gone"):
+        for name in ("alpha", "beta", "gamma", "gone"):
             session.add(RecipeRow(name=name, updated_at=now))
         for day, (recipe, state, age, stuck) in enumerate(SEEDED, start=1):
             wall = f"2026-10-{day:02d}T09:00"
