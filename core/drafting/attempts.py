@@ -19,7 +19,7 @@ from sqlmodel import Session, col, select
 from core.errors import ModelCallFailed
 from core.identity import attempt_id
 from core.models import AttemptRow
-from core.policies import AttemptOutcome
+from core.policies import AttemptOutcome, Drafting
 from core.ports import ModelReply
 
 _ATTEMPTS: Any = AttemptRow.__table__  # type: ignore[attr-defined]
@@ -42,6 +42,16 @@ class Backoff:
             return min(retry_after, self.retry_after_cap_seconds)
         exponential = min(self.cap_seconds, self.base_seconds * 2 ** (attempt - 1))
         return float(exponential * random.uniform(0.5, 1.0))
+
+
+def waiting_in_batch(draft_key: Any) -> sa.ColumnElement[bool]:
+    """The draft key has an entry waiting in a Message Batch (an unfinished attempt of
+    mode batch): its claim holds the slot but nothing is being paid for meanwhile."""
+    return sa.exists().where(
+        col(AttemptRow.draft_key) == draft_key,
+        col(AttemptRow.mode) == Drafting.BATCH,
+        col(AttemptRow.finished_at).is_(None),
+    )
 
 
 def attempts_so_far(session: Session, draft_key: str, run_id: str) -> tuple[int, int | None]:

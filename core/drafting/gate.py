@@ -11,6 +11,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
+from core.drafting.attempts import waiting_in_batch
 from core.models import AttemptRow, DraftRow, RecipeRow
 from core.policies import SkipReason
 from core.setup.config import Recipe
@@ -71,7 +72,9 @@ def gate_reason(
 
 
 def others_drafting(session: Session, recipe: str, key: str, now: datetime) -> int:
-    """Live claims of this recipe for other draft keys: a previous run still working."""
+    """Live claims of this recipe for other draft keys: a previous run still working. An
+    entry waiting in a batch is not working (nothing runs or is paid for until its batch
+    ends), so a batch recipe's next slot is not skipped for it."""
     query = (
         select(sa.func.count())
         .select_from(DraftRow)
@@ -80,6 +83,7 @@ def others_drafting(session: Session, recipe: str, key: str, now: datetime) -> i
             col(DraftRow.key) != key,
             col(DraftRow.state) == DraftState.CLAIMED,
             col(DraftRow.lease_until) > now,
+            ~waiting_in_batch(col(DraftRow.key)),
         )
     )
     return int(session.exec(query).one())

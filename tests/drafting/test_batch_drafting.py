@@ -26,7 +26,7 @@ from core.failpoints import hook
 from core.identity import batch_custom_id
 from core.models import AttemptRow, BatchRow, DraftRow, RunRow
 from core.operations.gauges import DatabaseGauges
-from core.policies import AttemptOutcome, DraftOutcome, FailReason
+from core.policies import AttemptOutcome, DraftOutcome, FailReason, Overlap
 from core.setup.config import parse_config
 from core.slots.schedule import Slot, slot_at_wall
 from core.states import BatchState, DraftState, RunState
@@ -431,3 +431,26 @@ def test_a_pass_whose_create_answered_after_its_lease_was_taken_keeps_the_batch_
     deployment.later(POLL)
     second.run_once()
     assert len(deployment.drafts()) == 1
+
+
+def test_a_slot_waiting_in_a_batch_is_no_overlap_for_the_next_slot(
+    store: Store, fake_anthropic: FakeAnthropic
+) -> None:
+    """overlap = skip refuses a slot while the previous one is being drafted; an entry
+    waiting in a batch costs nothing meanwhile, so the next slot joins the next batch."""
+    hourly = CONFIG.format(max_attempts=4).replace(
+        'schedule = "0 9 * * *"', 'schedule = "0 * * * *"'
+    )
+    deployment = Deployment(store, fake_anthropic)
+    deployment.config = parse_config(
+        hourly.replace('batch_deadline = "1h"', 'batch_deadline = "2h"')
+    )
+    deployment.fake.batches.hold = True
+    recipe = deployment.config.recipe("daily-tip")
+    drafting = deployment.services.drafting
+    first = slot_at_wall(recipe, datetime(2026, 11, 23, 9, 0))
+    second = slot_at_wall(recipe, datetime(2026, 11, 23, 10, 0))
+    assert drafting.draft_slot(recipe, first, overlap=Overlap.SKIP).outcome == DraftOutcome.BATCHED
+    deployment.later(timedelta(hours=1))
+
+    assert drafting.draft_slot(recipe, second, overlap=Overlap.SKIP).outcome == DraftOutcome.BATCHED
