@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from core.api.desk import Desk, People
     from core.drafting.attempts import Backoff
     from core.drafting.batch_drafter import BatchDrafter
-    from core.drafting.batch_pass import BatchPass, Later
+    from core.drafting.batch_entries import Later
+    from core.drafting.batch_pass import BatchPass
     from core.drafting.claims import DraftResult
     from core.drafting.fit import FitRule
     from core.drafting.service import DraftingService

@@ -14,52 +14,35 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
-from dataclasses import replace
-from datetime import datetime, timedelta
-from functools import partial
+from datetime import timedelta
 
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from core.drafting.attempts import Backoff, add_attempt, finish_attempt
-from core.drafting.batch_drafter import BatchDrafter, EntryFailure, Pending
+from core.drafting.attempts import Backoff
+from core.drafting.batch_drafter import BatchDrafter, Pending
+from core.drafting.batch_entries import RECIPE_GONE, BatchEntries, Later
 from core.drafting.batch_queue import (
     Entry,
     entries_of,
     gathered_for,
-    held_by,
-    late_entries,
     unsent_entries,
 )
-from core.drafting.claims import Claim, abandon_unfinished_attempts
 from core.drafting.service import DraftingService
-from core.errors import LostClaim, ModelCallFailed
+from core.errors import ModelCallFailed
 from core.failpoints import Failpoint, failpoint
-from core.identity import attempt_id, batch_custom_id
+from core.identity import attempt_id
 from core.models import AttemptRow, BatchRow
-from core.policies import AttemptOutcome, BatchEntryResult, Drafting, FailReason
-from core.ports import Clock, DraftRequest, ModelReply
+from core.policies import AttemptOutcome, FailReason
+from core.ports import Clock, DraftRequest
 from core.setup.config import Recipe
-from core.slots.schedule import Slot, slot_of_run
 from core.states import BatchState
 from core.store.engine import Store
 from core.store.leases import lease_now, new_owner
-from core.store.rows import lock_draft, lock_run
-from core.store.transitions import note_draft
-from core.telemetry.observe import batch_entry_ended
 
 log = logging.getLogger(__name__)
 
 LIVE = (BatchState.SUBMITTING, BatchState.WAITING)
-MISSING = "missing"  # an entry Galley sent that the batch's results do not hold
-# Work the pass hands on (a synchronous fallback call): the bot's drafting pool, or
-# inline in tests and one-shot commands.
-Later = Callable[[Callable[[], object]], object]
-
-
-def _inline(work: Callable[[], object]) -> object:
-    return work()
 
 
 class BatchPass:
@@ -83,13 +66,13 @@ class BatchPass:
         self.lease = lease  # longer than one request to the batches API, end to end
         self.poll_every, self.poll_cap = poll_every, poll_cap
         self.backoff = Backoff(poll_every.total_seconds(), poll_cap.total_seconds())
-        self.later = later or _inline
+        self.entries = BatchEntries(store, recipes, drafting, clock, later)
 
     def run_once(self) -> None:
         self.gather()
         for ref in self.due_batches():
             self.advance(ref)
-        self.fall_back_late()
+        self.entries.fall_back_late()
 
     # --- gathering and sending -----------------------------------------------------------
 
@@ -140,7 +123,7 @@ class BatchPass:
         requests = [(e.custom_id, request) for e, request in sendable if request is not None]
         for entry, request in sendable:
             if request is None:
-                self._fail(entry, FailReason.INVALID_REQUEST, "its recipe left the config file")
+                self.entries.fail(entry, FailReason.INVALID_REQUEST, RECIPE_GONE)
         if not requests:
             self._end(ref, owner)
             return
@@ -187,8 +170,8 @@ class BatchPass:
             return
         reason = FailReason.AUTH if failure.outcome == AttemptOutcome.AUTH else None
         for entry in entries:
-            self._finish(entry, failure=failure)
-            self._fail(entry, reason or FailReason.INVALID_REQUEST, str(failure))
+            self.entries.finish(entry, failure=failure)
+            self.entries.fail(entry, reason or FailReason.INVALID_REQUEST, str(failure))
         with self.store.transaction() as session:
             session.execute(
                 _fenced(ref, owner, BatchState.SUBMITTING).values(
@@ -266,145 +249,17 @@ class BatchPass:
             return
         results = self.client.results(row.batch_id)
         for entry in entries:
-            self._settle(entry, results.get(entry.custom_id), status.ended_at)
-        self._record_late_answers(row.id, results)
+            self.entries.settle(entry, results.get(entry.custom_id), status.ended_at)
+        self.entries.record_late_answers(row.id, results)
         self._end(row.id, owner)
-
-    def _settle(
-        self, entry: Entry, result: ModelReply | EntryFailure | None, ended_at: datetime | None
-    ) -> None:
-        """One entry of an ended batch: stored, sent again, drafted at once, or failed."""
-        recipe, slot = self.recipes.get(entry.recipe), self._slot(entry)
-        if recipe is None or slot is None:
-            self._fail(entry, FailReason.INVALID_REQUEST, "its recipe left the config file")
-            return
-        waited = max(0.0, ((ended_at or self.clock.now()) - entry.started_at).total_seconds())
-        if isinstance(result, ModelReply):
-            reply = replace(result, latency_s=waited)
-            batch_entry_ended(entry.recipe, BatchEntryResult.SUCCEEDED, waited, reply)
-            self.drafting.store_answer(recipe, slot, entry.claim(), entry.number, reply)
-            return
-        batch_entry_ended(entry.recipe, result.result if result else MISSING, waited)
-        failure = (
-            result.error()
-            if result is not None
-            else ModelCallFailed(AttemptOutcome.REJECTED_RETRYABLE, "not in the batch's results")
-        )
-        self._finish(entry, failure=failure)
-        if not failure.outcome.retryable:
-            reason = FailReason.AUTH if failure.outcome == AttemptOutcome.AUTH else None
-            self._fail(entry, reason or FailReason.INVALID_REQUEST, str(failure))
-        elif not self._send_again(entry, recipe):
-            self.later(partial(self.drafting.draft_claimed, recipe, slot, entry.claim()))
-
-    def _send_again(self, entry: Entry, recipe: Recipe) -> bool:
-        """A retryable failure waits for the next batch while its wait allows, under the
-        same claim; False when it must be drafted at once (or its attempts are spent,
-        which the synchronous path reports)."""
-        with self.store.transaction() as session:
-            now = lease_now(session, self.clock)
-            if entry.wait_until - now <= recipe.batch_gather:
-                return False
-            used = session.exec(
-                select(sa.func.count())
-                .select_from(AttemptRow)
-                .where(col(AttemptRow.draft_key) == entry.draft_key)
-            ).one()
-            draft = lock_draft(session, entry.draft_key)
-            if draft is None or draft.claimed_by != entry.owner:
-                return True  # no longer ours: nothing to send
-            if used - draft.attempts_before >= recipe.max_attempts:
-                return False
-            add_attempt(
-                session,
-                run_id=entry.run_id,
-                number=entry.number + 1,
-                draft_key=entry.draft_key,
-                recipe=recipe.name,
-                worker=entry.owner,
-                model=recipe.model,
-                started_at=now,
-                mode=Drafting.BATCH.value,
-                wait_until=entry.wait_until,
-            )
-        return True
-
-    def _record_late_answers(self, ref: str, results: dict[str, ModelReply | EntryFailure]) -> None:
-        """Entries that fell back to a synchronous call meanwhile were answered anyway:
-        what they cost was paid, and the ledger says so."""
-        with self.store.transaction() as session:
-            gone = session.exec(
-                select(AttemptRow).where(
-                    col(AttemptRow.batch_ref) == ref,
-                    col(AttemptRow.outcome) == AttemptOutcome.ABANDONED,
-                    col(AttemptRow.input_tokens) == 0,
-                )
-            ).all()
-            for row in gone:
-                answer = results.get(batch_custom_id(row.draft_key))
-                if isinstance(answer, ModelReply):
-                    finish_attempt(session, row.run_id, row.number, {}, reply=answer)
-
-    # --- entries whose wait ran out ------------------------------------------------------
-
-    def fall_back_late(self) -> int:
-        """Take over the claim of every entry past its wait and draft it synchronously,
-        once: the take-over names the owner it read, so two passes never both call."""
-        with self.store.read() as session:
-            late = late_entries(session, lease_now(session, self.clock))
-        if late:
-            failpoint(Failpoint.BATCH_LATE_READ)
-        taken = 0
-        for entry in late:
-            recipe, slot = self.recipes.get(entry.recipe), self._slot(entry)
-            if recipe is None or slot is None:
-                self._fail(entry, FailReason.INVALID_REQUEST, "its recipe left the config file")
-                continue
-            claim = self._take_over(entry, recipe)
-            if claim is None:
-                continue
-            taken += 1
-            self.later(partial(self.drafting.draft_claimed, recipe, slot, claim))
-        return taken
-
-    def _take_over(self, entry: Entry, recipe: Recipe) -> Claim | None:
-        owner = new_owner(self.drafting.worker)
-        takeover_after = recipe.takeover_after
-        with self.store.transaction() as session:
-            now = lease_now(session, self.clock)
-            lock_run(session, entry.run_id)  # run, then draft: core/store/rows.py
-            draft = lock_draft(session, entry.draft_key)
-            if draft is None or not held_by(draft, entry.owner):
-                return None
-            draft.claimed_by, draft.lease_until, draft.updated_at = owner, now + takeover_after, now
-            session.add(draft)
-            abandon_unfinished_attempts(session, entry.draft_key, now)
-            why = f"waited in a batch until {entry.wait_until:%H:%M:%S}Z: drafted at once"
-            note_draft(session, draft, actor=owner, at=now, reason=why)
-        return Claim(entry.run_id, entry.draft_key, entry.version, owner, took_over=True)
 
     # --- inside --------------------------------------------------------------------------
 
     def _request(self, entry: Entry) -> DraftRequest | None:
-        recipe, slot = self.recipes.get(entry.recipe), self._slot(entry)
+        recipe, slot = self.recipes.get(entry.recipe), self.entries.slot(entry)
         if recipe is None or slot is None:
             return None
         return self.drafting.request_for(recipe, slot, entry.version)
-
-    def _slot(self, entry: Entry) -> Slot | None:
-        recipe = self.recipes.get(entry.recipe)
-        return None if recipe is None else slot_of_run(recipe, entry.run_id, entry.slot_at)
-
-    def _fail(self, entry: Entry, reason: FailReason, detail: str) -> None:
-        try:
-            self.drafting.fail(entry.claim(), reason, detail)
-        except LostClaim as lost:  # someone else holds it now, and decides
-            log.info("batch entry %s not failed: %s", entry.draft_key, lost)
-
-    def _finish(self, entry: Entry, *, failure: ModelCallFailed) -> None:
-        with self.store.transaction() as session:
-            values: dict[str, object] = {"finished_at": lease_now(session, self.clock)}
-            finish_attempt(session, entry.run_id, entry.number, values, failure=failure)
 
     def _take(self, ref: str, owner: str) -> BatchRow | None:
         with self.store.transaction() as session:

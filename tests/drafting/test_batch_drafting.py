@@ -391,10 +391,10 @@ def test_two_passes_falling_back_at_once_draft_the_late_entry_once(
     def other_pass_first() -> None:
         if not raced.is_set():
             raced.set()
-            assert second.fall_back_late() == 1
+            assert second.entries.fall_back_late() == 1
 
     with hook("batch_late_read", other_pass_first):
-        assert first.fall_back_late() == 0
+        assert first.entries.fall_back_late() == 0
 
     assert deployment.sync_calls() == 1
     [draft] = deployment.drafts()
