@@ -15,10 +15,11 @@ on tests/data/similar_pairs.jsonl by bench/similarity.py.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from rapidfuzz import fuzz, process, utils
@@ -27,7 +28,7 @@ from sqlmodel import Session, col, select
 from core.drafting.claims import Claim
 from core.drafting.gate import tokens_today
 from core.identity import review_effect_key, slack_channel_of_publish_key
-from core.models import AttemptRow, DraftRow, EffectRow
+from core.models import AttemptRow, DraftRow, EffectRow, UTCDateTime
 from core.policies import OnSimilar, SimilarityMethod
 from core.ports import DraftRequest, MessageRef, ModelReply, SimilarPost
 from core.setup.config import Recipe
@@ -58,6 +59,39 @@ class Match:
     score: int
 
 
+@functools.cache
+def _comparison_statement() -> Any:
+    """The comparison set's one statement, built once and bound per call (building it
+    anew cost more CPU than running it: bench/draft_overhead.py): a UNION ALL of one
+    capped read per state."""
+    same = (
+        col(DraftRow.recipe) == sa.bindparam("recipe"),
+        col(DraftRow.platform) == sa.bindparam("platform"),
+        col(DraftRow.key) != sa.bindparam("exclude"),
+    )
+    columns = (col(DraftRow.key), col(DraftRow.text), col(DraftRow.updated_at))
+    newest = (col(DraftRow.updated_at).desc(), col(DraftRow.key))
+    cap = sa.bindparam("cap", type_=sa.Integer)
+    parts = [
+        sa.select(*columns, sa.literal(False).label("seen"))
+        .where(*same, col(DraftRow.state) == DraftState.READY)
+        .order_by(*newest)
+        .limit(cap)
+    ]
+    parts += [  # one state per read: read in index order, stop at the cap
+        sa.select(*columns, sa.literal(True).label("seen"))
+        .where(
+            *same,
+            col(DraftRow.state) == state,
+            col(DraftRow.updated_at) >= sa.bindparam("since", type_=UTCDateTime),
+        )
+        .order_by(*newest)
+        .limit(cap)
+        for state in sorted(DRAFT_APPROVED_STATES)
+    ]
+    return sa.union_all(*(sa.select(part.subquery()) for part in parts))
+
+
 def comparison_set(
     session: Session,
     *,
@@ -73,27 +107,8 @@ def comparison_set(
 
     One statement: a UNION ALL of one capped read per state, each seeking
     ix_drafts_recipe_state_updated, so a long history costs nothing."""
-    same = (
-        col(DraftRow.recipe) == recipe,
-        col(DraftRow.platform) == platform,
-        col(DraftRow.key) != exclude,
-    )
-    columns = (col(DraftRow.key), col(DraftRow.text), col(DraftRow.updated_at))
-    newest = (col(DraftRow.updated_at).desc(), col(DraftRow.key))
-    parts = [
-        sa.select(*columns, sa.literal(False).label("seen"))
-        .where(*same, col(DraftRow.state) == DraftState.READY)
-        .order_by(*newest)
-        .limit(limit)
-    ]
-    parts += [  # one state per read: read in index order, stop at the cap
-        sa.select(*columns, sa.literal(True).label("seen"))
-        .where(*same, col(DraftRow.state) == state, col(DraftRow.updated_at) >= since)
-        .order_by(*newest)
-        .limit(limit)
-        for state in sorted(DRAFT_APPROVED_STATES)
-    ]
-    rows = session.execute(sa.union_all(*(sa.select(part.subquery()) for part in parts))).all()
+    values = {"recipe": recipe, "platform": platform, "exclude": exclude, "since": since}
+    rows = session.execute(_comparison_statement(), values | {"cap": limit}).all()
     newest_first = sorted(rows, key=lambda row: row.updated_at, reverse=True)
     waiting = [row for row in reversed(newest_first) if not row.seen]
     seen = [row for row in newest_first if row.seen][: limit - len(waiting)]
