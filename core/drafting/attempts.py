@@ -111,9 +111,9 @@ def finish_attempt(
     """How the call ended, written once: an attempt already marked abandoned by a new
     owner stays so, but what its call cost was paid all the same, and counts."""
     row: dict[str, object] = {_ATTEMPT: attempt_id(run_id, number)}
-    session.execute(_FINISH_ATTEMPT, row | values | attempt_outcome(failure, reply))
-    if reply is not None:
-        session.execute(_ATTEMPT_USAGE, row | usage_of(reply))
+    finished = session.execute(_FINISH_ATTEMPT, row | values | attempt_outcome(failure, reply))
+    if reply is not None and finished.rowcount == 0:  # type: ignore[attr-defined]
+        session.execute(_ATTEMPT_USAGE, row | usage_of(reply))  # abandoned, but paid for
 
 
 def attempt_outcome(failure: ModelCallFailed | None, reply: ModelReply | None) -> dict[str, object]:
