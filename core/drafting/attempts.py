@@ -44,14 +44,16 @@ class Backoff:
         return float(exponential * random.uniform(0.5, 1.0))
 
 
+def unfinished_batch_entry() -> sa.ColumnElement[bool]:
+    """An attempt that is an entry waiting in (or for) a Message Batch: the one condition,
+    answered by the partial index ix_attempts_waiting."""
+    return sa.and_(col(AttemptRow.mode) == Drafting.BATCH, col(AttemptRow.finished_at).is_(None))
+
+
 def waiting_in_batch(draft_key: Any) -> sa.ColumnElement[bool]:
-    """The draft key has an entry waiting in a Message Batch (an unfinished attempt of
-    mode batch): its claim holds the slot but nothing is being paid for meanwhile."""
-    return sa.exists().where(
-        col(AttemptRow.draft_key) == draft_key,
-        col(AttemptRow.mode) == Drafting.BATCH,
-        col(AttemptRow.finished_at).is_(None),
-    )
+    """The draft key has an entry waiting in a Message Batch: its claim holds the slot
+    but nothing is being paid for meanwhile."""
+    return sa.exists().where(col(AttemptRow.draft_key) == draft_key, unfinished_batch_entry())
 
 
 def attempts_so_far(session: Session, draft_key: str, run_id: str) -> tuple[int, int | None]:

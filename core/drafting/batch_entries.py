@@ -14,19 +14,18 @@ from dataclasses import replace
 from datetime import datetime
 from functools import partial
 
-import sqlalchemy as sa
 from sqlmodel import col, select
 
-from core.drafting.attempts import add_attempt, finish_attempt
+from core.drafting.attempts import attempts_so_far, finish_attempt
 from core.drafting.batch_drafter import EntryFailure
-from core.drafting.batch_queue import Entry, held_by, late_entries
+from core.drafting.batch_queue import Entry, add_entry, held_by, late_entries
 from core.drafting.claims import Claim, abandon_unfinished_attempts
 from core.drafting.service import DraftingService
 from core.errors import LostClaim, ModelCallFailed
 from core.failpoints import Failpoint, failpoint
 from core.identity import batch_custom_id
 from core.models import AttemptRow
-from core.policies import AttemptOutcome, BatchEntryResult, Drafting, FailReason
+from core.policies import AttemptOutcome, BatchEntryResult, FailReason
 from core.ports import Clock, ModelReply
 from core.setup.config import Recipe
 from core.slots.schedule import Slot, slot_of_run
@@ -98,28 +97,13 @@ class BatchEntries:
             now = lease_now(session, self.clock)
             if entry.wait_until - now <= recipe.batch_gather:
                 return False
-            used = session.exec(
-                select(sa.func.count())
-                .select_from(AttemptRow)
-                .where(col(AttemptRow.draft_key) == entry.draft_key)
-            ).one()
             draft = lock_draft(session, entry.draft_key)
-            if draft is None or draft.claimed_by != entry.owner:
+            if draft is None or not held_by(draft, entry.owner):
                 return True  # no longer ours: nothing to send
+            used, last = attempts_so_far(session, entry.draft_key, entry.run_id)
             if used - draft.attempts_before >= recipe.max_attempts:
                 return False
-            add_attempt(
-                session,
-                run_id=entry.run_id,
-                number=entry.number + 1,
-                draft_key=entry.draft_key,
-                recipe=recipe.name,
-                worker=entry.owner,
-                model=recipe.model,
-                started_at=now,
-                mode=Drafting.BATCH.value,
-                wait_until=entry.wait_until,
-            )
+            add_entry(session, recipe, entry.claim(), (last or 0) + 1, entry.wait_until, now)
         return True
 
     def record_late_answers(self, ref: str, results: dict[str, ModelReply | EntryFailure]) -> None:

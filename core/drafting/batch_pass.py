@@ -65,7 +65,6 @@ class BatchPass:
         self.clock = clock
         self.lease = lease  # longer than one request to the batches API, end to end
         self.poll_every, self.poll_cap = poll_every, poll_cap
-        self.backoff = Backoff(poll_every.total_seconds(), poll_cap.total_seconds())
         self.entries = BatchEntries(store, recipes, drafting, clock, later)
 
     def run_once(self) -> None:
@@ -234,7 +233,10 @@ class BatchPass:
                 self._release(row.id, owner, self._delay(row.polls + 1, None))
                 return
         with self.store.transaction() as session:  # the world has none: send it now
-            _set(session, row.id, size=len(entries), may_exist=True)
+            resend = _fenced(row.id, owner, BatchState.SUBMITTING)
+            still_ours = session.execute(resend.values(size=len(entries), may_exist=True))
+            if still_ours.rowcount != 1:  # type: ignore[attr-defined]
+                return  # the look outlasted our lease: the pass that holds it decides
         self._send(row.id, owner, entries)
 
     def _poll(self, row: BatchRow, owner: str, entries: list[Entry]) -> None:
@@ -308,7 +310,8 @@ class BatchPass:
             )
 
     def _delay(self, polls: int, retry_after: float | None) -> timedelta:
-        seconds = self.backoff.delay(polls, retry_after)
+        backoff = Backoff(self.poll_every.total_seconds(), self.poll_cap.total_seconds())
+        seconds = backoff.delay(polls, retry_after)
         return timedelta(seconds=max(seconds, self.poll_every.total_seconds() / 2))
 
 

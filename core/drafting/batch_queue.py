@@ -12,13 +12,13 @@ pass takes the claim over and drafts synchronously (`core.drafting.batch_pass`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from core.drafting.attempts import add_attempt, attempts_so_far
+from core.drafting.attempts import add_attempt, attempts_so_far, unfinished_batch_entry
 from core.drafting.claims import Claim, DraftResult
 from core.identity import batch_custom_id
 from core.models import AttemptRow, DraftRow, RunRow
@@ -154,7 +154,7 @@ def _entries_query() -> Any:
         sa.select(AttemptRow, col(DraftRow.version), col(RunRow.slot_at))
         .join(DraftRow, col(DraftRow.key) == col(AttemptRow.draft_key))
         .join(RunRow, col(RunRow.id) == col(AttemptRow.run_id))
-        .where(col(AttemptRow.mode) == Drafting.BATCH, col(AttemptRow.finished_at).is_(None))
+        .where(unfinished_batch_entry())
     )
 
 
@@ -198,7 +198,7 @@ def waiting_by_recipe(session: Session) -> dict[str, int]:
     attempts only, through their partial index, never the ledger's history."""
     counts = session.exec(
         select(AttemptRow.recipe, sa.func.count())
-        .where(col(AttemptRow.mode) == Drafting.BATCH, col(AttemptRow.finished_at).is_(None))
+        .where(unfinished_batch_entry())
         .group_by(col(AttemptRow.recipe))
     ).all()
     return {recipe: int(count) for recipe, count in counts}
@@ -211,7 +211,3 @@ def gathered_for(entries: list[Entry], recipes: dict[str, Recipe], now: datetime
         e.recipe not in recipes or e.started_at + recipes[e.recipe].batch_gather <= now
         for e in entries
     )
-
-
-def wait_left(entry: Entry, now: datetime) -> timedelta:
-    return entry.wait_until - now

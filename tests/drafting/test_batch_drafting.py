@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -34,7 +35,7 @@ from core.store.engine import Store
 from core.telemetry.pricing import estimated_cost_usd
 from core.testing import FrozenClock
 from tests.fakes.anthropic_api import FakeAnthropic
-from tests.fakes.anthropic_batches import accept_then_drop, errored, status
+from tests.fakes.anthropic_batches import accept_then_drop, drop, errored, status
 
 CONFIG = """
 [slack]
@@ -454,3 +455,36 @@ def test_a_slot_waiting_in_a_batch_is_no_overlap_for_the_next_slot(
     deployment.later(timedelta(hours=1))
 
     assert drafting.draft_slot(recipe, second, overlap=Overlap.SKIP).outcome == DraftOutcome.BATCHED
+
+
+def test_a_pass_whose_look_outlasted_its_lease_sends_nothing(deployment: Deployment) -> None:
+    """A create was lost without reaching the API. While the first pass looks for it,
+    its lease lapses and a second pass looks, finds none and sends it: the first one's
+    send is refused by its fenced write, so the entries go out once more, not twice."""
+    deployment.fake.batches.script(drop())  # nothing created, no answer
+    deployment.fire("weekly-update")
+    first, second = deployment.batch_pass(), deployment.batch_pass()
+    deployment.later(timedelta(seconds=30))
+    ref = first.gather()
+    assert ref is not None
+    deployment.later(timedelta(minutes=1))
+    client = first.client
+    look = client.find_again
+
+    def slow_look(*args: Any, **kwargs: Any) -> Any:
+        found = look(*args, **kwargs)
+        deployment.later(first.lease + timedelta(seconds=1))
+        second.advance(ref)  # the lease lapsed meanwhile: the second pass re-sends
+        return found
+
+    first.client = SimpleNamespace(  # type: ignore[assignment]
+        find_again=slow_look,
+        submit=client.submit,
+        poll=client.poll,
+        results=client.results,
+        cancel=client.cancel,
+    )
+    first.advance(ref)
+
+    assert len(deployment.fake.batches.creates) == 2  # the lost one, then one re-send
+    assert len(deployment.fake.batches.created) == 1

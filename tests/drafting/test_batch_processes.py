@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -63,6 +63,7 @@ KEY = f"linkedin|weekly-update@{WALL}|v1"
 @dataclass
 class Deployment(Processes):
     anthropic: Path
+    asked: set[str] = field(default_factory=lambda: {f"weekly-update@{WALL}"}, kw_only=True)
 
     def ask_for_a_batch(self) -> None:
         asked = self.galley("draft", "weekly-update", "--slot", WALL, "--batch", "--json")
@@ -77,9 +78,11 @@ class Deployment(Processes):
             return list(session.exec(select(BatchRow)).all())
 
     def ready(self) -> list[DraftRow]:
+        """Ready drafts of the slots the test asked for: a real Monday 09:00 passing
+        while the bots run would fire the schedule and add one of its own."""
         with self.store.read() as session:
             drafts = session.exec(select(DraftRow).where(DraftRow.state == DraftState.READY))
-            return list(drafts.all())
+            return [d for d in drafts.all() if d.run_id in self.asked]
 
     def created(self) -> int:
         return len(read_batches(self.anthropic))
@@ -180,6 +183,7 @@ def test_two_replicas_killed_at_random_pay_once_per_delivered_draft(
     write_state(deployment.anthropic, batch_looks=2)  # two in_progress answers per batch
     mondays = [datetime(2026, 11, 23, 9) - timedelta(weeks=n) for n in range(CHAOS_SLOTS)]
     walls = [f"{monday:%Y-%m-%dT%H:%M}" for monday in mondays]
+    deployment.asked = {f"weekly-update@{wall}" for wall in walls}
     replicas = [deployment.start(), deployment.start()]
     kills = 0
     try:
