@@ -186,6 +186,8 @@ def _recipe_text(line: RecipeLine) -> str:
     if s.pending >= s.pending_limit:
         queue += " (full: drafting waits for reviews)"
     parts = [f"*{escape_mrkdwn(s.name)}* v{s.version}", queue]
+    if s.in_batch:
+        parts.append(f"{s.in_batch} drafting in a batch")
     if s.paused:
         parts.append(f"paused ({escape_mrkdwn(s.paused_reason or 'no reason given')})")
     if s.next_slot:

@@ -188,11 +188,13 @@ def status(as_json: JsonFlag = False) -> None:
             f"v{r.version}",
             "paused" if r.paused else "",
             f"{r.pending}/{r.pending_limit}",
+            str(r.in_batch) if r.in_batch else "",
             r.next_slot,
         ]
         for r in report.recipes
     ]
-    out.print(table("recipes", ["recipe", "version", "paused", "pending", "next slot"], rows))
+    columns = ["recipe", "version", "paused", "pending", "in a batch", "next slot"]
+    out.print(table("recipes", columns, rows))
     if report.uncertain:
         out.print("uncertain runs: " + ", ".join(report.uncertain), highlight=False)
 

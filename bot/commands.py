@@ -78,6 +78,7 @@ def _status(args: list[str], context: CommandContext) -> str:
     lines = [
         f"*{r.name}* v{r.version} · {r.pending}/{r.pending_limit} waiting"
         + (f" · paused ({r.paused_reason or 'no reason'})" if r.paused else "")
+        + (f" · {r.in_batch} in a batch" if r.in_batch else "")
         + (f" · next {r.next_slot}" if r.next_slot else "")
         for r in report.recipes
     ]

@@ -88,3 +88,13 @@ def test_a_page_offers_older_runs_only_when_there_are_some(
         assert f"weekly-update@{slots[0]}" in out and "older:" not in out
     code, out, _ = galley(env, "runs", "--limit", "3", "--json")
     assert len(json.loads(out)["runs"]) == 3
+
+
+def test_status_counts_a_draft_waiting_in_a_batch(env: dict[str, str]) -> None:
+    code, out, _ = galley(env, "draft", "weekly-update", "--slot", SLOTS[0], "--batch", "--json")
+    assert (code, json.loads(out)["outcome"]) == (0, "batched")
+    code, out, _ = galley(env, "status")
+    assert code == 0
+    [row] = [line for line in out.splitlines() if "weekly-update" in line]
+    header = next(line for line in out.splitlines() if "in a batch" in line)
+    assert header.index("in a batch") <= row.index(" 1 ") + 1 <= header.index("next slot")
