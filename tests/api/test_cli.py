@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -167,3 +168,55 @@ def test_read_commands_load_the_database_layer_only(
     )
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_a_command_runs_with_the_cyclic_collector_on_and_the_bot_serves_with_it(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """main() holds the collector off only while a command imports its modules (it would
+    scan every new module object ~200 times): the command's own work, and above all the
+    long-running bot, must collect cycles again."""
+    import gc
+    import os
+
+    import bot.run
+    from core.api.galley import Galley
+
+    seen: dict[str, bool] = {}
+    real_status = Galley.status
+
+    def status(self: Galley) -> Any:
+        seen["status"] = gc.isenabled()
+        return real_status(self)
+
+    class Bot:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def serve(self, started: Any = None) -> int:
+            seen["serve"] = gc.isenabled()
+            return 0
+
+    class Exited(Exception):
+        pass
+
+    def leave(code: int) -> None:
+        raise Exited(code)
+
+    galley(env, "draft", "weekly-update", "--slot", "2026-11-23T09:00")  # a migrated database
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(Galley, "status", status)
+    monkeypatch.setattr(bot.run, "Bot", Bot)
+    monkeypatch.setattr(os, "_exit", leave)
+    try:
+        for argv in (["galley", "status"], ["galley", "run"]):
+            monkeypatch.setattr(sys, "argv", argv)
+            with pytest.raises((SystemExit, Exited)):
+                from bot.cli import main
+
+                main()
+    finally:
+        gc.unfreeze()
+        gc.enable()
+    assert seen == {"status": True, "serve": True}
