@@ -222,9 +222,10 @@ def claim_slot(
             state=DraftState.CLAIMED,
             claimed_by=owner,
             lease_until=now + recipe.takeover_after,
-            attempts_before=_attempts_of(key),  # counted by the INSERT itself
+            attempts_before=_ATTEMPTS_OF_KEY,  # counted by the INSERT itself
             created_at=now,
             updated_at=now,
+            binds={"attempts_of_key": key},
         ):
             return DraftResult(DraftOutcome.IN_PROGRESS, run.id, key)
         record_event(
@@ -352,15 +353,15 @@ def _skip(
     move_run(session, run, RunState.SKIPPED, actor=actor, at=now, reason=reason, detail=detail)
 
 
-def _attempts_of(key: str) -> Any:
-    """The attempts already made for `key` (by claims given back), as a subquery the
-    claim's INSERT evaluates: one statement, inside the same write lock."""
-    return (
-        sa.select(sa.func.count())
-        .select_from(AttemptRow)
-        .where(col(AttemptRow.draft_key) == key)
-        .scalar_subquery()
-    )
+# The attempts already made for a key (by claims given back), as a subquery the claim's
+# INSERT evaluates: one statement, inside the same write lock. Built once and bound to
+# the key at each claim through `insert_ignore`'s binds.
+_ATTEMPTS_OF_KEY = (
+    sa.select(sa.func.count())
+    .select_from(AttemptRow)
+    .where(col(AttemptRow.draft_key) == sa.bindparam("attempts_of_key"))
+    .scalar_subquery()
+)
 
 
 def abandon_unfinished_attempts(session: Session, key: str, now: datetime) -> None:

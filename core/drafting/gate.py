@@ -6,13 +6,15 @@ both pass the gate for the last free place in the review queue.
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from core.drafting.attempts import waiting_in_batch
-from core.models import AttemptRow, DraftRow, RecipeRow
+from core.models import AttemptRow, DraftRow, RecipeRow, UTCDateTime
 from core.policies import SkipReason
 from core.setup.config import Recipe
 from core.states import DraftState
@@ -24,14 +26,24 @@ def queue_depth(session: Session, recipe: str | None, now: datetime) -> int:
 
     Counting live claims keeps concurrent slots from overshooting `pending_limit`.
     """
+    params: dict[str, object] = {"now": now} | ({} if recipe is None else {"recipe": recipe})
+    return int(session.execute(_queue_depth_statement(recipe is not None), params).scalar_one())
+
+
+@functools.cache
+def _queue_depth_statement(of_one_recipe: bool) -> Any:
+    """Built once, bound per call (every claim asks it: bench/draft_overhead.py)."""
     query = select(sa.func.count()).select_from(DraftRow)
     query = query.where(  # the IN lets SQLite seek ix_drafts_recipe_state, not scan
         col(DraftRow.state).in_([DraftState.READY, DraftState.CLAIMED]),
-        sa.or_(col(DraftRow.state) == DraftState.READY, col(DraftRow.lease_until) > now),
+        sa.or_(
+            col(DraftRow.state) == DraftState.READY,
+            col(DraftRow.lease_until) > sa.bindparam("now", type_=UTCDateTime),
+        ),
     )
-    if recipe is not None:
-        query = query.where(col(DraftRow.recipe) == recipe)
-    return int(session.exec(query).one())
+    if of_one_recipe:
+        query = query.where(col(DraftRow.recipe) == sa.bindparam("recipe"))
+    return query
 
 
 def ready_count(session: Session, recipe: str) -> int:

@@ -9,12 +9,13 @@ was bumped is still stored (superseded), never thrown away.
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import time
 import uuid
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
@@ -424,25 +425,32 @@ def _supersede_older_drafts(session: Session, claim: Claim, actor: str, now: dat
     """The slot's earlier drafts leave the queue. An approved one whose publication was
     already sent (or may have been: in flight, uncertain) stays approved, so the send is
     recorded as published when its outcome comes: a send is never disowned."""
+    params = {"run_id": claim.run_id, "draft_key": claim.draft_key}
+    older = session.exec(_older_drafts_statement(), params=params).all()
+    for draft in older:
+        move_draft(
+            session, draft, DraftState.SUPERSEDED, actor=actor, at=now, reason=claim.draft_key
+        )
+
+
+@functools.cache
+def _older_drafts_statement() -> Any:
+    """Built once, bound per call (every stored draft asks it: bench/draft_overhead.py)."""
     sent = sa.exists().where(
         col(EffectRow.draft_key) == col(DraftRow.key),
         col(EffectRow.step) == EffectStep.PUBLISH,
         col(EffectRow.state) != EffectState.FAILED,
     )
-    older = session.exec(
+    return (
         select(DraftRow)
         .where(
-            col(DraftRow.run_id) == claim.run_id,
-            col(DraftRow.key) != claim.draft_key,
+            col(DraftRow.run_id) == sa.bindparam("run_id"),
+            col(DraftRow.key) != sa.bindparam("draft_key"),
             (col(DraftRow.state) == DraftState.READY)
             | ((col(DraftRow.state) == DraftState.APPROVED) & ~sent),
         )
         .order_by(col(DraftRow.key))
-    ).all()
-    for draft in older:
-        move_draft(
-            session, draft, DraftState.SUPERSEDED, actor=actor, at=now, reason=claim.draft_key
-        )
+    )
 
 
 def _fail_reason(outcome: AttemptOutcome) -> FailReason:

@@ -227,17 +227,36 @@ class Store:
         self.engine.dispose()
 
 
-def insert_ignore(session: Session, table: type[Any], **values: Any) -> bool:
+def insert_ignore(
+    session: Session, table: type[Any], *, binds: dict[str, Any] | None = None, **values: Any
+) -> bool:
     """`INSERT … ON CONFLICT DO NOTHING`; True when this call inserted the row.
 
-    The database decides who wins a key, in one statement: never check-then-insert.
+    The database decides who wins a key, in one statement: never check-then-insert. A
+    value may be SQL (a subquery the INSERT evaluates): keep such an expression built
+    once, with its own bind parameters given in `binds`.
     """
     statement = _insert_ignore_statement(session.get_bind().dialect.name, table)
-    if any(isinstance(value, sa.ClauseElement) for value in values.values()):
-        return session.execute(statement.values(**values)).first() is not None  # SQL values
-    return session.execute(statement, values).first() is not None
+    sql = {name: value for name, value in values.items() if isinstance(value, sa.ClauseElement)}
+    if sql:
+        statement = _with_sql_values(statement, sql)
+        values = {name: value for name, value in values.items() if name not in sql}
+    return session.execute(statement, values | (binds or {})).first() is not None
 
 
+def _with_sql_values(statement: Any, sql: dict[str, Any]) -> Any:
+    """`statement` with SQL `sql` values, built once per expression object (the callers
+    pass module-level expressions, so a key's `id` stays theirs)."""
+    shape = (id(statement), *sorted((name, id(value)) for name, value in sql.items()))
+    found = _WITH_SQL.get(shape)
+    if found is None:
+        if len(_WITH_SQL) >= 64:  # an expression built per call would grow this forever
+            raise ValueError("insert_ignore: build SQL values once, at module level")
+        found = _WITH_SQL.setdefault(shape, (statement.values(**sql), statement, sql))
+    return found[0]
+
+
+_WITH_SQL: dict[tuple[Any, ...], tuple[Any, Any, dict[str, Any]]] = {}  # holds what it keys
 _INSERT_IGNORE: dict[tuple[str, type[Any]], Any] = {}
 
 

@@ -10,6 +10,7 @@ raised, so the caller's whole transaction rolls back instead of writing over it.
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 from typing import Any
 
@@ -88,22 +89,40 @@ def guarded_update(session: Session, row: SQLModel, **guards: Any) -> None:
         for attr in state.mapper.column_attrs
         if state.attrs[attr.key].history.added
     }
-    where = [column == state.identity[i] for i, column in enumerate(state.mapper.primary_key)]
-    where += _conditions(table, guards)
+    null_guards = frozenset(name for name, value in guards.items() if value is None)
+    statement = _guarded_update_statement(table, tuple(changes), tuple(guards), null_guards)
+    params = {f"new_{name}": value for name, value in changes.items()}
+    params |= {f"was_{name}": value for name, value in guards.items() if value is not None}
+    params |= {f"pk_{i}": value for i, value in enumerate(state.identity)}
     with session.no_autoflush:
-        result = session.execute(
-            sa.update(table)
-            .where(*where)
-            .values(**changes)
-            .execution_options(synchronize_session=False)
-        )
-    if result.rowcount != 1:  # type: ignore[attr-defined]
+        result = session.connection().execute(statement, params)
+    if result.rowcount != 1:
         expected = ", ".join(f"{name}={value}" for name, value in guards.items())
         raise ConcurrentChange(
             f"{table.__tablename__} {state.identity[0]} changed under us (expected {expected})"
         )
     for name, value in changes.items():
         set_committed_value(row, name, value)
+
+
+@functools.cache
+def _guarded_update_statement(
+    table: Any, changed: tuple[str, ...], guarded: tuple[str, ...], null_guards: frozenset[str]
+) -> Any:
+    """The UPDATE of one shape (table, columns written, columns guarded), built once and
+    bound per call: building it anew cost more CPU than sending it (bench/draft_overhead.py)."""
+    columns = table.__table__.c
+    keys = table.__table__.primary_key
+    where = [column == sa.bindparam(f"pk_{i}") for i, column in enumerate(keys)]
+    where += [
+        columns[n].is_(None) if n in null_guards else columns[n] == sa.bindparam(f"was_{n}")
+        for n in guarded
+    ]
+    return (
+        sa.update(table.__table__)
+        .where(*where)
+        .values({columns[n]: sa.bindparam(f"new_{n}", type_=columns[n].type) for n in changed})
+    )
 
 
 def guarded_delete(session: Session, row: SQLModel, **guards: Any) -> bool:

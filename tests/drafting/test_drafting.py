@@ -146,6 +146,25 @@ def test_a_429_storm_stops_at_the_attempt_cap(store: Store, fake_anthropic: Fake
     assert len(fake_anthropic.requests) == 3
 
 
+def test_a_failed_run_drafted_again_gets_max_attempts_afresh(
+    store: Store, fake_anthropic: FakeAnthropic
+) -> None:
+    """The claim's INSERT counts the attempts earlier claims of the same key made
+    (`attempts_before`), so max_attempts caps each claim, not the key's whole life."""
+    drafter = AnthropicDrafter(api_key="test-key", base_url=fake_anthropic.url)
+    services = Services(make_config(max_attempts=2), store, drafter=drafter, backoff=FAST)
+    fake_anthropic.script(status(529), status(529), status(529), ok(text="third claim lucky"))
+    first = Galley(services.config, store, services=services).draft("weekly-update", SLOT)
+    assert first.reason == FailReason.ATTEMPTS_EXHAUSTED
+
+    result = services.retry(RUN, actor="cli")
+
+    assert not isinstance(result, str) and result.outcome == DraftOutcome.DRAFTED
+    assert len(fake_anthropic.requests) == 4
+    [draft] = drafts(store)
+    assert (draft.attempts_before, draft.text) == (2, "third claim lucky")
+
+
 def test_backpressure_skips_the_next_slot_without_calling_the_model(
     store: Store, fake_anthropic: FakeAnthropic
 ) -> None:

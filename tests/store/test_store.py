@@ -134,3 +134,30 @@ def test_a_pooled_connection_given_back_a_moment_ago_is_not_pinged_again(
     _backend_pid(store)
     assert len(pings) == 1  # idle long enough: asked once, then used
     store.dispose()
+
+
+def test_insert_ignore_refuses_sql_values_built_anew_at_each_call(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SQL value's INSERT is built once per expression object; an expression built per
+    call would grow that cache without end, so the 65th distinct one is refused."""
+    from datetime import UTC, datetime
+
+    from core.models import RecipeRow
+    from core.store.engine import insert_ignore
+
+    monkeypatch.setattr(core.store.engine, "_WITH_SQL", {})
+    now = datetime(2026, 11, 23, tzinfo=UTC)
+    with store.transaction() as session:
+        for n in range(64):
+            version = sa.literal(n + 1, sa.Integer)  # a new expression each time
+            assert insert_ignore(
+                session, RecipeRow, name=f"r{n}", version=version, paused=False, updated_at=now
+            )
+        with pytest.raises(ValueError, match="once, at module level"):
+            insert_ignore(
+                session, RecipeRow, name="r64", version=sa.literal(1), paused=False, updated_at=now
+            )
+    with store.read() as session:
+        names = session.execute(sa.select(RecipeRow.name)).scalars().all()
+    assert sorted(names) == sorted(f"r{n}" for n in range(64))  # r64 was never sent
