@@ -12,16 +12,17 @@ import functools
 import random
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from core.errors import ModelCallFailed
 from core.identity import attempt_id
-from core.models import AttemptRow
+from core.models import AttemptRow, DraftRow
 from core.policies import AttemptOutcome, Drafting
 from core.ports import ModelReply
+from core.states import DraftState
 
 _ATTEMPTS: Any = AttemptRow.__table__  # type: ignore[attr-defined]
 _ATTEMPT = "attempt_id"
@@ -57,12 +58,40 @@ def waiting_in_batch(draft_key: Any) -> sa.ColumnElement[bool]:
     return sa.exists().where(col(AttemptRow.draft_key) == draft_key, unfinished_batch_entry())
 
 
-def attempts_so_far(session: Session, draft_key: str, run_id: str) -> tuple[int, int | None]:
-    """In one statement: the attempts made for `draft_key` (by this claim and the ones
-    given back before it), and the run's highest attempt number."""
-    params = {"draft_key": draft_key, "run_id": run_id}
+class Attempts(NamedTuple):
+    """A draft key's model calls since its claim began (`made`; calls before it, given
+    back with a failed run, do not count) and its run's highest attempt number (`last`):
+    the one rule `max_attempts` is judged by, for a slot's draft, a batch entry and a
+    reviewer's redraft alike."""
+
+    made: int
+    last: int | None
+
+    def spent(self, max_attempts: int) -> bool:
+        return self.made >= max_attempts
+
+    @property
+    def next_number(self) -> int:
+        return (self.last or 0) + 1
+
+
+def attempts_of(session: Session, draft: DraftRow) -> Attempts:
+    """The attempts of a draft the caller has read (locked, when it will add one)."""
+    params = {"draft_key": draft.key, "run_id": draft.run_id}
     used, last = session.execute(_attempts_so_far_statement(), params).one()
-    return int(used), last
+    return Attempts(int(used) - draft.attempts_before, last)
+
+
+def held_attempts(session: Session, draft_key: str, owner: str) -> Attempts | None:
+    """In one statement, the draft row locked while `owner` still holds its claim, and
+    its attempts; None when the claim is no longer `owner`'s.
+
+    PostgreSQL counts the attempts with the snapshot taken before the row lock is
+    granted; that is exact here, because only the claim's holder (this caller) adds
+    attempts under it: a takeover changes the row, and re-checks the claim, first."""
+    params = {"draft_key": draft_key, "owner": owner}
+    found = session.execute(_held_attempts_statement(), params).one_or_none()
+    return None if found is None else Attempts(int(found.made), found.last)
 
 
 @functools.cache
@@ -80,6 +109,30 @@ def _attempts_so_far_statement() -> Any:
         .scalar_subquery()
     )
     return sa.select(of_key, of_run)
+
+
+@functools.cache
+def _held_attempts_statement() -> Any:
+    of_key = (
+        select(sa.func.count())
+        .select_from(AttemptRow)
+        .where(col(AttemptRow.draft_key) == col(DraftRow.key))
+        .scalar_subquery()
+    )
+    of_run = (
+        select(sa.func.max(AttemptRow.number))
+        .where(col(AttemptRow.run_id) == col(DraftRow.run_id))
+        .scalar_subquery()
+    )
+    return (
+        sa.select((of_key - col(DraftRow.attempts_before)).label("made"), of_run.label("last"))
+        .where(
+            col(DraftRow.key) == sa.bindparam("draft_key"),
+            col(DraftRow.state) == DraftState.CLAIMED,
+            col(DraftRow.claimed_by) == sa.bindparam("owner"),
+        )
+        .with_for_update(of=DraftRow.__table__)  # type: ignore[attr-defined]
+    )
 
 
 def add_attempt(

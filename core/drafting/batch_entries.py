@@ -16,7 +16,7 @@ from functools import partial
 
 from sqlmodel import col, select
 
-from core.drafting.attempts import attempts_so_far, finish_attempt
+from core.drafting.attempts import attempts_of, finish_attempt
 from core.drafting.batch_drafter import EntryFailure
 from core.drafting.batch_queue import Entry, add_entry, held_by, late_entries
 from core.drafting.claims import Claim, abandon_unfinished_attempts
@@ -100,10 +100,10 @@ class BatchEntries:
             draft = lock_draft(session, entry.draft_key)
             if draft is None or not held_by(draft, entry.owner):
                 return True  # no longer ours: nothing to send
-            used, last = attempts_so_far(session, entry.draft_key, entry.run_id)
-            if used - draft.attempts_before >= recipe.max_attempts:
+            attempts = attempts_of(session, draft)
+            if attempts.spent(recipe.max_attempts):
                 return False
-            add_entry(session, recipe, entry.claim(), (last or 0) + 1, entry.wait_until, now)
+            add_entry(session, recipe, entry.claim(), attempts.next_number, entry.wait_until, now)
         return True
 
     def record_late_answers(self, ref: str, results: dict[str, ModelReply | EntryFailure]) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from core.drafting.attempts import add_attempt, attempts_so_far, unfinished_batch_entry
+from core.drafting.attempts import add_attempt, attempts_of, unfinished_batch_entry
 from core.drafting.claims import Claim, DraftResult
 from core.identity import batch_custom_id
 from core.models import AttemptRow, DraftRow, RunRow
@@ -91,11 +91,11 @@ class BatchQueue:
             draft = lock_draft(session, claim.draft_key)
             if draft is None or not held_by(draft, claim.owner):
                 return DraftResult(DraftOutcome.IN_PROGRESS, claim.run_id, claim.draft_key)
-            used, last = attempts_so_far(session, claim.draft_key, claim.run_id)
-            if used - draft.attempts_before >= recipe.max_attempts:
+            attempts = attempts_of(session, draft)
+            if attempts.spent(recipe.max_attempts):
                 return None
             wait_until = wait_until_for(recipe, slot, manual=manual, now=now)
-            add_entry(session, recipe, claim, (last or 0) + 1, wait_until, now)
+            add_entry(session, recipe, claim, attempts.next_number, wait_until, now)
             hold_claim(session, draft, wait_until + recipe.takeover_after, now)
             detail = f"waiting in a batch until {wait_until:%Y-%m-%d %H:%M:%S}Z, then drafted"
             note_draft(

@@ -34,7 +34,7 @@ from core.ports import Clock
 from core.setup.config import Recipe
 from core.slots.schedule import Slot
 from core.states import DraftState, EventSubject, RunState, run_may_move
-from core.store.engine import Store, insert_ignore
+from core.store.engine import Store, insert_ignore, insert_new
 from core.store.leases import SWEEPER, lease_now, new_owner
 from core.store.rows import draft_row, lock_recipe, lock_run, recipe_row, required, run_holds
 from core.store.transitions import (
@@ -107,10 +107,11 @@ def lock_recipe_row(session: Session, name: str, now: datetime) -> RecipeRow:
 
 def open_run(
     session: Session, recipe: Recipe, slot: Slot, *, manual: bool, actor: str, now: datetime
-) -> RunRow:
-    """The run row for a slot, created `pending` if new (the recipe row must exist)."""
+) -> tuple[RunRow, bool]:
+    """The run row for a slot, locked, and whether this call created it `pending` (the
+    recipe row must exist)."""
     run_id = slot.run_id(recipe.name)
-    inserted = insert_ignore(
+    opened = insert_new(
         session,
         RunRow,
         id=run_id,
@@ -123,19 +124,19 @@ def open_run(
         created_at=now,
         updated_at=now,
     )
-    run = required(lock_run(session, run_id), f"run {run_id}")  # recipe, run, then draft
-    if inserted:
-        record_event(
-            session,
-            subject=EventSubject.RUN,
-            subject_id=run_id,
-            run_id=run_id,
-            to_state=RunState.PENDING,
-            actor=actor,
-            at=now,
-            reason=f"slot {run.slot_wall} fires at {slot.fire_at.isoformat()}",
-        )
-    return run
+    if opened is None:
+        return required(lock_run(session, run_id), f"run {run_id}"), False  # recipe, run, …
+    record_event(
+        session,
+        subject=EventSubject.RUN,
+        subject_id=run_id,
+        run_id=run_id,
+        to_state=RunState.PENDING,
+        actor=actor,
+        at=now,
+        reason=f"slot {opened.slot_wall} fires at {slot.fire_at.isoformat()}",
+    )
+    return opened, True
 
 
 def skip_slot(
@@ -150,7 +151,7 @@ def skip_slot(
 ) -> RunRow:
     """Record a slot nobody will draft: its run, opened if new, becomes `skipped`."""
     ensure_recipe_row(session, recipe.name, now)
-    run = open_run(session, recipe, slot, manual=False, actor=actor, now=now)
+    run, _ = open_run(session, recipe, slot, manual=False, actor=actor, now=now)
     skip_if_pending(session, run, reason, detail, actor=actor, now=now)
     return run
 
@@ -188,12 +189,12 @@ def claim_slot(
     with store.transaction() as session:
         now = lease_now(session, clock)  # leases are judged by the database's clock
         recipe_row = lock_recipe_row(session, recipe.name, now)
-        run = open_run(session, recipe, slot, manual=manual, actor=actor, now=now)
+        run, opened = open_run(session, recipe, slot, manual=manual, actor=actor, now=now)
         if manual and not run.manual:
             run.manual = True  # a person asked for this slot: it stays theirs through sweeps
             guarded_update(session, run, state=run.state)
         key = draft_key(recipe.platform, run.id, recipe_row.version)
-        existing = draft_row(session, key)
+        existing = None if opened else draft_row(session, key)  # a new run has no drafts
         if existing is not None:
             return _answer_existing(session, existing, run, owner, recipe.takeover_after, now)
         if run.state == RunState.RUNNING:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from core.drafting.attempts import Backoff, add_attempt, attempts_so_far, finish_attempt
+from core.drafting.attempts import Backoff, add_attempt, finish_attempt, held_attempts
 from core.drafting.causes import attempt_cause
 from core.drafting.claims import Claim, DraftResult, claim_slot, lock_recipe_row, renew_lease
 from core.drafting.fit import FitRule, limit_instruction
@@ -185,11 +185,12 @@ class DraftingService:
     def _begin_attempt(self, recipe: Recipe, claim: Claim, *, redraft: bool = False) -> int | None:
         """Write the attempt row before the call; None when the attempt cap is reached."""
         with self.store.transaction() as session:
-            draft = _own_claim(session, claim)
-            used, last = attempts_so_far(session, claim.draft_key, claim.run_id)
-            if used - draft.attempts_before >= recipe.max_attempts:
+            attempts = held_attempts(session, claim.draft_key, claim.owner)
+            if attempts is None:
+                raise _lost(claim)
+            if attempts.spent(recipe.max_attempts):
                 return None
-            number = (last or 0) + 1
+            number = attempts.next_number
             add_attempt(
                 session,
                 run_id=claim.run_id,
@@ -413,8 +414,12 @@ def _own_claim(session: Session, claim: Claim) -> DraftRow:
 def _still_ours(draft: DraftRow | None, claim: Claim) -> DraftRow:
     """`draft` (as read, locked) if it is still claimed by `claim`'s owner; else LostClaim."""
     if draft is None or draft.state != DraftState.CLAIMED or draft.claimed_by != claim.owner:
-        raise LostClaim(f"claim on {claim.draft_key} is no longer held by {claim.owner}")
+        raise _lost(claim)
     return draft
+
+
+def _lost(claim: Claim) -> LostClaim:
+    return LostClaim(f"claim on {claim.draft_key} is no longer held by {claim.owner}")
 
 
 def _run(session: Session, run_id: str) -> RunRow:

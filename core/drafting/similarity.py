@@ -89,7 +89,11 @@ def _comparison_statement() -> Any:
         .limit(cap)
         for state in sorted(DRAFT_APPROVED_STATES)
     ]
-    return sa.union_all(*(sa.select(part.subquery()) for part in parts))
+    every = sa.union_all(*(sa.select(part.subquery()) for part in parts)).subquery()
+    # Ordered here, not in Python: the timestamp then stays in the database, unparsed.
+    return sa.select(every.c.key, every.c.text, every.c.seen).order_by(
+        every.c.updated_at.desc(), every.c.key
+    )
 
 
 def comparison_set(
@@ -108,11 +112,10 @@ def comparison_set(
     One statement: a UNION ALL of one capped read per state, each seeking
     ix_drafts_recipe_state_updated, so a long history costs nothing."""
     values = {"recipe": recipe, "platform": platform, "exclude": exclude, "since": since}
-    rows = session.execute(_comparison_statement(), values | {"cap": limit}).all()
-    newest_first = sorted(rows, key=lambda row: row.updated_at, reverse=True)
-    waiting = [row for row in reversed(newest_first) if not row.seen]
-    seen = [row for row in newest_first if row.seen][: limit - len(waiting)]
-    return [Candidate(row.key, row.text) for row in [*waiting, *seen] if row.text]
+    newest_first = session.execute(_comparison_statement(), values | {"cap": limit}).all()
+    waiting = [Candidate(key, text) for key, text, seen in reversed(newest_first) if not seen]
+    seen = [Candidate(key, text) for key, text, seen in newest_first if seen]
+    return [c for c in [*waiting, *seen[: limit - len(waiting)]] if c.text]
 
 
 def closest(text: str, candidates: list[Candidate]) -> Match | None:

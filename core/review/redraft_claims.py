@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
+from core.drafting.attempts import attempts_of
 from core.drafting.gate import tokens_today
 from core.errors import LostClaim
 from core.identity import redraft_key
@@ -124,11 +125,11 @@ def redraft_limit(
     ).one()
     if made >= recipe.max_redrafts:
         return Refusal.REDRAFT_LIMIT, f"{made} redrafts made (max_redrafts = {recipe.max_redrafts})"
-    calls = model_calls(session, draft)
-    if calls >= recipe.max_attempts:
+    attempts = attempts_of(session, draft)
+    if attempts.spent(recipe.max_attempts):
         return (
             Refusal.ATTEMPT_LIMIT,
-            f"{calls} model calls made (max_attempts = {recipe.max_attempts})",
+            f"{attempts.made} model calls made (max_attempts = {recipe.max_attempts})",
         )
     if recipe.daily_token_budget:
         spent = tokens_today(session, recipe, now)
@@ -136,17 +137,6 @@ def redraft_limit(
             budget = recipe.daily_token_budget
             return Refusal.BUDGET, f"daily_token_budget spent: {spent} of {budget} tokens"
     return None
-
-
-def model_calls(session: Session, draft: DraftRow) -> int:
-    """Model calls made for this draft key since its claim, redrafts included: the ledger
-    counts them against `max_attempts`."""
-    used = session.exec(
-        select(sa.func.count())
-        .select_from(AttemptRow)
-        .where(col(AttemptRow.draft_key) == draft.key)
-    ).one()
-    return int(used) - draft.attempts_before
 
 
 def take_over(

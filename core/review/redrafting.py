@@ -19,7 +19,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlmodel import col
 
-from core.drafting.attempts import Backoff, add_attempt, attempts_so_far, finish_attempt
+from core.drafting.attempts import Backoff, add_attempt, attempts_of, finish_attempt
 from core.drafting.causes import attempt_cause
 from core.drafting.revisions import keep_revisions, model_author
 from core.drafting.service import worker_name
@@ -35,7 +35,6 @@ from core.review.redraft_claims import (
     RedraftClaim,
     claim_redraft,
     finish_redraft,
-    model_calls,
     renew_redraft,
     take_over,
 )
@@ -210,10 +209,10 @@ class RedraftService:
             if held.rowcount != 1:  # type: ignore[attr-defined]
                 raise LostClaim(f"the redraft {claim.key} is no longer held by {claim.owner}")
             draft = session.get(DraftRow, claim.draft_key)
-            if draft is None or model_calls(session, draft) >= recipe.max_attempts:
+            attempts = None if draft is None else attempts_of(session, draft)
+            if attempts is None or attempts.spent(recipe.max_attempts):
                 return None
-            _, last = attempts_so_far(session, claim.draft_key, claim.run_id)
-            number = (last or 0) + 1
+            number = attempts.next_number
             add_attempt(
                 session,
                 run_id=claim.run_id,

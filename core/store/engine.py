@@ -13,11 +13,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
+from sqlalchemy.orm import make_transient_to_detached
+from sqlmodel import Session, SQLModel
 
 from core.errors import DatabaseNotReady, DatabaseUnavailable
 
@@ -33,6 +34,7 @@ _DOWN_REVISION = re.compile(r"^down_revision\s*=\s*[\"']([^\"']+)[\"']", re.MULT
 READ_ONLY = "galley_read_only"  # execution option of `Store.read()`'s connections
 PING_AFTER_IDLE_S = 1.0  # PostgreSQL: a pooled connection idle this long is pinged first
 _IDLE_SINCE = "galley_idle_since"  # the pool record's info key: when it was given back
+Table = TypeVar("Table", bound=SQLModel)
 
 
 def normalise_url(url: str) -> str:
@@ -244,6 +246,21 @@ def insert_ignore(
     return session.execute(statement, values | (binds or {})).first() is not None
 
 
+def insert_new(session: Session, table: type[Table], **values: Any) -> Table | None:
+    """`INSERT … ON CONFLICT DO NOTHING RETURNING` every column: the row this call
+    inserted, as the database stored it, and the session's own as though read back (no
+    SELECT after the INSERT; the transaction holds its lock, having written it); None
+    when the key was taken."""
+    statement = _insert_ignore_statement(session.get_bind().dialect.name, table, every=True)
+    stored = session.execute(statement, values).first()
+    if stored is None:
+        return None
+    row = table(**stored._mapping)
+    make_transient_to_detached(row)  # committed state = what was read back: no history
+    session.add(row)
+    return row
+
+
 def _with_sql_values(statement: Any, sql: dict[str, Any]) -> Any:
     """`statement` with SQL `sql` values, built once per expression object (the callers
     pass module-level expressions, so a key's `id` stays theirs)."""
@@ -257,13 +274,14 @@ def _with_sql_values(statement: Any, sql: dict[str, Any]) -> Any:
 
 
 _WITH_SQL: dict[tuple[Any, ...], tuple[Any, Any, dict[str, Any]]] = {}  # holds what it keys
-_INSERT_IGNORE: dict[tuple[str, type[Any]], Any] = {}
+_INSERT_IGNORE: dict[tuple[str, type[Any], bool], Any] = {}
 
 
-def _insert_ignore_statement(dialect: str, table: type[Any]) -> Any:
-    """Built once per backend and table, bound to each call's values: building the
-    statement anew cost more than sending it."""
-    statement = _INSERT_IGNORE.get((dialect, table))
+def _insert_ignore_statement(dialect: str, table: type[Any], *, every: bool = False) -> Any:
+    """Built once per backend, table and RETURNING (the key, or `every` column), bound to
+    each call's values: building the statement anew cost more than sending it."""
+    shape = (dialect, table, every)
+    statement = _INSERT_IGNORE.get(shape)
     if statement is not None:
         return statement
     insert: Any
@@ -272,6 +290,6 @@ def _insert_ignore_statement(dialect: str, table: type[Any]) -> Any:
     else:
         from sqlalchemy.dialects.sqlite import insert
     # RETURNING, not rowcount: psycopg 3 reports -1 for this statement through SQLAlchemy.
-    key_columns = list(table.__table__.primary_key.columns)
-    statement = insert(table.__table__).on_conflict_do_nothing().returning(*key_columns)
-    return _INSERT_IGNORE.setdefault((dialect, table), statement)
+    returned = table.__table__.columns if every else table.__table__.primary_key.columns
+    statement = insert(table.__table__).on_conflict_do_nothing().returning(*returned)
+    return _INSERT_IGNORE.setdefault(shape, statement)

@@ -15,8 +15,9 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.orm import Session, SessionTransaction
 from sqlalchemy.orm.attributes import set_committed_value
-from sqlmodel import Session, SQLModel
+from sqlmodel import SQLModel
 
 from core.errors import ConcurrentChange
 from core.models import DraftRow, EffectRow, EventRow, RunRow
@@ -33,6 +34,7 @@ from core.telemetry import observe
 
 RELEASED = "released"  # the event of a claim given back: its draft row is deleted
 _INSERT_EVENT = sa.insert(EventRow.__table__)  # type: ignore[attr-defined]
+_EVENTS = "galley_events"  # Session.info key: the events recorded, written at commit
 
 
 def record_event(
@@ -59,10 +61,26 @@ def record_event(
         "actor": actor,
         "reason": reason,
     }
-    # One prebuilt Core INSERT with parameters, sent now: no unit of work, no RETURNING
-    # of an id nobody reads, no statement built per event (a third of the ORM's cost).
-    session.execute(_INSERT_EVENT, {"at": at, **fields})
+    # Held until the transaction commits, then written by one prebuilt Core INSERT for
+    # all of its events (`_write_events`): no unit of work, no RETURNING of an id nobody
+    # reads, and one statement where a claim has three events.
+    session.info.setdefault(_EVENTS, []).append({"at": at, **fields})
     observe.state_changed(session, **fields, step=step)
+
+
+@sa.event.listens_for(Session, "before_commit")
+def _write_events(session: Session) -> None:
+    """A transaction's events, in the order they were recorded, as it commits: in the
+    same transaction as the changes they tell of, so one is never kept without the other."""
+    events = session.info.pop(_EVENTS, None)
+    if events:
+        session.execute(_INSERT_EVENT, events)
+
+
+@sa.event.listens_for(Session, "after_transaction_end")
+def _forget_events(session: Session, transaction: SessionTransaction) -> None:
+    if transaction.parent is None:  # rolled back (a commit took them already)
+        session.info.pop(_EVENTS, None)
 
 
 def as_read(row: SQLModel, field: str) -> Any:
