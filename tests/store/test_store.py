@@ -161,3 +161,104 @@ def test_insert_ignore_refuses_sql_values_built_anew_at_each_call(
     with store.read() as session:
         names = session.execute(sa.select(RecipeRow.name)).scalars().all()
     assert sorted(names) == sorted(f"r{n}" for n in range(64))  # r64 was never sent
+
+
+def test_insert_new_gives_the_row_as_stored_and_owned_by_the_session_without_a_read(
+    store: Store,
+) -> None:
+    """The row comes back from the INSERT itself: UTC times as stored, no SELECT after it,
+    a change to it written by one guarded UPDATE; a key already taken gives None and
+    leaves the stored row as it was."""
+    from datetime import UTC, datetime, timedelta, timezone
+
+    from core.models import RecipeRow, RunRow
+    from core.states import RunState
+    from core.store.engine import insert_ignore, insert_new
+    from core.store.transitions import guarded_update
+
+    london_summer = timezone(timedelta(hours=1))
+    slot_at = datetime(2026, 6, 1, 9, 0, tzinfo=london_summer)
+    now = datetime(2026, 6, 1, 8, 0, 1, 250_000, tzinfo=UTC)
+    values = dict(
+        id="weekly@2026-06-01T09:00",
+        recipe="weekly",
+        slot_wall="2026-06-01T09:00",
+        slot_at=slot_at,
+        state=RunState.PENDING,
+        version=1,
+        manual=False,
+        created_at=now,
+        updated_at=now,
+    )
+    sent: list[str] = []
+
+    def count(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        sent.append(statement.split()[0].upper())
+
+    with store.transaction() as session:
+        insert_ignore(session, RecipeRow, name="weekly", version=1, paused=False, updated_at=now)
+        sa.event.listen(store.engine, "before_cursor_execute", count)
+        try:
+            run = insert_new(session, RunRow, **values)
+            assert run is not None and run in session
+            assert (run.slot_at, run.slot_at.tzinfo) == (datetime(2026, 6, 1, 8, tzinfo=UTC), UTC)
+            assert (run.reason, run.draft_key, run.publish_at) == (None, None, None)
+            run.state = RunState.RUNNING
+            guarded_update(session, run, state=RunState.PENDING)
+            session.flush()
+        finally:
+            sa.event.remove(store.engine, "before_cursor_execute", count)
+        assert sent == ["INSERT", "UPDATE"]  # nothing read back, nothing written twice
+        again = insert_new(session, RunRow, **values | {"state": RunState.SKIPPED})
+        assert again is None
+    with store.read() as session:
+        stored = session.execute(sa.select(RunRow.state, RunRow.slot_at)).one()
+    assert tuple(stored) == (RunState.RUNNING, datetime(2026, 6, 1, 8, tzinfo=UTC))
+
+
+def test_events_are_written_as_their_transaction_commits_and_dropped_with_a_rollback(
+    store: Store,
+) -> None:
+    """A transaction's events go in one INSERT, in the order recorded, as it commits; a
+    session used again after a rollback does not write the rolled-back ones."""
+    from datetime import UTC, datetime
+
+    from sqlmodel import Session
+
+    from core.models import EventRow
+    from core.states import EventSubject
+    from core.store.transitions import record_event
+
+    now = datetime(2026, 11, 23, 9, tzinfo=UTC)
+
+    def event(session: Session, subject_id: str) -> None:
+        record_event(
+            session,
+            subject=EventSubject.RUN,
+            subject_id=subject_id,
+            to_state="x",
+            actor="t",
+            at=now,
+        )
+
+    inserts: list[str] = []
+
+    def count(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        if statement.startswith("INSERT INTO events"):
+            inserts.append(statement)
+
+    sa.event.listen(store.engine, "before_cursor_execute", count)
+    try:
+        with Session(store.engine) as session:
+            with session.begin():
+                event(session, "rolled-back")
+                session.rollback()
+            with session.begin():
+                for name in ("first", "second", "third"):
+                    event(session, name)
+    finally:
+        sa.event.remove(store.engine, "before_cursor_execute", count)
+    with store.read() as session:
+        kept = session.execute(sa.select(EventRow.subject_id).order_by(EventRow.id)).scalars()
+        assert list(kept) == ["first", "second", "third"]
+    assert len(inserts) == 1
