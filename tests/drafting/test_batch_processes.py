@@ -119,8 +119,10 @@ def test_killed_after_the_create_was_sent_before_its_id_was_stored(
     second = deployment.start()
     try:
         wait_for(  # the answer is stored, then the batch ended: wait for both
-            lambda: len(deployment.ready()) == 1
-            and [b.state for b in deployment.batches()] == [BatchState.ENDED],
+            lambda: (
+                len(deployment.ready()) == 1
+                and [b.state for b in deployment.batches()] == [BatchState.ENDED]
+            ),
             60,
             "the draft to be stored and its batch ended",
         )
