@@ -83,6 +83,31 @@ def test_an_expired_claim_is_taken_over_and_the_dead_attempt_marked_abandoned(
     assert draft.state == DraftState.READY
 
 
+def test_a_worker_whose_claim_was_taken_over_between_attempts_makes_no_further_call(
+    store: Store,
+) -> None:
+    """The holder's first call failed and it waited its backoff past the lease; another
+    worker took the claim over meanwhile. Its next attempt is refused before the call."""
+    _, recipe, slot = recipe_and_slot(store)
+    clock = FrozenClock()
+    slow = claim(store, recipe, slot, "worker-slow", clock)
+    clock.advance(recipe.takeover_after + timedelta(seconds=1))
+    taken = claim(store, recipe, slot, "worker-b", clock)
+    assert taken.took_over
+    drafter = InstantDrafter()
+
+    result = DraftingService(store, drafter, clock=clock, worker="worker-slow").draft_claimed(
+        recipe, slot, slow
+    )
+
+    assert result.outcome == DraftOutcome.IN_PROGRESS
+    assert drafter.calls == 0
+    with store.transaction() as session:
+        assert session.exec(select(AttemptRow)).all() == []
+    [draft] = draft_rows(store)
+    assert (draft.state, draft.claimed_by) == (DraftState.CLAIMED, taken.owner)
+
+
 def test_a_zombie_worker_cannot_store_after_its_claim_was_taken(store: Store) -> None:
     _, recipe, slot = recipe_and_slot(store)
     clock = FrozenClock()

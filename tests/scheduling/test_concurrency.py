@@ -15,7 +15,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlmodel import select
+import sqlalchemy as sa
+from sqlmodel import col, select
 
 from bot.blocks import backpressure_text
 from bot.slack_surface import SlackReviewSurface
@@ -23,8 +24,9 @@ from core.api.galley import Galley
 from core.api.services import Services
 from core.drafting.claims import Claim, claim_slot, sweep_expired_claims
 from core.drafting.service import DraftingService
+from core.errors import LostClaim
 from core.failpoints import hook
-from core.models import DraftRow, EffectRow, RecipeRow, RunRow
+from core.models import AttemptRow, DraftRow, EffectRow, RecipeRow, RunRow
 from core.policies import DraftOutcome, PublishOutcome
 from core.ports import (
     BackpressureNotice,
@@ -44,7 +46,9 @@ from core.testing import FrozenClock, InstantDrafter, RunningClock
 from tests.conftest import make_config
 from tests.fakes.slack_api import rate_limited
 from tests.harness.approvals import approve
+from tests.harness.processes import wait_for
 from tests.harness.rows import run_row
+from tests.harness.timing import scaled
 from tests.harness.worlds import ANNOUNCE, REVIEW, RUN, SLOT, MakeWorld, World, slack_channels
 
 RECIPE = "weekly-update"
@@ -126,6 +130,59 @@ def test_the_sweeper_leaves_a_claim_renewed_after_its_read(store: Store, db_url:
     [draft] = rows(store, DraftRow)
     assert (draft.state, draft.claimed_by) == (DraftState.CLAIMED, claim.owner)
     assert one_run(store).state == RunState.RUNNING
+
+
+def test_an_attempt_begun_while_a_takeover_holds_the_claim_waits_and_makes_no_call(
+    store: Store, db_url: str
+) -> None:
+    """A takeover has changed the claim, not yet committed, when the old holder begins
+    its next attempt: the holder's check waits for the draft row, then finds the claim
+    gone and adds no attempt. Read without the row lock, the claim would still look
+    like the holder's, and it would pay for a call the new owner pays for too."""
+    skip_on_sqlite(db_url)
+    clock = FrozenClock()
+    services = Services(make_config(), store, clock=clock)
+    recipe = services.recipe(RECIPE)
+    slot = services.resolve_slot(recipe, SLOT)
+    holder = DraftingService(store, InstantDrafter(), clock=clock, worker="holder")
+    claim = claim_slot(store, recipe, slot, worker="holder", actor="t", manual=True, clock=clock)
+    assert isinstance(claim, Claim)
+
+    def begin() -> str:
+        try:
+            return f"attempt {holder._begin_attempt(recipe, claim)}"
+        except LostClaim:
+            return "lost"
+
+    with store.engine.connect() as taker:
+        takeover = taker.begin()
+        taker.execute(
+            sa.update(DraftRow)
+            .where(col(DraftRow.key) == claim.draft_key)
+            .values(claimed_by="taker/0001")
+        )
+        thread, results = in_thread(begin)
+        wait_for(
+            lambda: not thread.is_alive() or _a_backend_waits_on_a_lock(store),
+            30,
+            "the holder to wait for the draft row (or to finish without waiting)",
+        )
+        takeover.commit()
+    thread.join(timeout=scaled(30))
+
+    assert results == ["lost"]
+    assert rows(store, AttemptRow) == []
+
+
+def _a_backend_waits_on_a_lock(store: Store) -> bool:
+    with store.engine.connect() as watcher:
+        waiting = watcher.execute(
+            sa.text(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
+        ).scalar_one()
+    return bool(waiting)
 
 
 # --- a bump or a refusal while a draft is being written ------------------------------------
