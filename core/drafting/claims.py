@@ -85,6 +85,7 @@ class Claim:
     version: int
     owner: str
     took_over: bool
+    opened_run: bool = False  # the claim created its run: no older draft to supersede
 
 
 def ensure_recipe_row(session: Session, name: str, now: datetime) -> RecipeRow:
@@ -240,7 +241,7 @@ def claim_slot(
         )
         run.version, run.draft_key = recipe_row.version, key
         move_run(session, run, RunState.RUNNING, actor=owner, at=now, detail=f"claimed {key}")
-        return Claim(run.id, key, recipe_row.version, owner, took_over=False)
+        return Claim(run.id, key, recipe_row.version, owner, took_over=False, opened_run=opened)
 
 
 def _answer_existing(

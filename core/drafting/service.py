@@ -374,7 +374,8 @@ def _make_ready(
         return f"stored as cancelled: {CANCELLED_WHILE_DRAFTED}"
     if superseded:
         return DraftingService._store_superseded(session, draft, run, recipe_row, claim, now)
-    _supersede_older_drafts(session, claim, claim.owner, now)
+    if not claim.opened_run:  # a run opened by this claim has no other draft
+        _supersede_older_drafts(session, claim, claim.owner, now)
     move_run(session, run, RunState.AWAITING_REVIEW, actor=claim.owner, at=now)
     return None
 

@@ -18,14 +18,16 @@ from core.api.galley import Galley
 from core.api.services import Services
 from core.drafting.anthropic_drafter import AnthropicDrafter
 from core.drafting.attempts import Backoff
-from core.models import AttemptRow, DraftRow, RunRow
-from core.policies import AttemptOutcome, DraftOutcome, FailReason, SkipReason
-from core.states import DraftState, RunState
+from core.identity import publish_effect_key
+from core.models import AttemptRow, DraftRow, EffectRow, RunRow
+from core.policies import AttemptOutcome, DraftOutcome, EffectStep, FailReason, SkipReason
+from core.states import DraftState, EffectState, RunState
 from core.store.engine import Store
 from core.testing import FrozenClock, InstantDrafter
 from tests.conftest import make_config
 from tests.fakes.anthropic_api import FakeAnthropic, closed_port, hang, ok, status
 from tests.harness import rows
+from tests.harness.approvals import approve
 
 SLOT = "2026-11-23T09:00"
 RUN = "weekly-update@2026-11-23T09:00"
@@ -226,6 +228,42 @@ def test_bump_is_the_only_way_to_a_second_draft_for_a_slot(
     states = {d.version: d.state for d in drafts(store)}
     assert states == {1: DraftState.SUPERSEDED, 2: DraftState.READY}
     assert run_row(store).state == RunState.AWAITING_REVIEW
+
+
+@pytest.mark.parametrize("sent", [False, True], ids=["unsent", "publish-in-flight"])
+def test_a_slot_drafted_again_takes_its_approved_draft_out_unless_its_send_began(
+    store: Store, sent: bool
+) -> None:
+    """v1 was approved and waits for its publication time when the recipe is bumped and
+    the slot drafted again: v2 replaces it (or both would be published), unless v1's
+    publication was already sent (in flight): a send is never disowned."""
+    clock = FrozenClock()
+    config = make_config()
+    galley = Galley(config, store, drafter=InstantDrafter(), clock=clock)
+    v1 = galley.draft("weekly-update", SLOT).key
+    assert v1 is not None
+    assert approve(store, config, clock, v1).accepted
+    if sent:
+        with store.transaction() as session:
+            session.add(
+                EffectRow(
+                    key=publish_effect_key(v1, "linkedin"),
+                    draft_key=v1,
+                    step=EffectStep.PUBLISH,
+                    payload_hash="0" * 64,
+                    state=EffectState.IN_FLIGHT,
+                    created_at=clock.now(),
+                    updated_at=clock.now(),
+                )
+            )
+    galley.bump("weekly-update", actor="U0ADMIN", reason="new tone")
+
+    again = galley.draft("weekly-update", SLOT)
+
+    assert again.outcome == DraftOutcome.DRAFTED, again
+    states = {d.version: d.state for d in drafts(store)}
+    v1_after = DraftState.APPROVED if sent else DraftState.SUPERSEDED
+    assert states == {1: v1_after, 2: DraftState.READY}
 
 
 def test_threads_racing_for_one_slot_make_one_model_call(
