@@ -159,7 +159,7 @@ def closest_seen(
     draft, so the write lock is not held while up to MAX_COMPARED texts are scored. A
     draft made ready in between is not compared: at worst a warning is missed, never a
     draft lost or stored twice (the write that makes it `ready` stores this result)."""
-    with store.read() as session:
+    with store.read_one() as session:
         candidates = comparison_set(
             session,
             recipe=recipe.name,

@@ -11,7 +11,7 @@ nothing never pays for it; core/telemetry/metrics.py imports nothing that import
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -106,7 +106,8 @@ def _forget_rolled_back(session: Session, transaction: SessionTransaction) -> No
 
 def _tell(change: StateChange) -> None:
     recipe = recipe_of(change)
-    fields = asdict(change) | {"event": "state_change", "recipe": recipe}
+    # vars, not asdict: every field is flat, and asdict's deep copy cost more than the rest
+    fields = dict(vars(change)) | {"event": "state_change", "recipe": recipe}
     fields.pop("run_reason")
     fields.pop("step")
     if change.subject == EventSubject.DRAFT:

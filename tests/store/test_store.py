@@ -262,3 +262,32 @@ def test_events_are_written_as_their_transaction_commits_and_dropped_with_a_roll
         kept = session.execute(sa.select(EventRow.subject_id).order_by(EventRow.id)).scalars()
         assert list(kept) == ["first", "second", "third"]
     assert len(inserts) == 1
+
+
+def test_read_one_runs_outside_a_transaction_and_leaves_no_autocommit_behind(
+    store: Store, db_url: str
+) -> None:
+    """PostgreSQL runs `read_one()`'s statement as its own transaction (no BEGIN, no
+    COMMIT); the connection goes back to the pool as it came, so a later transaction
+    that fails still rolls back everything it wrote."""
+    from datetime import UTC, datetime
+
+    from core.models import RecipeRow
+    from core.store.engine import insert_ignore
+
+    if not db_url.startswith("postgresql"):
+        pytest.skip("SQLite's read_one() is read(): a deferred transaction")
+    now = datetime(2026, 11, 23, tzinfo=UTC)
+    for attempt in range(12):  # more than the pool holds: every pooled connection is used
+        with store.read_one() as session:
+            session.execute(sa.select(RecipeRow.name)).all()
+            driver = session.connection().connection.dbapi_connection
+            assert driver is not None
+            assert driver.info.transaction_status.name == "IDLE"  # no transaction open
+        with pytest.raises(RuntimeError), store.transaction() as session:
+            insert_ignore(
+                session, RecipeRow, name=f"gone{attempt}", version=1, paused=False, updated_at=now
+            )
+            raise RuntimeError("the transaction fails after its write")
+    with store.read() as session:
+        assert session.execute(sa.select(RecipeRow.name)).all() == []
