@@ -102,10 +102,10 @@ def guarded_update(session: Session, row: SQLModel, **guards: Any) -> None:
     """
     state = sa.inspect(row)
     table: Any = type(row)
-    changes = {
-        attr.key: state.attrs[attr.key].history.added[0]
-        for attr in state.mapper.column_attrs
-        if state.attrs[attr.key].history.added
+    changes = {  # only attributes set since the load can differ (`committed_state`)
+        key: added[0]
+        for key in [a.key for a in state.mapper.column_attrs if a.key in state.committed_state]
+        if (added := state.attrs[key].history.added)
     }
     null_guards = frozenset(name for name, value in guards.items() if value is None)
     statement = _guarded_update_statement(table, tuple(changes), tuple(guards), null_guards)
