@@ -21,7 +21,7 @@ from core.models import DraftRow, RunRow
 from core.operations.stuck import is_stuck
 from core.policies import EffectStep, FailReason
 from core.ports import MessageRef
-from core.review.feedback import RecipeFeedback, month_start, recipe_feedback
+from core.review.feedback import RecipeFeedback, feedback_by_recipe, month_start
 from core.setup.config import Config
 from core.states import (
     DRAFT_APPROVED_STATES,
@@ -129,9 +129,7 @@ def build_digest(store: Store, config: Config, now: datetime) -> Digest:
             col(DraftRow.state).in_(DRAFT_DECIDED_STATES),
         )
         since = month_start(now, config.slack.digest_timezone)
-        said = [
-            recipe_feedback(session, name, since, "this month") for name in sorted(config.recipes)
-        ]
+        said = feedback_by_recipe(session, config.recipes, since, "this month").values()
     return Digest(
         at=now,
         stuck=_stuck(open_runs, config, now),

@@ -126,3 +126,91 @@ def test_most_asked_counts_phrases_not_whole_notes() -> None:
     notes = ["shorter, mention the launch date", "Shorter", "warmer and shorter"]
     assert most_asked(notes) == "shorter"
     assert most_asked([]) is None
+
+
+def test_feedback_for_every_recipe_at_once_counts_the_window_and_keeps_each_newest_reason(
+    store: Store,
+) -> None:
+    """The digest's read: per recipe, the rejections and redrafts since `since`, the
+    newest rejection that gave a reason, and the phrase asked most (newest wins a tie);
+    older entries, failed redrafts and recipes not asked for do not count."""
+    from datetime import timedelta
+
+    from core.models import DraftRow, RecipeRow, RedraftRow, RunRow
+    from core.policies import RedraftState
+    from core.review.feedback import feedback_by_recipe, recipe_feedback
+    from core.states import DraftState, RunState
+
+    since = datetime(2026, 11, 1, tzinfo=UTC)
+    day = timedelta(days=1)
+    rejections = {  # recipe: (days after `since`, reason), oldest first
+        "alpha": [(-3, "before the window"), (2, "too long"), (5, "off-brand"), (6, None)],
+        "beta": [(4, "wrong date")],
+        "gamma": [(1, "not asked for")],
+    }
+    notes = [  # (recipe, days after `since`, note, state)
+        ("alpha", 1, "shorter", RedraftState.DONE),
+        ("alpha", 3, "warmer", RedraftState.DONE),
+        ("alpha", 4, "warmer", RedraftState.FAILED),  # a failed redraft is not feedback
+        ("alpha", 7, "shorter", RedraftState.DONE),
+    ]
+    recipes, runs, drafts = [], [], []
+    for recipe, entries in rejections.items():
+        recipes.append(RecipeRow(name=recipe, version=1, paused=False, updated_at=since))
+        for n, (days, reason) in enumerate(entries):
+            at = since + days * day
+            run = f"{recipe}@2026-10-{n + 10}T09:00"
+            runs.append(
+                RunRow(
+                    id=run,
+                    recipe=recipe,
+                    slot_wall=run.split("@")[1],
+                    slot_at=at,
+                    state=RunState.REJECTED,
+                    created_at=at,
+                    updated_at=at,
+                )
+            )
+            drafts.append(
+                DraftRow(
+                    key=f"linkedin|{run}|v1",
+                    run_id=run,
+                    recipe=recipe,
+                    platform="linkedin",
+                    version=1,
+                    state=DraftState.REJECTED,
+                    decision_reason=reason,
+                    created_at=at,
+                    updated_at=at,
+                )
+            )
+    with store.transaction() as session:
+        for rows in (recipes, runs, drafts):  # parents first: no ORM relationships here
+            session.add_all(rows)
+            session.flush()
+        for n, (recipe, days, note, state) in enumerate(notes):
+            session.add(
+                RedraftRow(
+                    key=f"redraft-{n}",
+                    draft_key="linkedin|alpha@2026-10-11T09:00|v1",
+                    run_id="alpha@2026-10-11T09:00",
+                    recipe=recipe,
+                    from_revision=n + 1,
+                    note=note,
+                    requested_by="U0EDITOR",
+                    state=state,
+                    created_at=since + days * day,
+                )
+            )
+
+    with store.read() as session:
+        found = feedback_by_recipe(session, ["alpha", "beta", "delta"], since, "this month")
+        alone = recipe_feedback(session, "beta", since, "this month")
+
+    assert sorted(found) == ["alpha", "beta", "delta"]
+    alpha, beta, delta = found["alpha"], found["beta"], found["delta"]
+    assert (alpha.rejections, alpha.last_reason) == (3, "off-brand")  # newest with a reason
+    assert (alpha.redrafts, alpha.most_asked) == (3, "shorter")  # 2 shorter, 1 warmer
+    assert (beta.rejections, beta.redrafts, beta.last_reason) == (1, 0, "wrong date")
+    assert (delta.rejections, delta.redrafts, delta.last_reason) == (0, 0, None)
+    assert alone == beta
