@@ -39,6 +39,7 @@ from core.ports import (
     ReviewItem,
 )
 from core.review.outbox import ReviewOutbox
+from core.setup.config import Recipe
 from core.states import DraftState, EffectState, RunState
 from core.store.effects import EffectLedger
 from core.store.engine import Store
@@ -79,6 +80,18 @@ def skip_on_sqlite(db_url: str) -> None:
         pytest.skip("SQLite has one writer: this read and write are one locked transaction")
 
 
+def held_claim(store: Store) -> tuple[FrozenClock, Recipe, DraftingService, Claim]:
+    """The slot claimed by a worker named "holder", on a frozen clock."""
+    clock = FrozenClock()
+    services = Services(make_config(), store, clock=clock)
+    recipe = services.recipe(RECIPE)
+    slot = services.resolve_slot(recipe, SLOT)
+    holder = DraftingService(store, InstantDrafter(), clock=clock, worker="holder")
+    claim = claim_slot(store, recipe, slot, worker="holder", actor="t", manual=True, clock=clock)
+    assert isinstance(claim, Claim)
+    return clock, recipe, holder, claim
+
+
 # --- claims and the sweeper ---------------------------------------------------------------
 
 
@@ -88,13 +101,7 @@ def test_the_sweeper_never_deletes_a_claim_whose_draft_was_stored_meanwhile(
     """The holder missed beats (a long GC pause, a slow disk) but is alive: it stores
     its draft between the sweeper's read and its delete. The draft must survive."""
     skip_on_sqlite(db_url)
-    clock = FrozenClock()
-    services = Services(make_config(), store, clock=clock)
-    recipe = services.recipe(RECIPE)
-    slot = services.resolve_slot(recipe, SLOT)
-    holder = DraftingService(store, InstantDrafter(), clock=clock, worker="holder")
-    claim = claim_slot(store, recipe, slot, worker="holder", actor="t", manual=True, clock=clock)
-    assert isinstance(claim, Claim)
+    clock, recipe, holder, claim = held_claim(store)
     number = holder._begin_attempt(recipe, claim)
     assert number is not None
     clock.advance(recipe.takeover_after + timedelta(seconds=1))
@@ -111,12 +118,7 @@ def test_the_sweeper_never_deletes_a_claim_whose_draft_was_stored_meanwhile(
 
 def test_the_sweeper_leaves_a_claim_renewed_after_its_read(store: Store, db_url: str) -> None:
     skip_on_sqlite(db_url)
-    clock = FrozenClock()
-    services = Services(make_config(), store, clock=clock)
-    recipe = services.recipe(RECIPE)
-    slot = services.resolve_slot(recipe, SLOT)
-    claim = claim_slot(store, recipe, slot, worker="holder", actor="t", manual=True, clock=clock)
-    assert isinstance(claim, Claim)
+    clock, recipe, _, claim = held_claim(store)
     clock.advance(recipe.takeover_after + timedelta(seconds=1))
 
     def renew() -> None:
@@ -140,13 +142,7 @@ def test_an_attempt_begun_while_a_takeover_holds_the_claim_waits_and_makes_no_ca
     gone and adds no attempt. Read without the row lock, the claim would still look
     like the holder's, and it would pay for a call the new owner pays for too."""
     skip_on_sqlite(db_url)
-    clock = FrozenClock()
-    services = Services(make_config(), store, clock=clock)
-    recipe = services.recipe(RECIPE)
-    slot = services.resolve_slot(recipe, SLOT)
-    holder = DraftingService(store, InstantDrafter(), clock=clock, worker="holder")
-    claim = claim_slot(store, recipe, slot, worker="holder", actor="t", manual=True, clock=clock)
-    assert isinstance(claim, Claim)
+    _, recipe, holder, claim = held_claim(store)
 
     def begin() -> str:
         try:
