@@ -94,38 +94,36 @@ def held_attempts(session: Session, draft_key: str, owner: str) -> Attempts | No
     return None if found is None else Attempts(int(found.made), found.last)
 
 
+def attempts_of_key(draft_key: Any) -> Any:
+    """The attempts made for `draft_key` (a bind parameter or a column), as a scalar
+    subquery: by this claim and by the claims given back before it."""
+    return (
+        select(sa.func.count())
+        .select_from(AttemptRow)
+        .where(col(AttemptRow.draft_key) == draft_key)
+        .scalar_subquery()
+    )
+
+
+def _last_number_of_run(run_id: Any) -> Any:
+    return select(sa.func.max(AttemptRow.number)).where(col(AttemptRow.run_id) == run_id)
+
+
 @functools.cache
 def _attempts_so_far_statement() -> Any:
     """Built once, bound per call (every attempt asks it: bench/draft_overhead.py)."""
-    of_key = (
-        select(sa.func.count())
-        .select_from(AttemptRow)
-        .where(col(AttemptRow.draft_key) == sa.bindparam("draft_key"))
-        .scalar_subquery()
+    return sa.select(
+        attempts_of_key(sa.bindparam("draft_key")),
+        _last_number_of_run(sa.bindparam("run_id")).scalar_subquery(),
     )
-    of_run = (
-        select(sa.func.max(AttemptRow.number))
-        .where(col(AttemptRow.run_id) == sa.bindparam("run_id"))
-        .scalar_subquery()
-    )
-    return sa.select(of_key, of_run)
 
 
 @functools.cache
 def _held_attempts_statement() -> Any:
-    of_key = (
-        select(sa.func.count())
-        .select_from(AttemptRow)
-        .where(col(AttemptRow.draft_key) == col(DraftRow.key))
-        .scalar_subquery()
-    )
-    of_run = (
-        select(sa.func.max(AttemptRow.number))
-        .where(col(AttemptRow.run_id) == col(DraftRow.run_id))
-        .scalar_subquery()
-    )
+    made = attempts_of_key(col(DraftRow.key)) - col(DraftRow.attempts_before)
+    last = _last_number_of_run(col(DraftRow.run_id)).scalar_subquery()
     return (
-        sa.select((of_key - col(DraftRow.attempts_before)).label("made"), of_run.label("last"))
+        sa.select(made.label("made"), last.label("last"))
         .where(
             col(DraftRow.key) == sa.bindparam("draft_key"),
             col(DraftRow.state) == DraftState.CLAIMED,

@@ -18,6 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
+from core.drafting.attempts import attempts_of_key
 from core.drafting.gate import gate_reason, others_drafting
 from core.failpoints import Failpoint, failpoint
 from core.identity import draft_key, slot_wall_of_run
@@ -358,12 +359,7 @@ def _skip(
 # The attempts already made for a key (by claims given back), as a subquery the claim's
 # INSERT evaluates: one statement, inside the same write lock. Built once and bound to
 # the key at each claim through `insert_ignore`'s binds.
-_ATTEMPTS_OF_KEY = (
-    sa.select(sa.func.count())
-    .select_from(AttemptRow)
-    .where(col(AttemptRow.draft_key) == sa.bindparam("attempts_of_key"))
-    .scalar_subquery()
-)
+_ATTEMPTS_OF_KEY = attempts_of_key(sa.bindparam("attempts_of_key"))
 
 
 def abandon_unfinished_attempts(session: Session, key: str, now: datetime) -> None:
