@@ -283,6 +283,8 @@ class EffectRow(SQLModel, table=True):
         _partial_index(
             "ix_effects_alerts_posted", "created_at", where="step = 'alert' AND state = 'succeeded'"
         ),
+        # look-up proof: is this post already another receipt's? (publishing/lookup_proof.py)
+        sa.Index("ix_effects_external_id", "external_id"),
     )
 
     key: str = Field(primary_key=True, max_length=400)

@@ -6,6 +6,7 @@ Slack). The domain depends only on these Protocols, so a notebook or a test can 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
@@ -203,16 +204,23 @@ class Publication:
     approved_at: datetime
 
 
+def _nothing_taken(external_id: str) -> bool:
+    return False
+
+
 @dataclass(frozen=True)
 class PostQuery:
     """What a destination is asked after an unknown answer, or before acting: is there a
     post under this effect key? Destinations with no key of their own (Mastodon's listing,
-    LinkedIn's) match `text` among the account's posts since `since`, when the first
-    attempt under this key began (or earlier: a wider look only costs reading)."""
+    LinkedIn's) match `text`, the text the receipt was sent with, among the account's
+    posts made since `since`: the receipt's first send by the database's clock, less
+    `LOOKUP_SKEW`. A post `taken` (already the proof of another receipt to the same
+    target) is never this one's (docs/design.md §24, look-up proof)."""
 
     effect_key: str
     text: str
     since: datetime
+    taken: Callable[[str], bool] = _nothing_taken
 
 
 @dataclass(frozen=True)

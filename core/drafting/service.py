@@ -428,9 +428,10 @@ def _run(session: Session, run_id: str) -> RunRow:
 
 
 def _supersede_older_drafts(session: Session, claim: Claim, actor: str, now: datetime) -> None:
-    """The slot's earlier drafts leave the queue. An approved one whose publication was
-    already sent (or may have been: in flight, uncertain) stays approved, so the send is
-    recorded as published when its outcome comes: a send is never disowned."""
+    """The slot's earlier drafts leave the queue. One whose publication was already sent
+    to a target (or may have been: in flight, uncertain) stays as it is, approved or sent
+    back to review, so the send is recorded when its outcome comes and its other targets
+    still get the same text: a send is never disowned."""
     params = {"run_id": claim.run_id, "draft_key": claim.draft_key}
     older = session.exec(_older_drafts_statement(), params=params).all()
     for draft in older:
@@ -452,8 +453,8 @@ def _older_drafts_statement() -> Any:
         .where(
             col(DraftRow.run_id) == sa.bindparam("run_id"),
             col(DraftRow.key) != sa.bindparam("draft_key"),
-            (col(DraftRow.state) == DraftState.READY)
-            | ((col(DraftRow.state) == DraftState.APPROVED) & ~sent),
+            col(DraftRow.state).in_([DraftState.READY, DraftState.APPROVED]),
+            ~sent,  # a ready draft may have been sent already: sent back to review
         )
         .order_by(col(DraftRow.key))
     )

@@ -17,6 +17,7 @@ from core.identity import publish_effect_key
 from core.models import DraftRow, EffectRow, RunRow
 from core.policies import EffectStep, FailReason, Finding
 from core.ports import Clock
+from core.publishing.targets import REOPENED, all_published
 from core.setup.config import Config
 from core.states import DraftState, EffectState, RunState, run_may_move
 from core.store.engine import Store
@@ -27,9 +28,6 @@ __all__ = ["Finding", "Resolver"]
 
 # publications that did not happen and that a person may send once more: refused, or
 # approved drafts that missed their time (docs/design.md §23)
-# The receipt detail a retry of an uncertain publication leaves: its first send may
-# have landed, so a cancel before the pass looks turns it back to uncertain.
-REOPENED = "reopened by a retry"
 PUBLISH_REFUSALS = (FailReason.PUBLISH_AUTH, FailReason.PUBLISH_REJECTED, FailReason.MISSED_SLOT)
 
 
@@ -53,7 +51,8 @@ class Resolver:
                 move_effect(
                     session, effect, EffectState.SUCCEEDED, actor=actor, at=now, run_id=run_id
                 )
-            if not self._all_published(session, run):  # the other targets: the next pass
+            recipe = self.config.recipes[run.recipe]  # _uncertain found its publish keys
+            if not all_published(session, recipe, draft.key if draft else ""):
                 why = f"{actor} marked {', '.join(e.key for e in effects)} published"
                 move_run(session, run, RunState.PUBLISHING, actor=actor, at=now, detail=why)
                 return f"`{run_id}`: marked published there; its other targets publish next."
@@ -89,7 +88,7 @@ class Resolver:
                 f"`{run.id}`'s draft is {draft.state if draft else 'missing'}: nothing to publish."
             )
         for effect in effects:  # one that succeeded is answered from its receipt, not re-sent
-            if effect.state not in (EffectState.FAILED, EffectState.SUCCEEDED):
+            if effect.state == EffectState.IN_FLIGHT:  # an uncertain one is looked up first
                 busy = f"`{run.id}`'s publication {effect.key} is {effect.state}"
                 return f"{busy}: a pass is already acting on it."
         why = f"{actor} asked for a retry after {run.reason}"
@@ -232,11 +231,6 @@ class Resolver:
             states = ", ".join(str(e.state) for e in effects) or "missing"
             return f"`{run_id}`'s publication is {states}: a pass is already acting on it."
         return run, draft, unknown
-
-    def _all_published(self, session: Session, run: RunRow) -> bool:
-        """Every target of the run's recipe has a succeeded receipt (they are locked)."""
-        effects = [lock_effect(session, key) for key in self._publish_keys(run)]
-        return all(e is not None and e.state == EffectState.SUCCEEDED for e in effects)
 
     def _locked(self, session: Session, run_id: str) -> tuple[RunRow, DraftRow | None]:
         run = _known_run(session, run_id)

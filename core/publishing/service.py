@@ -19,18 +19,26 @@ from typing import TypeVar
 
 from sqlmodel import Session
 
-from core.errors import ConcurrentChange, GalleyError, LookupUnavailable
+from core.errors import (
+    ConcurrentChange,
+    EffectNotSent,
+    GalleyError,
+    KeyPayloadConflict,
+    LookupUnavailable,
+)
 from core.failpoints import Failpoint, failpoint
-from core.identity import publish_effect_key, text_hash
+from core.identity import publish_effect_key
 from core.models import DraftRow, RunRow
 from core.policies import EffectOutcome, EffectStep, FailReason, PublishOutcome
 from core.ports import Clock, PostQuery, Publication, Publisher
+from core.publishing.lookup_proof import post_query, publish_payload
 from core.publishing.missed_slots import miss_its_time
 from core.publishing.queue import PUBLISHABLE, OrphanedSend, orphaned_sends, publishable
 from core.publishing.targets import (
     PublisherFor,
     TargetDone,
     Verdict,
+    all_published,
     found_at,
     proof_of,
     publishers_of,
@@ -138,16 +146,22 @@ class PublishingService:
             failpoint(Failpoint.AFTER_PUBLISH_CALL)
             return proof_of(publisher, external_id)
 
-        return self.ledger.perform(
-            spec,
-            send,
-            lookup=lambda: found_at(
-                publisher,
-                PostQuery(publication.effect_key, publication.text, publication.approved_at),
-            ),
-            may_act=lambda session, _now: self._may_send(session, recipe, run_id, publication),
-            look_first=True,  # a restored database has no receipt: the destination knows
-        )
+        try:
+            return self.ledger.perform(
+                spec,
+                send,
+                lookup=lambda: found_at(publisher, self._query(publication)),
+                may_act=lambda session, _now: self._may_send(session, recipe, run_id, publication),
+                look_first=True,  # a restored database has no receipt: the destination knows
+            )
+        except KeyPayloadConflict as exc:  # sent with another text: never sent again; told
+            said = f"{publisher.target} was sent another text of this draft: {exc}"
+            return Performed(EffectOutcome.NOT_SENT, detail=said, refusal=_refused_for_good(said))
+
+    def _query(self, publication: Publication) -> PostQuery:
+        """The look-up of this target's receipt: what it was sent with, since when."""
+        fallback = PostQuery(publication.effect_key, publication.text, publication.approved_at)
+        return post_query(self.store, publication.effect_key, fallback)
 
     def _spec(
         self, recipe: Recipe, publisher: Publisher, draft_key: str, text: str, run_id: str
@@ -156,7 +170,7 @@ class PublishingService:
             publish_effect_key(draft_key, publisher.target),
             draft_key=draft_key,
             step=EffectStep.PUBLISH,
-            payload=_payload(publisher.target, draft_key, text),
+            payload=publish_payload(publisher.target, draft_key, text),
             lease=recipe.call_timeout * 4,
             run_id=run_id,
             backoff=True,
@@ -223,7 +237,8 @@ class PublishingService:
         if publisher is None:
             return None  # the recipe publishes elsewhere now
         try:
-            query = PostQuery(send.effect_key, send.text, send.since)
+            fallback = PostQuery(send.effect_key, send.text, send.since)
+            query = post_query(self.store, send.effect_key, fallback)  # the text it was sent with
             probe = found_at(publisher, query)  # before anything is written
         except LookupUnavailable:
             return None
@@ -242,7 +257,7 @@ class PublishingService:
             noted.append(found)
 
         done = self.ledger.settle_by_lookup(
-            self._spec(recipe, publisher, send.draft_key, send.text, send.run_id),
+            self._spec(recipe, publisher, send.draft_key, query.text, send.run_id),
             lambda: probe or found_at(publisher, query),  # absent: ask again, holding it
             not_sent=ORPHAN_NOT_SENT,
             record=note,
@@ -260,7 +275,13 @@ class PublishingService:
             now = self.clock.now()
             run = _locked_run(session, send.run_id)
             draft = required(lock_draft(session, send.draft_key), f"draft {send.draft_key}")
-            if published and draft.state == DraftState.APPROVED:
+            recipe = self.config.recipes.get(send.recipe)
+            if (
+                published
+                and draft.state == DraftState.APPROVED
+                and recipe is not None
+                and all_published(session, recipe, draft.key, proven=send.effect_key)
+            ):
                 move_draft(session, draft, DraftState.PUBLISHED, actor=PUBLISHER, at=now)
             when = "after cancellation" if run.state == RunState.CANCELLED else "later"
             _note_outcome(
@@ -352,6 +373,11 @@ class PublishingService:
         return None if recipe is None or recipe.publish is None else recipe.publish.target
 
 
+def _refused_for_good(said: str) -> EffectNotSent:
+    """A target that can never take this draft as it is: the run fails, people decide."""
+    return EffectNotSent(said, permanent=True)
+
+
 def _locked_run(session: Session, run_id: str) -> RunRow:
     return required(lock_run(session, run_id), f"run {run_id}")
 
@@ -386,7 +412,3 @@ def _send_back(
     draft.ready_at = now  # a full review window again, from now
     move_draft(session, draft, DraftState.READY, actor=PUBLISHER, at=now, reason=why)
     move_run(session, run, RunState.AWAITING_REVIEW, actor=PUBLISHER, at=now, detail=why)
-
-
-def _payload(target: str, draft_key: str, text: str) -> dict[str, str]:
-    return {"target": target, "draft_key": draft_key, "text": text_hash(text)}

@@ -13,14 +13,15 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from core.errors import EffectNotSent
-from core.identity import target_of_publish_key
+from core.errors import EffectNotSent, LookupUnavailable
+from core.identity import publish_effect_key, target_of_publish_key
 from core.models import EffectRow
 from core.policies import EffectOutcome, EffectStep, PublishOutcome
 from core.ports import PostQuery, PublishedLink, Publisher
 from core.setup.config import Recipe
 from core.states import EffectState
 from core.store.effects import Performed, Proof
+from core.store.rows import lock_effect
 
 PublisherFor = Callable[[Recipe], Publisher | Sequence[Publisher]]
 """A recipe's destinations: every target in the order the recipe lists them (the bot's
@@ -145,10 +146,73 @@ def published_links(session: Session, draft_keys: Sequence[str]) -> dict[str, li
     return links
 
 
+def all_published(session: Session, recipe: Recipe, draft_key: str, proven: str = "") -> bool:
+    """Every target of the recipe has a succeeded publish receipt for the draft (each
+    locked, in target order), `proven` counting as one (its proof is being recorded):
+    only then is the draft `published` (docs/design.md §24)."""
+    keys = [publish_effect_key(draft_key, target.target) for target in recipe.targets]
+    receipts = [(key, lock_effect(session, key)) for key in keys]
+    return bool(keys) and all(
+        key == proven or (r is not None and r.state == EffectState.SUCCEEDED) for key, r in receipts
+    )
+
+
+REOPENED = "reopened by a retry"
+"""The detail a person's retry of an uncertain publication leaves on its (failed) receipt:
+its first send may have landed, so it counts as begun."""
+
+
+def sends_begun(session: Session, draft_key: str) -> list[EffectRow]:
+    """The draft's publish receipts whose send happened or may have: succeeded, in
+    flight, uncertain, or reopened by a person's retry (ix_effects_draft_key). While any
+    exists the draft's text is frozen: every target must carry the same text, and a
+    look-up must find what was sent (docs/design.md §24, partial publication)."""
+    receipts = session.exec(
+        select(EffectRow).where(
+            col(EffectRow.draft_key) == draft_key, col(EffectRow.step) == EffectStep.PUBLISH
+        )
+    ).all()
+    return [r for r in receipts if r.state != EffectState.FAILED or _reopened(r)]
+
+
+def _reopened(receipt: EffectRow) -> bool:
+    return (receipt.detail or "").startswith(REOPENED)
+
+
+def frozen_text(session: Session, draft_key: str) -> str | None:
+    """Why the draft's text may not change now (Edit, Redraft), naming each target and
+    what became of it; None while no send has begun."""
+    begun = sends_begun(session, draft_key)
+    if not begun:
+        return None
+    said = ", ".join(f"{target_of_publish_key(r.key)} ({_what_became(r)})" for r in begun)
+    return (
+        f"Publishing has begun: {said}. The text cannot change now, or the targets would "
+        "carry different posts; approve it as it is, or cancel the run."
+    )
+
+
+def _what_became(receipt: EffectRow) -> str:
+    if receipt.state == EffectState.SUCCEEDED:
+        return f"published as {receipt.external_id}"
+    if receipt.state == EffectState.IN_FLIGHT:
+        return "being sent"
+    return "sent, outcome unknown"
+
+
 def found_at(publisher: Publisher, query: PostQuery) -> Proof | None:
-    """The destination's answer to "is it there?", as the ledger takes it."""
+    """The destination's answer to "is it there?", as the ledger takes it. A post already
+    the proof of another receipt is never this one's: a destination that answers with
+    one (it matched by text and did not skip it) cannot tell, and a person decides."""
     external_id = publisher.lookup(query)
-    return None if external_id is None else proof_of(publisher, external_id, found=True)
+    if external_id is None:
+        return None
+    if query.taken(external_id):
+        raise LookupUnavailable(
+            f"{publisher.target} answered with {external_id}, already the proof of another "
+            "publication: a person must check"
+        )
+    return proof_of(publisher, external_id, found=True)
 
 
 def proof_of(publisher: Publisher, external_id: str, *, found: bool = False) -> Proof:

@@ -19,6 +19,7 @@ from core.identity import text_hash
 from core.models import DraftRow, RecipeRow, RunRow
 from core.policies import ExpiryReason, FollowUp, Refusal, Verdict
 from core.ports import Clock, ReviewItem
+from core.publishing.targets import frozen_text
 from core.review.approvals import count_approval, progress_sentence
 from core.setup.config import Config
 from core.slots.publish_time import publish_at
@@ -203,7 +204,7 @@ def edit(
         return _refused(draft_key, Refusal.EMPTY_EDIT)
     with store.transaction() as session:
         now = clock.now()
-        found = _open_for_review(session, draft_key, revision, config, now, expire=False)
+        found = open_for_change(session, draft_key, revision, config, now)
         if isinstance(found, ReviewAnswer):
             return found
         draft, run = found
@@ -278,9 +279,17 @@ def _open_for_review(
 def open_for_change(
     session: Session, key: str, revision: int, config: Config, now: datetime
 ) -> tuple[DraftRow, RunRow] | ReviewAnswer:
-    """As for an edit: the draft and its run locked if `revision` is still open to change
-    (a redraft, docs/design.md §22), else the refusal saying why."""
-    return _open_for_review(session, key, revision, config, now, expire=False)
+    """For an edit or a redraft (docs/design.md §22): the draft and its run locked if
+    `revision` is still open to change, else the refusal saying why. A draft whose send
+    has begun on any target keeps its text (docs/design.md §24, partial publication)."""
+    found = _open_for_review(session, key, revision, config, now, expire=False)
+    if isinstance(found, ReviewAnswer):
+        return found
+    draft, run = found
+    frozen = frozen_text(session, draft.key)
+    if frozen is not None:
+        return ReviewAnswer(False, frozen, key, review_item(draft, run), Refusal.TEXT_FROZEN)
+    return found
 
 
 def _locked_draft(session: Session, key: str) -> tuple[DraftRow, RunRow, RecipeRow] | None:

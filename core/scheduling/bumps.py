@@ -11,6 +11,7 @@ from sqlmodel import Session, col, select
 from core.drafting.claims import lock_recipe_row
 from core.failpoints import Failpoint, failpoint
 from core.models import DraftRow
+from core.publishing.targets import sends_begun
 from core.states import DraftState, EventSubject, RunState, version_state
 from core.store.rows import lock_draft, lock_run, run_holds
 from core.store.transitions import move_draft, move_run, record_event
@@ -70,6 +71,8 @@ def bump_in(
         run, draft = lock_run(session, run_id), lock_draft(session, key)
         if run is None or draft is None or draft.state != DraftState.READY:
             continue  # expired or decided since the read
+        if sends_begun(session, draft.key):
+            continue  # partly published, back for review: a new draft would post twice
         move_draft(session, draft, DraftState.SUPERSEDED, actor=actor, at=now, reason=why)
         superseded += 1
         if run_holds(run, draft.key, RunState.AWAITING_REVIEW):

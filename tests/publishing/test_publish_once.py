@@ -22,7 +22,7 @@ from sqlmodel import col, select
 from core.errors import KeyPayloadConflict
 from core.identity import text_hash
 from core.models import DraftRow, EffectRow, RunRow
-from core.policies import EffectDecision, PublishOutcome
+from core.policies import EffectDecision, FailReason, PublishOutcome
 from core.ports import Fit, PostQuery, Publication, Publisher
 from core.publishing.service import PublishingService
 from core.states import DraftState, EffectState, RunState
@@ -336,8 +336,11 @@ def test_the_same_key_with_another_payload_is_a_conflict_and_changes_nothing(
         run.state = RunState.PUBLISHING
         session.add_all([draft, run])
     lookups = len(w.hook.lookups)
-    with pytest.raises(KeyPayloadConflict):
-        w.service("w2").publish_run(RUN)
+    result = w.service("w2").publish_run(RUN)  # never retried forever: the run fails, told
+    assert result.outcome == PublishOutcome.FAILED
+    assert result.detail is not None and "another text" in result.detail
+    assert w.run_row().state == RunState.FAILED
+    assert w.run_row().reason == FailReason.PUBLISH_REJECTED
 
     assert effect_fields(w.effect()) == before
     assert w.posts() == 1

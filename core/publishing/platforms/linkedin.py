@@ -2,10 +2,11 @@
 over `httpx`, one `POST {api}posts` per publish.
 
 LinkedIn has no idempotency key. A repeat of an author's text is refused with `422
-DUPLICATE_POST`, naming the existing post: that is read as "already there" and its URN
-returned. An organization's posts can be listed, so the look-up reads them since the
-attempt began and matches the text; a member's cannot be read back, so after an unknown
-answer the look-up says it cannot tell and a person decides (DESIGN.md §4.5).
+DUPLICATE_POST`, naming the existing post, which may be last week's: never taken as
+ours (an organization's send is refused, a member's is uncertain). An organization's posts
+can be listed, so the look-up reads them since the receipt's first send and matches the
+text; a member's cannot be read back, so after an unknown answer the look-up says it
+cannot tell and a person decides (DESIGN.md §4.5).
 """
 
 from __future__ import annotations
@@ -103,8 +104,19 @@ class LinkedInPublisher:
             return str(urn)
         duplicate = _duplicate_of(response)
         if duplicate is not None:
-            return duplicate  # the same text by the same author exists: that post is ours
+            raise self._duplicate(duplicate)
         raise self._refused(response)
+
+    def _duplicate(self, urn: str) -> EffectNotSent | EffectOutcomeUnknown:
+        """LinkedIn refuses the same text by the same author and names the post it has. It
+        is not taken as ours: the same text may be last week's post. An organization was
+        looked up just before this send (by text, since the receipt's first send), so the
+        post it names is someone else's and this text will not go out: refused. A
+        member's posts cannot be read back: nothing can tell, and a person decides."""
+        said = f"LinkedIn refuses this text as a duplicate of {urn}"
+        if self.config.is_organization:
+            return EffectNotSent(f"{said}, an earlier post: edit the text", permanent=True)
+        return EffectOutcomeUnknown(f"{said}; {MEMBER_UNREADABLE}")
 
     def lookup(self, query: PostQuery) -> str | None:
         if not self.config.is_organization:
@@ -114,7 +126,7 @@ class LinkedInPublisher:
         except MissingSecret as exc:
             raise LookupUnavailable(str(exc)) from exc
         wanted = comparable(query.text)
-        since_ms = int(query.since.timestamp() * 1000) - 5 * 60 * 1000  # their clock may lag
+        since_ms = int(query.since.timestamp() * 1000)  # the receipt's first send, less skew
         author = quote(self.config.author, safe="")
         for page in range(MAX_PAGES):
             url = (
@@ -123,7 +135,7 @@ class LinkedInPublisher:
             )
             elements = self._read(url, headers)
             for post in elements:
-                if comparable(linkedin_plain(str(post.get("commentary") or ""))) == wanted:
+                if _ours(post, wanted, since_ms, query):
                     return str(post["id"])
             created = [int(p.get("createdAt") or 0) for p in elements]
             if len(elements) < PAGE or (created and min(created) < since_ms):
@@ -196,6 +208,14 @@ class LinkedInPublisher:
         if status in PERMANENT:
             return EffectNotSent(said, permanent=True)
         return EffectOutcomeUnknown(said)  # 500, 502, 504, redirects: it may have posted
+
+
+def _ours(post: dict[str, Any], wanted: str, since_ms: int, query: PostQuery) -> bool:
+    """A listed post is this receipt's: the text it was sent with, made since its first
+    send, and not already another receipt's proof."""
+    if comparable(linkedin_plain(str(post.get("commentary") or ""))) != wanted:
+        return False
+    return int(post.get("createdAt") or 0) >= since_ms and not query.taken(str(post["id"]))
 
 
 def _duplicate_of(response: httpx.Response) -> str | None:

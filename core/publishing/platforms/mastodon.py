@@ -40,7 +40,6 @@ DEFAULT_URL_LENGTH = 23
 PAGE = 40  # statuses per page, Mastodon's maximum
 MAX_PAGES = 25  # a look-up reads at most 1,000 statuses, then says it cannot tell
 ASK_AGAIN_SECONDS = 300.0  # after /api/v2/instance failed, Mastodon's defaults this long
-SINCE_MARGIN = timedelta(minutes=5)  # the instance's clock may lag ours
 RETRY_LATER = frozenset({429, 503})
 PERMANENT = frozenset({400, 404, 410, 413, 422})
 
@@ -100,7 +99,7 @@ class MastodonPublisher:
         except Exception as exc:
             raise LookupUnavailable(f"Mastodon look-up failed: {_describe(exc)}") from exc
         wanted = comparable(mastodon_text(query.text))
-        since: datetime = query.since - SINCE_MARGIN
+        since: datetime = query.since  # the receipt's first send, less the skew already
         max_id = None
         for _ in range(MAX_PAGES):
             try:
@@ -110,8 +109,9 @@ class MastodonPublisher:
             except Exception as exc:
                 raise LookupUnavailable(f"Mastodon look-up failed: {_describe(exc)}") from exc
             for status in page:
-                if comparable(mastodon_content_text(str(status.get("content") or ""))) == wanted:
-                    status_id = str(status["id"])
+                status_id = str(status["id"])
+                text = comparable(mastodon_content_text(str(status.get("content") or "")))
+                if text == wanted and not query.taken(status_id):
                     if status.get("url"):
                         self._links[status_id] = str(status["url"])
                     return status_id
