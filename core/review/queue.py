@@ -19,7 +19,7 @@ from core.identity import text_hash
 from core.models import DraftRow, RecipeRow, RunRow
 from core.policies import ExpiryReason, FollowUp, Refusal, Verdict
 from core.ports import Clock, ReviewItem
-from core.publishing.targets import frozen_text
+from core.publishing.targets import frozen_text, sends_begun
 from core.review.approvals import count_approval, progress_sentence
 from core.setup.config import Config
 from core.slots.publish_time import publish_at
@@ -269,6 +269,9 @@ def _open_for_review(
     if run.state == RunState.CANCELLED or draft.state == DraftState.CANCELLED:
         return _refused(key, Refusal.CANCELLED, review_item(draft, run), recipe_row.version)
     refusal = _stale(draft, recipe_row, revision, config, now)
+    if refusal == Refusal.BUMPED and sends_begun(session, draft.key):
+        # Partly published before the bump: its other targets still get this text.
+        refusal = _stale(draft, recipe_row, revision, config, now, bumped=True)
     if refusal is None:
         return draft, run
     if refusal == Refusal.WINDOW_PASSED and expire:
@@ -307,16 +310,23 @@ def _locked_draft(session: Session, key: str) -> tuple[DraftRow, RunRow, RecipeR
 
 
 def _stale(
-    draft: DraftRow, recipe_row: RecipeRow, revision: int, config: Config, now: datetime
+    draft: DraftRow,
+    recipe_row: RecipeRow,
+    revision: int,
+    config: Config,
+    now: datetime,
+    *,
+    bumped: bool = False,
 ) -> Refusal | None:
-    """Why a click on this revision no longer counts, or None if it still does."""
+    """Why a click on this revision no longer counts, or None if it still does (`bumped`:
+    a bump since it was written does not count against it)."""
     if draft.state in DRAFT_APPROVED_STATES or draft.state == DraftState.REJECTED:
         return Refusal.DECIDED
     if draft.state != DraftState.READY:
         return Refusal.NOT_DECIDABLE
     if draft.revision != revision:
         return Refusal.EDITED
-    if draft.version != recipe_row.version:
+    if draft.version != recipe_row.version and not bumped:
         return Refusal.BUMPED
     recipe = config.recipes.get(draft.recipe)
     if recipe is not None and draft.ready_at and now - draft.ready_at >= recipe.review_window:

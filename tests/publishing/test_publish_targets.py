@@ -10,11 +10,7 @@ from the database. Both backends.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import timedelta
-
-import pytest
 
 from bot.app_home import Viewer, home_view
 from bot.slack_surface import render
@@ -26,55 +22,9 @@ from core.review.facts import annotate
 from core.review.queue import load_item
 from core.states import DraftState, EffectState, RunState
 from tests.fakes import social
-from tests.fakes.bluesky import HANDLE, PASSWORD, FakeBluesky, did_of
-from tests.fakes.mastodon import TOKEN, FakeMastodon
+from tests.fakes.bluesky import HANDLE
+from tests.harness.two_platforms import BLUESKY, Platforms, receipt_state, world_of
 from tests.harness.worlds import KEY, RUN, MakeWorld, World
-
-BLUESKY = f"bluesky:{HANDLE}"
-ENV = {"GALLEY_BLUESKY_PASSWORD": PASSWORD, "GALLEY_MASTODON_TOKEN": TOKEN}
-
-
-@dataclass
-class Platforms:
-    bluesky: FakeBluesky
-    mastodon: FakeMastodon
-
-    @property
-    def publish(self) -> str:
-        return (
-            f'publish = [{{ to = "bluesky", handle = "{HANDLE}", service = "{self.bluesky.url}" }},'
-            f' {{ to = "mastodon", instance = "{self.mastodon.url}" }}]'
-        )
-
-    @property
-    def mastodon_target(self) -> str:
-        return f"mastodon:{self.mastodon.url.removeprefix('http://')}"
-
-    def creates(self) -> tuple[int, int]:
-        """Create requests each platform received, whatever became of them."""
-        return (
-            len(self.bluesky.requests_to("com.atproto.repo.createRecord")),
-            len(self.mastodon.requests_to("/api/v1/statuses", "POST")),
-        )
-
-    def posts(self) -> tuple[int, int]:
-        """Posts that exist on each platform."""
-        return len(self.bluesky.posts_of(did_of(HANDLE))), len(self.mastodon.statuses_of())
-
-
-@pytest.fixture
-def platforms() -> Iterator[Platforms]:
-    with FakeBluesky() as bluesky, FakeMastodon() as mastodon:
-        yield Platforms(bluesky, mastodon)
-
-
-def world_of(worlds: MakeWorld, db_url: str, platforms: Platforms) -> World:
-    return worlds(db_url, publish=platforms.publish, environ=ENV)
-
-
-def receipt_state(world: World, target: str) -> str | None:
-    effect = world.effect(publish_effect_key(KEY, target))
-    return None if effect is None else effect.state
 
 
 def test_one_platform_failing_twice_then_recovering_makes_one_post_on_each(
