@@ -137,6 +137,18 @@ def test_the_look_up_pages_back_and_stops_before_the_attempt(fake: FakeLinkedIn)
     assert len(fake.requests_to("/rest/posts", "GET")) == 3  # one page: all older than since
 
 
+def test_a_post_made_before_the_first_send_or_taken_by_another_receipt_is_not_ours(
+    fake: FakeLinkedIn,
+) -> None:
+    pub = publisher(fake.api)
+    urn = pub.publish(publication())
+    assert pub.lookup(query()) == urn
+    later = datetime.now(UTC) + timedelta(hours=1)
+    assert pub.lookup(query(since=later)) is None  # the same text, made before: last week's
+    taken = PostQuery(KEY, TEXT, datetime.now(UTC) - timedelta(minutes=1), taken={urn}.__contains__)
+    assert pub.lookup(taken) is None  # another receipt's proof already
+
+
 def test_a_member_cannot_be_read_back_and_the_fake_refuses_it_too(fake: FakeLinkedIn) -> None:
     pub = publisher(fake.api, author=PERSON)
     urn = pub.publish(publication())

@@ -8,19 +8,24 @@ both backends.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
+import pytest
 from sqlmodel import col, select
 
 from core.drafting.revisions import keep_revisions
+from core.errors import LookupUnavailable
 from core.identity import publish_effect_key
 from core.models import DraftRow, EffectRow
 from core.policies import FailReason, PublishOutcome, Refusal
-from core.ports import PostQuery
+from core.ports import PostQuery, Publication
 from core.publishing.lookup_proof import LOOKUP_SKEW, post_query
+from core.publishing.platforms.mastodon import MastodonPublisher
+from core.publishing.targets import found_at
 from core.review.queue import edit
 from core.review.redraft_claims import RedraftClaim
 from core.scheduling.recipe_changes import RecipeChanges
+from core.setup.config import MastodonTarget
 from core.states import DraftState, EffectState, RunState
 from tests.fakes import social
 from tests.fakes.linkedin import TOKEN as LINKEDIN_TOKEN
@@ -63,18 +68,19 @@ def draft_and_approve(world: World, slot: str, text: str = HIRING) -> str:
 def test_a_recurring_text_on_mastodon_is_posted_for_each_slot_never_taken_twice(
     db_url: str, worlds: MakeWorld
 ) -> None:
-    """The model writes the same text for two slots (a weekly "We're hiring"): the second
-    slot's look-up finds the first slot's status, already that receipt's proof, and must
-    post its own."""
+    """Two slots carry the same text (a "We're hiring" post), sent a minute apart: the
+    second slot's look-up finds the first slot's status, within its window but already
+    that receipt's proof, and must post its own."""
     with FakeMastodon() as mastodon:
         world = worlds(
             db_url,
             publish=f'publish = {{ to = "mastodon", instance = "{mastodon.url}" }}',
             environ={"GALLEY_MASTODON_TOKEN": TOKEN},
         )
+        world.clock.set(datetime.now(UTC))  # the fake's clock: both sends minutes apart
         draft_and_approve(world, "2026-11-23T09:00")
         assert world.service().publish_run(RUN).outcome == PublishOutcome.PUBLISHED
-        world.clock.advance(timedelta(days=7))
+        world.clock.advance(timedelta(minutes=1))
         draft_and_approve(world, NEXT_SLOT)
 
         assert world.service().publish_run(NEXT_RUN).outcome == PublishOutcome.PUBLISHED
@@ -96,9 +102,10 @@ def test_a_linkedin_duplicate_of_an_earlier_slots_post_fails_the_run_and_tells_p
             ),
             environ={"GALLEY_LINKEDIN_TOKEN": LINKEDIN_TOKEN},
         )
+        world.clock.set(datetime.now(UTC))  # the fake's clock
         draft_and_approve(world, "2026-11-23T09:00")
         assert world.service().publish_run(RUN).outcome == PublishOutcome.PUBLISHED
-        world.clock.advance(timedelta(days=7))
+        world.clock.advance(timedelta(minutes=1))
         draft_and_approve(world, NEXT_SLOT)
 
         result = world.service().publish_run(NEXT_RUN)
@@ -214,3 +221,71 @@ def test_a_retry_after_an_uncertain_target_and_a_refused_one_reaches_the_refused
     assert platforms.posts() == (1, 1)
     assert world.draft_row().state == DraftState.PUBLISHED
     assert world.run_row().state == RunState.SUCCEEDED
+
+
+def test_a_retry_before_the_uncertain_target_is_settled_reconciles_it_and_sends_the_other(
+    db_url: str, worlds: MakeWorld, platforms: Platforms
+) -> None:
+    world = world_of(worlds, db_url, platforms)
+    world.approved()
+    platforms.bluesky.script("create", social.accept_then_drop())
+    invalid = {"error": "The access token is invalid"}
+    platforms.mastodon.script("create", social.status(401, invalid))
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.FAILED
+
+    answer = world.resolver().retry(RUN, actor="U0ADMIN")  # Bluesky still uncertain
+    assert "published once more" in answer
+    world.clock.advance(timedelta(minutes=1))
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.PUBLISHED
+    assert platforms.posts() == (1, 1)
+    assert platforms.creates() == (1, 2)  # Bluesky looked up by its key, never sent again
+
+
+def test_found_at_never_takes_a_post_already_proof_of_another_receipt() -> None:
+    class Answers:
+        target = "mastodon:m.test"
+
+        def lookup(self, query: PostQuery) -> str | None:
+            return "111"
+
+        def link(self, external_id: str) -> str | None:
+            return None
+
+    query = PostQuery("k|publish:mastodon:m.test", "text", datetime.now(UTC))
+    assert found_at(Answers(), query) is not None  # type: ignore[arg-type]
+    taken = PostQuery(query.effect_key, query.text, query.since, taken=lambda found: True)
+    with pytest.raises(LookupUnavailable, match="already the proof of another"):
+        found_at(Answers(), taken)  # type: ignore[arg-type]
+
+
+def test_the_mastodon_look_up_skips_a_status_already_proof_of_another_receipt() -> None:
+    with FakeMastodon() as mastodon:
+        target = MastodonTarget(to="mastodon", instance=mastodon.url)
+        publisher = MastodonPublisher(
+            target, timedelta(seconds=5), {"GALLEY_MASTODON_TOKEN": TOKEN}
+        )
+        since = datetime.now(UTC) - timedelta(minutes=1)
+        ids = [publisher.publish(_publication(f"k{n}|publish:{target.target}")) for n in (1, 2)]
+        query = PostQuery(f"k2|publish:{target.target}", HIRING, since)
+        newest_first = sorted(ids, key=int, reverse=True)
+        assert publisher.lookup(query) == newest_first[0]
+        skip_newest = PostQuery(
+            query.effect_key, HIRING, since, taken={newest_first[0]}.__contains__
+        )
+        assert publisher.lookup(skip_newest) == newest_first[1]  # read on past the taken one
+        none_left = PostQuery(query.effect_key, HIRING, since, taken=set(ids).__contains__)
+        assert publisher.lookup(none_left) is None
+
+
+def _publication(effect_key: str) -> Publication:
+    now = datetime.now(UTC)
+    return Publication(
+        effect_key=effect_key,
+        draft_key=effect_key.partition("|publish:")[0],
+        recipe=RECIPE,
+        platform="mastodon",
+        slot_at=now,
+        text=HIRING,
+        approver="U0EDITOR",
+        approved_at=now,
+    )
