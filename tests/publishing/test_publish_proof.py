@@ -8,6 +8,7 @@ both backends.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -16,9 +17,9 @@ from sqlmodel import col, select
 from core.drafting.revisions import keep_revisions
 from core.errors import LookupUnavailable
 from core.identity import publish_effect_key
-from core.models import DraftRow, EffectRow
+from core.models import DraftRow, EffectRow, RunRow
 from core.policies import FailReason, PublishOutcome, Refusal
-from core.ports import PostQuery, Publication
+from core.ports import Fit, PostQuery, Publication, Publisher
 from core.publishing.lookup_proof import LOOKUP_SKEW, post_query
 from core.publishing.platforms.mastodon import MastodonPublisher
 from core.publishing.targets import found_at
@@ -38,6 +39,7 @@ NEXT_SLOT = "2026-11-30T09:00"
 NEXT_RUN = f"{RECIPE}@{NEXT_SLOT}"
 NEXT_KEY = f"linkedin|{NEXT_RUN}|v1"
 ORGANIZATION = "urn:li:organization:5515715"
+NEXT_VERSION = f"linkedin|{RUN}|v2"
 
 
 HIRING = "We're hiring: come build Galley with us."
@@ -289,3 +291,58 @@ def _publication(effect_key: str) -> Publication:
         approver="U0EDITOR",
         approved_at=now,
     )
+
+
+# --- 9. the publish fence: the run still publishes this approved draft ---------------------
+
+
+class ChangedDuringLookup:
+    """The webhook's publisher, with rows changed while its look-up runs: what another
+    worker or a person may do between the publish start and the fence."""
+
+    def __init__(self, inner: Publisher, change: Callable[[], None]) -> None:
+        self.inner, self.change = inner, change
+
+    @property
+    def target(self) -> str:
+        return self.inner.target
+
+    def publish(self, publication: Publication) -> str:
+        return self.inner.publish(publication)
+
+    def lookup(self, query: PostQuery) -> str | None:
+        self.change()
+        return self.inner.lookup(query)
+
+    def link(self, external_id: str) -> str | None:
+        return self.inner.link(external_id)
+
+    def fit(self, text: str) -> Fit | None:
+        return self.inner.fit(text)
+
+
+@pytest.mark.parametrize("change", ["run_moved_to_another_draft", "draft_superseded"])
+def test_the_fence_sends_nothing_once_the_run_no_longer_publishes_this_approved_draft(
+    db_url: str, worlds: MakeWorld, change: str
+) -> None:
+    world = worlds(db_url)
+    world.approved()
+
+    def meanwhile() -> None:
+        with world.store.transaction() as session:
+            if change == "run_moved_to_another_draft":  # a manual run drafted v2, approved
+                run = session.exec(select(RunRow).where(col(RunRow.id) == RUN)).one()
+                run.draft_key = NEXT_VERSION
+                session.add(run)
+            else:
+                draft = session.exec(select(DraftRow).where(col(DraftRow.key) == KEY)).one()
+                draft.state = DraftState.SUPERSEDED
+                session.add(draft)
+
+    publisher = ChangedDuringLookup(world.publisher(world.recipe), meanwhile)
+    world.service(publisher=publisher).publish_run(RUN)
+
+    assert world.posts() == 0  # nothing sent for a draft its run no longer publishes
+    receipt = world.effect()
+    assert receipt is not None and receipt.state == EffectState.FAILED
+    assert "no longer publishes it" in (receipt.detail or "")
