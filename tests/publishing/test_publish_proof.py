@@ -26,14 +26,14 @@ from core.publishing.targets import found_at
 from core.review.queue import edit
 from core.review.redraft_claims import RedraftClaim
 from core.scheduling.recipe_changes import RecipeChanges
-from core.setup.config import MastodonTarget
+from core.setup.config import MastodonTarget, parse_config
 from core.states import DraftState, EffectState, RunState
 from tests.fakes import social
 from tests.fakes.linkedin import TOKEN as LINKEDIN_TOKEN
 from tests.fakes.linkedin import FakeLinkedIn
 from tests.fakes.mastodon import TOKEN, FakeMastodon
 from tests.harness.two_platforms import BLUESKY, Platforms, world_of
-from tests.harness.worlds import KEY, RECIPE, RUN, MakeWorld, World
+from tests.harness.worlds import KEY, RECIPE, RUN, MakeWorld, World, galley_config
 
 NEXT_SLOT = "2026-11-30T09:00"
 NEXT_RUN = f"{RECIPE}@{NEXT_SLOT}"
@@ -346,3 +346,28 @@ def test_the_fence_sends_nothing_once_the_run_no_longer_publishes_this_approved_
     receipt = world.effect()
     assert receipt is not None and receipt.state == EffectState.FAILED
     assert "no longer publishes it" in (receipt.detail or "")
+
+
+# --- 10. a target's id changed in the config mid-publication -------------------------------
+
+
+def test_a_target_renamed_mid_publication_is_not_sent_again_under_its_new_id(
+    db_url: str, worlds: MakeWorld, platforms: Platforms
+) -> None:
+    world = world_of(worlds, db_url, platforms)
+    world.approved()
+    platforms.bluesky.script("create", social.status(503))
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.WAITING
+    assert platforms.posts() == (0, 1)  # Mastodon has it, Bluesky waits
+
+    # The operator rewrites the instance's URL (the same server, the same account).
+    renamed = platforms.publish.replace("http://127.0.0.1:", "http://localhost:")
+    assert renamed != platforms.publish
+    world.config = parse_config(galley_config(renamed))
+    world.clock.advance(timedelta(minutes=1))
+    result = world.service().publish_run(RUN)
+
+    assert result.outcome == PublishOutcome.FAILED
+    assert result.detail is not None and platforms.mastodon_target in result.detail
+    assert platforms.posts() == (1, 1)  # Bluesky went; Mastodon was not posted twice
+    assert world.run_row().state == RunState.FAILED
