@@ -210,6 +210,11 @@ def target_of_publish_key(key: str) -> str:
     return key.rpartition(PUBLISH_MARK)[2]
 
 
+def platform_of_target(target: str) -> str:
+    """The platform a target id names (`bluesky` of `bluesky:acme.bsky.social`)."""
+    return target.partition(":")[0]
+
+
 SLACK_TARGET_PREFIX = "slack:"
 
 

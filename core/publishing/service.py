@@ -42,6 +42,7 @@ from core.publishing.targets import (
     found_at,
     proof_of,
     publishers_of,
+    renamed_target,
     verdict,
 )
 from core.setup.config import Config, Recipe
@@ -124,10 +125,12 @@ class PublishingService:
         recipe, approved = started
         failpoint(Failpoint.AFTER_PUBLISHING_COMMIT)
         done: list[TargetDone] = []
-        for publisher in publishers_of(self.publisher_for, recipe):
+        publishers = publishers_of(self.publisher_for, recipe)
+        for publisher in publishers:
             key = publish_effect_key(approved.draft_key, publisher.target)
             publication = replace(approved, effect_key=key)
-            performed = self._publish_to(recipe, publisher, publication, run_id)
+            renamed = self._renamed(publication, publisher, [p.target for p in publishers])
+            performed = renamed or self._publish_to(recipe, publisher, publication, run_id)
             done.append(TargetDone(publisher.target, performed))
             if performed.outcome == EffectOutcome.REFUSED:
                 break  # cancelled, or sent back to review: no other target may go either
@@ -157,6 +160,21 @@ class PublishingService:
         except KeyPayloadConflict as exc:  # sent with another text: never sent again; told
             said = f"{publisher.target} was sent another text of this draft: {exc}"
             return Performed(EffectOutcome.NOT_SENT, detail=said, refusal=_refused_for_good(said))
+
+    def _renamed(
+        self, publication: Publication, publisher: Publisher, current: list[str]
+    ) -> Performed | None:
+        """A target whose id changed in the config after this draft was sent under the old
+        one is not sent again under the new: the run fails, saying so, and people decide."""
+        with self.store.read() as session:
+            old = renamed_target(session, publication.draft_key, publisher.target, current)
+        if old is None:
+            return None
+        said = (
+            f"{publisher.target} is not sent: this draft went to {old} before the config "
+            "changed, and they may be one account; check it, then cancel or restore the target"
+        )
+        return Performed(EffectOutcome.NOT_SENT, detail=said, refusal=_refused_for_good(said))
 
     def _query(self, publication: Publication) -> PostQuery:
         """The look-up of this target's receipt: what it was sent with, since when."""

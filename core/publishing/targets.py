@@ -14,7 +14,7 @@ from typing import Any
 from sqlmodel import Session, col, select
 
 from core.errors import EffectNotSent, LookupUnavailable
-from core.identity import publish_effect_key, target_of_publish_key
+from core.identity import platform_of_target, publish_effect_key, target_of_publish_key
 from core.models import EffectRow
 from core.policies import EffectOutcome, EffectStep, PublishOutcome
 from core.ports import PostQuery, PublishedLink, Publisher
@@ -177,6 +177,22 @@ def sends_begun(session: Session, draft_key: str) -> list[EffectRow]:
 
 def _reopened(receipt: EffectRow) -> bool:
     return (receipt.detail or "").startswith(REOPENED)
+
+
+def renamed_target(
+    session: Session, draft_key: str, target: str, current: Sequence[str]
+) -> str | None:
+    """The id under which this draft was (or may have been) sent to a target of the same
+    platform that the recipe no longer lists, when `target` has no receipt of its own: a
+    handle changed to a DID, an instance's URL rewritten. The two may be one account, so
+    nothing is sent under the new id and a person decides (docs/design.md §24)."""
+    if session.get(EffectRow, publish_effect_key(draft_key, target)) is not None:
+        return None  # its own receipt answers for it
+    for receipt in sends_begun(session, draft_key):
+        other = target_of_publish_key(receipt.key)
+        if other not in current and platform_of_target(other) == platform_of_target(target):
+            return other
+    return None
 
 
 def frozen_text(session: Session, draft_key: str) -> str | None:
