@@ -1,4 +1,5 @@
-"""What a destination's look-up may take as the proof of one publish receipt (docs/design.md
+"""A publish receipt's shape (its spec and payload), and what a destination's look-up may
+take as the proof of one (docs/design.md
 §24, look-up proof): a post made since the receipt's first send, by the database's clock
 less `LOOKUP_SKEW`, with the text the receipt was sent with, and not already the proof of
 another receipt to the same target. A recurring text (a weekly "We're hiring", two
@@ -13,10 +14,12 @@ from datetime import timedelta
 
 from sqlmodel import Session, col, select
 
-from core.identity import payload_hash, target_of_publish_key, text_hash
+from core.identity import payload_hash, publish_effect_key, target_of_publish_key, text_hash
 from core.models import DraftRevisionRow, DraftRow, EffectRow
 from core.policies import EffectStep
 from core.ports import PostQuery
+from core.setup.config import Recipe
+from core.store.effects import EffectSpec
 from core.store.engine import Store
 
 LOOKUP_SKEW = timedelta(minutes=5)
@@ -28,6 +31,21 @@ are the destination's own clock)."""
 def publish_payload(target: str, draft_key: str, text: str) -> dict[str, str]:
     """The canonical payload of a publish receipt: the text by its hash."""
     return {"target": target, "draft_key": draft_key, "text": text_hash(text)}
+
+
+def publish_spec(recipe: Recipe, target: str, draft_key: str, text: str, run_id: str) -> EffectSpec:
+    """The publish receipt of one target: leased for four call limits, with the call's own
+    limit as its on-the-wire grace, backing off between refused tries."""
+    return EffectSpec(
+        publish_effect_key(draft_key, target),
+        draft_key=draft_key,
+        step=EffectStep.PUBLISH,
+        payload=publish_payload(target, draft_key, text),
+        lease=recipe.call_timeout * 4,
+        run_id=run_id,
+        backoff=True,
+        on_wire=recipe.call_timeout,
+    )
 
 
 def post_query(store: Store, effect_key: str, fallback: PostQuery) -> PostQuery:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TypeVar
 
@@ -24,21 +24,21 @@ from core.errors import (
     EffectNotSent,
     GalleyError,
     KeyPayloadConflict,
-    LookupUnavailable,
 )
 from core.failpoints import Failpoint, failpoint
 from core.identity import publish_effect_key
 from core.models import DraftRow, RunRow
-from core.policies import EffectOutcome, EffectStep, FailReason, PublishOutcome
+from core.policies import EffectOutcome, FailReason, PublishOutcome
 from core.ports import Clock, PostQuery, Publication, Publisher
-from core.publishing.lookup_proof import post_query, publish_payload
+from core.publishing.lookup_proof import post_query, publish_spec
 from core.publishing.missed_slots import miss_its_time
+from core.publishing.orphans import OrphanSettler, note_outcome
 from core.publishing.queue import PUBLISHABLE, OrphanedSend, orphaned_sends, publishable
+from core.publishing.results import PublishResult
 from core.publishing.targets import (
     PublisherFor,
     TargetDone,
     Verdict,
-    all_published,
     found_at,
     proof_of,
     publishers_of,
@@ -48,25 +48,16 @@ from core.publishing.targets import (
 from core.setup.config import Config, Recipe
 from core.slots.publish_time import approval_stale, not_yet
 from core.states import DraftState, RunState, run_may_move
-from core.store.effects import EffectLedger, EffectSpec, Performed, Proof
+from core.store.effects import EffectLedger, Performed, Proof
 from core.store.engine import Store
 from core.store.leases import PUBLISHER, lease_now
 from core.store.rows import lock_draft, lock_draft_of, lock_run, required
-from core.store.transitions import guarded_update, move_draft, move_run, note_run
+from core.store.transitions import move_draft, move_run
 
 log = logging.getLogger(__name__)
 
 NOT_SENT_CANCELLED = "the run was cancelled before it was sent"
 NOT_SENT_STALE = "approval went stale before it was sent"
-ORPHAN_NOT_SENT = "absent at the destination; its run no longer publishes it, so it is not sent"
-
-
-@dataclass(frozen=True)
-class PublishResult:
-    outcome: PublishOutcome
-    run_id: str
-    detail: str | None = None
-    external_id: str | None = None
 
 
 Subject = TypeVar("Subject")
@@ -140,7 +131,9 @@ class PublishingService:
         self, recipe: Recipe, publisher: Publisher, publication: Publication, run_id: str
     ) -> Performed:
         """One target, looked up first, sent at most once; its receipt keeps the public URL."""
-        spec = self._spec(recipe, publisher, publication.draft_key, publication.text, run_id)
+        spec = publish_spec(
+            recipe, publisher.target, publication.draft_key, publication.text, run_id
+        )
 
         def send() -> Proof:
             failpoint(Failpoint.BEFORE_PUBLISH_CALL)
@@ -180,20 +173,6 @@ class PublishingService:
         """The look-up of this target's receipt: what it was sent with, since when."""
         fallback = PostQuery(publication.effect_key, publication.text, publication.approved_at)
         return post_query(self.store, publication.effect_key, fallback)
-
-    def _spec(
-        self, recipe: Recipe, publisher: Publisher, draft_key: str, text: str, run_id: str
-    ) -> EffectSpec:
-        return EffectSpec(
-            publish_effect_key(draft_key, publisher.target),
-            draft_key=draft_key,
-            step=EffectStep.PUBLISH,
-            payload=publish_payload(publisher.target, draft_key, text),
-            lease=recipe.call_timeout * 4,
-            run_id=run_id,
-            backoff=True,
-            on_wire=recipe.call_timeout,
-        )
 
     def _may_send(
         self, session: Session, recipe: Recipe, run_id: str, publication: Publication
@@ -239,72 +218,11 @@ class PublishingService:
         return PublishResult(PublishOutcome.FAILED, run_id, detail)
 
     def settle_orphan(self, send: OrphanedSend) -> PublishResult | None:
-        """Ask the destination about an orphaned send; None while nobody can tell (people
-        heard of it when they cancelled). Absent, its receipt says it never happened."""
+        """Ask the destination about a send its run no longer publishes (`orphans.py`)."""
         recipe = self.config.recipes.get(send.recipe)
-        if recipe is None or recipe.publish is None:
-            return None  # no destination left to ask
-        publisher = next(
-            (
-                p
-                for p in publishers_of(self.publisher_for, recipe)
-                if publish_effect_key(send.draft_key, p.target) == send.effect_key
-            ),
-            None,
-        )
-        if publisher is None:
-            return None  # the recipe publishes elsewhere now
-        try:
-            fallback = PostQuery(send.effect_key, send.text, send.since)
-            query = post_query(self.store, send.effect_key, fallback)  # the text it was sent with
-            probe = found_at(publisher, query)  # before anything is written
-        except LookupUnavailable:
-            return None
-        noted: list[Proof | None] = []
-
-        def note(found: Proof | None) -> None:
-            # The run and draft first, the receipt last: a pass that stops in between
-            # leaves the receipt unsettled, so the next one finds the send again and
-            # notes it once.
-            if found is None:
-                self._note_orphan(send, f"not sent: publish {send.draft_key}")
-            else:
-                outcome = f"publish {send.draft_key} → {found.external_id}"
-                self._note_orphan(send, outcome, published=True)
-            failpoint(Failpoint.ORPHAN_NOTED)
-            noted.append(found)
-
-        done = self.ledger.settle_by_lookup(
-            self._spec(recipe, publisher, send.draft_key, query.text, send.run_id),
-            lambda: probe or found_at(publisher, query),  # absent: ask again, holding it
-            not_sent=ORPHAN_NOT_SENT,
-            record=note,
-        )
-        if done.outcome == EffectOutcome.FOUND:
-            return PublishResult(
-                PublishOutcome.PUBLISHED, send.run_id, external_id=done.external_id
-            )
-        if noted:
-            return PublishResult(PublishOutcome.NOT_READY, send.run_id, ORPHAN_NOT_SENT)
-        return None
-
-    def _note_orphan(self, send: OrphanedSend, outcome: str, *, published: bool = False) -> None:
-        with self.store.transaction() as session:
-            now = self.clock.now()
-            run = _locked_run(session, send.run_id)
-            draft = required(lock_draft(session, send.draft_key), f"draft {send.draft_key}")
-            recipe = self.config.recipes.get(send.recipe)
-            if (
-                published
-                and draft.state == DraftState.APPROVED
-                and recipe is not None
-                and all_published(session, recipe, draft.key, proven=send.effect_key)
-            ):
-                move_draft(session, draft, DraftState.PUBLISHED, actor=PUBLISHER, at=now)
-            when = "after cancellation" if run.state == RunState.CANCELLED else "later"
-            _note_outcome(
-                session, run, f"completed {when}: {outcome}" if published else outcome, now
-            )
+        publishers = [] if recipe is None else publishers_of(self.publisher_for, recipe)
+        settler = OrphanSettler(self.store, self.config, self.clock, self.ledger)
+        return settler.settle(send, publishers)
 
     def _start(self, run_id: str) -> tuple[Recipe, Publication] | PublishResult:
         """One transaction: check the approval is fresh, move to `publishing`."""
@@ -373,7 +291,7 @@ class PublishingService:
                 )
             elif run.state == RunState.CANCELLED:
                 note = f"completed after cancellation: publish {run.draft_key} → {external_id}"
-                _note_outcome(session, run, note, now)
+                note_outcome(session, run, note, now)
         return PublishResult(PublishOutcome.PUBLISHED, run_id, external_id=external_id)
 
     def _move(
@@ -402,18 +320,6 @@ def _locked_run(session: Session, run_id: str) -> RunRow:
 
 def _draft(session: Session, run: RunRow) -> DraftRow:
     return required(lock_draft_of(session, run), f"draft of run {run.id}")
-
-
-def _note_outcome(session: Session, run: RunRow, note: str, now: datetime) -> None:
-    """What became of a send after its run stopped publishing it. On a cancelled run it
-    joins the list of completed effects (its reason), so people see what went out."""
-    if run.state == RunState.CANCELLED:
-        if note in (run.reason or ""):
-            return  # noted already, by a pass that stopped before settling the receipt
-        run.reason = f"{run.reason or 'completed effects: none'}; {note}"
-        run.updated_at = now
-        guarded_update(session, run, state=RunState.CANCELLED)
-    note_run(session, run, actor=PUBLISHER, at=now, reason=note)
 
 
 def _send_back(
