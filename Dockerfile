@@ -7,12 +7,12 @@ COPY requirements.lock requirements-dev.lock pyproject.toml README.md ./
 COPY core ./core
 COPY bot ./bot
 COPY galley ./galley
-# Runtime dependencies only, each at its pinned version, with the Bluesky and Mastodon
-# clients (pinned in the dev lock) so every destination works.
+# Runtime dependencies only, each at its pinned version (the Bluesky and Mastodon clients
+# among them: publishing is the bot's job).
 # Bytecode is compiled here: the runtime user cannot write .pyc files into /venv, and
 # without them every `galley` command would compile its imports again (seconds).
 RUN uv venv /venv \
-    && uv pip install --no-cache --compile-bytecode -p /venv -c requirements.lock -c requirements-dev.lock ".[bluesky,mastodon]"
+    && uv pip install --no-cache --compile-bytecode -p /venv -c requirements.lock .
 
 FROM python:3.11-slim
 RUN useradd --create-home --uid 10001 galley

@@ -370,11 +370,12 @@ def check(
     """Validate the config, each publish target's secret and the database; show each
     recipe's next five slots. `--online`: each destination's credentials proved against
     its service without posting (Slack: auth.test), one line each, exit 2 on a failure."""
+    from core.setup.serving import unserved_targets
     from core.slots.schedule import describe, next_slots
 
     with explained_errors():
         services = open_services()
-        missing = services.config.missing_secrets()  # one line per target that cannot publish
+        missing = unserved_targets(services.config)  # one line per target it cannot serve
         if missing:
             raise ConfigError(missing)
     if online:

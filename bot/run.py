@@ -40,6 +40,7 @@ from core.operations.gauges import watch_database
 from core.ports import Clock, MessageRef
 from core.review.redraft_claims import RedraftClaim, expired_redrafts
 from core.setup.config import Recipe, load_config
+from core.setup.serving import unserved_targets
 from core.setup.settings import Settings
 from core.slots.schedule import Slot
 from core.store.deliveries import forget_old_deliveries
@@ -82,7 +83,9 @@ class Bot:
     ) -> None:
         problems = missing_settings(settings)
         try:  # the file's problems too, in the same answer: never one fix at a time
-            load_config(settings.galley_config)
+            # and every target it cannot serve (a secret unset, a client not installed):
+            # refused now, not at the first approved post
+            problems += unserved_targets(load_config(settings.galley_config))
         except ConfigError as exc:
             problems += exc.problems
         if problems:

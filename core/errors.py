@@ -155,10 +155,13 @@ class MissingSecret(EffectNotSent):
 
 
 class MissingExtra(EffectNotSent):
-    """A destination's client library is not installed (an optional extra of galley)."""
+    """A destination's client library is not installed: the bot's install was incomplete
+    (`galley check` and `galley run` refuse such a config before anything runs)."""
 
-    def __init__(self, extra: str, target: str) -> None:
+    def __init__(self, client: str, target: str) -> None:
         super().__init__(
-            f"{target} needs the {extra!r} extra: pip install 'galley[{extra}]'", permanent=True
+            f"{target} needs the {client} client, which is not installed: install the bot's "
+            "pinned requirements (uv pip install -r requirements.lock)",
+            permanent=True,
         )
-        self.extra = extra
+        self.client = client

@@ -117,3 +117,62 @@ def test_slack_down_at_start_is_one_line_saying_so(tmp_path: Path, slack: FakeSl
     assert result.returncode == EXIT_USAGE
     [line] = result.stderr.splitlines()
     assert line.startswith("Slack is unavailable: ") and "GALLEY_SLACK_API_URL" not in line
+
+
+MASTODON_RECIPE = """
+[[recipes]]
+name = "toots"
+platform = "mastodon"
+schedule = "0 9 * * mon"
+prompt = "Write."
+publish = { to = "mastodon", instance = "http://127.0.0.1:9" }
+"""
+
+
+@pytest.mark.slow
+def test_galley_run_refuses_to_start_without_a_targets_secret_naming_the_variable(
+    tmp_path: Path,
+) -> None:
+    """As `galley check` does: a compose deployment would otherwise fail at its first
+    approved post."""
+    result = galley_run(tmp_path, config_text() + MASTODON_RECIPE, GALLEY_MASTODON_TOKEN="")
+    assert result.returncode == EXIT_USAGE
+    assert result.stderr.splitlines() == [
+        "recipe 'toots': publish: GALLEY_MASTODON_TOKEN is not set: "
+        "mastodon:127.0.0.1:9 needs it to publish"
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["check", "run"])
+def test_a_target_whose_client_is_not_installed_is_refused_before_anything_runs(
+    tmp_path: Path, command: str
+) -> None:
+    config = tmp_path / "galley.toml"
+    config.write_text(config_text() + MASTODON_RECIPE)
+    hide_client = (  # as if Mastodon.py were not installed
+        "import sys; sys.modules['mastodon'] = None; sys.argv = ['galley', *sys.argv[1:]];"
+        " from bot.cli import main; main()"
+    )
+    result = subprocess.run(
+        [str(GALLEY.parent / "python"), "-c", hide_client, command],
+        env=galley_env(
+            GALLEY_CONFIG=str(config),
+            GALLEY_DATABASE_URL=f"sqlite:///{tmp_path / 'galley.db'}",
+            GALLEY_MASTODON_TOKEN="token",
+            SLACK_BOT_TOKEN="xoxb-test",
+            SLACK_SIGNING_SECRET="test-secret",
+            ANTHROPIC_API_KEY="test-key",
+            GALLEY_HTTP_PORT="0",
+        ),
+        capture_output=True,
+        text=True,
+        timeout=scaled(120),
+    )
+    assert result.returncode == EXIT_USAGE, result.stderr
+    lines = (result.stdout + result.stderr).strip().splitlines()
+    assert lines == [
+        "recipe 'toots': publish: mastodon:127.0.0.1:9 needs the Mastodon.py client, which is"
+        " not installed: install the bot's pinned requirements"
+        " (uv pip install -r requirements.lock)"
+    ]

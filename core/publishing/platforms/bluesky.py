@@ -151,7 +151,7 @@ class BlueskyPublisher:
             from atproto_client import Client
             from atproto_client.request import Request
         except ImportError:
-            raise MissingExtra("bluesky", self.target) from None
+            raise MissingExtra("atproto", self.target) from None
         sent = self._sent
 
         class TracedRequest(Request):  # type: ignore[misc]

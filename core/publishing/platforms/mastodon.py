@@ -153,7 +153,7 @@ class MastodonPublisher:
             import requests
             from mastodon import Mastodon
         except ImportError:
-            raise MissingExtra("mastodon", self.target) from None
+            raise MissingExtra("Mastodon.py", self.target) from None
         session = requests.Session()
         answers = self._answers
 

@@ -1,0 +1,44 @@
+"""What a config needs of this machine before it can publish: each target's credential
+variable set and its platform's client library importable. `galley check` and `galley
+run` both refuse, one line per target, rather than fail at the first approved post.
+Nothing here imports a client: a look at the installed packages is enough.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Mapping
+
+from core.setup.config import Config
+
+CLIENTS = {"bluesky": ("atproto_client", "atproto"), "mastodon": ("mastodon", "Mastodon.py")}
+"""A platform's client, as (module imported, package installed); LinkedIn, Slack and
+webhooks need none beyond the bot's own."""
+
+REINSTALL = "install the bot's pinned requirements (uv pip install -r requirements.lock)"
+
+
+def unserved_targets(config: Config, environ: Mapping[str, str] | None = None) -> list[str]:
+    """One line per publish target this machine cannot serve: its secret is unset, or its
+    client is not installed."""
+    return config.missing_secrets(environ) + missing_clients(config)
+
+
+def missing_clients(config: Config) -> list[str]:
+    lines = []
+    for recipe in config.recipes.values():
+        for target in recipe.targets:
+            client = CLIENTS.get(target.to)
+            if client is not None and not installed(client[0]):
+                lines.append(
+                    f"recipe {recipe.name!r}: publish: {target.target} needs the "
+                    f"{client[1]} client, which is not installed: {REINSTALL}"
+                )
+    return lines
+
+
+def installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent that is not a package; a module set to None
+        return False
