@@ -52,6 +52,19 @@ def test_the_bot_installs_runtime_pins_only() -> None:
     assert not [name for name in DEV_ONLY if name in runtime]
     assert all(name in dev for name in DEV_ONLY)
     assert {name: dev[name] for name in runtime} == runtime  # the same versions for both
+    assert {"atproto", "mastodon-py"} <= set(runtime)  # publishing is the bot's job (issue 33.8)
+
+
+def test_the_readmes_command_table_names_every_command_of_galley() -> None:
+    from typer.main import get_command
+
+    from bot.cli import app
+
+    group = get_command(app)
+    commands = set(group.list_commands(None))  # type: ignore[attr-defined, arg-type]
+    rows = [line for line in README.splitlines() if line.startswith("| `galley ")]
+    named = {name for row in rows for name in re.findall(r"`galley ([a-z]+)", row.split(" | ")[0])}
+    assert commands - named == set()
 
 
 def test_the_readmes_lock_commands_are_the_ones_that_made_the_locks() -> None:
