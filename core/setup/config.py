@@ -8,12 +8,13 @@ is not a number and `"yes"` not a boolean, so they are refused, never converted.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
 import tomllib
 from abc import abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -399,7 +400,8 @@ def parse_config(text: str, *, source: str = "config") -> Config:
         raise ConfigError([f"{source}: not valid TOML: {exc}"]) from None
     problems: list[str] = []
     for key in sorted(set(raw) - {"slack", "defaults", "recipes"}):
-        problems.append(f"config: unknown key {key!r}")
+        said = _unknown_key(key, ("slack", "defaults", "recipes"))
+        problems.append(f"config: {key}: {said}")
     slack = _validate(SlackSection, raw.get("slack"), "[slack]", problems)
     defaults = raw.get("defaults", {})
     if not isinstance(defaults, dict):
@@ -434,7 +436,7 @@ def _valid_defaults(defaults: dict[str, Any], problems: list[str]) -> dict[str, 
     is not blamed for them again."""
     bad_keys = set(defaults) - set(RecipeSettings.model_fields)
     for key in sorted(bad_keys):
-        problems.append(f"[defaults]: {key}: unknown key")
+        problems.append(f"[defaults]: {key}: {_unknown_key(key, RecipeSettings.model_fields)}")
     try:
         _checked(RecipeSettings, {k: v for k, v in defaults.items() if k not in bad_keys})
     except ValidationError as exc:
@@ -495,8 +497,37 @@ def _validate(model: type[M], raw: Any, label: str, problems: list[str]) -> M | 
                 if error["loc"][:1] == ("publish",)
                 else error["loc"]
             )
-            problems.append(f"{label}: {_field_name(loc)}: {_message(error)}")
+            said = _message(error)
+            if error["type"] == "extra_forbidden":
+                said = _unknown_key(str(error["loc"][-1]), _keys_at(model, error["loc"]))
+            problems.append(f"{label}: {_field_name(loc)}: {said}")
         return None
+
+
+TARGETS: dict[str, type[_Strict]] = {
+    "slack": SlackTarget,
+    "webhook": WebhookTarget,
+    "bluesky": BlueskyTarget,
+    "mastodon": MastodonTarget,
+    "linkedin": LinkedInTarget,
+}
+
+
+def _keys_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
+    """The keys the table holding an unknown key may have: a publish target's (pydantic's
+    loc names its tag) or the model's own."""
+    if loc[:1] == ("publish",):
+        tag = next((part for part in loc[1:] if isinstance(part, str) and part in TARGETS), None)
+        return list(TARGETS[tag].model_fields) if tag else ["to"]
+    return [str(f.validation_alias or name) for name, f in model.model_fields.items()]
+
+
+def _unknown_key(key: str, valid: Iterable[str]) -> str:
+    """An unknown key, with the likeliest one meant and every key the table takes."""
+    keys = sorted(valid)
+    close = difflib.get_close_matches(key, keys, n=1)
+    meant = f"; did you mean {close[0]!r}?" if close else ""
+    return f"unknown key{meant} (valid keys: {', '.join(keys)})"
 
 
 def _publish_loc(loc: tuple[int | str, ...], single: bool) -> tuple[int | str, ...]:

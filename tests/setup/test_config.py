@@ -88,7 +88,28 @@ def test_all_problems_are_reported_at_once() -> None:
 
 def test_unknown_top_level_and_default_keys_are_rejected() -> None:
     text = "surprise = 1\n" + config_text().replace("[defaults]", "[defaults]\nlimit = 2")
-    assert problems_of(text) == ["config: unknown key 'surprise'", "[defaults]: limit: unknown key"]
+    top, defaults = problems_of(text)
+    assert top == "config: surprise: unknown key (valid keys: defaults, recipes, slack)"
+    assert defaults.startswith("[defaults]: limit: unknown key (valid keys: approval_ttl, ")
+
+
+def test_an_unknown_key_names_the_one_likely_meant_and_every_key_the_table_takes() -> None:
+    """A newcomer's typo, in a recipe, in [defaults] and in a publish target."""
+    text = config_text().replace("[defaults]\n", '[defaults]\nmodle = "x"\n')
+    text = text.replace(
+        "prompt = ",
+        'promt = "x"\npublish = { to = "mastodon", instanse = "https://m.test" }\nprompt = ',
+    )
+    problems = problems_of(text)
+    assert problems[0].startswith("[defaults]: modle: unknown key; did you mean 'model'? (valid")
+    [recipe_line] = [p for p in problems if ": promt:" in p]
+    assert "did you mean 'prompt'?" in recipe_line and "publish" in recipe_line
+    assert "targets" not in recipe_line  # the file's word, not the model's field
+    [target_line] = [p for p in problems if "instanse" in p]
+    assert target_line.endswith(
+        "publish.instanse: unknown key; did you mean 'instance'? "
+        "(valid keys: instance, secret_env, to, visibility)"
+    )
 
 
 def test_a_file_that_is_not_toml_says_so() -> None:
