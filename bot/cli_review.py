@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from bot.cli import EXIT_FAILED, app, explained_errors, open_galley, out
+from core.policies import Refusal
 
 if TYPE_CHECKING:
     from core.api.views import Answer
@@ -30,8 +31,14 @@ def _person(actor: str | None) -> str:
     return actor or os.environ.get("GALLEY_USER") or "cli"
 
 
-def _told(answer: Answer) -> None:
+def _told(answer: Answer, person: str) -> None:
     out.print(answer.message, markup=False, highlight=False)
+    if answer.refusal == Refusal.NOT_APPROVER:  # the command line's own way to say who
+        out.print(
+            f"(deciding as {person}: name an approver with --as U… or GALLEY_USER)",
+            markup=False,
+            highlight=False,
+        )
     if not answer.accepted:
         raise typer.Exit(EXIT_FAILED)
 
@@ -42,8 +49,9 @@ def approve(key: Key, revision: Revision = None, actor: Person = None) -> None:
     with explained_errors():
         galley = open_galley()
         read = galley.show(key) if revision is None else key
-        answer = galley.approve(read, revision, user=_person(actor))
-    _told(answer)
+        person = _person(actor)
+        answer = galley.approve(read, revision, user=person)
+    _told(answer, person)
 
 
 @app.command()
@@ -57,8 +65,9 @@ def reject(
     with explained_errors():
         galley = open_galley()
         read = galley.show(key) if revision is None else key
-        answer = galley.reject(read, revision, reason=reason, user=_person(actor))
-    _told(answer)
+        person = _person(actor)
+        answer = galley.reject(read, revision, reason=reason, user=person)
+    _told(answer, person)
 
 
 @app.command()
@@ -72,5 +81,6 @@ def redraft(
     with explained_errors():
         galley = open_galley()
         read = galley.show(key) if revision is None else key
-        answer = galley.redraft(read, note, revision, user=_person(actor))
-    _told(answer)
+        person = _person(actor)
+        answer = galley.redraft(read, note, revision, user=person)
+    _told(answer, person)

@@ -160,4 +160,5 @@ class Desk:
 def as_answer(answer: ReviewAnswer) -> Answer:
     """The operator API's view of a decision."""
     state = answer.item.state if answer.item else None
-    return Answer(answer.accepted, answer.message, answer.draft_key, state)
+    refusal = None if answer.refusal is None else str(answer.refusal)
+    return Answer(answer.accepted, answer.message, answer.draft_key, state, refusal)

@@ -320,6 +320,7 @@ class Answer(Printable):
     message: str
     draft_key: str
     state: str | None
+    refusal: str | None = None  # why it did not count (`core.policies.Refusal`)
 
     def _repr_html_(self) -> str:
         return html_block("p", self.message, **{"class": "galley-answer"})

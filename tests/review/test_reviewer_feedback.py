@@ -214,3 +214,25 @@ def test_feedback_for_every_recipe_at_once_counts_the_window_and_keeps_each_newe
     assert (beta.rejections, beta.redrafts, beta.last_reason) == (1, 0, "wrong date")
     assert (delta.rejections, delta.redrafts, delta.last_reason) == (0, 0, None)
     assert alone == beta
+
+
+def test_a_refused_stranger_on_the_command_line_is_told_how_to_say_who_they_are(
+    env: dict[str, str],
+) -> None:
+    config = Path(env["GALLEY_CONFIG"])
+    config.write_text(
+        config.read_text().replace(
+            'review_channel = "C0REVIEW"',
+            'review_channel = "C0REVIEW"\napprovers = ["U0ANA", "U0BEN"]',
+        )
+    )
+    assert galley(env, "draft", RECIPE, "--slot", FIRST)[0] == 0
+
+    code, said = galley(env, "approve", KEY)  # neither --as nor GALLEY_USER: `cli`
+
+    assert code == 1
+    assert said.splitlines() == [
+        "You are not one of this Galley's approvers.",
+        "(deciding as cli: name an approver with --as U… or GALLEY_USER)",
+    ]
+    assert galley(env, "approve", KEY, "--as", "U0ANA")[0] == 0
