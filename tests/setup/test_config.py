@@ -270,3 +270,15 @@ def test_a_missing_secret_is_one_line_naming_the_variable() -> None:
         "recipe 'second': publish: LI_TEAM is not set: linkedin:urn:li:person:x needs it to publish"
     ]
     assert config.missing_secrets({**env, "LI_TEAM": "t"}) == []
+
+
+def test_the_readme_names_every_key_of_every_publish_target() -> None:
+    """`service`, `api`, `version`: a key only a comment mentions is a key nobody finds."""
+    from core.setup.config import TARGETS
+    from tests.harness.processes import REPO
+
+    readme = (REPO / "README.md").read_text()
+    for to, model in TARGETS.items():
+        [row] = [line for line in readme.splitlines() if line.startswith(f"| `{to}` |")]
+        missing = [key for key in model.model_fields if f"`{key}`" not in row and key != "to"]
+        assert missing == [], (to, missing)
