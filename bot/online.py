@@ -13,9 +13,10 @@ from bot.wiring import Publishers
 from core.errors import GalleyError
 from core.publishing.platforms.online_check import CredentialProof, prove_targets
 from core.setup.config import Config
-from core.setup.settings import load_settings
+from core.setup.settings import Settings, load_settings
 
 SLACK = "slack"
+ANTHROPIC = "anthropic"
 CHECK_TIMEOUT = 10  # seconds for one auth.test
 
 
@@ -33,11 +34,26 @@ def prove_everything(config: Config) -> list[CredentialProof]:
             retry_handlers=[],
         )
         slack = _auth_test(client)
+    model = _anthropic_key(settings)
     publishers = Publishers(SlackChannels(client))
     try:
-        return [slack, *prove_targets(config, publishers.publishers_for)]
+        return [slack, model, *prove_targets(config, publishers.publishers_for)]
     finally:
         publishers.close()
+
+
+def _anthropic_key(settings: Settings) -> CredentialProof:
+    """The key drafts are paid with, proved by one read that spends no tokens."""
+    from core.drafting.anthropic_drafter import AnthropicDrafter
+
+    key = settings.anthropic_api_key
+    if key is None:
+        return CredentialProof(ANTHROPIC, False, "ANTHROPIC_API_KEY is not set")
+    drafter = AnthropicDrafter(key.get_secret_value(), settings.anthropic_base_url)
+    try:
+        return CredentialProof(ANTHROPIC, True, drafter.prove_key())
+    except GalleyError as exc:
+        return CredentialProof(ANTHROPIC, False, str(exc))
 
 
 def _auth_test(client: WebClient) -> CredentialProof:

@@ -76,6 +76,10 @@ class SlackUnavailable(GalleyError):
     """Slack cannot be reached, refuses the bot token, or the API URL is wrong."""
 
 
+class ModelUnavailable(GalleyError):
+    """The Anthropic API cannot be reached, or refuses ANTHROPIC_API_KEY (`check --online`)."""
+
+
 class PortUnavailable(GalleyError):
     """GALLEY_HTTP_PORT cannot be bound (taken, or not ours to take)."""
 

@@ -17,11 +17,13 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from core.errors import ModelCallFailed
+from core.errors import ModelCallFailed, ModelUnavailable
 from core.http_calls import call_timeout, never_sent, retry_after_seconds
 from core.policies import AttemptOutcome
 from core.ports import DraftRequest, ModelReply
 from core.telemetry import observe
+
+CHECK_SECONDS = 10.0  # `galley check --online`: one read, answered or not
 
 if TYPE_CHECKING:
     import anthropic
@@ -47,6 +49,26 @@ class AnthropicDrafter:
         began = time.monotonic()
         self._client.messages  # noqa: B018 (the resource is built on first access)
         return time.monotonic() - began
+
+    def prove_key(self) -> str:
+        """One cheap authenticated read (the newest model, `GET /v1/models?limit=1`), no
+        tokens spent: `galley check --online`. Raises `ModelUnavailable` naming the cause:
+        the key refused, the API unreachable, or another answer."""
+        import anthropic
+
+        try:
+            page = self._client.models.list(limit=1, timeout=CHECK_SECONDS)
+        except anthropic.AuthenticationError as exc:
+            raise ModelUnavailable(
+                f"Anthropic refused ANTHROPIC_API_KEY (401): {exc.message}"
+            ) from exc
+        except anthropic.APIConnectionError as exc:
+            where = self._base_url or "the Anthropic API"
+            raise ModelUnavailable(f"{where} is unreachable: {exc}") from exc
+        except anthropic.APIStatusError as exc:
+            raise ModelUnavailable(f"Anthropic answered {exc.status_code}: {exc.message}") from exc
+        newest = page.data[0].id if page.data else "no model listed"
+        return f"key accepted (newest model: {newest})"
 
     def draft(self, request: DraftRequest) -> ModelReply:
         """One model call, timed from the moment it is sent, logged and counted whatever

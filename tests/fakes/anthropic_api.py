@@ -147,6 +147,16 @@ class _Handler(server.Handler["FakeAnthropic"]):
         if path.startswith(anthropic_batches.BATCHES_PATH):
             self._batch_reply(fake.batches.get(path.rstrip("/"), query), n)
             return
+        if path == MODELS_PATH:  # the cheap authenticated read `galley check --online` makes
+            headers = self._lower_headers()  # the SDK sends the key as a bearer token
+            sent = headers.get("x-api-key") or headers.get("authorization", "").removeprefix(
+                "Bearer "
+            )
+            if sent == REFUSED_KEY:
+                self._reply(401, error_body(401, "invalid x-api-key"), n)
+            else:
+                self._reply(200, MODELS_PAGE, n)
+            return
         self._reply(404, error_body(404, f"no route GET {self.path}"), n)
 
     def _reply(
@@ -269,6 +279,23 @@ class PromptCache:
             },
             "service_tier": tier,
         }
+
+
+MODELS_PATH = "/v1/models"
+REFUSED_KEY = "sk-ant-refused"  # the one key the fake answers 401 authentication_error
+MODELS_PAGE = {  # GET /v1/models?limit=1, as the API lists its newest model
+    "data": [
+        {
+            "type": "model",
+            "id": "claude-test",
+            "display_name": "Claude Test",
+            "created_at": "2026-01-01T00:00:00Z",
+        }
+    ],
+    "has_more": True,
+    "first_id": "claude-test",
+    "last_id": "claude-test",
+}
 
 
 class FakeAnthropic(server.FakeServer):

@@ -16,9 +16,11 @@ from typer.testing import CliRunner
 from bot.cli import app
 from tests.conftest import config_text
 from tests.fakes import bluesky, linkedin, mastodon
+from tests.fakes.anthropic_api import REFUSED_KEY, FakeAnthropic
 from tests.fakes.bluesky import FakeBluesky
 from tests.fakes.linkedin import FakeLinkedIn
 from tests.fakes.mastodon import FakeMastodon
+from tests.fakes.server import closed_port
 from tests.fakes.slack_api import FakeSlack
 
 
@@ -28,6 +30,8 @@ class Services:
     bluesky: FakeBluesky
     mastodon: FakeMastodon
     linkedin: FakeLinkedIn
+    anthropic: FakeAnthropic
+    mastodon_url: str = ""  # where the recipe's Mastodon target points (default: the fake)
 
     def recipe(self) -> str:
         return f"""
@@ -39,7 +43,7 @@ prompt = "Write."
 publish = [
   {{ to = "slack", channel = "C0ANNOUNCE" }},
   {{ to = "bluesky", handle = "{bluesky.HANDLE}", service = "{self.bluesky.url}" }},
-  {{ to = "mastodon", instance = "{self.mastodon.url}" }},
+  {{ to = "mastodon", instance = "{self.mastodon_url or self.mastodon.url}" }},
   {{ to = "linkedin", author = "{linkedin.ORGANIZATION}", api = "{self.linkedin.api}" }},
   {{ to = "linkedin", author = "{linkedin.PERSON}", api = "{self.linkedin.api}" }},
 ]
@@ -50,11 +54,11 @@ publish = [
 
 
 @pytest.fixture
-def services() -> Iterator[Services]:
+def services(fake_anthropic: FakeAnthropic) -> Iterator[Services]:
     with FakeBluesky() as sky, FakeMastodon() as toot, FakeLinkedIn() as page:
         slack = FakeSlack().start()
         try:
-            yield Services(slack, sky, toot, page)
+            yield Services(slack, sky, toot, page, fake_anthropic)
         finally:
             slack.stop()
 
@@ -72,6 +76,8 @@ def check_online(
         "GALLEY_BLUESKY_PASSWORD": bluesky.PASSWORD,
         "GALLEY_MASTODON_TOKEN": mastodon.TOKEN,
         "GALLEY_LINKEDIN_TOKEN": linkedin.TOKEN,
+        "ANTHROPIC_API_KEY": "sk-ant-test",
+        "ANTHROPIC_BASE_URL": services.anthropic.url,
     } | secrets
     assert CliRunner().invoke(app, ["db", "upgrade"], env=env).exit_code == 0
     result = CliRunner().invoke(app, ["check", "--online"], env=env)
@@ -85,6 +91,7 @@ def test_every_destination_is_proved_one_line_each_and_nothing_is_posted(
     assert code == 0, lines
     assert [line.split(": ")[0] for line in lines] == [
         "slack",
+        "anthropic",
         f"bluesky:{bluesky.HANDLE}",
         f"mastodon:{services.mastodon.url.removeprefix('http://')}",
         f"linkedin:{linkedin.ORGANIZATION}",
@@ -96,6 +103,8 @@ def test_every_destination_is_proved_one_line_each_and_nothing_is_posted(
     assert services.mastodon.requests_to("/api/v1/accounts/verify_credentials")
     assert not services.mastodon.requests_to("/api/v1/statuses", "POST")
     assert services.slack.calls("auth.test")
+    paths = [r.path.partition("?")[0] for r in services.anthropic.requests]
+    assert paths == ["/v1/models"]  # one read, and no tokens spent
 
 
 def test_a_refused_credential_is_its_targets_line_and_exit_2(
@@ -114,3 +123,29 @@ def test_a_refused_credential_is_its_targets_line_and_exit_2(
     assert all("GALLEY_MASTODON_TOKEN" in line for line in failed if line.startswith("mastodon"))
     assert all("GALLEY_LINKEDIN_TOKEN" in line for line in failed if line.startswith("linkedin"))
     assert services.posts() == 0
+
+
+def test_a_refused_anthropic_key_is_its_own_line(tmp_path: Path, services: Services) -> None:
+    code, lines = check_online(tmp_path, services, ANTHROPIC_API_KEY=REFUSED_KEY)
+    assert code == 2
+    [failed] = [line for line in lines if ": FAILED: " in line]
+    assert failed.startswith("anthropic: FAILED: Anthropic refused ANTHROPIC_API_KEY (401)")
+
+
+def test_an_unreachable_instance_is_not_blamed_on_the_token(
+    tmp_path: Path, services: Services
+) -> None:
+    services.mastodon_url = f"http://127.0.0.1:{closed_port()}"
+    code, lines = check_online(tmp_path, services)
+    assert code == 2
+    [failed] = [line for line in lines if ": FAILED: " in line]
+    assert "is unreachable" in failed and "GALLEY_MASTODON_TOKEN" not in failed
+
+
+def test_a_server_that_is_not_mastodon_does_not_pass(tmp_path: Path, services: Services) -> None:
+    services.mastodon_url = services.linkedin.url  # answers, but not as Mastodon does
+    code, lines = check_online(tmp_path, services)
+    assert code == 2
+    [failed] = [line for line in lines if ": FAILED: " in line]
+    assert failed.startswith("mastodon:") and "is it a Mastodon server?" in failed
+    assert "@None" not in failed

@@ -177,16 +177,34 @@ class MastodonPublisher:
 
     def prove_credentials(self) -> str:
         """`verify_credentials` without posting: the token works on this instance."""
+        self._answers.response = None
         try:
             account = self._me(self._signed_in())
         except MissingSecret:
             raise
         except Exception as exc:
+            raise self._unproved(exc) from exc
+        username = account.get("username") if isinstance(account, dict) else None
+        if not username:  # it answered 200, but not as Mastodon answers verify_credentials
+            self._account = None
             raise EffectNotSent(
-                f"Mastodon refused {self.config.secret_env}: {type(exc).__name__}: {exc}",
-                auth=True,
-            ) from exc
-        return f"token accepted for @{account['username']}"
+                f"{self.config.instance} answered verify_credentials without an account: "
+                "is it a Mastodon server?"
+            )
+        return f"token accepted for @{username}"
+
+    def _unproved(self, exc: Exception) -> EffectNotSent:
+        """Why the token was not proved, by the answer itself: the token only when the
+        instance said 401 or 403."""
+        response = getattr(self._answers, "response", None)
+        if response is None:
+            cause = exc.__context__ if exc.__context__ is not None else exc
+            return EffectNotSent(f"{self.config.instance} is unreachable: {_describe(cause)}")
+        status = int(response.status_code)
+        said = f"{self.config.instance} answered {status}: {_error_of(response)}"
+        if status in (401, 403):
+            return EffectNotSent(f"Mastodon refused {self.config.secret_env}: {said}", auth=True)
+        return EffectNotSent(f"{said} (is it a Mastodon server?)")
 
     def _me(self, api: Any) -> Any:
         if self._account is None:
