@@ -321,8 +321,8 @@ class EffectLedger:
 
         An uncertain receipt is looked up before any new attempt: found, it is recorded;
         clearly absent, the same owner acts once; `lookup` cannot tell (or there is none),
-        it stays uncertain (CANNOT_TELL) unless the effect is `repeatable` (an update:
-        doing it twice is harmless). `look_first` looks even on a first attempt (a
+        it stays uncertain (CANNOT_TELL). A `repeatable` effect (an update: doing it twice
+        is harmless) whose holder died is reopened without a look-up and done again. `look_first` looks even on a first attempt (a
         publication: a database restored from a backup has no receipt, the world does).
         """
         try:
@@ -341,7 +341,9 @@ class EffectLedger:
                     if isinstance(looked, Performed):
                         return looked
                     if reconcile:
-                        start = self._reopen(start)
+                        start = self._reopen(start, "absent at the destination")
+                elif start.decision == EffectDecision.RECONCILE:  # repeatable: do it again
+                    start = self._reopen(start, "repeatable: done again")
                 refusal = self.fence(start, beat, may_act)
                 if refusal is not None:
                     return Performed(EffectOutcome.REFUSED, self.get(spec.key), refusal)
@@ -402,9 +404,10 @@ class EffectLedger:
             return Performed(EffectOutcome.FOUND, self.succeed(start, found))
         return None
 
-    def _reopen(self, start: EffectStart) -> EffectStart:
-        """Clearly absent: the reconciler that looked acts once, under the same key and
-        its own token (uncertain → in flight), or `LeaseLost` if a person settled it."""
+    def _reopen(self, start: EffectStart, why: str) -> EffectStart:
+        """Clearly absent (or repeatable, where doing it twice is harmless): the
+        reconciler acts once, under the same key and its own token (uncertain → in
+        flight), or `LeaseLost` if a person or another reconciler settled it since."""
         with self.store.transaction() as session:
             now = lease_now(session, self.clock)
             row = required(lock_effect(session, start.key), f"effect {start.key}")
@@ -418,7 +421,7 @@ class EffectLedger:
                 actor=start.owner or "",
                 at=now,
                 run_id=start.spec.run_id,
-                reason="absent at the destination",
+                reason=why,
             )
             return EffectStart(EffectDecision.ACT, Receipt.of(row), start.spec, start.owner)
 
