@@ -107,3 +107,8 @@ def test_a_reconciler_whose_receipt_changed_hands_while_it_looked_sends_nothing(
 
     assert done.outcome == EffectOutcome.LEASE_LOST
     assert calls.made == 0
+    row = receipt(store)  # left as the person or the other reconciler has it
+    if meanwhile == "settled_by_a_person":
+        assert (row.state, row.external_id) == (EffectState.SUCCEEDED, "manual:U0ADMIN")
+    else:
+        assert (row.state, row.claimed_by, row.tries) == (EffectState.UNCERTAIN, "w3/another", 1)
