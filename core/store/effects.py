@@ -283,8 +283,10 @@ class EffectLedger:
         if beat.lost.is_set():
             raise LeaseLost(f"effect {start.key}: the heartbeat of {start.owner} lost it")
         with self.store.transaction() as session:
+            refusal = may_act(session, lease_now(session, self.clock)) if may_act else None
+            # read again once may_act's row locks are held: waiting for them ages a
+            # time read before (DESIGN §4.1, "taken after the write lock is held")
             now = lease_now(session, self.clock)
-            refusal = may_act(session, now) if may_act is not None else None
             held = session.execute(
                 sa.update(EffectRow)
                 .where(

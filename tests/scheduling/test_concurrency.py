@@ -48,6 +48,7 @@ from tests.conftest import make_config
 from tests.fakes.slack_api import rate_limited
 from tests.harness.approvals import approve
 from tests.harness.processes import wait_for
+from tests.harness.races import a_backend_waits_on_a_lock, in_thread, skip_on_sqlite
 from tests.harness.rows import run_row
 from tests.harness.timing import scaled
 from tests.harness.worlds import ANNOUNCE, REVIEW, RUN, SLOT, MakeWorld, World, slack_channels
@@ -66,18 +67,6 @@ def one_run(store: Store, run_id: str = RUN) -> RunRow:
 
 def drafts_by_key(store: Store) -> dict[str, DraftRow]:
     return {d.key: d for d in rows(store, DraftRow)}
-
-
-def in_thread(target: Any, *args: Any) -> tuple[threading.Thread, list[Any]]:
-    results: list[Any] = []
-    thread = threading.Thread(target=lambda: results.append(target(*args)), daemon=True)
-    thread.start()
-    return thread, results
-
-
-def skip_on_sqlite(db_url: str) -> None:
-    if db_url.startswith("sqlite"):
-        pytest.skip("SQLite has one writer: this read and write are one locked transaction")
 
 
 def held_claim(store: Store) -> tuple[FrozenClock, Recipe, DraftingService, Claim]:
@@ -159,7 +148,7 @@ def test_an_attempt_begun_while_a_takeover_holds_the_claim_waits_and_makes_no_ca
         )
         thread, results = in_thread(begin)
         wait_for(
-            lambda: not thread.is_alive() or _a_backend_waits_on_a_lock(store),
+            lambda: not thread.is_alive() or a_backend_waits_on_a_lock(store),
             30,
             "the holder to wait for the draft row (or to finish without waiting)",
         )
@@ -168,17 +157,6 @@ def test_an_attempt_begun_while_a_takeover_holds_the_claim_waits_and_makes_no_ca
 
     assert results == ["lost"]
     assert rows(store, AttemptRow) == []
-
-
-def _a_backend_waits_on_a_lock(store: Store) -> bool:
-    with store.engine.connect() as watcher:
-        waiting = watcher.execute(
-            sa.text(
-                "SELECT count(*) FROM pg_stat_activity"
-                " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-            )
-        ).scalar_one()
-    return bool(waiting)
 
 
 # --- a bump or a refusal while a draft is being written ------------------------------------

@@ -7,18 +7,23 @@ the effect made and reads the receipt.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
-from sqlmodel import col
+from sqlmodel import Session, col
 
+from core.errors import LeaseLost
 from core.models import EffectRow
 from core.policies import EffectDecision, EffectOutcome
 from core.states import EffectState
-from core.store.effects import EffectLedger, EffectSpec, Proof
+from core.store.effects import EffectLedger, EffectSpec, EffectStart, MayAct, Proof
 from core.store.engine import Store
+from core.store.leases import Heartbeat
 from core.testing import FrozenClock
+from tests.harness.processes import wait_for
+from tests.harness.races import a_backend_waits_on_a_lock, in_thread, skip_on_sqlite
+from tests.harness.timing import scaled
 
 KEY = "linkedin|weekly-update@2026-11-23T09:00|v1|review-update:approved:1"
 DRAFT = "linkedin|weekly-update@2026-11-23T09:00|v1"
@@ -112,3 +117,41 @@ def test_a_reconciler_whose_receipt_changed_hands_while_it_looked_sends_nothing(
         assert (row.state, row.external_id) == (EffectState.SUCCEEDED, "manual:U0ADMIN")
     else:
         assert (row.state, row.claimed_by, row.tries) == (EffectState.UNCERTAIN, "w3/another", 1)
+
+
+def test_the_fence_judges_the_lease_by_the_time_after_its_row_locks_are_held(
+    store: Store, db_url: str
+) -> None:
+    """PostgreSQL: the fence's `may_act` waits for the run's row, held by another
+    transaction, while the lease runs out; the lease is judged by the time after that
+    wait, so the holder sends nothing."""
+    skip_on_sqlite(db_url)
+    clock = FrozenClock()
+    ledger = EffectLedger(store, clock, "w1", heartbeat=NEVER)
+    start = ledger.begin(spec())
+    with store.transaction() as session:
+        session.execute(sa.text("CREATE TABLE IF NOT EXISTS held_row (id int primary key)"))
+        session.execute(sa.text("INSERT INTO held_row VALUES (1) ON CONFLICT DO NOTHING"))
+
+    def wait_for_the_row(session: Session, now: datetime) -> str | None:
+        session.execute(sa.text("SELECT id FROM held_row WHERE id = 1 FOR UPDATE"))
+        return None
+
+    with store.engine.connect() as other:
+        holding = other.begin()
+        other.execute(sa.text("SELECT id FROM held_row WHERE id = 1 FOR UPDATE"))
+        with ledger.held(start) as beat:
+            thread, results = in_thread(lambda: _fenced(ledger, start, beat, wait_for_the_row))
+            wait_for(lambda: a_backend_waits_on_a_lock(store), 30, "the fence to wait")
+            clock.advance(LEASE + timedelta(seconds=1))  # the lease runs out meanwhile
+            holding.commit()
+            thread.join(timeout=scaled(30))
+
+    assert results == ["lease lost"]
+
+
+def _fenced(ledger: EffectLedger, start: EffectStart, beat: Heartbeat, may_act: MayAct) -> str:
+    try:
+        return f"go ahead: {ledger.fence(start, beat, may_act)}"
+    except LeaseLost:
+        return "lease lost"
