@@ -115,6 +115,7 @@ def wire(
         surface,
         channel=slack.review_channel,
         call_lease=call_timeout * 4,
+        on_wire=call_timeout,
         unfindable=services.alerts.alert_review_post,
         gone=services.alerts.alert_review_gone,
     )

@@ -59,6 +59,7 @@ class ReviewOutbox:
         *,
         channel: str,
         call_lease: timedelta,
+        on_wire: timedelta = timedelta(0),
         unfindable: Callable[[ReviewItem, str], object] | None = None,
         gone: Callable[[ReviewItem, str], object] | None = None,
     ) -> None:
@@ -68,6 +69,7 @@ class ReviewOutbox:
         self.store, self.ledger, self.surface = store, ledger, surface
         self.channel = channel
         self.call_lease = call_lease  # longer than one Slack call: a live post is not stolen
+        self.on_wire = on_wire  # one call's limit: a lapsed holder's post may still land
         self.unfindable = unfindable or (lambda item, why: None)
         self.gone = gone or (lambda item, why: None)
 
@@ -110,6 +112,7 @@ class ReviewOutbox:
             payload={"channel": self.channel, "draft_key": item.draft_key},
             lease=self.call_lease,
             run_id=item.run_id,
+            on_wire=self.on_wire,  # taken over only once its post cannot still land
         )
 
     def _finder(self, item: ReviewItem) -> Callable[[], Proof | None]:
@@ -265,6 +268,7 @@ class ReviewOutbox:
             step=EffectStep.NOTICE,
             payload={"recipe": recipe, "episode": episode, "notice": kind},
             lease=self.call_lease,
+            on_wire=self.on_wire,
         )
         if _done(self.ledger.get(spec.key)):
             return 0

@@ -324,8 +324,9 @@ class EffectLedger:
         An uncertain receipt is looked up before any new attempt: found, it is recorded;
         clearly absent, the same owner acts once; `lookup` cannot tell (or there is none),
         it stays uncertain (CANNOT_TELL). A `repeatable` effect (an update: doing it twice
-        is harmless) whose holder died is reopened without a look-up and done again. `look_first` looks even on a first attempt (a
-        publication: a database restored from a backup has no receipt, the world does).
+        is harmless) whose holder died is reopened without a look-up and done again.
+        `look_first` looks even on a first attempt (a publication: a database restored
+        from a backup has no receipt, the world does).
         """
         try:
             start = self.begin(spec)

@@ -13,12 +13,14 @@ from alembic import command
 from sqlmodel import col, select
 
 from core.drafting.service import DraftingService
+from core.identity import review_effect_key
 from core.models import DraftRow, EffectRow, EventRow
 from core.policies import Verdict
 from core.ports import BackpressureNotice, DraftRequest, MessageRef, ModelReply, ReviewItem
 from core.review.outbox import ReviewOutbox
 from core.review.queue import decide, edit
 from core.slots.schedule import slot_at_wall
+from core.states import EffectState
 from core.store.effects import EffectLedger
 from core.store.engine import Store
 from core.testing import FrozenClock
@@ -216,3 +218,32 @@ def test_a_rewrite_that_waited_out_a_429_never_leaves_the_message_behind(store: 
         shown = session.exec(select(DraftRow.shown_state).where(col(DraftRow.key) == key)).one()
     assert shown == "approved"
     assert outbox.sync_messages() == 0
+
+
+def test_a_review_post_still_on_the_wire_is_not_taken_over(store: Store) -> None:
+    """Its holder's lease lapsed mid-call, but the call may still land for `on_wire`
+    (the call's own limit): nobody judges it uncertain, or posts it, before then."""
+    clock, surface = FrozenClock(), RecordingSurface()
+    [key, *_] = _drafts(store, clock)
+    wire = timedelta(seconds=30)
+    holder = ReviewOutbox(
+        store, EffectLedger(store, clock, "bot:1"), surface, channel="C0REVIEW",
+        call_lease=timedelta(seconds=120), on_wire=wire,
+    )  # fmt: skip
+    [item, *_] = [i for i in holder._unposted() if i.draft_key == key]
+    holder.ledger.begin(holder._review_spec(item))  # the holder is mid-call
+    clock.advance(timedelta(seconds=121))  # its lease lapsed, its post may still land
+
+    other = ReviewOutbox(
+        store, EffectLedger(store, clock, "bot:2"), surface, channel="C0REVIEW",
+        call_lease=timedelta(seconds=120), on_wire=wire,
+    )  # fmt: skip
+    assert other.post_one(item) is None
+    with store.read() as session:
+        receipt = session.get(EffectRow, review_effect_key(key))
+        assert receipt is not None and receipt.state == EffectState.IN_FLIGHT
+    assert surface.posts == []
+
+    clock.advance(wire)  # past the call's limit: now it is looked for, then posted once
+    assert other.post_one(item) is not None
+    assert surface.posts == [key]
