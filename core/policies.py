@@ -220,6 +220,7 @@ class Refusal(StrEnum):
     NOT_APPROVED = "not_approved"  # Unapprove on a draft that is not approved
     PUBLISHING_STARTED = "publishing_started"  # Unapprove too late: it goes out as approved
     DOES_NOT_FIT = "does_not_fit"  # too long for one of its targets: edit or redraft it
+    MISSED_SLOT = "missed_slot"  # drafting ahead: past its slot plus publish_late
     TEXT_FROZEN = "text_frozen"  # a target has it, or may: edit and redraft wait on that
 
 

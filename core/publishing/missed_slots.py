@@ -19,6 +19,7 @@ from core.setup.durations import format_duration
 from core.slots.publish_time import ahead, missed_its_time, publication_label, review_deadline
 from core.states import DraftState, RunState
 from core.store.engine import Store
+from core.store.leases import lease_now
 from core.store.rows import lock_draft, lock_run, run_holds
 from core.store.transitions import move_draft, move_run
 
@@ -49,7 +50,7 @@ def expire_missed_slots(store: Store, config: Config, clock: Clock) -> list[Miss
     if not any(ahead(recipe) for recipe in config.recipes.values()):
         return []  # no recipe drafts ahead: nothing can miss its slot
     with store.read() as session:
-        now = clock.now()
+        now = lease_now(session, clock)  # the database's clock judges stored times
         waiting = session.exec(
             select(DraftRow.key, DraftRow.run_id, DraftRow.recipe, RunRow.slot_at)
             .join(RunRow, col(RunRow.id) == col(DraftRow.run_id))
@@ -66,7 +67,7 @@ def expire_missed_slots(store: Store, config: Config, clock: Clock) -> list[Miss
     if not due:
         return missed  # nothing missed: no write lock taken
     with store.transaction() as session:
-        now = clock.now()
+        now = lease_now(session, clock)  # the database's clock judges stored times
         for key, run_id in due:
             found = _expire_one(session, config, key, run_id, now)
             if found is not None:
@@ -90,6 +91,16 @@ def _expire_one(
     recipe = config.recipes.get(draft.recipe)
     if recipe is None or not _past_deadline(recipe, run.slot_at, now):
         return None
+    expire_missed(session, recipe, draft, run, now)
+    return MissedDraft(draft.key, draft.run_id, draft.recipe)
+
+
+def expire_missed(
+    session: Session, recipe: Recipe, draft: DraftRow, run: RunRow, now: datetime
+) -> None:
+    """A ready draft past its slot plus publish_late expires (`missed_slot`), its run too
+    while it still waits on this draft; the caller holds both rows' locks. The pass and a
+    click that comes too late (`review/queue.py`) both end a missed draft here."""
     why = missed_slot_note(recipe, run.slot_at)
     draft.decision_reason = why
     move_draft(session, draft, DraftState.EXPIRED, actor=MISSED_ACTOR, at=now, reason=why)
@@ -103,7 +114,6 @@ def _expire_one(
             reason=ExpiryReason.MISSED_SLOT,
             detail=why,
         )
-    return MissedDraft(draft.key, draft.run_id, draft.recipe)
 
 
 def miss_its_time(session: Session, recipe: Recipe, run: RunRow, now: datetime) -> bool:

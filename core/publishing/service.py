@@ -189,7 +189,7 @@ class PublishingService:
             return NOT_SENT_CANCELLED
         if run.draft_key != draft.key or draft.state != DraftState.APPROVED:
             return f"{draft.key} is {draft.state}: its run no longer publishes it"
-        now = self.clock.now()
+        now = lease_now(session, self.clock)  # after the locks, the database's clock
         if approval_stale(recipe, draft.decided_at, run.publish_at, now):
             # A new send needs a fresh approval, even for a run resolved days later.
             _send_back(session, run, draft, recipe.approval_ttl, now)
@@ -227,8 +227,8 @@ class PublishingService:
     def _start(self, run_id: str) -> tuple[Recipe, Publication] | PublishResult:
         """One transaction: check the approval is fresh, move to `publishing`."""
         with self.store.transaction() as session:
-            now = self.clock.now()
             run = _locked_run(session, run_id)
+            now = lease_now(session, self.clock)  # one clock for due, stale and too late
             recipe = self.config.recipes.get(run.recipe)
             if recipe is None or recipe.publish is None or run.state not in PUBLISHABLE:
                 return PublishResult(PublishOutcome.NOT_READY, run_id)
@@ -237,7 +237,7 @@ class PublishingService:
                 # only an approved draft leaves the building: never a superseded one
                 return PublishResult(PublishOutcome.NOT_READY, run_id, f"draft is {draft.state}")
             if run.state == RunState.APPROVED:
-                if not_yet(run.publish_at, lease_now(session, self.clock)):
+                if not_yet(run.publish_at, now):
                     return PublishResult(PublishOutcome.NOT_READY, run_id, "its time has not come")
                 if approval_stale(recipe, draft.decided_at, run.publish_at, now):
                     _send_back(session, run, draft, recipe.approval_ttl, now)

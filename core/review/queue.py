@@ -19,12 +19,14 @@ from core.identity import text_hash
 from core.models import DraftRow, RecipeRow, RunRow
 from core.policies import ExpiryReason, FollowUp, Refusal, Verdict
 from core.ports import Clock, ReviewItem
+from core.publishing.missed_slots import expire_missed, missed_slot_note
 from core.publishing.targets import frozen_text, sends_begun
 from core.review.approvals import count_approval, progress_sentence
 from core.setup.config import Config
-from core.slots.publish_time import publish_at
+from core.slots.publish_time import missed_its_time, publish_at
 from core.states import DRAFT_APPROVED_STATES, DraftState, RunState
 from core.store.engine import Store
+from core.store.leases import lease_now
 from core.store.rows import (
     draft_row,
     lock_draft,
@@ -57,7 +59,7 @@ def expire_overdue_drafts(store: Store, config: Config, clock: Clock) -> list[Ex
     """Ready drafts older than their recipe's review_window become `expired`."""
     expired: list[ExpiredDraft] = []
     with store.read() as session:  # ix_drafts_ready: the review queue, not the history
-        now = clock.now()
+        now = lease_now(session, clock)  # the database's clock judges stored times
         waiting = session.exec(
             select(DraftRow.key, DraftRow.run_id, DraftRow.recipe, DraftRow.ready_at)
             .where(col(DraftRow.state) == DraftState.READY)
@@ -72,7 +74,7 @@ def expire_overdue_drafts(store: Store, config: Config, clock: Clock) -> list[Ex
     if not overdue:
         return expired  # nothing to expire: no write lock taken
     with store.transaction() as session:
-        now = clock.now()
+        now = lease_now(session, clock)  # the database's clock judges stored times
         for key, run_id in overdue:
             run, draft = lock_run(session, run_id), lock_draft(session, key)
             if run is None or draft is None or draft.state != DraftState.READY:
@@ -159,7 +161,7 @@ def decide(
     approving = verdict == Verdict.APPROVED
     measured = fits.check_draft(store, config, draft_key) if fits and approving else None
     with store.transaction() as session:
-        now = clock.now()
+        now = lease_now(session, clock)  # the database's clock judges stored times
         found = _open_for_review(session, draft_key, revision, config, now)
         if isinstance(found, ReviewAnswer):
             return found
@@ -203,7 +205,7 @@ def edit(
     if not text.strip():
         return _refused(draft_key, Refusal.EMPTY_EDIT)
     with store.transaction() as session:
-        now = clock.now()
+        now = lease_now(session, clock)  # the database's clock judges stored times
         found = open_for_change(session, draft_key, revision, config, now)
         if isinstance(found, ReviewAnswer):
             return found
@@ -268,6 +270,13 @@ def _open_for_review(
     draft, run, recipe_row = found
     if run.state == RunState.CANCELLED or draft.state == DraftState.CANCELLED:
         return _refused(key, Refusal.CANCELLED, review_item(draft, run), recipe_row.version)
+    recipe = config.recipes.get(draft.recipe)
+    if draft.state == DraftState.READY and recipe and missed_its_time(recipe, run.slot_at, now):
+        # past its slot plus publish_late: an approval now could never publish (§23)
+        if expire:
+            expire_missed(session, recipe, draft, run, now)
+        said = f"Too late: {missed_slot_note(recipe, run.slot_at)} It has expired."
+        return ReviewAnswer(False, said, key, review_item(draft, run), Refusal.MISSED_SLOT)
     refusal = _stale(draft, recipe_row, revision, config, now)
     if refusal == Refusal.BUMPED and sends_begun(session, draft.key):
         # Partly published before the bump: its other targets still get this text.

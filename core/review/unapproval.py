@@ -18,6 +18,7 @@ from core.review.queue import ReviewAnswer, review_item
 from core.setup.config import Config
 from core.states import DraftState, RunState
 from core.store.engine import Store
+from core.store.leases import lease_now
 from core.store.rows import lock_draft, lock_recipe, lock_run, required
 from core.store.transitions import move_draft, move_run
 
@@ -42,7 +43,7 @@ def unapprove(
             draft_key, Refusal.NOT_APPROVER, "You are not one of this Galley's approvers."
         )
     with store.transaction() as session:
-        now = clock.now()
+        now = lease_now(session, clock)  # the database's clock judges stored times
         found = _locked(session, draft_key)
         if found is None:
             return _refused(draft_key, Refusal.GONE, "This draft no longer exists.")

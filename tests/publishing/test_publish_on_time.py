@@ -18,13 +18,14 @@ import sqlalchemy as sa
 from bot.blocks import draft_message
 from bot.digest_text import digest_text
 from core.operations.digest import build_digest
-from core.policies import ExpiryReason, FailReason, PublishOutcome
+from core.policies import ExpiryReason, FailReason, PublishOutcome, Refusal
 from core.publishing.missed_slots import expire_missed_slots
 from core.publishing.queue import publishable
 from core.review.queue import load_item
+from core.setup.config import parse_config
 from core.states import DraftState, RunState
 from core.store.engine import Store
-from tests.harness.worlds import KEY, RUN, MakeWorld, World
+from tests.harness.worlds import KEY, RECIPE, RUN, MakeWorld, World, galley_config, webhook_table
 
 SLOT = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)  # weekly-update@2026-11-23T09:00, London = UTC
 AHEAD = 'draft_ahead = "2d"\napproval_ttl = "24h"\npublish_late = "1h"'
@@ -208,3 +209,63 @@ def test_the_publish_queue_reads_approved_runs_by_their_time_through_an_index(
             rows = connection.exec_driver_sql(f"EXPLAIN {sql}", params)
             plan = " ".join(str(row[0]) for row in rows)
     assert "ix_runs_publish_due" in plan, plan
+
+
+# --- issue 33.6 and 33.7: the click refuses what could never publish; one clock -----------
+
+
+def test_an_approval_after_slot_plus_publish_late_is_refused_at_the_click(
+    worlds: MakeWorld, db_url: str
+) -> None:
+    world = worlds(db_url, defaults=AHEAD)
+    world.clock.set(SLOT - timedelta(days=1))
+    key = world.draft()
+    world.clock.set(SLOT + timedelta(hours=1, minutes=1))  # past publish_late (1h)
+
+    answer = world.approve(key)
+
+    assert not answer.accepted and answer.refusal == Refusal.MISSED_SLOT
+    assert answer.message.startswith("Too late: Not approved by its publication time")
+    assert world.draft_row().state == DraftState.EXPIRED
+    run = world.run_row()
+    assert (run.state, run.reason) == (RunState.EXPIRED, ExpiryReason.MISSED_SLOT)
+    assert world.service().publish_pending() == [] and world.posts() == 0
+
+
+class FastReplicaClock:
+    """A replica whose own clock runs `ahead` of the database's: leases and every time
+    rule are the database's to judge (`judges_leases` is False, as in production)."""
+
+    judges_leases = False
+
+    def __init__(self, ahead: timedelta) -> None:
+        self.ahead = ahead
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + self.ahead
+
+
+def test_a_replica_eleven_minutes_fast_judges_due_stale_and_late_by_the_databases_clock(
+    worlds: MakeWorld, db_url: str
+) -> None:
+    """Drafting ahead, a slot five minutes ago (by the database) is due and within
+    publish_late (10m); the replica's own clock would call it sixteen minutes late."""
+    world = worlds(db_url, defaults='draft_ahead = "1h"\npublish_late = "10m"')
+    world.config = parse_config(
+        galley_config(
+            webhook_table(world.hook), defaults='draft_ahead = "1h"\npublish_late = "10m"'
+        ).replace('schedule = "0 9 * * mon"', 'schedule = "* * * * *"')
+    )
+    world.clock = FastReplicaClock(timedelta(minutes=11))  # type: ignore[assignment]
+    world._open()
+    database_now = datetime.now(UTC).replace(second=0, microsecond=0)
+    slot = (database_now - timedelta(minutes=5)).astimezone(world.recipe.zone)
+    drafted = world.galley.draft(RECIPE, slot.strftime("%Y-%m-%dT%H:%M"))
+    assert drafted.key is not None, drafted
+
+    assert world.approve(drafted.key).accepted  # not "too late" by the replica's clock
+    result = world.service().publish_run(drafted.run)
+
+    assert result.outcome == PublishOutcome.PUBLISHED, result
+    assert world.posts() == 1
+    assert world.run_row(drafted.run).state == RunState.SUCCEEDED
