@@ -41,6 +41,7 @@ class Failpoint(StrEnum):
     ORPHAN_NOTED = "orphan_noted"
     SWEEPER_AFTER_READ = "sweeper_after_read"
     BUMP_AFTER_READ = "bump_after_read"
+    MISSED_AFTER_READ = "missed_after_read"  # missed drafts read, not yet locked
 
 
 _hooks: dict[str, Callable[[], None]] = {}

@@ -11,6 +11,7 @@ from datetime import datetime
 
 from sqlmodel import Session, col, select
 
+from core.failpoints import Failpoint, failpoint
 from core.models import DraftRow, RunRow
 from core.policies import ExpiryReason, FailReason
 from core.ports import Clock
@@ -66,6 +67,7 @@ def expire_missed_slots(store: Store, config: Config, clock: Clock) -> list[Miss
     missed: list[MissedDraft] = []
     if not due:
         return missed  # nothing missed: no write lock taken
+    failpoint(Failpoint.MISSED_AFTER_READ)  # tests: a click between the read and the write
     with store.transaction() as session:
         now = lease_now(session, clock)  # the database's clock judges stored times
         for key, run_id in due:

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 
 from bot.blocks import draft_message
 from bot.digest_text import digest_text
+from core.failpoints import Failpoint, hook
 from core.operations.digest import build_digest
 from core.policies import ExpiryReason, FailReason, PublishOutcome, Refusal
 from core.publishing.missed_slots import expire_missed_slots
@@ -25,6 +26,7 @@ from core.review.queue import load_item
 from core.setup.config import parse_config
 from core.states import DraftState, RunState
 from core.store.engine import Store
+from core.testing import FrozenClock
 from tests.harness.worlds import KEY, RECIPE, RUN, MakeWorld, World, galley_config, webhook_table
 
 SLOT = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)  # weekly-update@2026-11-23T09:00, London = UTC
@@ -269,3 +271,25 @@ def test_a_replica_eleven_minutes_fast_judges_due_stale_and_late_by_the_database
     assert result.outcome == PublishOutcome.PUBLISHED, result
     assert world.posts() == 1
     assert world.run_row(drafted.run).state == RunState.SUCCEEDED
+
+
+def test_a_draft_approved_between_the_missed_slot_read_and_its_write_is_not_expired(
+    worlds: MakeWorld, db_url: str
+) -> None:
+    """The pass read the draft as ready and missed; a late approval (still within its
+    own click's judgement) lands before the pass writes: the locked re-read sees it."""
+    world = worlds(db_url, defaults=AHEAD)
+    world.clock.set(SLOT - timedelta(days=1))
+    key = world.draft()
+    world.clock.set(SLOT + timedelta(minutes=30))  # within publish_late for the click
+    pass_clock = FrozenClock(SLOT + timedelta(hours=2))  # the pass judges it missed
+
+    def approve_meanwhile() -> None:
+        assert world.approve(key).accepted
+
+    with hook(Failpoint.MISSED_AFTER_READ, approve_meanwhile):
+        expired = expire_missed_slots(world.store, world.config, pass_clock)
+
+    assert expired == []
+    assert world.draft_row().state == DraftState.APPROVED
+    assert world.run_row().state == RunState.APPROVED
