@@ -19,6 +19,7 @@ from typing import TypeVar
 
 from sqlmodel import Session
 
+from core.drafting.revisions import renumber_revision
 from core.errors import (
     ConcurrentChange,
     EffectNotSent,
@@ -328,7 +329,7 @@ def _send_back(
     """A stale approval is not revived: the draft is reviewed again, as a new revision so
     that buttons on the old message stop counting."""
     why = f"approval older than approval_ttl ({ttl}) when publishing started"
-    draft.revision += 1
+    renumber_revision(session, draft, at=now)  # the same text, its author kept
     draft.decided_by = draft.decided_at = None
     draft.decision_reason = (
         f"Back for review: the approval was older than {ttl} when publishing started."

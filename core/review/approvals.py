@@ -14,8 +14,8 @@ from datetime import datetime
 
 from sqlmodel import Session, col, select
 
-from core.drafting.revisions import MODEL_AUTHOR
-from core.models import ApprovalRow, DraftRevisionRow, DraftRow, RunRow
+from core.drafting.revisions import MODEL_AUTHOR, text_author
+from core.models import ApprovalRow, DraftRow, RunRow
 from core.policies import Refusal
 from core.ports import ApprovalProgress
 from core.setup.config import Config
@@ -107,10 +107,8 @@ def editor_of(session: Session, draft: DraftRow) -> str | None:
     first draft, or a reviewer's redraft, which the model wrote)."""
     if draft.revision <= 1:
         return None
-    row = session.get(DraftRevisionRow, (draft.key, draft.revision))
-    if row is None or row.written_by.startswith(MODEL_AUTHOR):
-        return None
-    return row.written_by
+    author = text_author(session, draft)  # kept whatever bumped the revision's number
+    return None if author.startswith(MODEL_AUTHOR) else author
 
 
 def _editor_barred(session: Session, config: Config, draft: DraftRow) -> str | None:

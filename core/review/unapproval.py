@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from sqlmodel import Session, col, select
 
+from core.drafting.revisions import renumber_revision
 from core.failpoints import Failpoint, failpoint
 from core.models import DraftRow, RunRow
 from core.policies import Refusal
@@ -54,7 +55,7 @@ def unapprove(
             return _refused(draft_key, reason, sentence, draft, run)
         failpoint(Failpoint.UNAPPROVE_READ)  # tests: the publish start racing this click
         why = f"unapproved by {user}"
-        draft.revision += 1
+        renumber_revision(session, draft, at=now)  # the same text, its author kept
         draft.decided_by = draft.decided_at = None
         draft.decision_reason = f"Back for review: approval taken back by {user}."
         draft.ready_at = now  # a full review window again, from now

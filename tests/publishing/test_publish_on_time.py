@@ -22,7 +22,8 @@ from core.operations.digest import build_digest
 from core.policies import ExpiryReason, FailReason, PublishOutcome, Refusal
 from core.publishing.missed_slots import expire_missed_slots
 from core.publishing.queue import publishable
-from core.review.queue import load_item
+from core.review.queue import edit, load_item
+from core.review.unapproval import unapprove
 from core.setup.config import parse_config
 from core.states import DraftState, RunState
 from core.store.engine import Store
@@ -293,3 +294,53 @@ def test_a_draft_approved_between_the_missed_slot_read_and_its_write_is_not_expi
     assert expired == []
     assert world.draft_row().state == DraftState.APPROVED
     assert world.run_row().state == RunState.APPROVED
+
+
+# --- issue 33.4: who wrote a revision's text is kept whatever bumps its number -------------
+
+EDITOR, OTHER = "U0ANA", "U0BEN"
+
+
+def edited_and_approved(worlds: MakeWorld, db_url: str, timing: str = AHEAD) -> World:
+    """ANA edited the draft (revision 2), BEN approved it; editors may not approve."""
+    world = worlds(db_url, defaults=timing + "\neditor_may_approve = false")
+    world.clock.set(SLOT - timedelta(days=1))
+    key = world.draft()
+    saved = edit(
+        world.store, world.config, world.clock, draft_key=key, revision=1,
+        text="ANA's words.", user=EDITOR, permitted=True,
+    )  # fmt: skip
+    assert saved.accepted
+    refused = world.approve(key, revision=2, user=EDITOR)
+    assert refused.refusal == Refusal.EDITOR_MAY_NOT_APPROVE
+    assert world.approve(key, revision=2, user=OTHER).accepted
+    return world
+
+
+def test_the_editor_may_not_approve_their_text_after_an_unapprove(
+    worlds: MakeWorld, db_url: str
+) -> None:
+    world = edited_and_approved(worlds, db_url)
+    taken_back = unapprove(
+        world.store, world.config, world.clock, draft_key=KEY, revision=2, user=OTHER,
+        permitted=True,
+    )  # fmt: skip
+    assert taken_back.accepted and world.draft_row().revision == 3
+
+    again = world.approve(KEY, revision=3, user=EDITOR)  # still ANA's text
+
+    assert (again.accepted, again.refusal) == (False, Refusal.EDITOR_MAY_NOT_APPROVE)
+    assert world.approve(KEY, revision=3, user=OTHER).accepted
+
+
+def test_the_editor_may_not_approve_their_text_after_a_stale_send_back(
+    worlds: MakeWorld, db_url: str
+) -> None:
+    world = edited_and_approved(worlds, db_url, timing='approval_ttl = "24h"')  # not ahead
+    world.clock.advance(timedelta(hours=24, minutes=1))  # nothing published it meanwhile
+    [result] = world.service().publish_pending()
+    assert result.outcome == PublishOutcome.SENT_BACK and world.draft_row().revision == 3
+
+    again = world.approve(KEY, revision=3, user=EDITOR)
+
+    assert (again.accepted, again.refusal) == (False, Refusal.EDITOR_MAY_NOT_APPROVE)
