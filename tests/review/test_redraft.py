@@ -249,6 +249,25 @@ def test_a_holder_whose_claim_was_taken_over_calls_no_model(
     assert redraft_attempts(store, key) == []
 
 
+def test_a_holder_whose_lease_lapsed_untaken_calls_no_model(
+    store: Store, clock: FrozenClock
+) -> None:
+    """Nobody took the claim over yet, but its lease ran out (its heartbeat stalled): the
+    fence judges the lease by the clock, not only by the owner, and nothing is paid."""
+    cfg = config()
+    key = drafted(store, clock, cfg)
+    late_model = InstantDrafter("From a stalled holder.")
+    holder = RedraftService(store, cfg, clock, late_model, worker="w2")
+    stalled = claimed(holder, key)
+    clock.advance(cfg.recipes["weekly-update"].takeover_after + timedelta(seconds=1))
+
+    late = holder.run(stalled)
+
+    assert not late.accepted and late.refusal == Refusal.REDRAFTING
+    assert late_model.calls == 0
+    assert redraft_attempts(store, key) == []
+
+
 @pytest.mark.parametrize(
     ("setting", "attempts", "limit", "says"),
     [
