@@ -488,3 +488,38 @@ def test_a_pass_whose_look_outlasted_its_lease_sends_nothing(deployment: Deploym
 
     assert len(deployment.fake.batches.creates) == 2  # the lost one, then one re-send
     assert len(deployment.fake.batches.created) == 1
+
+
+def test_a_lost_create_without_an_entry_whose_recipe_left_is_found_again_not_resent(
+    deployment: Deployment,
+) -> None:
+    """Two entries gathered; one recipe left the config before the send, so one request
+    went out and its answer was lost. The batch row counts what was sent, so the look
+    for the lost create matches the real batch, and nothing is paid twice."""
+    deployment.fire("weekly-update", "daily-tip")
+    one_recipe = CONFIG.format(max_attempts=4).split('[[recipes]]\nname = "daily-tip"')[0]
+    restarted = Services(
+        parse_config(one_recipe),
+        deployment.store,
+        drafter=AnthropicDrafter(api_key="test", base_url=deployment.fake.url),
+        clock=deployment.clock,
+        backoff=FAST,
+        batch_client=BatchDrafter(api_key="test", base_url=deployment.fake.url),
+    )
+    batches = restarted.batch_pass()
+    assert batches is not None
+    batches.poll_every = POLL
+    deployment.fake.batches.script(accept_then_drop())
+    deployment.later(timedelta(seconds=30))
+    batches.run_once()  # one request sent, its answer lost
+    [create] = deployment.fake.batches.creates
+    assert len(create.body["requests"]) == 1
+    [row] = deployment.rows(BatchRow)
+    assert row.size == 1  # what was sent, not what was gathered
+
+    for _ in range(3):
+        deployment.later(timedelta(minutes=1))
+        batches.run_once()
+
+    assert len(deployment.fake.batches.creates) == 1
+    assert deployment.run("weekly-update").state == RunState.AWAITING_REVIEW
