@@ -51,6 +51,20 @@ class RunningClock:
         return self._start + timedelta(seconds=time.monotonic() - self._origin)
 
 
+class SkewedClock:
+    """A replica whose own clock runs `ahead` of the others' and of the database's (a
+    negative `ahead` lags). Leases and every time rule are the database's to judge, as
+    in production: it does not judge leases."""
+
+    judges_leases = False
+
+    def __init__(self, ahead: timedelta) -> None:
+        self.ahead = ahead
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + self.ahead
+
+
 class InstantDrafter:
     """The `Drafter` port answering at once from memory: `text`, or "draft N" for the
     N-th call, with fixed usage. Counts its calls and keeps their requests.

@@ -147,7 +147,13 @@ class Services:
         drafter = self.drafting.drafter if self._drafter is not None else None
         worker = self.drafting.worker if drafter is not None else None
         return RedraftService(
-            self.store, self.config, self.clock, drafter, worker=worker, backoff=self._backoff
+            self.store,
+            self.config,
+            self.clock,
+            drafter,
+            worker=worker,
+            backoff=self._backoff,
+            fits=self.fits,
         )
 
     @property
@@ -167,6 +173,8 @@ class Services:
         self._fits = rule
         if self._drafting is not None:
             self._drafting.fits = rule
+        if "redrafting" in self.__dict__:  # built already (cached_property): told too
+            self.redrafting.fits = rule
 
     def prepare_drafting(self) -> float | None:
         """Build the drafting service and load the model client now, before any slot is

@@ -21,6 +21,7 @@ from sqlmodel import col
 
 from core.drafting.attempts import Backoff, add_attempt, attempts_of, finish_attempt
 from core.drafting.causes import attempt_cause
+from core.drafting.fit import FitRule, limit_instruction
 from core.drafting.revisions import keep_revisions, model_author
 from core.drafting.service import worker_name
 from core.drafting.similarity import record_similarity
@@ -29,7 +30,7 @@ from core.failpoints import Failpoint, failpoint
 from core.identity import text_hash
 from core.models import DraftRow, RedraftRow, RunRow
 from core.policies import AttemptCause, RedraftState, Refusal
-from core.ports import Clock, Drafter, DraftRequest, ModelReply, ReviewItem
+from core.ports import Clock, Drafter, DraftRequest, Fit, ModelReply, ReviewItem
 from core.review.queue import ReviewAnswer, open_for_change, review_item
 from core.review.redraft_claims import (
     RedraftClaim,
@@ -51,16 +52,24 @@ REDRAFT_INSTRUCTIONS = (
 
 
 def redraft_request(
-    recipe: Recipe, slot_at: datetime, version: int, text: str, note: str
+    recipe: Recipe,
+    slot_at: datetime,
+    version: int,
+    text: str,
+    note: str,
+    limit: Fit | None = None,
 ) -> DraftRequest:
-    """The recipe's system prompt, the current text and the note."""
-    system = render_template(
+    """The recipe's system prompt, ending, as a first draft's does, with the tightest
+    target's limit (a refusal to approve says "edit or redraft it to fit"); the current
+    text and the note."""
+    rendered = render_template(
         recipe.system,
         recipe=recipe.name,
         platform=recipe.platform,
         slot=slot_at.astimezone(recipe.zone),
         version=version,
     )
+    system = "\n\n".join(part for part in (rendered, limit and limit_instruction(limit)) if part)
     prompt = (
         f"{REDRAFT_INSTRUCTIONS}\n\n<draft>\n{text}\n</draft>\n\n"
         f"<reviewer_note>\n{note}\n</reviewer_note>"
@@ -87,10 +96,12 @@ class RedraftService:
         *,
         worker: str | None = None,
         backoff: Backoff | None = None,
+        fits: FitRule | None = None,
     ) -> None:
         self.store, self.config, self.clock, self.drafter = store, config, clock, drafter
         self.worker = worker or worker_name()
         self.backoff = backoff or Backoff()
+        self.fits = fits  # the model is told the tightest limit, as for a first draft
 
     def ask(
         self, *, draft_key: str, revision: int, note: str, user: str, permitted: bool
@@ -188,7 +199,9 @@ class RedraftService:
             run = session.get(RunRow, claim.run_id)
             if draft is None or run is None or draft.revision != claim.from_revision:
                 return None
-            return redraft_request(recipe, run.slot_at, draft.version, draft.text or "", claim.note)
+            limit = self.fits.tightest(recipe) if self.fits is not None else None
+            text, note = draft.text or "", claim.note
+            return redraft_request(recipe, run.slot_at, draft.version, text, note, limit)
 
     def _begin_attempt(self, recipe: Recipe, claim: RedraftClaim) -> int | None:
         """The attempt row, written before the call, under the claim's fence: still ours

@@ -70,6 +70,23 @@ def test_the_model_is_told_the_tightest_limit_of_the_recipes_targets(
     assert "3000" not in text  # LinkedIn's is not the tightest
 
 
+def test_a_redraft_is_told_the_tightest_limit_as_the_first_draft_was(
+    db_url: str, worlds: MakeWorld, fake_anthropic: FakeAnthropic
+) -> None:
+    """ "Edit or redraft it to fit" is what a refused approval says: the redraft's request
+    must know the limit it is to fit (issue 35.8)."""
+    world = worlds(db_url, publish=BOTH)
+    fake_anthropic.script(ok(text=TOO_LONG))
+    key = world.draft()
+    answer = world.galley.redraft(key, "shorter", revision=1, user="U0EDITOR")
+    assert answer.accepted, answer
+    *_, request = [r for r in fake_anthropic.requests if r.path.endswith("/messages")]
+    system = request.body["system"]
+    text = system if isinstance(system, str) else " ".join(part["text"] for part in system)
+    assert "at most 300 characters" in text and "Bluesky" in text
+    assert "<reviewer_note>" in request.body["messages"][0]["content"]
+
+
 def test_fit_rule_skips_targets_without_a_limit() -> None:
     class NoLimit:
         target = "webhook"

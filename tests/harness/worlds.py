@@ -67,19 +67,18 @@ class Crash(BaseException):
     """Stands in for the process dying at this point: nothing after it runs."""
 
 
-class HeldPublisher:
-    """Sends only once `release` is set: keeps one worker inside the call while another
-    worker tries the same run."""
+class WrappedPublisher:
+    """A destination's publisher passed through as it is: tests override the one call
+    they hold up or interleave with."""
 
-    def __init__(self, inner: Publisher, release: threading.Event) -> None:
-        self.inner, self.release = inner, release
+    def __init__(self, inner: Publisher) -> None:
+        self.inner = inner
 
     @property
     def target(self) -> str:
         return self.inner.target
 
     def publish(self, publication: Publication) -> str:
-        self.release.wait(10)
         return self.inner.publish(publication)
 
     def lookup(self, query: PostQuery) -> str | None:
@@ -90,6 +89,19 @@ class HeldPublisher:
 
     def fit(self, text: str) -> Fit | None:
         return self.inner.fit(text)
+
+
+class HeldPublisher(WrappedPublisher):
+    """Sends only once `release` is set: keeps one worker inside the call while another
+    worker tries the same run."""
+
+    def __init__(self, inner: Publisher, release: threading.Event) -> None:
+        super().__init__(inner)
+        self.release = release
+
+    def publish(self, publication: Publication) -> str:
+        self.release.wait(10)
+        return self.inner.publish(publication)
 
 
 # --- config --------------------------------------------------------------------------------

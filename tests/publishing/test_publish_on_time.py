@@ -27,7 +27,7 @@ from core.review.unapproval import unapprove
 from core.setup.config import parse_config
 from core.states import DraftState, RunState
 from core.store.engine import Store
-from core.testing import FrozenClock
+from core.testing import FrozenClock, SkewedClock
 from tests.harness.worlds import KEY, RECIPE, RUN, MakeWorld, World, galley_config, webhook_table
 
 SLOT = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)  # weekly-update@2026-11-23T09:00, London = UTC
@@ -235,19 +235,6 @@ def test_an_approval_after_slot_plus_publish_late_is_refused_at_the_click(
     assert world.service().publish_pending() == [] and world.posts() == 0
 
 
-class FastReplicaClock:
-    """A replica whose own clock runs `ahead` of the database's: leases and every time
-    rule are the database's to judge (`judges_leases` is False, as in production)."""
-
-    judges_leases = False
-
-    def __init__(self, ahead: timedelta) -> None:
-        self.ahead = ahead
-
-    def now(self) -> datetime:
-        return datetime.now(UTC) + self.ahead
-
-
 def test_a_replica_eleven_minutes_fast_judges_due_stale_and_late_by_the_databases_clock(
     worlds: MakeWorld, db_url: str
 ) -> None:
@@ -259,7 +246,7 @@ def test_a_replica_eleven_minutes_fast_judges_due_stale_and_late_by_the_database
             webhook_table(world.hook), defaults='draft_ahead = "1h"\npublish_late = "10m"'
         ).replace('schedule = "0 9 * * mon"', 'schedule = "* * * * *"')
     )
-    world.clock = FastReplicaClock(timedelta(minutes=11))  # type: ignore[assignment]
+    world.clock = SkewedClock(timedelta(minutes=11))  # type: ignore[assignment]
     world._open()
     database_now = datetime.now(UTC).replace(second=0, microsecond=0)
     slot = (database_now - timedelta(minutes=5)).astimezone(world.recipe.zone)

@@ -19,7 +19,7 @@ from core.errors import LookupUnavailable
 from core.identity import publish_effect_key
 from core.models import DraftRow, EffectRow, RunRow
 from core.policies import FailReason, PublishOutcome, Refusal
-from core.ports import Fit, PostQuery, Publication, Publisher
+from core.ports import PostQuery, Publication, Publisher
 from core.publishing.lookup_proof import LOOKUP_SKEW, post_query
 from core.publishing.platforms.mastodon import MastodonPublisher
 from core.publishing.targets import found_at
@@ -33,7 +33,15 @@ from tests.fakes.linkedin import TOKEN as LINKEDIN_TOKEN
 from tests.fakes.linkedin import FakeLinkedIn
 from tests.fakes.mastodon import TOKEN, FakeMastodon
 from tests.harness.two_platforms import BLUESKY, Platforms, world_of
-from tests.harness.worlds import KEY, RECIPE, RUN, MakeWorld, World, galley_config
+from tests.harness.worlds import (
+    KEY,
+    RECIPE,
+    RUN,
+    MakeWorld,
+    World,
+    WrappedPublisher,
+    galley_config,
+)
 
 NEXT_SLOT = "2026-11-30T09:00"
 NEXT_RUN = f"{RECIPE}@{NEXT_SLOT}"
@@ -296,29 +304,17 @@ def _publication(effect_key: str) -> Publication:
 # --- 9. the publish fence: the run still publishes this approved draft ---------------------
 
 
-class ChangedDuringLookup:
+class ChangedDuringLookup(WrappedPublisher):
     """The webhook's publisher, with rows changed while its look-up runs: what another
     worker or a person may do between the publish start and the fence."""
 
     def __init__(self, inner: Publisher, change: Callable[[], None]) -> None:
-        self.inner, self.change = inner, change
-
-    @property
-    def target(self) -> str:
-        return self.inner.target
-
-    def publish(self, publication: Publication) -> str:
-        return self.inner.publish(publication)
+        super().__init__(inner)
+        self.change = change
 
     def lookup(self, query: PostQuery) -> str | None:
         self.change()
         return self.inner.lookup(query)
-
-    def link(self, external_id: str) -> str | None:
-        return self.inner.link(external_id)
-
-    def fit(self, text: str) -> Fit | None:
-        return self.inner.fit(text)
 
 
 @pytest.mark.parametrize("change", ["run_moved_to_another_draft", "draft_superseded"])

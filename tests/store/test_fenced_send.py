@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from sqlmodel import col, select
@@ -22,45 +22,28 @@ from core.drafting.gate import tokens_today
 from core.drafting.service import DraftingService
 from core.models import AttemptRow, DraftRow
 from core.policies import DraftOutcome, EffectDecision, PublishOutcome, Refusal, Verdict
-from core.ports import Fit, PostQuery, Publication, Publisher, SystemClock
+from core.ports import PostQuery, Publisher, SystemClock
 from core.review.queue import decide
 from core.scheduling.dispatch import SlotDispatcher
 from core.states import DraftState, RunState
 from core.store.effects import EffectLedger, EffectSpec
 from core.store.engine import Store
 from core.store.leases import database_now
-from core.testing import FrozenClock, InstantDrafter
+from core.testing import FrozenClock, InstantDrafter, SkewedClock
 from tests.conftest import make_config
 from tests.fakes.webhook import status
-from tests.harness.worlds import KEY, RECIPE, RUN, HeldPublisher, MakeWorld
+from tests.harness.worlds import KEY, RECIPE, RUN, HeldPublisher, MakeWorld, WrappedPublisher
 
 OLD_SLOT = "2026-11-23T09:00"  # a week before the frozen clock: far past misfire_grace
 
 
-class SkewedClock(SystemClock):
-    """A replica whose own clock runs `ahead` of the others' (and of the database's)."""
-
-    def __init__(self, ahead: timedelta) -> None:
-        self.ahead = ahead
-
-    def now(self) -> datetime:
-        return datetime.now(UTC) + self.ahead
-
-
-class BlockingLookup:
+class BlockingLookup(WrappedPublisher):
     """A destination whose first look-up blocks until released (a long history search)."""
 
     def __init__(self, inner: Publisher) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.looking, self.release = threading.Event(), threading.Event()
         self._first = True
-
-    @property
-    def target(self) -> str:
-        return self.inner.target
-
-    def publish(self, publication: Publication) -> str:
-        return self.inner.publish(publication)
 
     def lookup(self, query: PostQuery) -> str | None:
         if self._first:
@@ -68,12 +51,6 @@ class BlockingLookup:
             self.looking.set()
             self.release.wait(20)
         return self.inner.lookup(query)
-
-    def link(self, external_id: str) -> str | None:
-        return self.inner.link(external_id)
-
-    def fit(self, text: str) -> Fit | None:
-        return self.inner.fit(text)
 
 
 # --- 1. the fenced send -------------------------------------------------------------------
