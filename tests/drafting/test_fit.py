@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from core.drafting.fit import FitRule, refusal, tightest
 from core.policies import Refusal, Verdict
 from core.ports import Fit
@@ -101,8 +103,9 @@ def test_fit_rule_skips_targets_without_a_limit() -> None:
 
 
 def test_slack_shows_each_targets_count_and_refuses_the_approve_with_the_reason(
-    db_url: str, start_bot: StartBot, fake_anthropic: FakeAnthropic
+    db_url: str, start_bot: StartBot, fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("GALLEY_BLUESKY_PASSWORD", "app-pass")  # else the bot refuses to start
     h = start_bot(db_url, slack='approvers = ["U0EDITOR"]', publish=BLUESKY)
     fake_anthropic.script(ok(text=TOO_LONG))
     _, message = h.draft_and_post()
