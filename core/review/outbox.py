@@ -47,6 +47,7 @@ SHOWN_STATES = (
     DraftState.SUPERSEDED,
     DraftState.CANCELLED,
 )
+REWRITTEN_STATES = (*SHOWN_STATES, DraftState.PUBLISHED)  # the message ends where the post is
 NOT_POSTED = "decided before its post was found in the channel: not posted"
 
 
@@ -285,14 +286,15 @@ class ReviewOutbox:
             return [review_item(draft, run) for draft, run in rows]
 
     def _messages_to_refresh(self) -> list[tuple[ReviewItem, MessageRef]]:
-        """Messages behind their draft that must say so: decided drafts, and edited ones.
-        The others (published, or a post found again) only record what they show."""
+        """Messages behind their draft that must say so: decided and published drafts
+        (where it went out, and no Unapprove left), and edited ones. The others (a post
+        found again) only record what they show."""
         with self.store.read() as session:
             rows = review_messages.behind(session)
         pairs, nothing_to_show = [], []
         for draft, run, receipt in rows:
             edited = draft.state == DraftState.READY and draft.revision > 1
-            if receipt.result and (draft.state in SHOWN_STATES or edited):
+            if receipt.result and (draft.state in REWRITTEN_STATES or edited):
                 pairs.append((review_item(draft, run), _ref_json(receipt.result)))
             else:
                 nothing_to_show.append((draft.key, draft.state, draft.revision))

@@ -19,12 +19,14 @@ from core.identity import publish_effect_key
 from core.models import EffectRow
 from core.policies import PublishOutcome
 from core.review.facts import annotate
+from core.review.outbox import ReviewOutbox
 from core.review.queue import load_item
 from core.states import DraftState, EffectState, RunState
 from tests.fakes import social
 from tests.fakes.bluesky import HANDLE
 from tests.harness.two_platforms import BLUESKY, Platforms, receipt_state, world_of
 from tests.harness.worlds import KEY, RUN, MakeWorld, World
+from tests.review.test_review_messages import RecordingSurface
 
 
 def test_one_platform_failing_twice_then_recovering_makes_one_post_on_each(
@@ -169,3 +171,24 @@ def test_the_decided_review_message_links_each_publication_from_its_receipt(
     assert blocks[-1]["type"] == "context"  # below who decided, where the buttons were
     shown = json.dumps(blocks[-1])
     assert all(f"<{url}|" in shown for url in urls) and BLUESKY in shown
+
+
+def test_the_review_message_is_rewritten_once_published_to_end_where_the_post_is(
+    db_url: str, worlds: MakeWorld, platforms: Platforms
+) -> None:
+    """An immediate approval's message said "Approved" and never where the post went
+    (issue 35.9): a published draft's message is rewritten once, then left alone."""
+    world = world_of(worlds, db_url, platforms)
+    surface = RecordingSurface()
+    outbox = ReviewOutbox(
+        world.store, world.ledger(), surface, channel="C0REVIEW", call_lease=timedelta(1)
+    )
+    world.draft()
+    assert outbox.post_ready_drafts() == 1
+    assert world.approve().accepted
+    outbox.sync_messages()
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.PUBLISHED
+
+    assert outbox.sync_messages() == 1
+    assert surface.updates[-1] == (KEY, DraftState.PUBLISHED, 1)
+    assert outbox.sync_messages() == 0  # once
