@@ -4,7 +4,10 @@ client (``Client(base_url=fake.url)``).
 It answers as bsky.social does where it matters to Galley: a second `createRecord` with a
 record key that exists is a bare ``500 {"error": "InternalServerError"}`` (the named
 `RecordAlreadyExists` is not released upstream); `getRecord` for a missing key is ``400
-RecordNotFound``; `createSession` is rate-limited per account (`session_limit`); access
+RecordNotFound``, for a repository it does not host ``502 UpstreamFailure``; a request
+without a token is ``401 AuthMissing``; text over 300 graphemes is ``400 InvalidRequest``
+in the lexicon's words; access tokens are HS256 JWTs (as the reference `@atproto/pds`
+0.5.35 answers); `createSession` is rate-limited per account (`session_limit`); access
 tokens expire (`access_seconds`, or `expire_sessions()` at once) and are refreshed with
 `refreshSession`, whose refresh token is single-use. Posts are counted per account (DID).
 
@@ -55,11 +58,13 @@ def did_of(handle: str) -> str:
     return "did:plc:" + hashlib.sha256(handle.encode()).hexdigest()[:24]
 
 
-def _jwt(payload: dict[str, Any]) -> str:
+def _jwt(payload: dict[str, Any], kind: str = "at+jwt") -> str:
+    """A session token as the reference PDS signs it: HS256 with its own secret."""
+
     def part(data: dict[str, Any]) -> str:
         return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
 
-    return f"{part({'typ': 'at+jwt', 'alg': 'ES256K'})}.{part(payload)}.c2ln"
+    return f"{part({'typ': kind, 'alg': 'HS256'})}.{part(payload)}.c2ln"
 
 
 def _tid_now() -> str:
@@ -151,7 +156,8 @@ class FakeBluesky(social.SocialFake):
                 "iat": int(now),
                 "exp": int(now + 60 * 86400),
                 "jti": f"r{serial}",
-            }
+            },
+            kind="refresh+jwt",
         )
         with self._lock:
             self._access[access] = (did, now + self.access_seconds)
@@ -198,11 +204,7 @@ class FakeBluesky(social.SocialFake):
         """The caller's DID, or the error reply a PDS gives."""
         token = call.bearer
         if token is None:
-            return (
-                401,
-                {"error": "AuthenticationRequired", "message": "Authentication Required"},
-                {},
-            )
+            return 401, {"error": "AuthMissing", "message": "Authentication Required"}, {}
         with self._lock:
             found = self._access.get(token)
         if found is None:
@@ -226,11 +228,12 @@ class FakeBluesky(social.SocialFake):
         if not isinstance(record, dict) or not isinstance(record.get("text"), str):
             return 400, {"error": "InvalidRequest", "message": "Record/text is required"}, {}
         text = record["text"]
-        if _graphemes(text) > MAX_GRAPHEMES or len(text.encode()) > MAX_BYTES:
-            message = (
-                f"Invalid app.bsky.feed.post record: Record/text must not be longer than "
-                f"{MAX_GRAPHEMES} graphemes"
-            )
+        if _graphemes(text) > MAX_GRAPHEMES:  # the lexicon's own words, as the PDS says them
+            count = _graphemes(text)
+            message = f"grapheme too big (maximum {MAX_GRAPHEMES}, got {count}) at $.record.text"
+            return 400, {"error": "InvalidRequest", "message": message}, {}
+        if len(text.encode()) > MAX_BYTES:
+            message = f"string too long (maximum {MAX_BYTES}) at $.record.text"
             return 400, {"error": "InvalidRequest", "message": message}, {}
         rkey = body.get("rkey") or _tid_now()
         if not TID_PATTERN.match(str(rkey)):
@@ -265,9 +268,9 @@ class FakeBluesky(social.SocialFake):
     def _get_record(self, call: Call) -> Reply:
         params = call.params()
         handle = self._handle_of(params.get("repo", ""))
-        if handle is None:
+        if handle is None:  # the PDS asks the AppView for a repo it does not host
             message = f"Could not find repo: {params.get('repo')}"
-            return 400, {"error": "InvalidRequest", "message": message}, {}
+            return 502, {"error": "UpstreamFailure", "message": message}, {}
         did, rkey = did_of(handle), params.get("rkey", "")
         uri = f"at://{did}/{params.get('collection')}/{rkey}"
         [found] = self._visible(lambda p: p["owner"] == did and p["rkey"] == rkey) or [None]

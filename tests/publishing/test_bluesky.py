@@ -6,11 +6,14 @@ Each test checks what the publisher raised or returned and what the fake receive
 
 from __future__ import annotations
 
+import base64
+import json
 import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 
 from core.errors import (
@@ -361,3 +364,33 @@ def test_the_subprocess_fake_obeys_its_state_file_and_keeps_posts_across_a_resta
     assert len(social.read_posts(state)) == 1
     paths = [r["path"] for r in social.read_requests(state)]
     assert sum("createRecord" in p for p in paths) == 2
+
+
+def test_the_fake_answers_as_the_reference_pds_does(fake: FakeBluesky) -> None:
+    """What `@atproto/pds` 0.5.35, run from npm, answers (issue 35.5): the fake must not
+    be kinder than the server Galley meets."""
+    xrpc = f"{fake.url}/xrpc/"
+    record = {"repo": HANDLE, "collection": "app.bsky.feed.post", "record": {"text": "x"}}
+    no_token = httpx.post(xrpc + "com.atproto.repo.createRecord", json=record)
+    assert (no_token.status_code, no_token.json()["error"]) == (401, "AuthMissing")
+
+    session = httpx.post(
+        xrpc + "com.atproto.server.createSession",
+        json={"identifier": HANDLE, "password": PASSWORD},
+    ).json()
+    assert "didDoc" not in session  # only when asked for
+    header = json.loads(base64.urlsafe_b64decode(session["accessJwt"].split(".")[0] + "=="))
+    assert header["alg"] == "HS256"
+    signed = {"Authorization": f"Bearer {session['accessJwt']}"}
+    too_long = {**record, "record": {"text": "a" * 301, "createdAt": "2026-11-23T09:00:00Z"}}
+    refused = httpx.post(xrpc + "com.atproto.repo.createRecord", json=too_long, headers=signed)
+    assert refused.status_code == 400
+    assert refused.json() == {
+        "error": "InvalidRequest",
+        "message": "grapheme too big (maximum 300, got 301) at $.record.text",
+    }
+    unknown = httpx.get(
+        xrpc + "com.atproto.repo.getRecord",
+        params={"repo": "nobody.bsky.social", "collection": "app.bsky.feed.post", "rkey": "x"},
+    )
+    assert (unknown.status_code, unknown.json()["error"]) == (502, "UpstreamFailure")
