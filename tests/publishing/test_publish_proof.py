@@ -207,17 +207,22 @@ def test_a_partly_published_draft_keeps_its_text_and_publishes_the_rest_once_rea
 # --- 3. a retry after a partial failure reaches the failed target --------------------------
 
 
-def test_a_retry_after_an_uncertain_target_and_a_refused_one_reaches_the_refused_one(
-    db_url: str, worlds: MakeWorld, platforms: Platforms
-) -> None:
+def uncertain_and_refused(worlds: MakeWorld, db_url: str, platforms: Platforms) -> World:
+    """Bluesky's answer lost (its post is out), Mastodon's token refused: the run fails."""
     world = world_of(worlds, db_url, platforms)
     world.approved()
     platforms.bluesky.script("create", social.accept_then_drop())
-    platforms.mastodon.script(
-        "create", social.status(401, {"error": "The access token is invalid"})
-    )
+    invalid = {"error": "The access token is invalid"}
+    platforms.mastodon.script("create", social.status(401, invalid))
     assert world.service().publish_run(RUN).outcome == PublishOutcome.FAILED
     assert world.run_row().reason == FailReason.PUBLISH_AUTH
+    return world
+
+
+def test_a_retry_after_an_uncertain_target_and_a_refused_one_reaches_the_refused_one(
+    db_url: str, worlds: MakeWorld, platforms: Platforms
+) -> None:
+    world = uncertain_and_refused(worlds, db_url, platforms)
 
     world.clock.advance(timedelta(minutes=1))
     world.service().publish_pending()  # the orphan pass finds Bluesky's post
@@ -236,12 +241,7 @@ def test_a_retry_after_an_uncertain_target_and_a_refused_one_reaches_the_refused
 def test_a_retry_before_the_uncertain_target_is_settled_reconciles_it_and_sends_the_other(
     db_url: str, worlds: MakeWorld, platforms: Platforms
 ) -> None:
-    world = world_of(worlds, db_url, platforms)
-    world.approved()
-    platforms.bluesky.script("create", social.accept_then_drop())
-    invalid = {"error": "The access token is invalid"}
-    platforms.mastodon.script("create", social.status(401, invalid))
-    assert world.service().publish_run(RUN).outcome == PublishOutcome.FAILED
+    world = uncertain_and_refused(worlds, db_url, platforms)
 
     answer = world.resolver().retry(RUN, actor="U0ADMIN")  # Bluesky still uncertain
     assert "published once more" in answer
