@@ -54,6 +54,7 @@ class SkipReason(StrEnum):
     MISFIRE = "misfire"
     BUDGET = "budget"
     RECIPE_REMOVED = "recipe_removed"  # a pending run whose recipe left the config
+    NO_NEWS = "no_news"  # §14: its sources had nothing in the window (on_empty = "skip")
 
 
 class PendingReason(StrEnum):
@@ -85,6 +86,7 @@ class FailReason(StrEnum):
     PUBLISH_REJECTED = "publish_rejected"  # the destination refused the publication itself
     PUBLISH_AUTH = "publish_auth"  # the destination refused Galley's credentials
     MISSED_SLOT = "missed_slot"  # §23: approved, and not published by slot + publish_late
+    SOURCE_FAILED = "source_failed"  # §14: a required source answered 401/403/404 or kept failing
 
     @property
     def while_drafting(self) -> bool:
@@ -338,3 +340,25 @@ class CalendarState(StrEnum):
     PUBLISHING = "publishing"  # under way, or its outcome being looked up
     PUBLISHED = "published"
     MISSED = "missed"  # its time passed without a publication (missed_slot, misfire)
+
+
+class SourceKind(StrEnum):
+    """What a recipe's source reads (docs/design.md §14)."""
+
+    FEED = "feed"  # RSS or Atom
+    GITHUB = "github"  # a repository's releases and merged pull requests
+    SLACK = "slack"  # what people wrote in a channel the bot is in
+    URL = "url"  # a page's main text
+    FILE = "file"  # files beside the config, by glob
+
+
+class GithubItems(StrEnum):
+    RELEASES = "releases"
+    MERGED_PULLS = "merged_pulls"
+
+
+class OnEmpty(StrEnum):
+    """What a run does when its sources have nothing in its window."""
+
+    SKIP = "skip"  # skipped (no_news), at no cost
+    DRAFT = "draft"  # drafted from the prompt alone

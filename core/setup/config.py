@@ -34,8 +34,9 @@ from pydantic import (
 
 from core.errors import ConfigError, MissingSecret
 from core.identity import slack_target
-from core.policies import Drafting, DstGap, DstRepeat, OnSimilar, Overlap
+from core.policies import Drafting, DstGap, DstRepeat, OnEmpty, OnSimilar, Overlap
 from core.setup.durations import parse_duration
+from core.sources.specs import SourceSpec
 
 Duration = Annotated[
     timedelta, BeforeValidator(lambda v: parse_duration(v) if isinstance(v, str) else v)
@@ -297,6 +298,9 @@ class RecipeSettings(_Strict):
     max_redrafts: int = Field(default=3, ge=0)  # §22: reviewer-requested redrafts per draft
     draft_ahead: ZeroOrDuration = timedelta(0)  # §11: drafted this long ahead, published at slot
     publish_late: Duration = timedelta(hours=1)  # §11: approved this long after its slot, still out
+    window: Duration | None = None  # §14: None: items since the previous slot
+    max_source_chars: int = Field(default=20000, ge=100)  # §14: source text given to the model
+    on_empty: OnEmpty = OnEmpty.SKIP  # §14: a window with no items skips (no_news) or drafts
 
     @field_validator("timezone")
     @classmethod
@@ -316,6 +320,7 @@ class Recipe(RecipeSettings):
     targets: Annotated[tuple[PublishTarget, ...], BeforeValidator(_one_or_many)] = Field(
         default=(), validation_alias="publish"
     )
+    sources: tuple[SourceSpec, ...] = ()  # §14: what happened, given to the model
 
     @field_validator("schedule")
     @classmethod
@@ -479,6 +484,9 @@ def _validate_recipes(
         ids = [target.target for target in recipe.targets]
         for target_id in sorted({t for t in ids if ids.count(t) > 1}):
             problems.append(f"{label}: publish: duplicate target {target_id!r}")
+        names = [source.label for source in recipe.sources]
+        for name in sorted({n for n in names if names.count(n) > 1}):
+            problems.append(f"{label}: sources: two sources named {name!r}: give each a name")
         recipes[recipe.name] = recipe
     return recipes
 

@@ -1,0 +1,100 @@
+"""A recipe's `sources` entries (docs/design.md §14): one model per kind, told apart by
+`kind`, every one with a `name` (defaulted from what it reads), `required` and
+`max_items`. `api`/`url` point a kind at a self-hosted server or a local fake."""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from core.policies import GithubItems, SourceKind
+
+HTTP_URL_PATTERN = r"^https?://[^\s/?#]+"
+REPO_PATTERN = r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"
+CHANNEL_PATTERN = r"^[CG][A-Z0-9]+$"
+GITHUB_API = "https://api.github.com"
+MAX_ITEMS_DEFAULT = 20
+
+
+class _SourceBase(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str | None = Field(default=None, pattern=r"^[^\s|][^|]*$", max_length=64)
+    required: bool = True
+    max_items: int = Field(default=MAX_ITEMS_DEFAULT, ge=1, le=500)
+
+    @property
+    def label(self) -> str:
+        """The source's name as people see it: `name`, or one derived from what it reads."""
+        return self.name or self.default_name()
+
+    def default_name(self) -> str:
+        raise NotImplementedError
+
+
+class FeedSource(_SourceBase):
+    kind: Literal[SourceKind.FEED]
+    url: str = Field(pattern=HTTP_URL_PATTERN)
+
+    def default_name(self) -> str:
+        return urlsplit(self.url).hostname or "feed"
+
+
+class GithubSource(_SourceBase):
+    kind: Literal[SourceKind.GITHUB]
+    repo: str = Field(pattern=REPO_PATTERN)
+    items: tuple[GithubItems, ...] = (GithubItems.RELEASES, GithubItems.MERGED_PULLS)
+    api: str = Field(default=GITHUB_API, pattern=HTTP_URL_PATTERN)
+
+    @field_validator("items")
+    @classmethod
+    def _some_items(cls, items: tuple[GithubItems, ...]) -> tuple[GithubItems, ...]:
+        if not items:
+            raise ValueError('name at least one of "releases", "merged_pulls"')
+        return items
+
+    def default_name(self) -> str:
+        return self.repo
+
+
+class SlackSource(_SourceBase):
+    kind: Literal[SourceKind.SLACK]
+    channel: str = Field(pattern=CHANNEL_PATTERN)
+    api: str | None = Field(default=None, pattern=HTTP_URL_PATTERN)  # None: GALLEY_SLACK_API_URL
+
+    def default_name(self) -> str:
+        return f"#{self.channel}"
+
+
+class UrlSource(_SourceBase):
+    kind: Literal[SourceKind.URL]
+    url: str = Field(pattern=HTTP_URL_PATTERN)
+
+    def default_name(self) -> str:
+        return urlsplit(self.url).hostname or "page"
+
+
+class FileSource(_SourceBase):
+    kind: Literal[SourceKind.FILE]
+    path: str = Field(min_length=1)  # a glob, relative to the config file's folder
+
+    @field_validator("path")
+    @classmethod
+    def _beside_the_config(cls, path: str) -> str:
+        pure = PurePosixPath(path)
+        if pure.is_absolute() or re.match(r"^[A-Za-z]:", path) or ".." in pure.parts:
+            raise ValueError("must be a path beside the config file (relative, without ..)")
+        return path
+
+    def default_name(self) -> str:
+        return self.path
+
+
+SourceSpec = Annotated[
+    FeedSource | GithubSource | SlackSource | UrlSource | FileSource,
+    Field(discriminator="kind"),
+]
