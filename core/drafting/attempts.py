@@ -17,12 +17,13 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from core.errors import ModelCallFailed
+from core.errors import LostClaim, ModelCallFailed
 from core.identity import attempt_id
 from core.models import AttemptRow, DraftRow
 from core.policies import AttemptOutcome, Drafting
 from core.ports import ModelReply
-from core.states import DraftState
+from core.setup.config import Recipe
+from core.store.leases import LeaseTable, fence
 
 _ATTEMPTS: Any = AttemptRow.__table__  # type: ignore[attr-defined]
 _ATTEMPT = "attempt_id"
@@ -82,18 +83,6 @@ def attempts_of(session: Session, draft: DraftRow) -> Attempts:
     return Attempts(int(used) - draft.attempts_before, last)
 
 
-def held_attempts(session: Session, draft_key: str, owner: str) -> Attempts | None:
-    """In one statement, the draft row locked while `owner` still holds its claim, and
-    its attempts; None when the claim is no longer `owner`'s.
-
-    PostgreSQL counts the attempts with the snapshot taken before the row lock is
-    granted; that is exact here, because only the claim's holder (this caller) adds
-    attempts under it: a takeover changes the row, and re-checks the claim, first."""
-    params = {"draft_key": draft_key, "owner": owner}
-    found = session.execute(_held_attempts_statement(), params).one_or_none()
-    return None if found is None else Attempts(int(found.made), found.last)
-
-
 def attempts_of_key(draft_key: Any) -> Any:
     """The attempts made for `draft_key` (a bind parameter or a column), as a scalar
     subquery: by this claim and by the claims given back before it."""
@@ -119,18 +108,60 @@ def _attempts_so_far_statement() -> Any:
 
 
 @functools.cache
-def _held_attempts_statement() -> Any:
+def _attempts_of_draft_statement() -> Any:
+    """A draft's attempts since its claim began and its run's last number, from its row."""
     made = attempts_of_key(col(DraftRow.key)) - col(DraftRow.attempts_before)
     last = _last_number_of_run(col(DraftRow.run_id)).scalar_subquery()
-    return (
-        sa.select(made.label("made"), last.label("last"))
-        .where(
-            col(DraftRow.key) == sa.bindparam("draft_key"),
-            col(DraftRow.state) == DraftState.CLAIMED,
-            col(DraftRow.claimed_by) == sa.bindparam("owner"),
-        )
-        .with_for_update(of=DraftRow.__table__)  # type: ignore[attr-defined]
+    return sa.select(made.label("made"), last.label("last")).where(
+        col(DraftRow.key) == sa.bindparam("draft_key")
     )
+
+
+@dataclass(frozen=True)
+class UnderClaim:
+    """What a model call is paid under: the claim's lease (a slot draft's or a redraft's)
+    and the draft its attempts count against."""
+
+    table: LeaseTable
+    lease_key: str
+    owner: str
+    draft_key: str
+    run_id: str
+
+
+def begin_attempt(
+    session: Session,
+    claim: UnderClaim,
+    recipe: Recipe,
+    now: datetime,
+    started_at: datetime,
+    **kind: object,
+) -> int | None:
+    """The one way a model call begins, for a slot's draft, a batch entry's fallback and
+    a reviewer's redraft: the claim is fenced (still `owner`'s, unexpired by the
+    database's clock `now`, extended by `takeover_after`), else `LostClaim` and no call;
+    None at `max_attempts`; else the attempt row is written before the call and its
+    number returned, its start on the caller's clock. `kind` is `redraft=` or `cause=`."""
+    if not fence(session, claim.table, claim.lease_key, claim.owner, recipe.takeover_after, now):
+        raise LostClaim(f"claim on {claim.lease_key} is no longer held by {claim.owner}")
+    made, last = session.execute(
+        _attempts_of_draft_statement(), {"draft_key": claim.draft_key}
+    ).one()
+    attempts = Attempts(int(made), last)
+    if attempts.spent(recipe.max_attempts):
+        return None
+    add_attempt(
+        session,
+        run_id=claim.run_id,
+        number=attempts.next_number,
+        draft_key=claim.draft_key,
+        recipe=recipe.name,
+        worker=claim.owner,
+        model=recipe.model,
+        started_at=started_at,
+        **kind,
+    )
+    return attempts.next_number
 
 
 def add_attempt(

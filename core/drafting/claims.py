@@ -36,7 +36,15 @@ from core.setup.config import Recipe
 from core.slots.schedule import Slot
 from core.states import DraftState, EventSubject, RunState, run_may_move
 from core.store.engine import Store, insert_ignore, insert_new
-from core.store.leases import SWEEPER, lease_now, new_owner
+from core.store.leases import (
+    DRAFT_CLAIMS,
+    SWEEPER,
+    lapsed_keys,
+    lease_now,
+    new_owner,
+    renew,
+    take_over,
+)
 from core.store.rows import draft_row, lock_recipe, lock_run, recipe_row, required, run_holds
 from core.store.transitions import (
     guarded_delete,
@@ -256,17 +264,8 @@ def _answer_existing(
     if draft.state != DraftState.CLAIMED:
         return DraftResult(DraftOutcome.EXISTS, run.id, draft.key)
     previous = draft.claimed_by  # the ORM update below may refresh the loaded row
-    taken = session.execute(  # fenced: only the expired claim of the owner we read
-        sa.update(DraftRow)
-        .where(
-            col(DraftRow.key) == draft.key,
-            col(DraftRow.state) == DraftState.CLAIMED,
-            col(DraftRow.claimed_by) == previous,
-            col(DraftRow.lease_until) < now,
-        )
-        .values(claimed_by=owner, lease_until=now + lease, updated_at=now)
-    )
-    if taken.rowcount != 1:  # type: ignore[attr-defined]
+    # fenced: only the lapsed claim of the owner we read
+    if not take_over(session, DRAFT_CLAIMS, draft.key, previous, owner, lease, now):
         return DraftResult(DraftOutcome.IN_PROGRESS, run.id, draft.key)
     abandon_unfinished_attempts(session, draft.key, now)
     note_draft(
@@ -372,18 +371,7 @@ def abandon_unfinished_attempts(session: Session, key: str, now: datetime) -> No
 
 def renew_lease(store: Store, claim: Claim, lease: timedelta, clock: Clock) -> bool:
     """Extend our claim; False when it is no longer ours (taken over or swept)."""
-    with store.transaction() as session:
-        now = lease_now(session, clock)  # read once the write lock is held, not before
-        renewed = session.execute(
-            sa.update(DraftRow)
-            .where(
-                col(DraftRow.key) == claim.draft_key,
-                col(DraftRow.state) == DraftState.CLAIMED,
-                col(DraftRow.claimed_by) == claim.owner,
-            )
-            .values(lease_until=now + lease, updated_at=now)
-        )
-        return bool(renewed.rowcount == 1)  # type: ignore[attr-defined]
+    return renew(store, clock, DRAFT_CLAIMS, claim.draft_key, claim.owner, lease)
 
 
 def sweep_expired_claims(store: Store, clock: Clock, actor: str = SWEEPER) -> list[str]:
@@ -394,16 +382,13 @@ def sweep_expired_claims(store: Store, clock: Clock, actor: str = SWEEPER) -> li
     """
     swept: list[str] = []
     with store.read() as session:  # most passes find nothing, and take no write lock for it
-        lapsed = (col(DraftRow.state) == DraftState.CLAIMED) & (
-            col(DraftRow.lease_until) < lease_now(session, clock)
-        )
-        if session.exec(select(DraftRow.key).where(lapsed).limit(1)).first() is None:
+        if not lapsed_keys(session, DRAFT_CLAIMS, lease_now(session, clock), 1):
             return swept
     with store.transaction() as session:
         now = lease_now(session, clock)
         expired = session.exec(
             select(DraftRow)
-            .where(col(DraftRow.state) == DraftState.CLAIMED, col(DraftRow.lease_until) < now)
+            .where(DRAFT_CLAIMS.lapsed(now))
             .limit(SWEEP_BATCH)  # the write lock is held for one batch; the rest next pass
         ).all()
         failpoint(Failpoint.SWEEPER_AFTER_READ)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from core.drafting.attempts import Backoff, add_attempt, finish_attempt, held_attempts
+from core.drafting.attempts import Backoff, UnderClaim, begin_attempt, finish_attempt
 from core.drafting.causes import attempt_cause
 from core.drafting.claims import Claim, DraftResult, claim_slot, lock_recipe_row, renew_lease
 from core.drafting.fit import FitRule, limit_instruction
@@ -42,7 +42,7 @@ from core.setup.config import Recipe, render_template
 from core.slots.schedule import Slot
 from core.states import DraftState, EffectState, RunState
 from core.store.engine import Store
-from core.store.leases import Heartbeat
+from core.store.leases import DRAFT_CLAIMS, Heartbeat, lease_now
 from core.store.rows import lock_draft, lock_run, required, run_holds
 from core.store.transitions import guarded_delete, move_draft, move_run, note_released, note_run
 
@@ -184,25 +184,10 @@ class DraftingService:
 
     def _begin_attempt(self, recipe: Recipe, claim: Claim, *, redraft: bool = False) -> int | None:
         """Write the attempt row before the call; None when the attempt cap is reached."""
+        held = UnderClaim(DRAFT_CLAIMS, claim.draft_key, claim.owner, claim.draft_key, claim.run_id)
         with self.store.transaction() as session:
-            attempts = held_attempts(session, claim.draft_key, claim.owner)
-            if attempts is None:
-                raise _lost(claim)
-            if attempts.spent(recipe.max_attempts):
-                return None
-            number = attempts.next_number
-            add_attempt(
-                session,
-                run_id=claim.run_id,
-                number=number,
-                draft_key=claim.draft_key,
-                recipe=recipe.name,
-                worker=claim.owner,
-                model=recipe.model,
-                started_at=self.clock.now(),
-                redraft=redraft,
-            )
-            return number
+            now = lease_now(session, self.clock)
+            return begin_attempt(session, held, recipe, now, self.clock.now(), redraft=redraft)
 
     def _finish_attempt(
         self,

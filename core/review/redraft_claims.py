@@ -24,8 +24,9 @@ from core.models import AttemptRow, DraftRow, RedraftRow
 from core.policies import AttemptCause, AttemptOutcome, RedraftState, Refusal
 from core.ports import Clock, RedraftNote
 from core.setup.config import Recipe
+from core.store import leases
 from core.store.engine import Store, insert_ignore
-from core.store.leases import lease_now
+from core.store.leases import REDRAFT_CLAIMS, lapsed_keys, lease_now, release, renew
 
 SWEEP_BATCH = 50
 
@@ -149,18 +150,8 @@ def take_over(
             Refusal.REDRAFTING,
             f"the redraft of revision {row.from_revision} failed: {row.detail}",
         )
-    previous = row.claimed_by
-    taken = session.execute(  # fenced: only the expired claim of the holder we read
-        sa.update(RedraftRow)
-        .where(
-            col(RedraftRow.key) == row.key,
-            col(RedraftRow.state) == RedraftState.CLAIMED,
-            col(RedraftRow.claimed_by) == previous,
-            col(RedraftRow.lease_until) < now,
-        )
-        .values(claimed_by=owner, lease_until=now + lease)
-    )
-    if taken.rowcount != 1:  # type: ignore[attr-defined]
+    # fenced: only the lapsed claim of the holder we read
+    if not leases.take_over(session, REDRAFT_CLAIMS, row.key, row.claimed_by, owner, lease, now):
         return Refusal.REDRAFTING, f"revision {row.from_revision} is being redrafted already"
     abandon_redraft_attempts(session, row.draft_key, now)
     return RedraftClaim(
@@ -190,18 +181,7 @@ def abandon_redraft_attempts(session: Session, draft_key: str, now: datetime) ->
 
 def renew_redraft(store: Store, claim: RedraftClaim, lease: timedelta, clock: Clock) -> bool:
     """Extend our claim; False when it is no longer ours."""
-    with store.transaction() as session:
-        now = lease_now(session, clock)
-        renewed = session.execute(
-            sa.update(RedraftRow)
-            .where(
-                col(RedraftRow.key) == claim.key,
-                col(RedraftRow.state) == RedraftState.CLAIMED,
-                col(RedraftRow.claimed_by) == claim.owner,
-            )
-            .values(lease_until=now + lease)
-        )
-        return bool(renewed.rowcount == 1)  # type: ignore[attr-defined]
+    return renew(store, clock, REDRAFT_CLAIMS, claim.key, claim.owner, lease)
 
 
 def finish_redraft(
@@ -213,33 +193,24 @@ def finish_redraft(
 ) -> None:
     """Close our claim as done or failed; LostClaim (nothing written) if it is no longer
     ours, so a holder that was taken over never stores a second revision."""
-    closed = session.execute(
-        sa.update(RedraftRow)
-        .where(
-            col(RedraftRow.key) == claim.key,
-            col(RedraftRow.state) == RedraftState.CLAIMED,
-            col(RedraftRow.claimed_by) == claim.owner,
-        )
-        .values(state=state, detail=detail, finished_at=now, claimed_by=None, lease_until=None)
+    closed = release(
+        session,
+        REDRAFT_CLAIMS,
+        claim.key,
+        claim.owner,
+        now,
+        state=state,
+        detail=detail,
+        finished_at=now,
     )
-    if closed.rowcount != 1:  # type: ignore[attr-defined]
+    if not closed:
         raise LostClaim(f"redraft {claim.key} is no longer held by {claim.owner}")
 
 
 def expired_redrafts(store: Store, clock: Clock) -> list[str]:
     """Keys of redraft claims whose holder stopped renewing them (ix_redrafts_claimed)."""
     with store.read() as session:
-        now = lease_now(session, clock)
-        return list(
-            session.exec(
-                select(RedraftRow.key)
-                .where(
-                    col(RedraftRow.state) == RedraftState.CLAIMED, col(RedraftRow.lease_until) < now
-                )
-                .order_by(col(RedraftRow.key))
-                .limit(SWEEP_BATCH)
-            ).all()
-        )
+        return lapsed_keys(session, REDRAFT_CLAIMS, lease_now(session, clock), SWEEP_BATCH)
 
 
 def redraft_note(session: Session, draft_key: str, revision: int) -> RedraftNote | None:

@@ -16,10 +16,7 @@ import logging
 import time
 from datetime import datetime
 
-import sqlalchemy as sa
-from sqlmodel import col
-
-from core.drafting.attempts import Backoff, add_attempt, attempts_of, finish_attempt
+from core.drafting.attempts import Backoff, UnderClaim, begin_attempt, finish_attempt
 from core.drafting.causes import attempt_cause
 from core.drafting.fit import FitRule, limit_instruction
 from core.drafting.revisions import keep_revisions, model_author
@@ -41,7 +38,7 @@ from core.review.redraft_claims import (
 )
 from core.setup.config import Config, Recipe, render_template
 from core.store.engine import Store
-from core.store.leases import Heartbeat, lease_now, new_owner
+from core.store.leases import REDRAFT_CLAIMS, Heartbeat, lease_now, new_owner
 from core.store.transitions import note_draft
 
 log = logging.getLogger(__name__)
@@ -204,40 +201,15 @@ class RedraftService:
             return redraft_request(recipe, run.slot_at, draft.version, text, note, limit)
 
     def _begin_attempt(self, recipe: Recipe, claim: RedraftClaim) -> int | None:
-        """The attempt row, written before the call, under the claim's fence: still ours
-        and unexpired by the database's clock, else `LostClaim` and no call. None at
+        """The attempt row, written before the call under the claim's fence
+        (`begin_attempt`): `LostClaim` and no call when it is no longer ours; None at
         `max_attempts`."""
+        held = UnderClaim(REDRAFT_CLAIMS, claim.key, claim.owner, claim.draft_key, claim.run_id)
         with self.store.transaction() as session:
             now = lease_now(session, self.clock)
-            held = session.execute(
-                sa.update(RedraftRow)
-                .where(
-                    col(RedraftRow.key) == claim.key,
-                    col(RedraftRow.claimed_by) == claim.owner,
-                    col(RedraftRow.state) == RedraftState.CLAIMED,
-                    col(RedraftRow.lease_until) > now,
-                )
-                .values(lease_until=now + recipe.takeover_after)
+            return begin_attempt(
+                session, held, recipe, now, self.clock.now(), cause=AttemptCause.REDRAFT
             )
-            if held.rowcount != 1:  # type: ignore[attr-defined]
-                raise LostClaim(f"the redraft {claim.key} is no longer held by {claim.owner}")
-            draft = session.get(DraftRow, claim.draft_key)
-            attempts = None if draft is None else attempts_of(session, draft)
-            if attempts is None or attempts.spent(recipe.max_attempts):
-                return None
-            number = attempts.next_number
-            add_attempt(
-                session,
-                run_id=claim.run_id,
-                number=number,
-                draft_key=claim.draft_key,
-                recipe=recipe.name,
-                worker=claim.owner,
-                model=recipe.model,
-                started_at=self.clock.now(),
-                cause=AttemptCause.REDRAFT,
-            )
-            return number
 
     def _finish_attempt(
         self,

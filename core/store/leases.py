@@ -9,6 +9,13 @@ Leases are written and judged by one clock, the database's (`lease_now`): replic
 own clocks drift, and a replica running ahead would take a live, beating claim over.
 The time is read inside the transaction that writes or compares it, after its write
 lock is held, so a write that waited for SQLite's lock never writes an expired lease.
+
+One lease machine serves every table that holds leases (`LeaseTable`: slot claims,
+redraft claims, effect receipts, batch rows): `acquire` a free or lapsed row, `extend`
+it by heartbeat, `fence` it just before a call (ours, unexpired, in a held state),
+`take_over` a lapsed holder's (after an on-the-wire grace where its call may still
+land), `release` it, and find the lapsed ones to reap (`lapsed_keys`). Every statement
+names the owner, the states and, where it matters, the expiry in its WHERE clause.
 """
 
 from __future__ import annotations
@@ -17,11 +24,17 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlmodel import Session
+from sqlmodel import Session, col, select
+
+from core.models import BatchRow, DraftRow, EffectRow, RedraftRow
+from core.policies import RedraftState
+from core.states import BatchState, DraftState, EffectState
+from core.store.engine import Store
 
 log = logging.getLogger(__name__)
 
@@ -101,3 +114,156 @@ class Heartbeat:
                     return
             except sa.exc.SQLAlchemyError as exc:
                 log.warning("heartbeat missed a beat: %s", exc)
+
+
+@dataclass(frozen=True)
+class LeaseTable:
+    """Where one kind of lease is kept: the table, its key, owner and expiry columns, the
+    states a lease may be held in, and a column stamped with each write's time, if any."""
+
+    model: Any
+    key: str
+    owner: str
+    expiry: str
+    held_in: tuple[str, ...]
+    touched: str | None = None
+
+    def column(self, name: str) -> Any:
+        return col(getattr(self.model, name))
+
+    def held_by(self, key: str, owner: str | None, states: tuple[str, ...] = ()) -> Any:
+        """The row `key`, held by `owner`, in one of `states` (default: any held state)."""
+        return sa.and_(
+            self.column(self.key) == key,
+            self.column(self.owner) == owner,
+            self.column("state").in_(states or self.held_in),
+        )
+
+    def lapsed(self, now: datetime, grace: timedelta = timedelta(0)) -> Any:
+        """Held, and its lease ran out more than `grace` before `now`."""
+        return sa.and_(
+            self.column("state").in_(self.held_in), self.column(self.expiry) < now - grace
+        )
+
+    def stamp(self, now: datetime, until: datetime | None, **values: object) -> dict[str, Any]:
+        """The columns a lease write sets: its expiry, its time, and `values`."""
+        stamped: dict[str, Any] = {self.expiry: until, **values}
+        if self.touched is not None:
+            stamped[self.touched] = now
+        return stamped
+
+
+DRAFT_CLAIMS = LeaseTable(
+    DraftRow, "key", "claimed_by", "lease_until", (DraftState.CLAIMED,), touched="updated_at"
+)
+REDRAFT_CLAIMS = LeaseTable(RedraftRow, "key", "claimed_by", "lease_until", (RedraftState.CLAIMED,))
+EFFECT_RECEIPTS = LeaseTable(
+    EffectRow, "key", "claimed_by", "lease_until", (EffectState.IN_FLIGHT, EffectState.UNCERTAIN)
+)
+BATCHES = LeaseTable(
+    BatchRow, "id", "leased_by", "lease_until", (BatchState.SUBMITTING, BatchState.WAITING)
+)
+
+
+def _write(session: Session, table: LeaseTable, where: Any, values: dict[str, Any]) -> bool:
+    done = session.execute(sa.update(table.model).where(where).values(**values))
+    return bool(done.rowcount == 1)  # type: ignore[attr-defined]
+
+
+def acquire(
+    session: Session,
+    table: LeaseTable,
+    key: str,
+    owner: str,
+    lease: timedelta,
+    now: datetime,
+    *also: Any,
+) -> bool:
+    """Take row `key` if nobody holds it or its holder's lease ran out (and `also`)."""
+    free = table.column(table.owner).is_(None) | (table.column(table.expiry) < now)
+    where = sa.and_(
+        table.column(table.key) == key, table.column("state").in_(table.held_in), free, *also
+    )
+    return _write(session, table, where, table.stamp(now, now + lease, **{table.owner: owner}))
+
+
+def extend(
+    session: Session, table: LeaseTable, key: str, owner: str, lease: timedelta, now: datetime
+) -> bool:
+    """A heartbeat: `owner`'s lease runs `lease` from `now`; False when no longer its."""
+    return _write(session, table, table.held_by(key, owner), table.stamp(now, now + lease))
+
+
+def fence(
+    session: Session,
+    table: LeaseTable,
+    key: str,
+    owner: str,
+    lease: timedelta,
+    now: datetime,
+    *states: str,
+    **values: object,
+) -> bool:
+    """The last look before a call: the row is still `owner`'s, in one of `states`, and
+    its lease unexpired by `now`; it is extended for the call (and `values` written).
+    False, and nothing written, otherwise."""
+    where = sa.and_(table.held_by(key, owner, states), table.column(table.expiry) > now)
+    return _write(session, table, where, table.stamp(now, now + lease, **values))
+
+
+def take_over(
+    session: Session,
+    table: LeaseTable,
+    key: str,
+    previous: str | None,
+    owner: str,
+    lease: timedelta,
+    now: datetime,
+    *,
+    grace: timedelta = timedelta(0),
+    lapsed_only: bool = True,
+) -> bool:
+    """`owner` takes the lease of `previous` (the holder the caller read), once it ran
+    out more than `grace` ago (the time its last call may still be on the wire); with
+    `lapsed_only` false, a live one too (its holder gave up waiting: a batch entry)."""
+    where = table.held_by(key, previous)
+    if lapsed_only:
+        where = sa.and_(where, table.lapsed(now, grace))
+    return _write(session, table, where, table.stamp(now, now + lease, **{table.owner: owner}))
+
+
+def release(
+    session: Session,
+    table: LeaseTable,
+    key: str,
+    owner: str | None,
+    now: datetime,
+    *states: str,
+    until: datetime | None = None,
+    **values: object,
+) -> bool:
+    """`owner` lets the lease go (the row may keep `until` as a not-before), writing
+    `values` (a new state, what came of it) only while the row is still its own."""
+    stamped = table.stamp(now, until, **{table.owner: None, **values})
+    return _write(session, table, table.held_by(key, owner, states), stamped)
+
+
+def on_the_wire(expiry: datetime | None, now: datetime, grace: timedelta) -> bool:
+    """Whether a lapsed holder's last call may still land: its lease ran out less than
+    `grace` (one call's time limit) before `now`."""
+    return expiry is not None and expiry + grace > now
+
+
+def lapsed_keys(session: Session, table: LeaseTable, now: datetime, limit: int) -> list[str]:
+    """The keys of up to `limit` rows whose holders stopped renewing them, in key order."""
+    key = table.column(table.key)
+    found = session.exec(select(key).where(table.lapsed(now)).order_by(key).limit(limit)).all()
+    return [str(k) for k in found]
+
+
+def renew(
+    store: Store, clock: object, table: LeaseTable, key: str, owner: str, lease: timedelta
+) -> bool:
+    """One heartbeat in its own transaction, timed by the database's clock."""
+    with store.transaction() as session:
+        return extend(session, table, key, owner, lease, lease_now(session, clock))
