@@ -30,7 +30,7 @@ from core.ports import Clock, ModelReply
 from core.setup.config import Recipe
 from core.slots.schedule import Slot, slot_of_run
 from core.store.engine import Store
-from core.store.leases import lease_now, new_owner
+from core.store.leases import DRAFT_CLAIMS, lease_now, new_owner, take_over
 from core.store.rows import lock_draft, lock_run
 from core.store.transitions import note_draft
 from core.telemetry.observe import batch_entry_ended
@@ -144,15 +144,15 @@ class BatchEntries:
 
     def _take_over(self, entry: Entry, recipe: Recipe) -> Claim | None:
         owner = new_owner(self.drafting.worker)
-        takeover_after = recipe.takeover_after
+        lease = recipe.takeover_after
         with self.store.transaction() as session:
             now = lease_now(session, self.clock)
             lock_run(session, entry.run_id)  # run, then draft: core/store/rows.py
             draft = lock_draft(session, entry.draft_key)
-            if draft is None or not held_by(draft, entry.owner):
-                return None
-            draft.claimed_by, draft.lease_until, draft.updated_at = owner, now + takeover_after, now
-            session.add(draft)
+            if draft is None or not take_over(
+                session, DRAFT_CLAIMS, draft.key, entry.owner, owner, lease, now, lapsed_only=False
+            ):
+                return None  # the batch's own pass, or another, has it now
             abandon_unfinished_attempts(session, entry.draft_key, now)
             why = f"waited in a batch until {entry.wait_until:%H:%M:%S}Z: drafted at once"
             note_draft(session, draft, actor=owner, at=now, reason=why)

@@ -38,7 +38,7 @@ from core.ports import Clock, DraftRequest
 from core.setup.config import Recipe
 from core.states import BatchState
 from core.store.engine import Store
-from core.store.leases import lease_now, new_owner
+from core.store.leases import BATCHES, acquire, fence, lease_now, new_owner, release
 
 log = logging.getLogger(__name__)
 
@@ -126,11 +126,8 @@ class BatchPass:
         if not requests:
             self._end(ref, owner)
             return
-        if len(requests) != len(entries):  # the row counts what is sent: a lost create is
-            with self.store.transaction() as session:  # looked for by that size
-                fenced = _fenced(ref, owner, BatchState.SUBMITTING)
-                if session.execute(fenced.values(size=len(requests))).rowcount != 1:  # type: ignore[attr-defined]
-                    return  # taken over meanwhile: its holder sends
+        if not self._fence(ref, owner, size=len(requests)):
+            return  # lapsed or taken over meanwhile: the pass that holds it sends
         log.info("batch %s: sending %d entries: %s", ref, len(requests), _keys(entries))
         try:
             batch_id = self.client.submit(requests)
@@ -145,16 +142,19 @@ class BatchPass:
         found another batch for it keeps that one, and ours is cancelled unused."""
         with self.store.transaction() as session:
             now = lease_now(session, self.clock)
-            stored = _fenced(ref, owner, BatchState.SUBMITTING).values(
+            if release(
+                session,
+                BATCHES,
+                ref,
+                owner,
+                now,
+                BatchState.SUBMITTING,
                 batch_id=batch_id,
                 state=BatchState.WAITING,
                 submitted_at=now,
                 may_exist=False,
                 next_poll_at=now + self.poll_every,
-                leased_by=None,
-                lease_until=None,
-            )
-            if session.execute(stored).rowcount == 1:  # type: ignore[attr-defined]
+            ):
                 return
             kept = session.get(BatchRow, ref)
         if kept is None or kept.batch_id != batch_id:
@@ -177,11 +177,9 @@ class BatchPass:
             self.entries.finish(entry, failure=failure)
             self.entries.fail(entry, reason or FailReason.INVALID_REQUEST, str(failure))
         with self.store.transaction() as session:
-            session.execute(
-                _fenced(ref, owner, BatchState.SUBMITTING).values(
-                    state=BatchState.FAILED, error=str(failure)[:2000], leased_by=None
-                )
-            )
+            now = lease_now(session, self.clock)
+            failed = {"state": BatchState.FAILED, "error": str(failure)[:2000]}
+            release(session, BATCHES, ref, owner, now, BatchState.SUBMITTING, **failed)
 
     # --- a live batch, one pass at a time ----------------------------------------------
 
@@ -237,12 +235,7 @@ class BatchPass:
             if isinstance(found, Pending):
                 self._release(row.id, owner, self._delay(row.polls + 1, None))
                 return
-        with self.store.transaction() as session:  # the world has none: send it now
-            resend = _fenced(row.id, owner, BatchState.SUBMITTING)
-            still_ours = session.execute(resend.values(size=len(entries), may_exist=True))
-            if still_ours.rowcount != 1:  # type: ignore[attr-defined]
-                return  # the look outlasted our lease: the pass that holds it decides
-        self._send(row.id, owner, entries)
+        self._send(row.id, owner, entries)  # the world has none: send it now, fenced
 
     def _poll(self, row: BatchRow, owner: str, entries: list[Entry]) -> None:
         assert row.batch_id is not None  # a waiting batch has its id
@@ -271,19 +264,21 @@ class BatchPass:
     def _take(self, ref: str, owner: str) -> BatchRow | None:
         with self.store.transaction() as session:
             now = lease_now(session, self.clock)
-            taken = session.execute(
-                sa.update(BatchRow)
-                .where(
-                    col(BatchRow.id) == ref,
-                    col(BatchRow.state).in_(LIVE),
-                    col(BatchRow.next_poll_at) <= now,
-                    col(BatchRow.leased_by).is_(None) | (col(BatchRow.lease_until) < now),
-                )
-                .values(leased_by=owner, lease_until=now + self.lease)
-            )
-            if taken.rowcount != 1:  # type: ignore[attr-defined]
+            due = col(BatchRow.next_poll_at) <= now
+            if not acquire(session, BATCHES, ref, owner, self.lease, now, due):
                 return None
             return session.get(BatchRow, ref)
+
+    def _fence(self, ref: str, owner: str, *, size: int) -> bool:
+        """The last look before a create: the row is still ours, submitting and unexpired
+        by the database's clock; its lease is extended for the call, and it records the
+        size sent (a lost create is looked for by it) and that a batch may now exist."""
+        with self.store.transaction() as session:
+            now = lease_now(session, self.clock)
+            submitting = BatchState.SUBMITTING
+            return fence(
+                session, BATCHES, ref, owner, self.lease, now, submitting, size=size, may_exist=True
+            )
 
     def _release(
         self,
@@ -296,37 +291,22 @@ class BatchPass:
         with self.store.transaction() as session:
             now = lease_now(session, self.clock)
             values: dict[str, object] = {
-                "leased_by": None,
-                "lease_until": None,
                 "next_poll_at": now + delay,
                 "polls": col(BatchRow.polls) + 1,
             }
             if may_exist is not None:
                 values["may_exist"] = may_exist
-            session.execute(_fenced(ref, owner, *LIVE).values(**values))
+            release(session, BATCHES, ref, owner, now, *LIVE, **values)
 
     def _end(self, ref: str, owner: str) -> None:
         with self.store.transaction() as session:
             now = lease_now(session, self.clock)
-            session.execute(
-                _fenced(ref, owner, *LIVE).values(
-                    state=BatchState.ENDED, ended_at=now, leased_by=None, lease_until=None
-                )
-            )
+            release(session, BATCHES, ref, owner, now, *LIVE, state=BatchState.ENDED, ended_at=now)
 
     def _delay(self, polls: int, retry_after: float | None) -> timedelta:
         backoff = Backoff(self.poll_every.total_seconds(), self.poll_cap.total_seconds())
         seconds = backoff.delay(polls, retry_after)
         return timedelta(seconds=max(seconds, self.poll_every.total_seconds() / 2))
-
-
-def _fenced(ref: str, owner: str, *states: BatchState) -> sa.Update:
-    """An update of batch `ref` that matches only while `owner` holds its lease."""
-    return sa.update(BatchRow).where(
-        col(BatchRow.id) == ref,
-        col(BatchRow.state).in_(states),
-        col(BatchRow.leased_by) == owner,
-    )
 
 
 def _set(session: Session, ref: str, **values: object) -> None:

@@ -29,7 +29,7 @@ from core.slots.publish_time import batch_wait_until, drafting_fire
 from core.slots.schedule import Slot
 from core.states import DraftState
 from core.store.engine import Store
-from core.store.leases import lease_now
+from core.store.leases import DRAFT_CLAIMS, extend, lease_now
 from core.store.rows import lock_draft
 from core.store.transitions import note_draft
 
@@ -138,15 +138,7 @@ def add_entry(
 
 def hold_claim(session: Session, draft: DraftRow, until: datetime, now: datetime) -> None:
     """The claim's lease runs to `until` (fenced: the row is locked and ours)."""
-    session.execute(
-        sa.update(DraftRow)
-        .where(
-            col(DraftRow.key) == draft.key,
-            col(DraftRow.state) == DraftState.CLAIMED,
-            col(DraftRow.claimed_by) == draft.claimed_by,
-        )
-        .values(lease_until=until, updated_at=now)
-    )
+    extend(session, DRAFT_CLAIMS, draft.key, draft.claimed_by or "", until - now, now)
 
 
 def _entries_query() -> Any:

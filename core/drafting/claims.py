@@ -39,6 +39,7 @@ from core.store.engine import Store, insert_ignore, insert_new
 from core.store.leases import (
     DRAFT_CLAIMS,
     SWEEPER,
+    claim_new,
     lapsed_keys,
     lease_now,
     new_owner,
@@ -222,20 +223,19 @@ def claim_slot(
         if recipe_row.backpressure_since is not None and recipe_row.backpressure_resumed_at is None:
             recipe_row.backpressure_resumed_at = now  # the episode ends: people are told once
             session.add(recipe_row)
-        if not insert_ignore(
+        if not claim_new(
             session,
-            DraftRow,
+            DRAFT_CLAIMS,
+            owner,
+            recipe.takeover_after,
+            now,
             key=key,
             run_id=run.id,
             recipe=recipe.name,
             platform=recipe.platform,
             version=recipe_row.version,
-            state=DraftState.CLAIMED,
-            claimed_by=owner,
-            lease_until=now + recipe.takeover_after,
             attempts_before=_ATTEMPTS_OF_KEY,  # counted by the INSERT itself
             created_at=now,
-            updated_at=now,
             binds={"attempts_of_key": key},
         ):
             return DraftResult(DraftOutcome.IN_PROGRESS, run.id, key)

@@ -25,8 +25,8 @@ from core.policies import AttemptCause, AttemptOutcome, RedraftState, Refusal
 from core.ports import Clock, RedraftNote
 from core.setup.config import Recipe
 from core.store import leases
-from core.store.engine import Store, insert_ignore
-from core.store.leases import REDRAFT_CLAIMS, lapsed_keys, lease_now, release, renew
+from core.store.engine import Store
+from core.store.leases import REDRAFT_CLAIMS, claim_new, lapsed_keys, lease_now, release, renew
 
 SWEEP_BATCH = 50
 
@@ -69,9 +69,12 @@ def claim_redraft(
         return limit
     if existing is not None:
         return _ask_again(session, existing, note, user, owner, now + recipe.takeover_after)
-    inserted = insert_ignore(
+    inserted = claim_new(
         session,
-        RedraftRow,
+        REDRAFT_CLAIMS,
+        owner,
+        recipe.takeover_after,
+        now,
         key=key,
         draft_key=draft.key,
         run_id=draft.run_id,
@@ -79,9 +82,6 @@ def claim_redraft(
         from_revision=draft.revision,
         note=note,
         requested_by=user,
-        state=RedraftState.CLAIMED,
-        claimed_by=owner,
-        lease_until=now + recipe.takeover_after,
         created_at=now,
     )
     if not inserted:

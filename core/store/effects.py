@@ -25,8 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import sqlalchemy as sa
-from sqlmodel import Session, col
+from sqlmodel import Session
 
 from core.errors import (
     ConcurrentChange,
@@ -42,7 +41,9 @@ from core.models import EffectRow
 from core.policies import EffectDecision, EffectOutcome, EffectStep
 from core.ports import Clock
 from core.states import EffectState, EventSubject
-from core.store.engine import Store, insert_ignore
+from core.store import leases
+from core.store.engine import Store
+from core.store.leases import EFFECT_RECEIPTS as RECEIPTS
 from core.store.leases import Heartbeat, lease_now, new_owner
 from core.store.rows import effect_row, lock_effect, required
 from core.store.transitions import as_read, guarded_update, move_effect, record_event
@@ -147,16 +148,19 @@ class EffectLedger:
         owner = new_owner(self.worker)
         with self.store.transaction() as session:
             now = lease_now(session, self.clock)
-            inserted = insert_ignore(
+            row_of: dict[str, Any] = {
+                "key": spec.key,
+                "draft_key": spec.draft_key,
+                "step": spec.step,
+            }
+            inserted = leases.claim_new(
                 session,
-                EffectRow,
-                key=spec.key,
-                draft_key=spec.draft_key,
-                step=spec.step,
+                RECEIPTS,
+                owner,
+                spec.lease,
+                now,
+                **row_of,
                 payload_hash=digest,
-                state=EffectState.IN_FLIGHT,
-                claimed_by=owner,
-                lease_until=now + spec.lease,
                 tries=1,
                 created_at=now,
                 updated_at=now,
@@ -194,7 +198,7 @@ class EffectLedger:
             raise EffectInProgress(f"effect {row.key} is held by {row.claimed_by}")
         if row.state == EffectState.IN_FLIGHT:
             assert row.lease_until is not None
-            if row.lease_until + spec.on_wire > now:  # its last call may still land
+            if leases.on_the_wire(row.lease_until, now, spec.on_wire):  # it may still land
                 raise EffectInProgress(
                     f"effect {row.key}: the call of {row.claimed_by} may still be on the wire"
                 )
@@ -241,30 +245,13 @@ class EffectLedger:
         """Give up holding an uncertain receipt we could not settle (the lookup could not
         tell): it stays uncertain, free for the next reconciler or a person."""
         with self.store.transaction() as session:
-            session.execute(
-                sa.update(EffectRow)
-                .where(
-                    col(EffectRow.key) == start.key,
-                    col(EffectRow.claimed_by) == start.owner,
-                    col(EffectRow.state) == EffectState.UNCERTAIN,
-                )
-                .values(claimed_by=None, lease_until=None)
-            )
+            now = lease_now(session, self.clock)
+            leases.release(session, RECEIPTS, start.key, start.owner, now, EffectState.UNCERTAIN)
 
     def renew(self, start: EffectStart) -> bool:
         """Extend the owner's lease; False when the receipt is no longer its."""
-        with self.store.transaction() as session:
-            now = lease_now(session, self.clock)
-            renewed = session.execute(
-                sa.update(EffectRow)
-                .where(
-                    col(EffectRow.key) == start.key,
-                    col(EffectRow.claimed_by) == start.owner,
-                    col(EffectRow.state).in_([EffectState.IN_FLIGHT, EffectState.UNCERTAIN]),
-                )
-                .values(lease_until=now + start.spec.lease)
-            )
-            return bool(renewed.rowcount == 1)  # type: ignore[attr-defined]
+        owner = start.owner or ""
+        return leases.renew(self.store, self.clock, RECEIPTS, start.key, owner, start.spec.lease)
 
     @contextmanager
     def held(self, start: EffectStart) -> Iterator[Heartbeat]:
@@ -287,17 +274,10 @@ class EffectLedger:
             # read again once may_act's row locks are held: waiting for them ages a
             # time read before (DESIGN §4.1, "taken after the write lock is held")
             now = lease_now(session, self.clock)
-            held = session.execute(
-                sa.update(EffectRow)
-                .where(
-                    col(EffectRow.key) == start.key,
-                    col(EffectRow.claimed_by) == start.owner,
-                    col(EffectRow.state) == EffectState.IN_FLIGHT,
-                    col(EffectRow.lease_until) > now,
-                )
-                .values(lease_until=now + start.spec.lease)
-            )
-            if held.rowcount != 1:  # type: ignore[attr-defined]
+            owner, lease = start.owner or "", start.spec.lease
+            if not leases.fence(
+                session, RECEIPTS, start.key, owner, lease, now, EffectState.IN_FLIGHT
+            ):
                 raise LeaseLost(f"effect {start.key} is no longer held by {start.owner}")
             if refusal is not None:
                 self._settle_in(session, start, EffectState.FAILED, now, detail=refusal)
@@ -444,22 +424,12 @@ class EffectLedger:
             )
         return Performed(EffectOutcome.SENT, self.succeed(start, proof))
 
-    def _settle(
-        self,
-        start: EffectStart,
-        target: EffectState,
-        *,
-        proof: Proof | None = None,
-        detail: str | None = None,
-        not_before: timedelta | None = None,
-    ) -> Receipt:
+    def _settle(self, start: EffectStart, target: EffectState, **how: Any) -> Receipt:
         """Only the owner that holds the receipt settles it: a holder whose lease was
-        taken over (or settled by a person) raises `ConcurrentChange` and changes nothing."""
+        taken over (or settled by a person) raises `ConcurrentChange` and changes nothing.
+        `how`: `_settle_in`'s proof, detail and not-before."""
         with self.store.transaction() as session:
-            now = lease_now(session, self.clock)
-            return self._settle_in(
-                session, start, target, now, proof=proof, detail=detail, not_before=not_before
-            )
+            return self._settle_in(session, start, target, lease_now(session, self.clock), **how)
 
     def _settle_in(
         self,

@@ -34,7 +34,7 @@ from sqlmodel import Session, col, select
 from core.models import BatchRow, DraftRow, EffectRow, RedraftRow
 from core.policies import RedraftState
 from core.states import BatchState, DraftState, EffectState
-from core.store.engine import Store
+from core.store.engine import Store, insert_ignore
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +170,22 @@ def _write(session: Session, table: LeaseTable, where: Any, values: dict[str, An
     return bool(done.rowcount == 1)  # type: ignore[attr-defined]
 
 
+def claim_new(
+    session: Session,
+    table: LeaseTable,
+    owner: str,
+    lease: timedelta,
+    now: datetime,
+    *,
+    binds: dict[str, Any] | None = None,
+    **row: Any,
+) -> bool:
+    """Insert `row` held by `owner` in the table's first held state, or nothing when its
+    key exists (ON CONFLICT DO NOTHING: the database decides who wins a key)."""
+    held = table.stamp(now, now + lease, **{table.owner: owner, "state": table.held_in[0]})
+    return insert_ignore(session, table.model, binds=binds, **row, **held)
+
+
 def acquire(
     session: Session,
     table: LeaseTable,
@@ -239,12 +255,11 @@ def release(
     owner: str | None,
     now: datetime,
     *states: str,
-    until: datetime | None = None,
     **values: object,
 ) -> bool:
-    """`owner` lets the lease go (the row may keep `until` as a not-before), writing
-    `values` (a new state, what came of it) only while the row is still its own."""
-    stamped = table.stamp(now, until, **{table.owner: None, **values})
+    """`owner` lets the lease go, writing `values` (a new state, what came of it) only
+    while the row is still its own and in one of `states`."""
+    stamped = table.stamp(now, None, **{table.owner: None, **values})
     return _write(session, table, table.held_by(key, owner, states), stamped)
 
 

@@ -490,6 +490,44 @@ def test_a_pass_whose_look_outlasted_its_lease_sends_nothing(deployment: Deploym
     assert len(deployment.fake.batches.created) == 1
 
 
+def test_a_pass_whose_lease_lapsed_unseen_sends_nothing_and_the_next_pass_sends_once(
+    deployment: Deployment,
+) -> None:
+    """A create was lost without reaching the API. The pass looking for it stalls past
+    its lease, and no other pass has taken the row yet: the fence before the create
+    checks the lease's expiry, not only its owner, so the stalled pass sends nothing;
+    the next pass takes the lapsed row, looks, and sends it once."""
+    deployment.fake.batches.script(drop())  # nothing created, no answer
+    deployment.fire("weekly-update")
+    first, second = deployment.batch_pass(), deployment.batch_pass()
+    deployment.later(timedelta(seconds=30))
+    ref = first.gather()
+    assert ref is not None
+    deployment.later(timedelta(minutes=1))
+    client = first.client
+    look = client.find_again
+
+    def stalled_look(*args: Any, **kwargs: Any) -> Any:
+        found = look(*args, **kwargs)
+        deployment.later(first.lease + timedelta(seconds=1))  # and nobody takes it over
+        return found
+
+    first.client = SimpleNamespace(  # type: ignore[assignment]
+        find_again=stalled_look,
+        submit=client.submit,
+        poll=client.poll,
+        results=client.results,
+        cancel=client.cancel,
+    )
+    first.advance(ref)
+    assert len(deployment.fake.batches.creates) == 1  # the lost one only
+
+    second.advance(ref)
+
+    assert len(deployment.fake.batches.creates) == 2  # the lost one, then one re-send
+    assert len(deployment.fake.batches.created) == 1
+
+
 def test_a_lost_create_without_an_entry_whose_recipe_left_is_found_again_not_resent(
     deployment: Deployment,
 ) -> None:

@@ -108,6 +108,30 @@ def test_a_worker_whose_claim_was_taken_over_between_attempts_makes_no_further_c
     assert (draft.state, draft.claimed_by) == (DraftState.CLAIMED, taken.owner)
 
 
+def test_a_worker_whose_lease_lapsed_makes_no_call_even_before_a_take_over(
+    store: Store,
+) -> None:
+    """The holder stalled past its lease and nobody has taken the claim yet: its next
+    attempt is refused all the same (the one fence: owner and unexpired lease), so a
+    taker arriving now never pays for a call the stalled holder is also paying for."""
+    _, recipe, slot = recipe_and_slot(store)
+    clock = FrozenClock()
+    stalled = claim(store, recipe, slot, "worker-stalled", clock)
+    clock.advance(recipe.takeover_after + timedelta(seconds=1))
+    drafter = InstantDrafter()
+
+    result = DraftingService(store, drafter, clock=clock, worker="worker-stalled").draft_claimed(
+        recipe, slot, stalled
+    )
+
+    assert result.outcome == DraftOutcome.IN_PROGRESS
+    assert drafter.calls == 0
+    with store.transaction() as session:
+        assert session.exec(select(AttemptRow)).all() == []
+    [draft] = draft_rows(store)
+    assert (draft.state, draft.claimed_by) == (DraftState.CLAIMED, stalled.owner)
+
+
 def test_a_zombie_worker_cannot_store_after_its_claim_was_taken(store: Store) -> None:
     _, recipe, slot = recipe_and_slot(store)
     clock = FrozenClock()
