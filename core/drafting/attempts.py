@@ -12,7 +12,7 @@ import functools
 import random
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
@@ -150,42 +150,41 @@ def begin_attempt(
     attempts = Attempts(int(made), last)
     if attempts.spent(recipe.max_attempts):
         return None
-    add_attempt(
-        session,
-        run_id=claim.run_id,
-        number=attempts.next_number,
-        draft_key=claim.draft_key,
-        recipe=recipe.name,
-        worker=claim.owner,
-        model=recipe.model,
-        started_at=started_at,
-        **kind,
-    )
+    add_attempt(session, claim, recipe, attempts.next_number, started_at, **kind)
     return attempts.next_number
+
+
+class Holder(Protocol):
+    """Whoever a model call is paid under: a slot's claim or a redraft's."""
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def draft_key(self) -> str: ...
+
+    @property
+    def owner(self) -> str: ...
 
 
 def add_attempt(
     session: Session,
-    *,
-    run_id: str,
+    claim: Holder,
+    recipe: Recipe,
     number: int,
-    draft_key: str,
-    recipe: str,
-    worker: str,
-    model: str,
     started_at: datetime,
     **kind: object,
 ) -> None:
-    """The attempt row, written before its call; `kind` is `redraft=` or `cause=` (the
-    other columns take their defaults)."""
+    """The attempt row, written before its call; `kind` is `redraft=`, `cause=`, or a
+    batch entry's `mode=` and `wait_until=` (the other columns take their defaults)."""
     row = {
-        "id": attempt_id(run_id, number),
-        "run_id": run_id,
-        "recipe": recipe,
-        "draft_key": draft_key,
+        "id": attempt_id(claim.run_id, number),
+        "run_id": claim.run_id,
+        "recipe": recipe.name,
+        "draft_key": claim.draft_key,
         "number": number,
-        "worker": worker,
-        "model": model,
+        "worker": claim.owner,
+        "model": recipe.model,
         "started_at": started_at,
     }
     session.execute(_INSERT_ATTEMPT, row | kind)

@@ -265,7 +265,7 @@ class BatchPass:
         with self.store.transaction() as session:
             now = lease_now(session, self.clock)
             due = col(BatchRow.next_poll_at) <= now
-            if not acquire(session, BATCHES, ref, owner, self.lease, now, due):
+            if not acquire(session, BATCHES, owner, self.lease, now, col(BatchRow.id) == ref, due):
                 return None
             return session.get(BatchRow, ref)
 

@@ -122,18 +122,8 @@ def add_entry(
     now: datetime,
 ) -> None:
     """The attempt row of a batch entry, not yet in any batch (`batch_ref` NULL)."""
-    add_attempt(
-        session,
-        run_id=claim.run_id,
-        number=number,
-        draft_key=claim.draft_key,
-        recipe=recipe.name,
-        worker=claim.owner,
-        model=recipe.model,
-        started_at=now,
-        mode=Drafting.BATCH.value,
-        wait_until=wait_until,
-    )
+    batch = {"mode": Drafting.BATCH.value, "wait_until": wait_until}
+    add_attempt(session, claim, recipe, number, now, **batch)
 
 
 def hold_claim(session: Session, draft: DraftRow, until: datetime, now: datetime) -> None:
@@ -150,20 +140,22 @@ def _entries_query() -> Any:
     )
 
 
+# an entry's fields that are its attempt row's columns of the same name
+_ENTRY_COLUMNS = (
+    "run_id",
+    "draft_key",
+    "number",
+    "recipe",
+    "started_at",
+    "wait_until",
+    "batch_ref",
+)
+
+
 def _entry(row: AttemptRow, version: int, slot_at: datetime) -> Entry:
     assert row.wait_until is not None  # written with every batch entry
-    return Entry(
-        run_id=row.run_id,
-        draft_key=row.draft_key,
-        number=row.number,
-        recipe=row.recipe,
-        owner=row.worker,
-        version=version,
-        slot_at=slot_at,
-        started_at=row.started_at,
-        wait_until=row.wait_until,
-        batch_ref=row.batch_ref,
-    )
+    columns = {name: getattr(row, name) for name in _ENTRY_COLUMNS}
+    return Entry(owner=row.worker, version=version, slot_at=slot_at, **columns)
 
 
 def unsent_entries(session: Session) -> list[Entry]:

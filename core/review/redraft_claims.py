@@ -10,7 +10,7 @@ was taken over matches no row. Never calls the model; knows nothing of Slack.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
@@ -69,26 +69,14 @@ def claim_redraft(
         return limit
     if existing is not None:
         return _ask_again(session, existing, note, user, owner, now + recipe.takeover_after)
-    inserted = claim_new(
-        session,
-        REDRAFT_CLAIMS,
-        owner,
-        recipe.takeover_after,
-        now,
-        key=key,
-        draft_key=draft.key,
-        run_id=draft.run_id,
-        recipe=draft.recipe,
-        from_revision=draft.revision,
-        note=note,
-        requested_by=user,
-        created_at=now,
-    )
-    if not inserted:
-        return Refusal.REDRAFTING, f"revision {draft.revision} is being redrafted already"
-    return RedraftClaim(
+    claim = RedraftClaim(
         key, draft.key, draft.run_id, draft.recipe, draft.revision, note, user, owner
     )
+    columns = {name: value for name, value in asdict(claim).items() if name != "owner"}
+    lease = recipe.takeover_after
+    if not claim_new(session, REDRAFT_CLAIMS, owner, lease, now, created_at=now, **columns):
+        return Refusal.REDRAFTING, f"revision {draft.revision} is being redrafted already"
+    return claim
 
 
 def _ask_again(

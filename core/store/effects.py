@@ -308,12 +308,9 @@ class EffectLedger:
         `look_first` looks even on a first attempt (a publication: a database restored
         from a backup has no receipt, the world does).
         """
-        try:
-            start = self.begin(spec)
-        except EffectInProgress as exc:
-            return Performed(EffectOutcome.IN_PROGRESS, detail=str(exc))
-        if start.decision == EffectDecision.DONE:
-            return Performed(EffectOutcome.DONE, start.receipt)
+        start = self._begin_or_answer(spec)
+        if isinstance(start, Performed):
+            return start
         if start.decision == EffectDecision.WAIT:
             return Performed(EffectOutcome.WAITING, start.receipt, start.receipt.detail)
         try:
@@ -334,6 +331,16 @@ class EffectLedger:
         except LeaseLost as exc:
             return Performed(EffectOutcome.LEASE_LOST, detail=str(exc))
 
+    def _begin_or_answer(self, spec: EffectSpec) -> EffectStart | Performed:
+        """`begin`, or what needs no call at all: in progress elsewhere, or done."""
+        try:
+            start = self.begin(spec)
+        except EffectInProgress as exc:
+            return Performed(EffectOutcome.IN_PROGRESS, detail=str(exc))
+        if start.decision == EffectDecision.DONE:
+            return Performed(EffectOutcome.DONE, start.receipt)
+        return start
+
     def settle_by_lookup(
         self,
         spec: EffectSpec,
@@ -347,12 +354,9 @@ class EffectLedger:
         Absent: failed with `not_sent`. A receipt nobody sent yet fails at once. `record`
         is told what was found before the receipt settles, so a caller that notes it
         elsewhere and stops in between finds the receipt unsettled and notes it again."""
-        try:
-            start = self.begin(spec)
-        except EffectInProgress as exc:
-            return Performed(EffectOutcome.IN_PROGRESS, detail=str(exc))
-        if start.decision == EffectDecision.DONE:
-            return Performed(EffectOutcome.DONE, start.receipt)
+        start = self._begin_or_answer(spec)
+        if isinstance(start, Performed):
+            return start
         if start.decision != EffectDecision.RECONCILE:  # never sent: it never will be now
             return Performed(EffectOutcome.REFUSED, self.fail(start, not_sent), not_sent)
         with self.held(start):

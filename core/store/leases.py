@@ -187,19 +187,12 @@ def claim_new(
 
 
 def acquire(
-    session: Session,
-    table: LeaseTable,
-    key: str,
-    owner: str,
-    lease: timedelta,
-    now: datetime,
-    *also: Any,
+    session: Session, table: LeaseTable, owner: str, lease: timedelta, now: datetime, *match: Any
 ) -> bool:
-    """Take row `key` if nobody holds it or its holder's lease ran out (and `also`)."""
+    """Take the row `match` names (its key, and any more conditions) if it is in a held
+    state and nobody holds it or its holder's lease ran out."""
     free = table.column(table.owner).is_(None) | (table.column(table.expiry) < now)
-    where = sa.and_(
-        table.column(table.key) == key, table.column("state").in_(table.held_in), free, *also
-    )
+    where = sa.and_(table.column("state").in_(table.held_in), free, *match)
     return _write(session, table, where, table.stamp(now, now + lease, **{table.owner: owner}))
 
 

@@ -67,6 +67,10 @@ class Leases:
         self.store, self.clock = store, FrozenClock()
         self.table, self._row, self.held, self.settled = TABLES[kind]
 
+    def key_is(self, key: str) -> Any:
+        table: LeaseTable = self.table
+        return table.column(table.key) == key
+
     @property
     def now(self) -> datetime:
         return self.clock.now()
@@ -75,11 +79,12 @@ class Leases:
         with self.store.transaction() as session:
             session.add(self._row(KEY, owner, until, state or self.held))
 
-    def do(self, verb: Any, *args: Any, states: tuple[str, ...] = (), **kwargs: Any) -> bool:
-        """`verb(session, table, *args, now, *states, **kwargs)`, timed by the test clock."""
+    def do(self, verb: Any, *args: Any, rest: tuple[Any, ...] = (), **kwargs: Any) -> bool:
+        """`verb(session, table, *args, now, *rest, **kwargs)`, timed by the test clock
+        (`rest`: the states a verb may find, or what an acquisition must match)."""
         with self.store.transaction() as session:
             now = leases.lease_now(session, self.clock)
-            return bool(verb(session, self.table, *args, now, *states, **kwargs))
+            return bool(verb(session, self.table, *args, now, *rest, **kwargs))
 
     def holder(self) -> tuple[str | None, datetime | None]:
         table: LeaseTable = self.table
@@ -119,9 +124,9 @@ def test_the_fence_refuses_another_owner_and_a_state_it_was_not_asked_for(
 ) -> None:
     machine.put("a/1", machine.now + LEASE)
     assert not machine.do(leases.fence, KEY, "b/1", LEASE)
-    assert not machine.do(leases.fence, KEY, "a/1", LEASE, states=(machine.settled,))
+    assert not machine.do(leases.fence, KEY, "a/1", LEASE, rest=(machine.settled,))
     assert machine.holder() == ("a/1", machine.now + LEASE)
-    assert machine.do(leases.fence, KEY, "a/1", LEASE * 2, states=(machine.held,))
+    assert machine.do(leases.fence, KEY, "a/1", LEASE * 2, rest=(machine.held,))
     assert machine.holder() == ("a/1", machine.now + LEASE * 2)
 
 
@@ -147,22 +152,22 @@ def test_a_live_lease_is_taken_over_only_when_asked_to(machine: Leases) -> None:
 def test_a_settled_row_is_never_taken_over(machine: Leases) -> None:
     machine.put("a/1", machine.now - LEASE, machine.settled)
     assert not machine.do(leases.take_over, KEY, "a/1", "b/1", LEASE)
-    assert not machine.do(leases.acquire, KEY, "b/1", LEASE)
+    assert not machine.do(leases.acquire, "b/1", LEASE, rest=(machine.key_is(KEY),))
     assert machine.holder() == ("a/1", machine.now - LEASE)
 
 
 def test_acquire_takes_a_free_or_lapsed_row_and_never_a_live_one(machine: Leases) -> None:
     machine.put("a/1", machine.now + LEASE)
-    assert not machine.do(leases.acquire, KEY, "b/1", LEASE)
+    assert not machine.do(leases.acquire, "b/1", LEASE, rest=(machine.key_is(KEY),))
     machine.clock.advance(LEASE + timedelta(seconds=1))
-    assert machine.do(leases.acquire, KEY, "b/1", LEASE)
+    assert machine.do(leases.acquire, "b/1", LEASE, rest=(machine.key_is(KEY),))
     assert machine.holder() == ("b/1", machine.now + LEASE)
 
 
 def test_release_is_the_owners_alone(machine: Leases) -> None:
     machine.put("a/1", machine.now + LEASE)
     assert not machine.do(leases.release, KEY, "b/1")
-    assert not machine.do(leases.release, KEY, "a/1", states=(machine.settled,))
+    assert not machine.do(leases.release, KEY, "a/1", rest=(machine.settled,))
     assert machine.holder() == ("a/1", machine.now + LEASE)
     assert machine.do(leases.release, KEY, "a/1")
     assert machine.holder() == (None, None)
