@@ -335,6 +335,23 @@ def test_a_batch_leased_to_one_pass_is_not_polled_by_another_until_the_lease_lap
     assert len(deployment.drafts()) == 1
 
 
+def test_a_waiting_batch_is_not_taken_or_polled_before_its_next_poll_is_due(
+    deployment: Deployment,
+) -> None:
+    deployment.fire("weekly-update")
+    batch_pass = deployment.batch_pass()
+    deployment.later(timedelta(seconds=30))
+    ref = batch_pass.gather()
+    assert ref is not None
+    polls_before = len([r for r in deployment.fake.requests if r.method == "GET"])
+
+    batch_pass.advance(ref)  # sent just now: its first poll is due POLL from now
+
+    assert len([r for r in deployment.fake.requests if r.method == "GET"]) == polls_before
+    [row] = deployment.rows(BatchRow)
+    assert (row.state, row.leased_by, row.polls) == (BatchState.WAITING, None, 0)
+
+
 def test_status_metrics_and_the_ledger_show_what_waits_in_a_batch_and_what_it_cost(
     deployment: Deployment,
 ) -> None:
