@@ -209,6 +209,24 @@ def test_the_sweeper_returns_expired_claims_to_the_pool(store: Store) -> None:
     assert again.outcome == DraftOutcome.DRAFTED and drafter.calls == 1
 
 
+def test_the_sweeper_takes_only_the_lapsed_claim_of_two(store: Store) -> None:
+    galley, recipe, slot = recipe_and_slot(store)
+    clock = FrozenClock()
+    lapsed = claim(store, recipe, slot, "worker-dead", clock)
+    clock.advance(recipe.takeover_after + timedelta(seconds=1))
+    live = claim(store, recipe, galley.resolve_slot(recipe, "2026-11-30T09:00"), "w-live", clock)
+
+    swept = sweep_expired_claims(store, clock)
+
+    assert swept == [lapsed.draft_key]
+    [draft] = draft_rows(store)
+    assert (draft.key, draft.state, draft.claimed_by) == (
+        live.draft_key,
+        DraftState.CLAIMED,
+        live.owner,
+    )
+
+
 def test_every_run_transition_writes_an_event(store: Store) -> None:
     _, recipe, slot = recipe_and_slot(store)
     DraftingService(store, InstantDrafter(), clock=FrozenClock(), worker="w").draft_slot(

@@ -13,6 +13,7 @@ from sqlmodel import col, select
 
 from core.drafting.service import DraftingService
 from core.errors import ModelCallFailed
+from core.failpoints import hook
 from core.models import AttemptRow, DraftRevisionRow, RedraftRow
 from core.policies import AttemptCause, AttemptOutcome, RedraftState, Refusal, Verdict
 from core.ports import DraftRequest, ModelReply
@@ -225,6 +226,33 @@ def test_a_holder_whose_claim_was_taken_over_stores_nothing(
     done = second.run(taken)
 
     assert not late.accepted and done.accepted
+    assert the_draft(store, key) == (DraftState.READY, 2, "From the taker.")
+
+
+def test_a_holder_taken_over_while_its_call_was_out_stores_nothing(
+    store: Store, clock: FrozenClock
+) -> None:
+    """The holder passed the fence before its call; while the call was out its lease
+    lapsed and another took the claim over. Closing the claim names its owner: the late
+    answer is paid for and not stored, and the taker's is."""
+    cfg = config()
+    key = drafted(store, clock, cfg)
+    first = RedraftService(store, cfg, clock, InstantDrafter("From the dead holder."), worker="w2")
+    second = RedraftService(store, cfg, clock, InstantDrafter("From the taker."), worker="w3")
+    stalled = claimed(first, key)
+    taken: list[RedraftClaim | None] = []
+
+    def lapse_and_take_over() -> None:
+        clock.advance(cfg.recipes["weekly-update"].takeover_after + timedelta(seconds=1))
+        taken.append(second.take_over_expired(stalled.key))
+
+    with hook("after_redraft_reply", lapse_and_take_over):
+        late = first.run(stalled)
+    assert not late.accepted
+    assert the_draft(store, key)[1] == 1
+    [claim] = taken
+    assert claim is not None and second.run(claim).accepted
+
     assert the_draft(store, key) == (DraftState.READY, 2, "From the taker.")
 
 
