@@ -3,7 +3,9 @@
 APScheduler only says *when*; Galley decides *what*: each fire hands the nominal slot
 time to `core.scheduling.dispatch.SlotDispatcher` on Galley's own drafting pool, so a slow model
 call never holds a scheduler thread and never makes APScheduler drop a fire unseen.
-The scheduler's job store is memory: Galley's state lives in Galley's database.
+The periodic passes run on the scheduler's pools too (`add_pass`; the bot's table of them
+is `bot/run.py` `PASSES`). The scheduler's job store is memory: Galley's state lives in
+Galley's database.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import wait
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,8 +21,8 @@ from apscheduler.events import EVENT_JOB_MISSED, JobExecutionEvent
 from apscheduler.executors.pool import ThreadPoolExecutor as JobThreadPool
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.base import BaseTrigger
-from apscheduler.triggers.interval import IntervalTrigger
 
+from bot.pools import Pool, WorkPool
 from core.api.services import Services
 from core.identity import run_of_draft_key
 from core.publishing.missed_slots import expire_missed_slots
@@ -38,7 +40,6 @@ from core.telemetry.metrics import SCHEDULER_FIRES, SCHEDULER_MISFIRES
 
 log = logging.getLogger(__name__)
 RECIPE_JOB_PREFIX = "recipe:"
-RECIPE_EXECUTOR = "recipes"
 
 
 class RecipeTrigger(BaseTrigger):  # type: ignore[misc]
@@ -84,18 +85,12 @@ class NominalTimeExecutor(JobThreadPool):  # type: ignore[misc]
 
 
 class SchedulerHost:
-    """The scheduler, the drafting pool and the housekeeping jobs of one process."""
+    """The scheduler and the pools of one process: the drafting and publishing pools the
+    fires and the listeners hand work to, the scheduler's own for fires and passes."""
 
     def __init__(
-        self,
-        services: Services,
-        *,
-        drafting_threads: int = 4,
-        housekeeping_every: timedelta = timedelta(seconds=60),
-        sweep_every: timedelta | None = None,
+        self, services: Services, *, drafting_threads: int = 4, publishing_threads: int = 4
     ) -> None:
-        """`sweep_every` (default: the shortest recipe heartbeat) is how often claims whose
-        holder stopped beating are returned to the pool and drafted again."""
         self.services = services
         self.stopping = threading.Event()
         self.dispatcher = SlotDispatcher(
@@ -105,17 +100,14 @@ class SchedulerHost:
             stopping=self.stopping,
             recipes=services.config.recipes,
         )
-        self._pool = ThreadPoolExecutor(drafting_threads, thread_name_prefix="drafting")
-        self._futures: set[Future[Any]] = set()
-        self._lock = threading.Lock()
-        self._housekeeping_every = housekeeping_every
-        heartbeats = [r.heartbeat for r in services.config.recipes.values()]
-        self._sweep_every = sweep_every or min(heartbeats, default=housekeeping_every)
+        self.drafting = WorkPool(Pool.DRAFTING, drafting_threads, self.stopping)
+        self.publishing = WorkPool(Pool.PUBLISHING, publishing_threads, self.stopping)
         self.scheduler = BackgroundScheduler(
             timezone=UTC,
             executors={
-                "default": JobThreadPool(max_workers=2),  # housekeeping
-                RECIPE_EXECUTOR: NominalTimeExecutor(max_workers=2),  # fires: hand-offs only
+                Pool.FIRES: NominalTimeExecutor(max_workers=2),  # hand-offs only
+                Pool.HOUSEKEEPING: JobThreadPool(max_workers=2),
+                Pool.SLACK: JobThreadPool(max_workers=2),
             },
         )
         self.scheduler.add_listener(self._on_missed, EVENT_JOB_MISSED)
@@ -127,7 +119,7 @@ class SchedulerHost:
         run); the jobs are registered in one go with their first fire time, computed once
         per distinct schedule rather than by each job's trigger.
         """
-        self._sweep_and_resume()  # claims a dead process left behind, now expired
+        self.sweep_claims()  # claims a dead process left behind, now expired
         recipes = list(self.services.config.recipes.values())
         self._catch_up(recipes)
         schedules = SharedSchedules()
@@ -137,7 +129,7 @@ class SchedulerHost:
             self.scheduler.add_job(
                 self._on_fire,
                 trigger=RecipeTrigger(recipe),
-                executor=RECIPE_EXECUTOR,
+                executor=Pool.FIRES,
                 id=RECIPE_JOB_PREFIX + recipe.name,
                 name=recipe.name,
                 args=[recipe.name],
@@ -147,35 +139,42 @@ class SchedulerHost:
                 misfire_grace_time=int(recipe.misfire_grace.total_seconds()),
                 next_run_time=None if first is None else drafting_fire(recipe, first.fire_at),
             )
-        self.add_interval_job("sweeper", self._sweep_and_resume, self._sweep_every)
-        self.add_interval_job("pending", self._settle_stale_pending, self._housekeeping_every)
-        self.add_interval_job("expiry", self._expire, self._housekeeping_every)
         self.scheduler.start()
 
-    def add_interval_job(self, job_id: str, func: Any, every: timedelta) -> None:
-        """A housekeeping job; runs in the scheduler's own threads, one at a time."""
+    def add_pass(
+        self,
+        job_id: str,
+        func: Any,
+        trigger: BaseTrigger,
+        pool: Pool,
+        *,
+        grace: timedelta | None = None,
+    ) -> None:
+        """A periodic pass on one of the scheduler's pools, one run at a time; a run missed
+        by less than `grace` still runs, once."""
         self.scheduler.add_job(
             func,
-            IntervalTrigger(seconds=every.total_seconds()),
+            trigger,
             id=job_id,
+            executor=pool,
             replace_existing=True,
             max_instances=1,
             coalesce=True,
+            **({} if grace is None else {"misfire_grace_time": int(grace.total_seconds())}),
         )
 
     def submit(self, func: Any, *args: Any, **kwargs: Any) -> None:
-        """Run work on the drafting pool (never on a Slack listener's thread)."""
-        self._submit(functools.partial(func, **kwargs), *args)
+        """Run work on the drafting pool (tests and benchmarks hand it drafts)."""
+        self.drafting.take(functools.partial(func, **kwargs), *args)
 
     def stop(self, deadline: timedelta) -> bool:
-        """No new runs; running model calls get until `deadline`. True if all finished."""
+        """No new runs; running model calls and sends get until `deadline`. True if all
+        finished."""
         self.stopping.set()
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
-        with self._lock:
-            pending = set(self._futures)
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        _, unfinished = wait(pending, timeout=deadline.total_seconds())
+        running = self.drafting.shut() | self.publishing.shut()
+        _, unfinished = wait(running, timeout=deadline.total_seconds())
         return not [f for f in unfinished if not f.cancelled()]
 
     def _catch_up(self, recipes: list[Recipe]) -> None:
@@ -186,17 +185,16 @@ class SchedulerHost:
             recorded = latest_recorded_slots(session)
         plan = plan_catch_up(recipes, recorded, now, SharedSchedules())
         if plan.to_skip:
-            self._submit(record_skips, store, plan.to_skip, now)
+            self.drafting.take(record_skips, store, plan.to_skip, now)
         for recipe, slot in plan.to_run:
-            self._submit(self.dispatcher.run_slot, recipe, slot)
+            self.drafting.take(self.dispatcher.run_slot, recipe, slot)
         for run_id in self.dispatcher.people_waiting():  # a bump made while it was down
-            self._submit(self.dispatcher.settle_pending, run_id)
+            self.drafting.take(self.dispatcher.settle_pending, run_id)
 
     def wait_idle(self, timeout: float | None = None) -> None:
-        """Block until the drafting pool has nothing left (tests and benchmarks)."""
-        with self._lock:
-            pending = set(self._futures)
-        wait(pending, timeout=timeout)
+        """Block until the drafting and publishing pools have nothing left (tests and
+        benchmarks)."""
+        wait(self.drafting.pending() | self.publishing.pending(), timeout=timeout)
 
     def stop_now(self) -> None:
         self.stop(timedelta(0))
@@ -207,7 +205,7 @@ class SchedulerHost:
         recipe = self.services.config.recipes[recipe_name]
         SCHEDULER_FIRES.labels(recipe_name).inc()
         fired = scheduled_at or self.services.clock.now()
-        self._submit(self.dispatcher.fire, recipe, slots_due_by(recipe, fired))
+        self.drafting.take(self.dispatcher.fire, recipe, slots_due_by(recipe, fired))
 
     def _on_missed(self, event: JobExecutionEvent) -> None:
         """APScheduler found a fire past misfire_grace: Galley records it as skipped."""
@@ -220,42 +218,23 @@ class SchedulerHost:
             recipe.name,
             event.scheduled_run_time,
         )
-        self._submit(self.dispatcher.fire, recipe, slots_due_by(recipe, event.scheduled_run_time))
+        due = slots_due_by(recipe, event.scheduled_run_time)
+        self.drafting.take(self.dispatcher.fire, recipe, due)
 
-    def _sweep_and_resume(self) -> None:
+    # --- the scheduler's passes (registered by the bot: bot/run.py PASSES) ---------------
+
+    def sweep_claims(self) -> None:
         """Return expired claims to the pool and draft those slots again (once, within
         misfire_grace): a worker that died mid-call does not lose its slot."""
         for key in self.services.sweep():
-            self._submit(self.dispatcher.resume, run_of_draft_key(key))
+            self.drafting.take(self.dispatcher.resume, run_of_draft_key(key))
 
-    def _settle_stale_pending(self) -> None:
+    def settle_stale_pending(self) -> None:
         """Nothing stays `pending` forever: stale ones are drafted or closed with a reason."""
         for run_id in self.dispatcher.stale_pending_runs():
-            self._submit(self.dispatcher.settle_pending, run_id)
+            self.drafting.take(self.dispatcher.settle_pending, run_id)
 
-    def _expire(self) -> None:
+    def expire(self) -> None:
+        """Drafts past their review window, and slots that passed without a publication."""
         expire_overdue_drafts(self.services.store, self.services.config, self.services.clock)
         expire_missed_slots(self.services.store, self.services.config, self.services.clock)
-
-    def _submit(self, func: Any, *args: Any) -> None:
-        if self.stopping.is_set():
-            return
-        try:
-            future = self._pool.submit(_logged, func, *args)
-        except RuntimeError:  # the pool was shut down between the check and the submit
-            return
-        with self._lock:
-            self._futures.add(future)
-        future.add_done_callback(self._forget)
-
-    def _forget(self, future: Future[Any]) -> None:
-        with self._lock:
-            self._futures.discard(future)
-
-
-def _logged(func: Any, *args: Any) -> Any:
-    try:
-        return func(*args)
-    except Exception:
-        log.exception("drafting job %s failed", getattr(func, "__name__", func))
-        raise

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bot.blocks import help_text
+from bot.work import Work
 from core.api.galley import plain_description
 from core.api.queries import list_runs, read_status
 from core.api.services import Services
@@ -35,10 +36,6 @@ USAGE = {
 }
 
 
-# (recipe, slot or None for the latest, actor, tell): draft on the pool, then tell how it went
-StartDraft = Callable[[Recipe, Slot | None, str, Callable[[str], object]], None]
-
-
 class UsageError(ValueError):
     """The words of a command are off; the reply is its usage line."""
 
@@ -47,7 +44,7 @@ class UsageError(ValueError):
 class CommandContext:
     services: Services  # the bot's core services (bot/wiring.py)
     user: str
-    start_draft: StartDraft  # hands a manual run to the drafting pool
+    work: Work  # `start_draft`: a person's draft on the drafting pool
     tell: Callable[[str], object]  # a later message to the same person (the outcome)
 
 
@@ -90,7 +87,7 @@ def _status(args: list[str], context: CommandContext) -> str:
 def _run(args: list[str], context: CommandContext) -> str:
     _no_more(args, 1)
     recipe = context.services.recipe(_first(args))
-    context.start_draft(recipe, None, context.user, context.tell)
+    context.work.start_draft(recipe, None, context.user, context.tell)
     return f"Drafting *{recipe.name}* for its most recent slot; I will tell you how it went."
 
 
@@ -145,7 +142,7 @@ def retry_run(run_id: str, context: CommandContext) -> str:
     Slack listener's thread); an uncertain publication is tried once more."""
 
     def on_the_pool(recipe: Recipe, slot: Slot) -> str:
-        context.start_draft(recipe, slot, context.user, context.tell)
+        context.work.start_draft(recipe, slot, context.user, context.tell)
         return f"`{run_id}` is being drafted again; you will be told how it went."
 
     done = context.services.retry(run_id, actor=context.user, draft_again=on_the_pool)

@@ -1,5 +1,6 @@
 """Bolt listeners: each acknowledges first, then parses, calls one core operation and
-renders the answer. No listener waits on the model: drafting runs on its own pool.
+renders the answer. No listener waits on the model or a destination: what it starts is
+named by `bot/work.py` `Work` and runs on the pool named after it.
 """
 
 from __future__ import annotations
@@ -7,7 +8,6 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -38,27 +38,18 @@ from bot.blocks import (
     reject_reason,
     review_reply,
 )
-from bot.commands import CommandContext, StartDraft, answer, retry_run
+from bot.commands import CommandContext, answer, retry_run
 from bot.home_tab import HomeTab
-from bot.wiring import BotServices
+from bot.work import Work
+from core.api.desk import Desk
+from core.api.services import Services
 from core.errors import GalleyError
 from core.policies import Finding, FollowUp, Verdict
 from core.ports import MessageRef
 from core.review.queue import ReviewAnswer, load_item
-from core.review.redraft_claims import RedraftClaim
 from core.states import DraftState
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class BotDeps:
-    services: BotServices  # the container built in bot/wiring.py
-    start_draft: StartDraft  # hands a manual run to the drafting pool
-    publish_soon: Callable[[str], None]  # hands a run id to the publishing pool
-    home: HomeTab | None = None  # the App Home tab, when the bot publishes one
-    # hands a claimed redraft to the drafting pool, with how to tell the reviewer
-    redraft_soon: Callable[[RedraftClaim, Callable[[str], object] | None], None] | None = None
 
 
 class Kind(StrEnum):
@@ -90,9 +81,9 @@ LISTENERS: tuple[tuple[Kind, str | re.Pattern[str], str], ...] = (
 )
 
 
-def register(app: App, deps: BotDeps) -> Listeners:
+def register(app: App, work: Work, home: HomeTab | None = None) -> Listeners:
     """Attach every Galley listener to the Bolt app, from `LISTENERS`."""
-    listeners = Listeners(app, deps)
+    listeners = Listeners(app, work, home)
     for kind, matcher, name in LISTENERS:
         getattr(app, kind)(matcher)(getattr(listeners, name))
     app.error(listeners.on_error)
@@ -104,21 +95,23 @@ class Listeners:
     renders the answer. Slack names the person; the same desk as the notebook's checks
     who may decide."""
 
-    def __init__(self, app: App, deps: BotDeps) -> None:
-        self.app, self.deps = app, deps
-        self.core = deps.services.core
+    def __init__(self, app: App, work: Work, home: HomeTab | None = None) -> None:
+        self.app = app
+        self.work: Work = work  # what a listener may start, each by its name
+        self.home: HomeTab | None = home  # when the bot publishes one
+        self.core: Services = work.services.core
         self.slack = self.core.config.slack
-        self.desk = self.core.desk()
+        self.desk: Desk = self.core.desk()
 
     # --- review buttons and modals --------------------------------------------------------
 
     def settle(self, result: ReviewAnswer, tell: Callable[[str], object]) -> None:
         if result.item is not None:  # shows the decision, or refreshes a stale message
-            self.deps.services.outbox.show_now(result.item)
+            self.work.show_review(result.item)
         if not result.accepted:
             tell(review_reply(result))
         elif result.follow_up == FollowUp.PUBLISH and result.item is not None:
-            self.deps.publish_soon(result.item.run_id)
+            self.work.publish_soon(result.item.run_id)
 
     def decide_as(
         self, user: str, button: str, verdict: Verdict, reason: str | None = None
@@ -190,8 +183,8 @@ class Listeners:
         claimed = self.desk.ask_redraft(self.core.redrafting, key, revision, note, user=user)
         if isinstance(claimed, ReviewAnswer):
             self.settle(claimed, tell)
-        elif self.deps.redraft_soon is not None:
-            self.deps.redraft_soon(claimed, tell)
+        else:
+            self.work.redraft_soon(claimed, tell)
 
     # --- alert buttons --------------------------------------------------------------------
 
@@ -211,7 +204,7 @@ class Listeners:
         return self.core.resolver.resolve(run, Finding.PUBLISHED, actor=user)
 
     def _retry(self, run: str, user: str, respond: Respond) -> str:
-        context = CommandContext(self.core, user, self.deps.start_draft, _in_thread(respond))
+        context = CommandContext(self.core, user, self.work, _in_thread(respond))
         return retry_run(run, context)
 
     def _cancel(self, run: str, user: str, respond: Respond) -> str:
@@ -234,12 +227,12 @@ class Listeners:
             return
         run_id = alert_run_id(body["actions"][0]["value"])
         outcome = resolve(run_id, user, respond)
-        self.deps.publish_soon(run_id)
+        self.work.publish_soon(run_id)
         message = body["message"]
         alert = MessageRef(body["container"]["channel_id"], message["ts"])
         blocks = resolved_blocks(message.get("blocks", []), outcome, by=user)
         try:
-            self.deps.services.channels.update(alert, text=message.get("text", ""), blocks=blocks)
+            self.work.services.channels.update(alert, text=message.get("text", ""), blocks=blocks)
         except GalleyError as exc:  # the alert pass rewrites it once the run moves on
             log.warning("alert %s not rewritten after %s: %s", alert.ts, outcome, exc)
 
@@ -251,22 +244,22 @@ class Listeners:
         def tell(text: str) -> object:
             return respond(text, response_type="ephemeral")
 
-        context = CommandContext(self.core, command["user_id"], self.deps.start_draft, tell)
+        context = CommandContext(self.core, command["user_id"], self.work, tell)
         tell(answer(command.get("text", ""), context))
 
     def on_home_opened(self, event: dict[str, Any]) -> None:
-        if self.deps.home is not None and event.get("tab") == "home":
-            self.deps.home.opened(event["user"])
+        if self.home is not None and event.get("tab") == "home":
+            self.home.opened(event["user"])
 
     def on_home_button(self, ack: Ack, body: dict[str, Any]) -> None:
         """A Home button is its `/galley` command: the same checks, the answer on Home."""
         ack()
-        home, user, action = self.deps.home, body["user"]["id"], body["actions"][0]
+        home, user, action = self.home, body["user"]["id"], body["actions"][0]
         if home is None:
             return
         text = command_words(action["action_id"], action["value"])
         tell = lambda reply: home.publish(user, notice=reply)  # noqa: E731
-        context = CommandContext(self.core, user, self.deps.start_draft, tell)
+        context = CommandContext(self.core, user, self.work, tell)
         home.publish(user, notice=answer(text, context))
 
     def on_error(self, error: Exception, body: dict[str, Any], respond: Respond | None) -> None:

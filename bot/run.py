@@ -1,7 +1,7 @@
 """`galley run`: the scheduler, the Slack app, the review outbox and the HTTP server
-in one process. It refuses to start half-configured, and on SIGTERM it stops new work,
-lets running model calls finish up to a deadline, and exits; what is left is taken up
-by the next start, never redone.
+in one process, its periodic passes registered from one table (`PASSES`). It refuses to
+start half-configured, and on SIGTERM it stops new work, lets running model calls finish
+up to a deadline, and exits; what is left is taken up by the next start, never redone.
 """
 
 from __future__ import annotations
@@ -13,41 +13,75 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from enum import StrEnum
+from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
 import uvicorn
+from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
 from slack_bolt import App
 
 from bot.apscheduler_host import SchedulerHost
-from bot.blocks import notice_blocks, review_reply
+from bot.blocks import notice_blocks
 from bot.digest_text import digest_text
-from bot.handlers import BotDeps, register
+from bot.handlers import register
 from bot.home_tab import HomeTab
+from bot.pools import Pool
 from bot.server import timed_ack, web_app
 from bot.slack_check import check_slack
-from bot.slack_surface import (
-    CountedWebClient,
-    SlackDirectory,
-)
+from bot.slack_surface import CountedWebClient, SlackChannels, SlackDirectory
 from bot.socket_link import SocketLink
-from bot.wiring import wire
+from bot.wiring import Publishers, wire
+from bot.work import Work
 from core.api.services import Services
 from core.errors import ConfigError, GalleyError, PortUnavailable
 from core.operations.digest import Digest, post_digest
 from core.operations.gauges import watch_database
 from core.ports import Clock, MessageRef
-from core.review.redraft_claims import RedraftClaim, expired_redrafts
-from core.setup.config import Recipe, load_config
+from core.setup.config import load_config
 from core.setup.serving import unserved_targets
 from core.setup.settings import Settings
-from core.slots.schedule import Slot
 from core.store.deliveries import forget_old_deliveries
 
 log = logging.getLogger("galley")
 DEFAULT_CALL_TIMEOUT = timedelta(seconds=30)
 DEFAULT_HEARTBEAT = timedelta(seconds=2)
+DIGEST_GRACE = timedelta(hours=1)  # a digest missed by less (a restart) is still posted
+
+
+class Every(StrEnum):
+    """How often a periodic pass runs (`Bot`'s arguments and the config say how long)."""
+
+    OUTBOX = "outbox"  # outbox_every: what people see and what is due to publish
+    SWEEP = "sweep"  # sweep_every, else the shortest heartbeat: claims of the dead
+    HOUSEKEEPING = "housekeeping"  # housekeeping_every
+    DIGEST = "digest"  # daily at `[slack] digest_at`, when the digest is on
+
+
+class Pass(NamedTuple):
+    job: str  # the scheduler's job id
+    runs: str  # what it calls: a method of `Bot`, or of one of its parts ("host.expire")
+    every: Every
+    pool: Pool  # the scheduler's pool it runs on
+
+
+# Every periodic pass, registered from this table; a pass whose part is missing (no batch
+# pass without ANTHROPIC_API_KEY) or whose cadence is off (no digest) is not scheduled.
+PASSES: tuple[Pass, ...] = (
+    Pass("outbox", "sync_slack", Every.OUTBOX, Pool.SLACK),
+    Pass("reconciler", "reconcile", Every.OUTBOX, Pool.SLACK),
+    # Home's own pass, so a failing outbox pass never leaves Home tabs stale
+    Pass("home", "home.refresh_recent", Every.OUTBOX, Pool.SLACK),
+    Pass("batches", "batches.run_once", Every.OUTBOX, Pool.SLACK),  # Message Batches (§21)
+    Pass("digest", "post_digest", Every.DIGEST, Pool.SLACK),
+    Pass("sweeper", "host.sweep_claims", Every.SWEEP, Pool.HOUSEKEEPING),
+    Pass("redrafts", "work.resume_redrafts", Every.SWEEP, Pool.HOUSEKEEPING),  # §22
+    Pass("pending", "host.settle_stale_pending", Every.HOUSEKEEPING, Pool.HOUSEKEEPING),
+    Pass("expiry", "host.expire", Every.HOUSEKEEPING, Pool.HOUSEKEEPING),
+    Pass("deliveries", "forget_deliveries", Every.HOUSEKEEPING, Pool.HOUSEKEEPING),
+)
 
 
 def missing_settings(settings: Settings) -> list[str]:
@@ -101,41 +135,18 @@ class Bot:
             timeout=int(call_timeout.total_seconds()),
             retry_handlers=[],  # no blind re-sends: Galley decides what may be repeated
         )
+        publishers = Publishers(SlackChannels(self.client))  # every target, Slack's too
         core = Services.from_settings(  # Slack's user groups count in approvers and admins
-            settings, clock=clock, directory=SlackDirectory(self.client)
+            settings, clock=clock, directory=SlackDirectory(self.client), destinations=publishers
         )
         watch_database(core.store, core.config, core.clock)  # /metrics
         self.slack_identity = check_slack(self.client)  # before Bolt: errors name the variable
         heartbeat = min((r.heartbeat for r in recipes), default=DEFAULT_HEARTBEAT)
-        self.services = wire(core, self.client, call_timeout=call_timeout, heartbeat=heartbeat)
+        self.services = wire(core, publishers, call_timeout=call_timeout, heartbeat=heartbeat)
         self.core = core
-        self.host = SchedulerHost(
-            core, housekeeping_every=housekeeping_every, sweep_every=sweep_every
-        )
-        self.host.add_interval_job("outbox", self.sync_slack, outbox_every)
-        self.host.add_interval_job("reconciler", self.reconcile, outbox_every)
-        self.host.add_interval_job(  # redrafts whose holder died mid-call (§22)
-            "redrafts", self.resume_redrafts, sweep_every or outbox_every
-        )
-        self.batches = core.batch_pass(later=self.host.submit)
-        if self.batches is not None:  # gather, poll and store Message Batches (§21)
-            self.host.add_interval_job("batches", self.batches.run_once, outbox_every)
-        self.host.add_interval_job(
-            "deliveries",
-            lambda: forget_old_deliveries(core.store, core.clock.now()),
-            housekeeping_every,
-        )
-        slack = core.config.slack
-        if slack.digest:
-            hour, minute = (int(part) for part in slack.digest_at.split(":"))
-            self.host.scheduler.add_job(
-                self.post_digest,
-                CronTrigger(hour=hour, minute=minute, timezone=ZoneInfo(slack.digest_timezone)),
-                id="digest",
-                replace_existing=True,
-                coalesce=True,
-                misfire_grace_time=3600,
-            )
+        self.host = SchedulerHost(core)
+        self.work = Work(self.services, self.host)
+        self.batches = core.batch_pass(later=self.host.drafting.take)
         self.bolt = App(
             client=self.client,
             signing_secret=_secret(settings.slack_signing_secret),
@@ -143,56 +154,45 @@ class Bot:
             process_before_response=False,
         )
         self.home = HomeTab(core, self.client)
-        # Home tabs whose queue, runs or recipes changed; its own job, so a failing
-        # outbox pass never leaves them stale
-        self.host.add_interval_job("home", self.home.refresh_recent, outbox_every)
-        deps = BotDeps(
-            self.services, self.start_draft, self.publish_soon, self.home, self.redraft_soon
+        sweep = sweep_every or (heartbeat if recipes else housekeeping_every)
+        self.schedule_passes(
+            {Every.OUTBOX: outbox_every, Every.SWEEP: sweep, Every.HOUSEKEEPING: housekeeping_every}
         )
         if settings.slack_app_token:
             self.bolt.use(timed_ack)  # HTTP mode times acks at /slack/events instead
-        register(self.bolt, deps)
+        register(self.bolt, self.work, self.home)
         self._stop = threading.Event()
         self._server: uvicorn.Server | None = None
         self._http_thread: threading.Thread | None = None
         self._socket: SocketLink | None = None
         self.http_host = "0.0.0.0"
 
-    def start_draft(
-        self, recipe: Recipe, slot: Slot | None, actor: str, tell: Callable[[str], object]
-    ) -> None:
-        """A person's `/galley run` (the most recent slot) or `retry` of a failed one, on
-        the drafting pool; the person is told the outcome (drafted, exists, skipped and
-        why, failed and why)."""
-        chosen = slot or self.core.resolve_slot(recipe, None)
+    def schedule_passes(self, intervals: dict[Every, timedelta]) -> None:
+        """Every row of `PASSES` whose part and cadence are there, on its pool."""
+        for job, runs, every, pool in PASSES:
+            func = self._part(runs)
+            trigger = self._trigger(every, intervals)
+            if func is not None and trigger is not None:
+                grace = DIGEST_GRACE if every == Every.DIGEST else None
+                self.host.add_pass(job, func, trigger, pool, grace=grace)
 
-        def draft_and_tell() -> None:
-            result = self.core.drafting.draft_slot(recipe, chosen, manual=True, actor=actor)
-            tell(f"*{recipe.name}* {result.describe()}")
+    def _part(self, path: str) -> Callable[[], object] | None:
+        """`PASSES`' "host.expire" read on this bot; None where a part is missing."""
+        found: Any = self
+        for name in path.split("."):
+            found = None if found is None else getattr(found, name)
+        return found  # type: ignore[no-any-return]
 
-        self.host.submit(draft_and_tell)
+    def _trigger(self, every: Every, intervals: dict[Every, timedelta]) -> BaseTrigger | None:
+        if every != Every.DIGEST:
+            return IntervalTrigger(seconds=intervals[every].total_seconds())
+        slack = self.core.config.slack
+        if not slack.digest:
+            return None
+        hour, minute = (int(part) for part in slack.digest_at.split(":"))
+        return CronTrigger(hour=hour, minute=minute, timezone=ZoneInfo(slack.digest_timezone))
 
-    def redraft_soon(self, claim: RedraftClaim, tell: Callable[[str], object] | None) -> None:
-        """A reviewer's claimed redraft, on the drafting pool: the model's answer shown in
-        place on the review message; a failure told to the reviewer."""
-        self.host.submit(self._redraft_and_show, claim, tell)
-
-    def _redraft_and_show(self, claim: RedraftClaim, tell: Callable[[str], object] | None) -> None:
-        answer = self.core.redrafting.run(claim)
-        if answer.item is not None:
-            self.services.outbox.show_now(answer.item)
-        if not answer.accepted and tell is not None:
-            tell(review_reply(answer))
-
-    def resume_redrafts(self) -> None:
-        """Take over redrafts whose holder stopped renewing them, and finish them once."""
-        for key in expired_redrafts(self.core.store, self.core.clock):
-            claim = self.core.redrafting.take_over_expired(key)
-            if claim is not None:
-                self.redraft_soon(claim, None)
-
-    def publish_soon(self, run_id: str) -> None:
-        self.host.submit(self.services.publishing.publish_run, run_id)
+    # --- the passes of `PASSES` that are the bot's own ------------------------------------
 
     def reconcile(self) -> None:
         """Publish approved runs, look again at uncertain ones, alert people where needed."""
@@ -201,6 +201,10 @@ class Bot:
         finally:
             self.services.alerts.sweep()
             self.services.alerts.settle_resolved()
+
+    def forget_deliveries(self) -> None:
+        """Inbound deliveries old enough that Slack no longer retries them."""
+        forget_old_deliveries(self.core.store, self.core.clock.now())
 
     def post_digest(self) -> bool:
         """Today's digest in the alert channel, once per day across replicas."""

@@ -14,7 +14,6 @@ from slack_sdk import WebClient
 from bot.slack_publishing import SlackAlerter, SlackChannelPublisher
 from bot.slack_surface import SlackChannels, SlackReviewSurface
 from core.api.services import Services
-from core.drafting.fit import FitRule
 from core.operations.alerts import AlertService
 from core.ports import Clock, Directory
 from core.publishing.destinations import Destinations
@@ -90,14 +89,12 @@ class BotServices:
 
 
 def wire(
-    core: Services, client: WebClient, *, call_timeout: timedelta, heartbeat: timedelta
+    core: Services, publishers: Publishers, *, call_timeout: timedelta, heartbeat: timedelta
 ) -> BotServices:
-    """Slack channels as publish targets and in every fit, the annotated review surface,
-    one effect ledger on the drafting worker's name, alerts, the outbox and publishing."""
-    config, slack = core.config, core.config.slack
-    channels = SlackChannels(client)
-    publishers = Publishers(channels)  # publishers_for(recipe): every target
-    core.fits = FitRule(publishers.publishers_for)  # Slack channels too
+    """`core` built over `publishers` (its fit rule measures Slack channels too): the
+    annotated review surface, one effect ledger on the drafting worker's name, alerts,
+    the outbox and publishing."""
+    config, slack, channels = core.config, core.config.slack, publishers.channels
     surface = AnnotatedReviewSurface(  # near-duplicates, the record, each fit
         SlackReviewSurface(channels, slack.review_channel),
         core.store,
@@ -119,6 +116,7 @@ def wire(
         unfindable=services.alerts.alert_review_post,
         gone=services.alerts.alert_review_gone,
     )
+    client = channels.client
     return BotServices(
         core, client, channels, publishers, ledger, outbox, services.alerts, services.publishing
     )

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from core.drafting.fit import FitRule
     from core.drafting.service import DraftingService
     from core.operations.resolution import Resolver
+    from core.publishing.destinations import Destinations
     from core.review.redrafting import RedraftService
     from core.scheduling.recipe_changes import RecipeChanges
 
@@ -51,7 +52,8 @@ DraftAgain = Callable[[Recipe, Slot], str]
 
 class Services:
     """Built lazily, once each: a reader (`galley status`) never loads the drafting
-    stack or the model client."""
+    stack or the model client. Built whole: `destinations` (the bot's, Slack channels
+    among them; core's own otherwise) fixes the one fit rule every part measures by."""
 
     def __init__(
         self,
@@ -63,14 +65,15 @@ class Services:
         backoff: Backoff | None = None,
         directory: Directory | None = None,
         batch_client: BatchDrafter | None = None,
+        destinations: Destinations | None = None,
     ) -> None:
         self.config, self.store = config, store
         self.clock = clock or SystemClock()
         self.directory = directory or ListedOnly()  # resolves user groups (S…) in config
         self._drafter, self._backoff = drafter, backoff
         self._batch_client = batch_client
+        self._destinations = destinations
         self._drafting: DraftingService | None = None
-        self._fits: FitRule | None = None
 
     @classmethod
     def from_settings(
@@ -80,10 +83,11 @@ class Services:
         clock: Clock | None = None,
         directory: Directory | None = None,
         existing_database: bool = False,
+        destinations: Destinations | None = None,
     ) -> Services:
         """`existing_database`: refuse a SQLite file that is not there rather than create
         an empty one (a reader pointed at the wrong place must be told, not answered
-        "nothing yet")."""
+        "nothing yet"). `destinations`: the bot's, Slack channels among them."""
         config = load_config(settings.galley_config)
         if existing_database:
             _require_sqlite_file(settings.galley_database_url)
@@ -96,6 +100,7 @@ class Services:
             clock=clock,
             directory=directory,
             batch_client=batch_client(settings, _slowest_call(config)),
+            destinations=destinations,
         )
 
     def recipe(self, name: str) -> Recipe:
@@ -156,25 +161,23 @@ class Services:
             fits=self.fits,
         )
 
-    @property
+    @cached_property
+    def destinations(self) -> Destinations:
+        """Every recipe's publishers: those given (the bot's, Slack channels among them),
+        else core's own, which have no Slack channel (the CLI, a notebook)."""
+        if self._destinations is not None:
+            return self._destinations
+        from core.publishing.destinations import Destinations
+
+        return Destinations()
+
+    @cached_property
     def fits(self) -> FitRule:
-        """What approvals and the model's request measure drafts against (core/drafting/fit.py):
-        built here from core's destinations on first use; the bot sets its own, Slack
-        channels included."""
-        if self._fits is None:
-            from core.drafting.fit import FitRule
-            from core.publishing.destinations import Destinations
+        """What approvals, review messages and the model's request measure drafts against
+        (core/drafting/fit.py): one rule over `destinations`, built on first use."""
+        from core.drafting.fit import FitRule
 
-            self._fits = FitRule(Destinations().publishers_for)
-        return self._fits
-
-    @fits.setter
-    def fits(self, rule: FitRule) -> None:
-        self._fits = rule
-        if self._drafting is not None:
-            self._drafting.fits = rule
-        if "redrafting" in self.__dict__:  # built already (cached_property): told too
-            self.redrafting.fits = rule
+        return FitRule(self.destinations.publishers_for)
 
     def prepare_drafting(self) -> float | None:
         """Build the drafting service and load the model client now, before any slot is

@@ -22,6 +22,7 @@ from core.operations.stuck import is_stuck
 from core.policies import EffectStep, FailReason
 from core.ports import MessageRef
 from core.review.feedback import RecipeFeedback, feedback_by_recipe, month_start
+from core.review.window import review_closes_at
 from core.setup.config import Config
 from core.states import (
     DRAFT_APPROVED_STATES,
@@ -186,7 +187,7 @@ def _expiring(ready: Sequence[DraftRow], config: Config, now: datetime) -> list[
         recipe = config.recipes.get(draft.recipe)
         if recipe is None or draft.ready_at is None:
             continue
-        expires = draft.ready_at + recipe.review_window
+        expires = review_closes_at(recipe, draft.ready_at)
         if expires - now <= EXPIRY_WARNING:
             soon.append(ExpiringDraft(draft.run_id, expires))
     return soon

@@ -52,7 +52,7 @@ from core.states import DraftState, RunState, run_may_move
 from core.store.effects import EffectLedger, Performed, Proof
 from core.store.engine import Store
 from core.store.leases import PUBLISHER, lease_now
-from core.store.rows import lock_draft, lock_draft_of, lock_run, required
+from core.store.rows import lock_draft, lock_draft_of, lock_run, required, run_holds
 from core.store.transitions import move_draft, move_run
 
 log = logging.getLogger(__name__)
@@ -183,12 +183,14 @@ class PublishingService:
         sends the draft back to review, in this same transaction)."""
         run = _locked_run(session, run_id)
         draft = required(lock_draft(session, publication.draft_key), "draft")
-        if run.state not in (RunState.PUBLISHING, RunState.UNCERTAIN):
+        sending = (RunState.PUBLISHING, RunState.UNCERTAIN)
+        if run.state not in sending:
             if run.state == RunState.CANCELLED and draft.state == DraftState.APPROVED:
                 now = self.clock.now()
                 move_draft(session, draft, DraftState.CANCELLED, actor=PUBLISHER, at=now)
             return NOT_SENT_CANCELLED
-        if run.draft_key != draft.key or draft.state != DraftState.APPROVED:
+        holds = any(run_holds(run, draft.key, state) for state in sending)
+        if not holds or draft.state != DraftState.APPROVED:
             return f"{draft.key} is {draft.state}: its run no longer publishes it"
         now = lease_now(session, self.clock)  # after the locks, the database's clock
         if approval_stale(recipe, draft.decided_at, run.publish_at, now):

@@ -22,6 +22,7 @@ from core.ports import Clock, ReviewItem
 from core.publishing.missed_slots import expire_missed, missed_slot_note
 from core.publishing.targets import frozen_text, sends_begun
 from core.review.approvals import count_approval, progress_sentence
+from core.review.window import review_window_passed
 from core.setup.config import Config
 from core.slots.publish_time import missed_its_time, publish_at
 from core.states import DRAFT_APPROVED_STATES, DraftState, RunState
@@ -41,11 +42,6 @@ from core.store.transitions import move_draft, move_run, note_draft
 
 EXPIRY_ACTOR = "expiry"
 EXPIRY_BATCH = 1000  # ready drafts one pass reads, oldest first
-
-
-def _overdue(config: Config, recipe: str, ready_at: datetime | None, now: datetime) -> bool:
-    found = config.recipes.get(recipe)
-    return found is not None and ready_at is not None and now - ready_at >= found.review_window
 
 
 @dataclass(frozen=True)
@@ -69,7 +65,7 @@ def expire_overdue_drafts(store: Store, config: Config, clock: Clock) -> list[Ex
     overdue = sorted(  # draft-key order, run then draft each (core/store/rows.py)
         (key, run_id)
         for key, run_id, name, ready_at in waiting
-        if _overdue(config, name, ready_at, now)
+        if review_window_passed(config.recipes.get(name), ready_at, now)
     )
     if not overdue:
         return expired  # nothing to expire: no write lock taken
@@ -80,10 +76,8 @@ def expire_overdue_drafts(store: Store, config: Config, clock: Clock) -> list[Ex
             if run is None or draft is None or draft.state != DraftState.READY:
                 continue  # decided, bumped or expired since the read
             recipe = config.recipes.get(draft.recipe)
-            if recipe is None or draft.ready_at is None:
-                continue  # a recipe removed from the file keeps its drafts until it returns
-            if now - draft.ready_at < recipe.review_window:
-                continue
+            if recipe is None or not review_window_passed(recipe, draft.ready_at, now):
+                continue  # still in its window (a recipe removed from the file: kept)
             why = f"not reviewed within review_window ({recipe.review_window})"
             move_draft(session, draft, DraftState.EXPIRED, actor=EXPIRY_ACTOR, at=now, reason=why)
             if run_holds(run, draft.key, RunState.AWAITING_REVIEW):
@@ -337,8 +331,7 @@ def _stale(
         return Refusal.EDITED
     if draft.version != recipe_row.version and not bumped:
         return Refusal.BUMPED
-    recipe = config.recipes.get(draft.recipe)
-    if recipe is not None and draft.ready_at and now - draft.ready_at >= recipe.review_window:
+    if review_window_passed(config.recipes.get(draft.recipe), draft.ready_at, now):
         return Refusal.WINDOW_PASSED
     return None
 

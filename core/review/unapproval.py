@@ -20,7 +20,7 @@ from core.setup.config import Config
 from core.states import DraftState, RunState
 from core.store.engine import Store
 from core.store.leases import lease_now
-from core.store.rows import lock_draft, lock_recipe, lock_run, required
+from core.store.rows import lock_draft, lock_recipe, lock_run, required, run_holds
 from core.store.transitions import move_draft, move_run
 
 UNDER_WAY = (RunState.PUBLISHING, RunState.UNCERTAIN, RunState.SUCCEEDED)
@@ -94,7 +94,7 @@ def _why_not(draft: DraftRow, run: RunRow, revision: int) -> tuple[Refusal, str]
             Refusal.NOT_APPROVED,
             f"This draft is {draft.state}: there is no approval to take back.",
         )
-    if run.draft_key != draft.key:
+    if not run_holds(run, draft.key, RunState.APPROVED):
         return Refusal.NOT_APPROVED, "Its run has moved on to another draft."
     if draft.revision != revision:
         return Refusal.EDITED, f"The draft changed since (now revision {draft.revision})."

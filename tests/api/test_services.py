@@ -10,10 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from slack_sdk import WebClient
 from sqlmodel import select
 
 from bot.commands import CommandContext, answer, retry_run
 from bot.handlers import LISTENERS, Listeners
+from bot.slack_surface import SlackChannels
+from bot.wiring import Publishers
 from core.api.galley import Galley
 from core.api.services import Services
 from core.errors import ModelCallFailed, NotPermitted
@@ -51,13 +54,21 @@ def _services(store: Store, drafter: object | None = None) -> Services:
     )
 
 
-def _context(services: Services, user: str, told: list[str]) -> CommandContext:
-    def start_draft(
-        recipe: Recipe, slot: Slot | None, actor: str, tell: Callable[[str], object]
-    ) -> None:
-        told.append(f"pool: {recipe.name} {slot and slot.run_id(recipe.name)} by {actor}")
+class DraftingPoolSpy:
+    """What `/galley` hands the bot's `Work`, written down instead of drafted."""
 
-    return CommandContext(services, user, start_draft, told.append)
+    def __init__(self, told: list[str]) -> None:
+        self.told = told
+
+    def start_draft(
+        self, recipe: Recipe, slot: Slot | None, actor: str, tell: Callable[[str], object]
+    ) -> None:
+        self.told.append(f"pool: {recipe.name} {slot and slot.run_id(recipe.name)} by {actor}")
+
+
+def _context(services: Services, user: str, told: list[str]) -> CommandContext:
+    work = DraftingPoolSpy(told)
+    return CommandContext(services, user, work, told.append)  # type: ignore[arg-type]
 
 
 def rows(store: Store, table: type[Any]) -> list[Any]:
@@ -129,6 +140,26 @@ def test_a_failed_draft_is_retried_on_the_pool_from_slack_and_at_once_elsewhere(
     assert drafter.calls == 2
     [recipe] = rows(store, RecipeRow)
     assert recipe.version == 1
+
+
+def test_a_container_built_over_slack_publishers_measures_everything_by_their_one_rule(
+    store: Store,
+) -> None:
+    """The bot's container is built with its destinations: drafting, redrafting and every
+    Approve measure by one rule, and it counts the Slack channel a notebook's cannot."""
+    text = config_text() + 'publish = { to = "slack", channel = "C0ANNOUNCE" }\n'
+    publishers = Publishers(SlackChannels(WebClient(token="xoxb-test")), environ={})
+    services = Services(
+        parse_config(text), store, drafter=InstantDrafter(), destinations=publishers
+    )
+    rule = services.fits
+    assert services.destinations is publishers
+    assert services.drafting.fits is rule and services.redrafting.fits is rule
+    assert services.desk().fits is rule
+    [fit] = rule.measure(services.recipe(RECIPE), "Ship it & celebrate")
+    assert (fit.label, fit.count) == ("Slack", len("Ship it &amp; celebrate"))
+    core_only = Services(parse_config(text), store, drafter=InstantDrafter())
+    assert core_only.fits.measure(core_only.recipe(RECIPE), "Ship it") == ()
 
 
 def test_every_listener_in_the_table_is_a_listener_method() -> None:

@@ -14,7 +14,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from sqlmodel import col, select
+
 from core import failpoints
+from core.models import RunRow
 from core.policies import PublishOutcome, Refusal
 from core.review.facts import AnnotatedReviewSurface
 from core.review.outbox import ReviewOutbox
@@ -99,6 +102,22 @@ def test_unapprove_after_publication_is_refused_saying_so(worlds: MakeWorld, db_
     assert not answer.accepted and answer.refusal == Refusal.PUBLISHING_STARTED
     assert "already started" in answer.message
     assert world.posts() == 1 and world.draft_row().state == DraftState.PUBLISHED
+
+
+def test_unapprove_of_a_draft_its_run_no_longer_holds_changes_nothing(
+    worlds: MakeWorld, db_url: str
+) -> None:
+    """Both approved, but the run has moved on to another draft (run_holds): the old
+    draft's Unapprove must not carry the run back to review."""
+    world = approved_ahead(worlds, db_url)
+    with world.store.transaction() as session:
+        run = session.exec(select(RunRow).where(col(RunRow.id) == RUN)).one()
+        run.draft_key = KEY + "-next"
+        session.add(run)
+    answer = take_back(world)
+    assert not answer.accepted and answer.refusal == Refusal.NOT_APPROVED
+    assert world.run_row().state == RunState.APPROVED
+    assert world.draft_row().state == DraftState.APPROVED
 
 
 def test_unapprove_racing_a_publish_start_that_read_first_is_refused_and_it_publishes(

@@ -147,7 +147,7 @@ def test_a_slot_whose_worker_died_is_drafted_again_by_the_sweeper(db_url: str) -
     host = SchedulerHost(services, drafting_threads=1)
     clock.advance(timedelta(minutes=4))  # the dead worker's lease has run out
 
-    host._sweep_and_resume()
+    host.sweep_claims()
     host.wait_idle()
 
     assert drafter.calls == 1

@@ -1,0 +1,40 @@
+"""`galley run`'s periodic passes, registered from one table (`bot/run.py` `PASSES`): each
+row scheduled on its pool, a pass whose part is missing or whose cadence is off left out,
+and the pools named after what they run."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from bot.pools import Pool
+from bot.run import PASSES, Every
+from tests.harness.slack_harness import StartBot
+
+
+def test_every_pass_in_the_table_is_scheduled_on_its_pool(
+    start_bot: StartBot, sqlite_url: str
+) -> None:
+    bot = start_bot(sqlite_url).bot
+    jobs = {job.id: job for job in bot.host.scheduler.get_jobs()}
+    for row in PASSES:  # the digest is on by default; the test key gives a batch pass
+        assert jobs[row.job].executor == row.pool, row
+        assert jobs[row.job].func is not None
+    assert jobs["expiry"].func == bot.host.expire  # "host.expire" read on the bot
+    assert len({row.job for row in PASSES}) == len(PASSES)
+
+
+def test_a_pass_whose_cadence_is_off_is_not_scheduled(start_bot: StartBot, sqlite_url: str) -> None:
+    bot = start_bot(sqlite_url, slack="digest = false").bot
+    bot.host.scheduler.pause()  # what is scheduled stays there to be seen, never run
+    bot.host.scheduler.remove_all_jobs()
+    bot.schedule_passes({every: timedelta(hours=1) for every in Every})
+    scheduled = {job.id for job in bot.host.scheduler.get_jobs()}
+    digest = {row.job for row in PASSES if row.every == Every.DIGEST}
+    assert digest and not digest & scheduled
+    assert {row.job for row in PASSES} - digest == scheduled
+
+
+def test_work_runs_on_pools_named_after_it(start_bot: StartBot, sqlite_url: str) -> None:
+    host = start_bot(sqlite_url).bot.host
+    assert (host.drafting.name, host.publishing.name) == (Pool.DRAFTING, Pool.PUBLISHING)
+    assert {Pool.FIRES, Pool.HOUSEKEEPING, Pool.SLACK} <= set(host.scheduler._executors)
