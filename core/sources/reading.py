@@ -1,0 +1,44 @@
+"""One source and one window in, its items out (docs/design.md §14).
+
+`read_source` picks the reader for a source's kind and applies what every kind shares:
+only items dated in the window (an undated item is kept: the snapshot decides whether
+it is new), newest first, at most `max_items`. It never stores or drafts.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from core.sources.files import read_files
+from core.sources.items import ReadContext, SourceItem, SourceReadError, Window
+from core.sources.specs import FileSource, SourceSpec
+
+
+def read_source(spec: SourceSpec, window: Window, context: ReadContext) -> list[SourceItem]:
+    """The source's items in `window`, newest first (undated ones last), at most
+    `spec.max_items`. Raises SourceReadError when the source cannot be read."""
+    items = _read_kind(spec, window, context)
+    in_window = [
+        item for item in items if item.published_at is None or window.holds(item.published_at)
+    ]
+    return newest_first(in_window)[: spec.max_items]
+
+
+def newest_first(items: list[SourceItem]) -> list[SourceItem]:
+    """Dated items newest first, then undated ones in the order the source gave them."""
+    dated = [item for item in items if item.published_at is not None]
+    undated = [item for item in items if item.published_at is None]
+    dated.sort(key=_published, reverse=True)
+    return dated + undated
+
+
+def _published(item: SourceItem) -> datetime:
+    assert item.published_at is not None
+    return item.published_at
+
+
+def _read_kind(spec: SourceSpec, window: Window, context: ReadContext) -> list[SourceItem]:
+    match spec:
+        case FileSource():
+            return read_files(spec, context)
+    raise SourceReadError(spec.label, f"no reader for kind {spec.kind.value!r}", retryable=False)
