@@ -6,7 +6,6 @@ date. Never reads outside the config's folder, even through a symlink.
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -14,7 +13,6 @@ from core.sources.items import ReadContext, SourceItem, SourceReadError
 from core.sources.specs import FileSource
 
 MAX_FILE_BYTES = 1_000_000  # a file's text beyond this is never shown to the model anyway
-_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
 
 
 def read_files(spec: FileSource, context: ReadContext) -> list[SourceItem]:
@@ -48,9 +46,9 @@ def _file_item(source: str, root: Path, path: Path) -> SourceItem:
 
 
 def first_heading(text: str) -> str | None:
-    """A Markdown file's first `#` heading, without its marks."""
+    """A Markdown file's first ATX heading (`# Title`, up to `######`), without its marks."""
     for line in text.splitlines():
-        match = _HEADING.match(line)
-        if match:
-            return match.group(1)
+        marks, _, title = line.strip().partition(" ")
+        if 1 <= len(marks) <= 6 and marks == "#" * len(marks) and title.strip("# \t"):
+            return title.strip().rstrip("#").strip()
     return None

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from core.sources.files import first_heading
 from core.sources.items import SourceItem, SourceReadError, Window
 from core.sources.reading import newest_first, read_source
 from tests.sources.specs import SLOT, WEEK, context, source
@@ -131,3 +132,16 @@ def test_undated_items_come_after_dated_ones_in_the_order_given() -> None:
     ]
 
     assert [each.item_id for each in newest_first(items)] == ["new", "old", "u1", "u2"]
+
+
+@pytest.mark.parametrize(
+    ("text", "title"),
+    [
+        ("# Title\n", "Title"),
+        ("text\n   ### Closed heading ###\n", "Closed heading"),
+        ("#hashtag\n####### seven\n", None),
+        ("#\n## \n## Second\n", "Second"),
+    ],
+)
+def test_the_first_markdown_heading_is_the_title(text: str, title: str | None) -> None:
+    assert first_heading(text) == title
