@@ -5,17 +5,23 @@ from the stored snapshot to the rendered blocks."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+import os
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
+import pytest
 from sqlmodel import select
+from typer.testing import CliRunner
 
 from bot.blocks import CONTEXT_LIMIT, review_message
+from bot.cli import app
 from bot.review_facts import basis_line, fact_lines
 from core.api.services import Services
 from core.drafting.basis import SourceAccess
 from core.drafting.service import DraftingService
-from core.models import DraftRow, RunRow
+from core.models import DraftRow, RunRow, SourceSnapshotRow
+from core.policies import DraftOutcome
 from core.ports import BasisItem, DraftBasis
 from core.review.facts import annotate
 from core.review.queue import review_item
@@ -25,8 +31,10 @@ from core.sources.specs import SourceSpec
 from core.store.engine import Store
 from core.testing import FrozenClock, InstantDrafter
 from tests.conftest import config_text
+from tests.fakes.anthropic_api import FakeAnthropic
 
 AT = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+FILE_SOURCE = '\nsources = [{ kind = "file", path = "notes/*.md", name = "notes" }]\n'
 SOURCES = (
     '\nsources = [{ kind = "file", path = "notes/*.md", name = "notes" },'
     ' { kind = "file", path = "feed/*.md", name = "feed", required = false }]\n'
@@ -91,3 +99,70 @@ def test_an_empty_basis_says_the_sources_had_nothing_new() -> None:
     assert basis_line(DraftBasis(items=())).endswith(
         "Based on no items: the sources had nothing new"
     )
+
+
+# --- `galley sources` and `galley show`, through the CLI ---------------------------------
+
+
+@pytest.fixture
+def env(tmp_path: Path, db_url: str, fake_anthropic: FakeAnthropic) -> dict[str, str]:
+    config = tmp_path / "galley.toml"
+    config.write_text(config_text() + FILE_SOURCE)
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for name, text, at in (
+        ("release.md", "# Release v2.3\nShipped on Friday.", AT),
+        ("old.md", "# Old news", AT - timedelta(days=30)),
+    ):
+        (notes / name).write_text(text)
+        os.utime(notes / name, (at.timestamp(), at.timestamp()))
+    return {
+        "GALLEY_CONFIG": str(config),
+        "GALLEY_DATABASE_URL": db_url,
+        "ANTHROPIC_API_KEY": "test-key",
+        "ANTHROPIC_BASE_URL": fake_anthropic.url,
+    }
+
+
+def galley(env: dict[str, str], *args: str) -> tuple[int, Any]:
+    result = CliRunner().invoke(app, list(args), env=env)
+    return result.exit_code, json.loads(result.stdout) if "--json" in args else result.stdout
+
+
+def test_galley_sources_shows_what_a_run_would_read_and_drafts_nothing(
+    env: dict[str, str], fake_anthropic: FakeAnthropic, db_url: str
+) -> None:
+    code, shown = galley(env, "sources", "weekly-update", "--slot", "2026-11-23T09:00", "--json")
+
+    assert code == 0, shown
+    assert shown["run"] == "weekly-update@2026-11-23T09:00"
+    assert (shown["window_start"], shown["window_end"]) == (
+        "2026-11-16T09:00:00+00:00",
+        "2026-11-23T09:00:00+00:00",
+    )
+    assert [(i["source"], i["title"]) for i in shown["items"]] == [("notes", "Release v2.3")]
+    assert fake_anthropic.requests == []
+    store = Store(db_url)
+    try:
+        with store.read() as session:
+            assert session.exec(select(SourceSnapshotRow)).all() == []
+            assert session.exec(select(RunRow)).all() == []
+    finally:
+        store.dispose()
+
+
+def test_galley_show_lists_the_snapshot_the_model_was_given(
+    env: dict[str, str], fake_anthropic: FakeAnthropic
+) -> None:
+    code, drafted = galley(env, "draft", "weekly-update", "--slot", "2026-11-23T09:00", "--json")
+    assert code == 0 and drafted["outcome"] == DraftOutcome.DRAFTED, drafted
+
+    code, shown = galley(env, "show", "weekly-update@2026-11-23T09:00", "--json")
+
+    assert code == 0
+    assert [(i["title"], i["item_id"]) for i in shown["sources"]] == [
+        ("Release v2.3", "notes/release.md")
+    ]
+    [request] = fake_anthropic.requests
+    content = request.body["messages"][0]["content"]
+    assert "<title>Release v2.3</title>" in content and "Old news" not in content
