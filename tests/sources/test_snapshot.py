@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from sqlmodel import col, select
 
+from bot.digest_text import digest_text
 from core.api.services import Services
 from core.drafting.attempts import Backoff
 from core.drafting.basis import SourceAccess
@@ -19,13 +20,17 @@ from core.drafting.claims import Claim, claim_slot
 from core.drafting.service import DraftingService, build_request
 from core.failpoints import Failpoint, hook
 from core.models import RunRow, SeenSourceItemRow, SnapshotItemRow, SourceSnapshotRow
+from core.operations.alerts import AlertService
+from core.operations.digest import build_digest
 from core.policies import DraftOutcome, FailReason, SkipReason
+from core.ports import MessageRef, RunAlert
 from core.setup.config import Recipe, parse_config
 from core.slots.schedule import Slot
 from core.sources.items import ReadContext, SourceItem, SourceReadError, Window
 from core.sources.reading import read_source
 from core.sources.specs import SourceSpec
 from core.states import RunState
+from core.store.effects import EffectLedger
 from core.store.engine import Store
 from core.testing import FrozenClock, InstantDrafter
 from tests.conftest import config_text
@@ -297,3 +302,50 @@ def test_an_undated_item_is_new_to_the_first_run_that_sees_it_only(
         assert [(s.item_id, s.first_run_id) for s in seen] == [
             ("pinned", "weekly-update@2026-11-16T09:00")
         ]
+
+
+def test_the_digest_counts_no_news_skips_per_recipe(store: Store, tmp_path: Path) -> None:
+    galley, recipe = services(store, tmp_path)
+    clock = FrozenClock()
+    service, _ = drafting(store, tmp_path, "w", clock)
+    for wall in ("2026-11-16T09:00", SLOT_WALL):
+        service.draft_slot(recipe, galley.resolve_slot(recipe, wall), manual=True)
+
+    digest = build_digest(store, galley.config, clock.now())
+
+    assert digest.no_news == {"weekly-update": 2}
+    assert "• Nothing new in their sources (no_news, 24h): *weekly-update* 2" in digest_text(digest)
+
+
+class RecordingAlerter:
+    def __init__(self) -> None:
+        self.alerts: list[RunAlert] = []
+
+    def alert(self, alert: RunAlert) -> MessageRef:
+        self.alerts.append(alert)
+        return MessageRef("C0ALERTS", f"{len(self.alerts)}.0")
+
+    def settle(self, ref: MessageRef, alert: RunAlert) -> None:
+        return None
+
+
+def test_a_failed_source_alerts_once_naming_the_source_and_its_answer(
+    store: Store, tmp_path: Path
+) -> None:
+    galley, recipe = services(store, tmp_path)
+    clock = FrozenClock()
+    broken = failing("HTTP 401: Bad credentials", retryable=False, calls=[])
+    service, _ = drafting(store, tmp_path, "w", clock, broken)
+    service.draft_slot(recipe, slot_of(galley, recipe), manual=True)
+    alerter = RecordingAlerter()
+    alerts = AlertService(
+        store, galley.config, clock, EffectLedger(store, clock, "w"), alerter, timedelta(hours=4)
+    )
+
+    alerts.sweep()
+    alerts.sweep()
+
+    assert [a.headline for a in alerter.alerts] == [
+        "A required source could not be read: source 'notes': HTTP 401: Bad credentials. "
+        "Retry reads it again."
+    ]
