@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from core.sources.feeds import read_feed
 from core.sources.files import read_files
 from core.sources.items import ReadContext, SourceItem, SourceReadError, Window
-from core.sources.specs import FileSource, SourceSpec
+from core.sources.specs import FeedSource, FileSource, SourceSpec
 
 
 def read_source(spec: SourceSpec, window: Window, context: ReadContext) -> list[SourceItem]:
@@ -41,4 +42,6 @@ def _read_kind(spec: SourceSpec, window: Window, context: ReadContext) -> list[S
     match spec:
         case FileSource():
             return read_files(spec, context)
+        case FeedSource():
+            return read_feed(spec, context)
     raise SourceReadError(spec.label, f"no reader for kind {spec.kind.value!r}", retryable=False)
