@@ -24,11 +24,19 @@ _ANSWER_EXCERPT = 200
 
 @dataclass(frozen=True)
 class Answer:
-    """A 2xx answer, read whole: `url` is where it came from after redirects."""
+    """An answer, read whole: `url` is where it came from after redirects, `next_url`
+    the `Link: rel="next"` page after it (None on the last page)."""
 
     url: str
+    status: int
+    reason: str
     headers: httpx.Headers
     body: bytes
+    next_url: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -51,8 +59,23 @@ def fetch(
     *,
     params: Mapping[str, str] | None = None,
 ) -> Answer:
-    """GET `url`; its answer when 2xx (the body read, at most MAX_ANSWER_BYTES), else
-    SourceReadError naming `source`, the status and what the server said."""
+    """GET `url`; its answer when 2xx, else SourceReadError naming `source`, the status
+    and what the server said."""
+    answer = get(client, source, url, params=params)
+    if not answer.ok:
+        raise status_error(source, answer)
+    return answer
+
+
+def get(
+    client: httpx.Client,
+    source: str,
+    url: str,
+    *,
+    params: Mapping[str, str] | None = None,
+) -> Answer:
+    """GET `url`: its answer whatever its status (the body at most MAX_ANSWER_BYTES), or
+    a retryable SourceReadError when no answer came."""
     where = _where(url)
     try:
         with client.stream("GET", url, params=params) as response:
@@ -63,13 +86,22 @@ def fetch(
         ) from exc
     except httpx.HTTPError as exc:
         raise SourceReadError(source, f"cannot reach {where}: {exc}", retryable=True) from exc
-    if not response.is_success:
-        raise SourceReadError(
-            source,
-            status_answer(response, where, body),
-            retryable=retryable_status(response.status_code),
-        )
-    return Answer(url=str(response.url), headers=response.headers, body=body)
+    next_link = response.links.get("next", {}).get("url")
+    return Answer(
+        url=str(response.url),
+        status=response.status_code,
+        reason=response.reason_phrase,
+        headers=response.headers,
+        body=body,
+        next_url=str(response.url.join(next_link)) if next_link else None,
+    )
+
+
+def status_error(source: str, answer: Answer, *, retryable: bool | None = None) -> SourceReadError:
+    """The failure a non-2xx answer is: retryable as its status says, unless told."""
+    if retryable is None:
+        retryable = retryable_status(answer.status)
+    return SourceReadError(source, status_answer(answer), retryable=retryable)
 
 
 def retryable_status(code: int) -> bool:
@@ -77,10 +109,10 @@ def retryable_status(code: int) -> bool:
     return code in (304, 408, 425, 429) or code >= 500
 
 
-def status_answer(response: httpx.Response, where: str, body: bytes) -> str:
+def status_answer(answer: Answer) -> str:
     """One line: `HTTP 404 Not Found from host/path: what it said`."""
-    said = " ".join(body[:_ANSWER_EXCERPT].decode("utf-8", "replace").split())
-    line = f"HTTP {response.status_code} {response.reason_phrase} from {where}".rstrip()
+    said = " ".join(answer.body[:_ANSWER_EXCERPT].decode("utf-8", "replace").split())
+    line = f"HTTP {answer.status} {answer.reason} from {_where(answer.url)}".rstrip()
     return f"{line}: {said}" if said else line
 
 

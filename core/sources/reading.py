@@ -11,8 +11,9 @@ from datetime import datetime
 
 from core.sources.feeds import read_feed
 from core.sources.files import read_files
+from core.sources.github import read_github
 from core.sources.items import ReadContext, SourceItem, SourceReadError, Window
-from core.sources.specs import FeedSource, FileSource, SourceSpec
+from core.sources.specs import FeedSource, FileSource, GithubSource, SourceSpec
 
 
 def read_source(spec: SourceSpec, window: Window, context: ReadContext) -> list[SourceItem]:
@@ -44,4 +45,6 @@ def _read_kind(spec: SourceSpec, window: Window, context: ReadContext) -> list[S
             return read_files(spec, context)
         case FeedSource():
             return read_feed(spec, context)
+        case GithubSource():
+            return read_github(spec, window, context)
     raise SourceReadError(spec.label, f"no reader for kind {spec.kind.value!r}", retryable=False)
