@@ -13,7 +13,8 @@ from core.sources.feeds import read_feed
 from core.sources.files import read_files
 from core.sources.github import read_github
 from core.sources.items import ReadContext, SourceItem, SourceReadError, Window
-from core.sources.specs import FeedSource, FileSource, GithubSource, SourceSpec
+from core.sources.slack_history import read_slack
+from core.sources.specs import FeedSource, FileSource, GithubSource, SlackSource, SourceSpec
 
 
 def read_source(spec: SourceSpec, window: Window, context: ReadContext) -> list[SourceItem]:
@@ -47,4 +48,6 @@ def _read_kind(spec: SourceSpec, window: Window, context: ReadContext) -> list[S
             return read_feed(spec, context)
         case GithubSource():
             return read_github(spec, window, context)
+        case SlackSource():
+            return read_slack(spec, window, context)
     raise SourceReadError(spec.label, f"no reader for kind {spec.kind.value!r}", retryable=False)
