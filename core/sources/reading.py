@@ -8,10 +8,22 @@ it is new), newest first, at most `max_items`. It never stores or drafts.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import assert_never
 
+from core.sources.feeds import read_feed
 from core.sources.files import read_files
-from core.sources.items import ReadContext, SourceItem, SourceReadError, Window
-from core.sources.specs import FileSource, SourceSpec
+from core.sources.github import read_github
+from core.sources.items import ReadContext, SourceItem, Window
+from core.sources.pages import read_page
+from core.sources.slack_history import read_slack
+from core.sources.specs import (
+    FeedSource,
+    FileSource,
+    GithubSource,
+    SlackSource,
+    SourceSpec,
+    UrlSource,
+)
 
 
 def read_source(spec: SourceSpec, window: Window, context: ReadContext) -> list[SourceItem]:
@@ -41,4 +53,13 @@ def _read_kind(spec: SourceSpec, window: Window, context: ReadContext) -> list[S
     match spec:
         case FileSource():
             return read_files(spec, context)
-    raise SourceReadError(spec.label, f"no reader for kind {spec.kind.value!r}", retryable=False)
+        case FeedSource():
+            return read_feed(spec, context)
+        case GithubSource():
+            return read_github(spec, window, context)
+        case SlackSource():
+            return read_slack(spec, window, context)
+        case UrlSource():
+            return read_page(spec, context)
+        case _:
+            assert_never(spec)
