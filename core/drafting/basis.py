@@ -146,7 +146,8 @@ class RunBasis:
         source that could not be read (nothing stored: a retry reads again)."""
         if not recipe.sources:
             return None
-        snapshot = self.stored(recipe, claim.run_id)
+        # A run this claim opened has had no holder before it: nothing can be stored yet.
+        snapshot = None if claim.opened_run else self.stored(recipe, claim.run_id)
         if snapshot is None:
             window = window_for(recipe, slot)
             read = read_sources(

@@ -116,7 +116,7 @@ class DraftingService:
             queued = self.batches.enqueue(recipe, slot, claimed, manual=manual)
             if queued is not None:
                 return queued
-        return self.draft_claimed(recipe, slot, claimed)
+        return self._draft_from(recipe, slot, claimed, basis)
 
     def draft_claimed(self, recipe: Recipe, slot: Slot, claim: Claim) -> DraftResult:
         """Call the model under `claim` (ours) and store its answer: a fresh claim, or
@@ -124,6 +124,11 @@ class DraftingService:
         basis = self._basis(recipe, slot, claim)  # the stored snapshot, or read and stored now
         if isinstance(basis, DraftResult):
             return basis
+        return self._draft_from(recipe, slot, claim, basis)
+
+    def _draft_from(
+        self, recipe: Recipe, slot: Slot, claim: Claim, basis: Snapshot | None
+    ) -> DraftResult:
         try:
             return self._write_draft(recipe, slot, claim, basis)
         except LostClaim as lost:
