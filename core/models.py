@@ -370,12 +370,14 @@ class SnapshotItemRow(SQLModel, table=True):
 
 
 class SeenSourceItemRow(SQLModel, table=True):
-    """An undated item's first sighting by a recipe: it is new for that run only."""
+    """An undated item's first sighting by a recipe, per version of its content: it is new
+    for that run only, until its content changes (a page edited: its hash differs)."""
 
     __tablename__ = "seen_source_items"
 
     recipe: str = Field(primary_key=True, max_length=64)
     source: str = Field(primary_key=True, max_length=64)
     item_id: str = Field(primary_key=True, max_length=500)
+    content_hash: str = Field(max_length=64)
     first_run_id: str = Field(max_length=200)
     first_seen_at: datetime = _utc(nullable=False)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.drafting.attempts import Backoff, held_attempts
@@ -41,6 +41,7 @@ class SourceAccess:
     github_token: str | None = None
     slack_token: str | None = None
     slack_api: str | None = None
+    user_names: dict[str, str] = field(default_factory=dict)  # Slack ids, looked up once
 
     @classmethod
     def of(cls, config: Config, environ: Mapping[str, str] | None = None) -> SourceAccess:
@@ -60,6 +61,7 @@ class SourceAccess:
             github_token=self.github_token,
             slack_token=self.slack_token,
             slack_api=self.slack_api,
+            user_names=self.user_names,
         )
 
 

@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
+import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from core.models import SeenSourceItemRow, SnapshotItemRow, SourceSnapshotRow
@@ -96,22 +97,40 @@ def store_snapshot(
 
 def _new_to(session: Session, recipe: str, run_id: str, item: SourceItem, now: datetime) -> bool:
     """A dated item is new when its date is in the window (the reader checked). An undated
-    one is new to the run that first sees it, and to no later run: the database decides
-    which run was first, by the sighting's key."""
+    one is new to the run that first sees it, and to no later run until its content
+    changes: the database decides which run was first, by the sighting's key, and an
+    edit moves the sighting to this run only if no other run moved it first."""
     if item.published_at is not None:
         return True
+    digest = item.content_hash
     if insert_ignore(
         session,
         SeenSourceItemRow,
         recipe=recipe,
         source=item.source,
         item_id=item.item_id,
+        content_hash=digest,
         first_run_id=run_id,
         first_seen_at=now,
     ):
         return True
     seen = session.get(SeenSourceItemRow, (recipe, item.source, item.item_id))
-    return seen is not None and seen.first_run_id == run_id
+    if seen is None or seen.first_run_id == run_id:
+        return seen is not None
+    if seen.content_hash == digest:
+        return False
+    edited = session.execute(
+        sa.update(SeenSourceItemRow)
+        .where(
+            col(SeenSourceItemRow.recipe) == recipe,
+            col(SeenSourceItemRow.source) == item.source,
+            col(SeenSourceItemRow.item_id) == item.item_id,
+            col(SeenSourceItemRow.content_hash) == seen.content_hash,
+        )
+        .values(content_hash=digest, first_run_id=run_id, first_seen_at=now)
+        .returning(col(SeenSourceItemRow.item_id))
+    )
+    return edited.first() is not None
 
 
 def _row(run_id: str, position: int, item: SourceItem) -> SnapshotItemRow:

@@ -349,3 +349,25 @@ def test_a_failed_source_alerts_once_naming_the_source_and_its_answer(
         "A required source could not be read: source 'notes': HTTP 401: Bad credentials. "
         "Retry reads it again."
     ]
+
+
+def test_an_undated_item_edited_upstream_is_new_again_once(store: Store, tmp_path: Path) -> None:
+    galley, recipe = services(store, tmp_path, FILE_SOURCE + 'on_empty = "draft"\n')
+    page = {"text": "Version one of the page."}
+
+    def read(spec: SourceSpec) -> list[SourceItem]:
+        return [
+            SourceItem("notes", "https://e.com/changelog", "Changelog", None, None, page["text"])
+        ]
+
+    service, model = drafting(store, tmp_path, "w", FrozenClock(), reading(read))
+    walls = ("2026-11-09T09:00", "2026-11-16T09:00", SLOT_WALL)
+
+    service.draft_slot(recipe, galley.resolve_slot(recipe, walls[0]), manual=True)
+    page["text"] = "Version two: the page was edited."
+    service.draft_slot(recipe, galley.resolve_slot(recipe, walls[1]), manual=True)
+    service.draft_slot(recipe, galley.resolve_slot(recipe, walls[2]), manual=True)
+
+    shown = ["Changelog" in request.prompt for request in model.requests]
+    assert shown == [True, True, False]
+    assert "Version two" in model.requests[1].prompt

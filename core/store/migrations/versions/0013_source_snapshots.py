@@ -49,6 +49,7 @@ def upgrade() -> None:
         sa.Column("recipe", sa.String(length=64), nullable=False),
         sa.Column("source", sa.String(length=64), nullable=False),
         sa.Column("item_id", sa.String(length=500), nullable=False),
+        sa.Column("content_hash", sa.String(length=64), nullable=False),
         sa.Column("first_run_id", sa.String(length=200), nullable=False),
         sa.Column("first_seen_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("recipe", "source", "item_id"),
