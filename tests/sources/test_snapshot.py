@@ -24,6 +24,8 @@ from core.operations.alerts import AlertService
 from core.operations.digest import build_digest
 from core.policies import DraftOutcome, FailReason, SkipReason
 from core.ports import MessageRef, RunAlert
+from core.review.redraft_claims import RedraftClaim
+from core.review.redrafting import RedraftService
 from core.setup.config import Recipe, parse_config
 from core.slots.schedule import Slot
 from core.sources.items import ReadContext, SourceItem, SourceReadError, Window
@@ -371,3 +373,28 @@ def test_an_undated_item_edited_upstream_is_new_again_once(store: Store, tmp_pat
     shown = ["Changelog" in request.prompt for request in model.requests]
     assert shown == [True, True, False]
     assert "Version two" in model.requests[1].prompt
+
+
+def test_a_reviewers_redraft_is_written_from_the_runs_snapshot_not_a_fresh_read(
+    store: Store, tmp_path: Path
+) -> None:
+    galley, recipe = services(store, tmp_path)
+    write_note(tmp_path, "release.md", "# Release v2.3\nThe login works on Safari again.")
+    clock = FrozenClock()
+    service, _ = drafting(store, tmp_path, "w1", clock)
+    drafted = service.draft_slot(recipe, slot_of(galley, recipe), manual=True)
+    assert drafted.key is not None
+    write_note(tmp_path, "release.md", "# Release v9.9\nEverything was rewritten meanwhile.")
+    model = InstantDrafter("The shorter draft.")
+    redrafting = RedraftService(store, galley.config, clock, model, worker="w2")
+    claim = redrafting.ask(
+        draft_key=drafted.key, revision=1, note="shorter", user="U0ANA", permitted=True
+    )
+    assert isinstance(claim, RedraftClaim), claim
+
+    answer = redrafting.run(claim)
+
+    assert answer.accepted
+    [request] = model.requests
+    assert "shorter" in request.prompt and "Release v2.3" in request.prompt
+    assert "v9.9" not in request.prompt
