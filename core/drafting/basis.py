@@ -18,6 +18,7 @@ from pathlib import Path
 from core.drafting.attempts import Backoff, held_attempts
 from core.drafting.claims import Claim
 from core.errors import LostClaim
+from core.failpoints import Failpoint, failpoint
 from core.policies import FailReason, OnEmpty, SkipReason
 from core.ports import Clock
 from core.setup.config import Config, Recipe
@@ -163,6 +164,7 @@ class RunBasis:
             if isinstance(read, Refused):
                 return read
             snapshot = self._store(recipe, claim, window, read)
+            failpoint(Failpoint.AFTER_SNAPSHOT_COMMIT)
         if snapshot.empty and recipe.on_empty == OnEmpty.SKIP:
             return Refused(SkipReason.NO_NEWS, _nothing_new(recipe, snapshot))
         return snapshot

@@ -168,7 +168,6 @@ class DraftingService:
         try:
             with Heartbeat(renew, recipe.heartbeat, claim.draft_key) as keeper:
                 taken = self.basis.take(recipe, slot, claim, keeper.lost)
-            failpoint(Failpoint.AFTER_SNAPSHOT_COMMIT)
             if isinstance(taken, Refused):
                 return self._refuse(claim, taken)
         except LostClaim as lost:
