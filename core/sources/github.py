@@ -88,17 +88,22 @@ def _pages(
     window: Window,
     order_key: str,
 ) -> Iterator[dict[str, Any]]:
-    """Every entry of every page, until a page ends before the window or MAX_PAGES."""
+    """Every entry of every page, until a page ends before the window, or (a first slot,
+    no window start) once `max_items` entries are read, or after MAX_PAGES."""
     next_url: str | None = url
     query: dict[str, str] | None = {**params, "per_page": PER_PAGE}
+    read = 0
     for _ in range(MAX_PAGES):
         if next_url is None:
             return
         answer = _get_page(client, spec.label, next_url, query)
         entries = _entries(spec.label, answer)
         yield from entries
+        read += len(entries)
         if entries and _before(window, _moment(entries[-1].get(order_key))):
             return
+        if window.start is None and read >= spec.max_items:
+            return  # newest first: the rest would be cut by max_items anyway
         next_url, query = _next_page(spec, answer), None  # the next link carries the query
 
 
