@@ -142,5 +142,7 @@ def _read_capped(response: httpx.Response, source: str, where: str) -> bytes:
 
 
 def _where(url: str) -> str:
+    """Host, port and path: never the query or a `user:password@`, which may be secret."""
     parts = urlsplit(url)
-    return f"{parts.netloc}{parts.path}"
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.hostname or ''}{port}{parts.path}"
