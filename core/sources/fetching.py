@@ -40,6 +40,10 @@ class Answer:
     def ok(self) -> bool:
         return 200 <= self.status < 300
 
+    @property
+    def where(self) -> str:
+        return shown_url(self.url)
+
     def json(self) -> Any:
         return json.loads(self.body)
 
@@ -86,7 +90,7 @@ def get(
 ) -> Answer:
     """GET `url`: its answer whatever its status (the body at most MAX_ANSWER_BYTES), or
     a retryable SourceReadError when no answer came."""
-    where = _where(url)
+    where = shown_url(url)
     try:
         with client.stream("GET", url, params=params) as response:
             body = _read_capped(response, source, where)
@@ -122,7 +126,7 @@ def retryable_status(code: int) -> bool:
 def status_answer(answer: Answer) -> str:
     """One line: `HTTP 404 Not Found from host/path: what it said`."""
     said = " ".join(answer.body[:_ANSWER_EXCERPT].decode("utf-8", "replace").split())
-    line = f"HTTP {answer.status} {answer.reason} from {_where(answer.url)}".rstrip()
+    line = f"HTTP {answer.status} {answer.reason} from {shown_url(answer.url)}".rstrip()
     return f"{line}: {said}" if said else line
 
 
@@ -141,7 +145,7 @@ def _read_capped(response: httpx.Response, source: str, where: str) -> bytes:
     return b"".join(chunks)
 
 
-def _where(url: str) -> str:
+def shown_url(url: str) -> str:
     """Host, port and path: never the query or a `user:password@`, which may be secret."""
     parts = urlsplit(url)
     port = f":{parts.port}" if parts.port else ""

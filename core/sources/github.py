@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from core.policies import GithubItems
-from core.sources.fetching import Answer, get, source_client, status_error
+from core.sources.fetching import Answer, get, shown_url, source_client, status_error
 from core.sources.items import ReadContext, SourceItem, SourceReadError, Window
 from core.sources.specs import GithubSource
 
@@ -113,7 +113,9 @@ def _next_page(spec: GithubSource, answer: Answer) -> str | None:
         return None
     if urlsplit(answer.next_url)[:2] != urlsplit(spec.api)[:2]:
         raise SourceReadError(
-            spec.label, f"the next page is on another server: {answer.next_url}", retryable=False
+            spec.label,
+            f"the next page is on another server: {shown_url(answer.next_url)}",
+            retryable=False,
         )
     return answer.next_url
 
@@ -141,10 +143,12 @@ def _entries(source: str, answer: Answer) -> list[dict[str, Any]]:
         entries = answer.json()
     except ValueError as exc:
         raise SourceReadError(
-            source, f"{answer.url} answered no JSON: {exc}", retryable=True
+            source, f"{answer.where} answered no JSON: {exc}", retryable=False
         ) from exc
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise SourceReadError(source, f"{answer.url} answered no list of entries", retryable=False)
+        raise SourceReadError(
+            source, f"{answer.where} answered no list of entries", retryable=False
+        )
     return entries
 
 
