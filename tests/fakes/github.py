@@ -30,6 +30,10 @@ NOT_FOUND = {
     "documentation_url": "https://docs.github.com/rest",
     "status": "404",
 }
+NO_USER_AGENT = (
+    "Request forbidden by administrative rules. "
+    "Please make sure your request has a User-Agent header"
+)
 RATE_LIMITED = {
     "message": "API rate limit exceeded for 127.0.0.1. (But here's the good news: Authenticated"
     " requests get a higher rate limit. Check out the documentation for more details.)",
@@ -76,6 +80,9 @@ class _Handler(server.Handler["FakeGithub"]):
         fake = self.server.fake
         headers = self._lower_headers()
         fake._record(RecordedRequest("GET", self.path, headers, None, time.time()))
+        if not headers.get("user-agent"):  # GitHub refuses a request without one
+            self._send_json(403, NO_USER_AGENT)
+            return
         action = fake._next_action()
         if action is not None and action.kind == "rate_limited":
             limits = fake._limit_headers(remaining=0, reset=action.reset)
