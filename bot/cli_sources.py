@@ -1,4 +1,4 @@
-"""`galley sources RECIPE [--slot ISO] [--json]` (docs/design.md §26): what that run
+"""`galley sources RECIPE [--slot ISO] [--json]` (docs/design.md §27): what that run
 would read, read now, without drafting or storing. Kept beside `bot/cli.py`, which
 registers it."""
 

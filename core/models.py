@@ -338,7 +338,7 @@ class DeliveryRow(SQLModel, table=True):
 
 
 class SourceSnapshotRow(SQLModel, table=True):
-    """A run's snapshot was taken (docs/design.md §26): its items, possibly none, are the
+    """A run's snapshot was taken (docs/design.md §27): its items, possibly none, are the
     `snapshot_items` rows of the run, so an empty snapshot differs from none. Written once,
     by the claim's holder, before the model is paid for."""
 

@@ -138,7 +138,7 @@ class BasisItem:
 
 @dataclass(frozen=True)
 class DraftBasis:
-    """What a draft was written from (docs/design.md §26): its run's snapshot, in the
+    """What a draft was written from (docs/design.md §27): its run's snapshot, in the
     order the model saw it, and the optional sources left out of it."""
 
     items: tuple[BasisItem, ...]

@@ -1,4 +1,4 @@
-"""`galley sources RECIPE [--slot ISO]` (docs/design.md §26): what a run would read, read
+"""`galley sources RECIPE [--slot ISO]` (docs/design.md §27): what a run would read, read
 now, without drafting and without storing anything. Each source is asked once (no
 retries), so a network source answers or fails within its `call_timeout`.
 """

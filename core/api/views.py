@@ -181,7 +181,7 @@ class RevisionList(Rows[Revision]):
 
 @dataclass(frozen=True)
 class SourceItemView:
-    """One item of a run's snapshot (docs/design.md §26): what the model was shown."""
+    """One item of a run's snapshot (docs/design.md §27): what the model was shown."""
 
     source: str
     title: str

@@ -1,4 +1,4 @@
-"""What a run drafts from (docs/design.md §26): its snapshot, taken once under the run's
+"""What a run drafts from (docs/design.md §27): its snapshot, taken once under the run's
 claim before the model is paid for, and read back by every later attempt.
 
 The sources are read outside any transaction, with the claim's heartbeat running; the

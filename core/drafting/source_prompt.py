@@ -1,4 +1,4 @@
-"""A run's snapshot as the model reads it (docs/design.md §26): one delimited block in the
+"""A run's snapshot as the model reads it (docs/design.md §27): one delimited block in the
 user turn, after the recipe's prompt, so the system prompt and the prompt stay a
 cacheable prefix. Source text is untrusted: it is escaped so it can never close the
 block or open another, and capped at `max_source_chars` with the cut said in the text.

@@ -45,11 +45,11 @@ def parse_feed(source: str, answer: Answer) -> Any:
     if not parsed.get("version"):
         why = fault or "no <rss>, <rdf:RDF> or <feed> element"
         raise SourceReadError(
-            source, f"{answer.url} is not an RSS or Atom feed: {why}", retryable=False
+            source, f"{answer.where} is not an RSS or Atom feed: {why}", retryable=False
         )
     if isinstance(fault, SAXException) and not parsed.entries:
         raise SourceReadError(
-            source, f"{answer.url} is not well-formed XML: {fault}", retryable=False
+            source, f"{answer.where} is not well-formed XML: {fault}", retryable=False
         )
     return parsed
 

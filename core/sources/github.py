@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from core.policies import GithubItems
-from core.sources.fetching import Answer, get, source_client, status_error
+from core.sources.fetching import Answer, get, shown_url, source_client, status_error
 from core.sources.items import ReadContext, SourceItem, SourceReadError, Window
 from core.sources.specs import GithubSource
 
@@ -88,17 +88,22 @@ def _pages(
     window: Window,
     order_key: str,
 ) -> Iterator[dict[str, Any]]:
-    """Every entry of every page, until a page ends before the window or MAX_PAGES."""
+    """Every entry of every page, until a page ends before the window, or (a first slot,
+    no window start) once `max_items` entries are read, or after MAX_PAGES."""
     next_url: str | None = url
     query: dict[str, str] | None = {**params, "per_page": PER_PAGE}
+    read = 0
     for _ in range(MAX_PAGES):
         if next_url is None:
             return
         answer = _get_page(client, spec.label, next_url, query)
         entries = _entries(spec.label, answer)
         yield from entries
+        read += len(entries)
         if entries and _before(window, _moment(entries[-1].get(order_key))):
             return
+        if window.start is None and read >= spec.max_items:
+            return  # newest first: the rest would be cut by max_items anyway
         next_url, query = _next_page(spec, answer), None  # the next link carries the query
 
 
@@ -108,7 +113,9 @@ def _next_page(spec: GithubSource, answer: Answer) -> str | None:
         return None
     if urlsplit(answer.next_url)[:2] != urlsplit(spec.api)[:2]:
         raise SourceReadError(
-            spec.label, f"the next page is on another server: {answer.next_url}", retryable=False
+            spec.label,
+            f"the next page is on another server: {shown_url(answer.next_url)}",
+            retryable=False,
         )
     return answer.next_url
 
@@ -136,10 +143,12 @@ def _entries(source: str, answer: Answer) -> list[dict[str, Any]]:
         entries = answer.json()
     except ValueError as exc:
         raise SourceReadError(
-            source, f"{answer.url} answered no JSON: {exc}", retryable=True
+            source, f"{answer.where} answered no JSON: {exc}", retryable=False
         ) from exc
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise SourceReadError(source, f"{answer.url} answered no list of entries", retryable=False)
+        raise SourceReadError(
+            source, f"{answer.where} answered no list of entries", retryable=False
+        )
     return entries
 
 

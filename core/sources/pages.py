@@ -38,7 +38,7 @@ def page_text(source: str, answer: Answer) -> tuple[str, str]:
         return "", answer.body.decode(_charset(answer) or "utf-8", "replace").strip()
     if media_type not in _HTML_TYPES:
         raise SourceReadError(
-            source, f"{answer.url} is {media_type}, not a web page", retryable=False
+            source, f"{answer.where} is {media_type}, not a web page", retryable=False
         )
     import trafilatura  # 1.5 s to import: paid only by a recipe that reads a page
 

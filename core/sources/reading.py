@@ -2,18 +2,20 @@
 
 `read_source` picks the reader for a source's kind and applies what every kind shares:
 only items dated in the window (an undated item is kept: the snapshot decides whether
-it is new), newest first, at most `max_items`. It never stores or drafts.
+it is new), newest first, at most `max_items`; `check_source` is one read for
+`galley check --online`. Neither stores nor drafts.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import assert_never
 
 from core.sources.feeds import read_feed
 from core.sources.files import read_files
 from core.sources.github import read_github
-from core.sources.items import ReadContext, SourceItem, Window
+from core.sources.items import ReadContext, SourceItem, SourceReadError, Window
 from core.sources.pages import read_page
 from core.sources.slack_history import read_slack
 from core.sources.specs import (
@@ -63,3 +65,38 @@ def _read_kind(spec: SourceSpec, window: Window, context: ReadContext) -> list[S
             return read_page(spec, context)
         case _:
             assert_never(spec)
+
+
+@dataclass(frozen=True)
+class SourceCheck:
+    """One source read once for `galley check --online`: its item count, or why not."""
+
+    recipe: str
+    source: str
+    required: bool
+    items: int | None  # None: the read failed
+    failure: str = ""
+
+    @property
+    def blocking(self) -> bool:
+        """A required source that cannot be read fails its runs: the check fails too."""
+        return self.items is None and self.required
+
+    def __str__(self) -> str:
+        where = f"source {self.recipe}/{self.source}"
+        if self.items is not None:
+            return f"{where}: ok: {self.items} item{'' if self.items == 1 else 's'}"
+        optional = " (optional: left out of drafts)" if not self.required else ""
+        return f"{where}: FAILED{optional}: {self.failure}"
+
+
+def check_source(
+    recipe: str, spec: SourceSpec, window: Window, context: ReadContext
+) -> SourceCheck:
+    """Read `spec` once; never raises for a source's failure."""
+    try:
+        items = read_source(spec, window, context)
+    except SourceReadError as exc:
+        retry = " (may pass later)" if exc.retryable else ""
+        return SourceCheck(recipe, spec.label, spec.required, None, f"{exc.answer}{retry}")
+    return SourceCheck(recipe, spec.label, spec.required, len(items))

@@ -1,6 +1,7 @@
 """The `slack` reader: what people wrote in a channel in the window, each message with
-its thread (docs/design.md §14). Reads conversations.history, conversations.replies and
-users.info only; leaves out the bot's own messages and never keeps a mention's syntax.
+its thread and its link (docs/design.md §14). Reads auth.test, conversations.history,
+conversations.replies and users.info only; leaves out bots' messages (Galley's own
+among them) and never keeps a mention's syntax.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class _SlackReader:
         self.context = context
         self.client = client
         self.base = (spec.api or context.slack_api or SLACK_API).rstrip("/")
+        self._workspace: str | None = None
 
     def call(self, method: str, params: dict[str, str]) -> dict[str, Any]:
         """One Web API method's answer; SourceReadError unless `ok`."""
@@ -104,6 +106,15 @@ class _SlackReader:
             names[user_id] = str(name or user.get("name") or UNKNOWN_PERSON)
         return names[user_id]
 
+    def permalink(self, ts: str) -> str | None:
+        """The message's address in the workspace (auth.test's `url`, asked once), as
+        Slack's own "Copy link" gives it; None when the workspace does not say."""
+        if self._workspace is None:
+            self._workspace = str(self.call("auth.test", {}).get("url") or "").rstrip("/")
+        if not self._workspace:
+            return None
+        return f"{self._workspace}/archives/{self.spec.channel}/p{ts.replace('.', '')}"
+
     def item(self, message: dict[str, Any], window: Window) -> SourceItem:
         lines = [self.said(message)]
         if int(message.get("reply_count") or 0) > 0:
@@ -113,7 +124,7 @@ class _SlackReader:
             source=self.spec.label,
             item_id=str(message["ts"]),
             title=first_line[:TITLE_CHARS],
-            link=None,
+            link=self.permalink(str(message["ts"])),
             published_at=ts_moment(str(message["ts"])),
             text="\n".join(lines),
         )

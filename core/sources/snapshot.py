@@ -1,4 +1,4 @@
-"""A run's snapshot (docs/design.md §26): the items it drafts from, stored with the run
+"""A run's snapshot (docs/design.md §27): the items it drafts from, stored with the run
 once, before the model is paid for, and read back by every later attempt, take-over,
 batch entry and redraft instead of the network.
 

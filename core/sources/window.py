@@ -1,4 +1,4 @@
-"""The window a run reads its sources over (docs/design.md §26): (previous slot, this slot].
+"""The window a run reads its sources over (docs/design.md §27): (previous slot, this slot].
 
 Both ends come from the schedule, never from the time the code runs, so a catch-up, a
 retry, a take-over and a second replica all ask the same question. It never reads.

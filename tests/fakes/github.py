@@ -13,6 +13,7 @@ with ``x-ratelimit-remaining: 0``. In-process only::
 
 from __future__ import annotations
 
+import socket
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -29,6 +30,10 @@ NOT_FOUND = {
     "documentation_url": "https://docs.github.com/rest",
     "status": "404",
 }
+NO_USER_AGENT = (
+    "Request forbidden by administrative rules. "
+    "Please make sure your request has a User-Agent header"
+)
 RATE_LIMITED = {
     "message": "API rate limit exceeded for 127.0.0.1. (But here's the good news: Authenticated"
     " requests get a higher rate limit. Check out the documentation for more details.)",
@@ -65,10 +70,19 @@ def _stamp(moment: datetime | None) -> str | None:
 
 
 class _Handler(server.Handler["FakeGithub"]):
+    def setup(self) -> None:
+        super().setup()
+        # An answer is two writes (head, body): without this the body waits ~40 ms for
+        # the client's delayed ACK of the head, a latency no real server has.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def do_GET(self) -> None:  # noqa: N802
         fake = self.server.fake
         headers = self._lower_headers()
         fake._record(RecordedRequest("GET", self.path, headers, None, time.time()))
+        if not headers.get("user-agent"):  # GitHub refuses a request without one
+            self._send_json(403, NO_USER_AGENT)
+            return
         action = fake._next_action()
         if action is not None and action.kind == "rate_limited":
             limits = fake._limit_headers(remaining=0, reset=action.reset)

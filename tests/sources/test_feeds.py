@@ -210,3 +210,15 @@ def test_an_answer_too_large_is_refused(web: FakeWeb, monkeypatch: pytest.Monkey
         read(url)
 
     assert raised.value.retryable is False
+
+
+def test_a_failure_never_shows_the_urls_secrets(web: FakeWeb) -> None:
+    web.script("/feed.xml", status(500))
+    url = f"http://reader:hunter2@127.0.0.1:{web.port}/feed.xml?token=s3cret"
+
+    with pytest.raises(SourceReadError) as raised:
+        read(url)
+
+    assert (
+        raised.value.answer == f"HTTP 500 Internal Server Error from 127.0.0.1:{web.port}/feed.xml"
+    )

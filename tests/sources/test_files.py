@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from core.sources import files
 from core.sources.files import first_heading
 from core.sources.items import SourceItem, SourceReadError, Window
 from core.sources.reading import newest_first, read_source
@@ -145,3 +146,14 @@ def test_undated_items_come_after_dated_ones_in_the_order_given() -> None:
 )
 def test_the_first_markdown_heading_is_the_title(text: str, title: str | None) -> None:
     assert first_heading(text) == title
+
+
+def test_a_huge_file_is_read_only_up_to_the_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(files, "MAX_FILE_BYTES", 10)
+    write(tmp_path, "log.txt", "0123456789" * 100, SLOT - timedelta(days=1))
+
+    [item] = read_source(source(kind="file", path="*.txt"), WEEK, context(tmp_path))
+
+    assert item.text == "0123456789"

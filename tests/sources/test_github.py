@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from core.sources.items import SourceReadError
+from core.sources.items import SourceReadError, Window
 from core.sources.reading import read_source
 from tests.fakes.github import FakeGithub, rate_limited, status
 from tests.sources.specs import SLOT, WEEK, context, source
@@ -160,3 +160,16 @@ def test_a_next_page_on_another_server_is_never_sent_the_token(github: FakeGithu
         read_source(spec, WEEK, context(github_token="ghp_secret"))
 
     assert len(github.requests) == 1
+
+
+def test_a_first_slot_reads_only_the_pages_max_items_needs(github: FakeGithub) -> None:
+    for number in range(1, 351):
+        moment = SLOT - number * DAY
+        github.add_pull(REPO, number=number, title=f"PR {number}", updated=moment, merged=moment)
+
+    spec = source(kind="github", repo=REPO, api=github.url, items=["merged_pulls"], max_items=150)
+    items = read_source(spec, Window(start=None, end=SLOT), context())
+
+    assert [item.item_id for item in items[:2]] == ["pull:1", "pull:2"]
+    assert len(items) == 150
+    assert len(github.requests) == 2  # of 4 pages

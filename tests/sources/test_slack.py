@@ -64,6 +64,10 @@ def test_messages_in_the_window_are_read_newest_first_with_their_dates(slack: Fa
         (first, "We shipped search", SLOT - 48 * HOUR),
     ]
     assert items[0].text == "ana: Docs are live\nwith examples"
+    assert (
+        items[0].link
+        == f"https://galley-test.slack.com/archives/{CHANNEL}/p{second.replace('.', '')}"
+    )
     assert items[0].source == f"#{CHANNEL}"
     assert old and later
     [history] = slack.calls("conversations.history")

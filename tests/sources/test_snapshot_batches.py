@@ -1,5 +1,5 @@
 """A batch recipe's run stores its snapshot when its slot is claimed, before its entry is
-sent, and the batch's request reads it (docs/design.md §26); against the fake Anthropic
+sent, and the batch's request reads it (docs/design.md §27); against the fake Anthropic
 API over HTTP, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
