@@ -166,3 +166,17 @@ def test_galley_show_lists_the_snapshot_the_model_was_given(
     [request] = fake_anthropic.requests
     content = request.body["messages"][0]["content"]
     assert "<title>Release v2.3</title>" in content and "Old news" not in content
+
+
+def test_galley_sources_exits_1_when_a_required_source_cannot_be_read(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    unreachable = '\nsources = [{ kind = "url", url = "http://127.0.0.1:9/changelog" }]\n'
+    Path(env["GALLEY_CONFIG"]).write_text(config_text() + unreachable)
+
+    code, shown = galley(env, "sources", "weekly-update", "--slot", "2026-11-23T09:00", "--json")
+
+    assert code == 1
+    [failure] = shown["failures"]
+    assert (failure["source"], failure["required"]) == ("127.0.0.1", True)
+    assert shown["items"] == []
