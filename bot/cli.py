@@ -364,12 +364,16 @@ def run(
 def check(
     as_json: JsonFlag = False,
     online: Annotated[
-        bool, typer.Option("--online", help="Prove each target's credentials; posts nothing.")
+        bool,
+        typer.Option(
+            "--online", help="Prove each target's credentials, read each source; posts nothing."
+        ),
     ] = False,
 ) -> None:
     """Validate the config, each publish target's secret and the database; show each
     recipe's next five slots. `--online`: each destination's credentials proved against
-    its service without posting (Slack: auth.test), one line each, exit 2 on a failure."""
+    its service without posting (Slack: auth.test) and each source read once, one line
+    each, exit 2 on a failure."""
     from core.setup.serving import unserved_targets
     from core.slots.schedule import describe, next_slots
 
@@ -421,13 +425,15 @@ def check(
 
 
 def prove_online(services: Services) -> None:
-    """One line per destination: Slack's `auth.test`, then each publish target's proof."""
-    from bot.online import prove_everything
+    """One line per destination: Slack's `auth.test`, then each publish target's proof,
+    then each source read once (a required one that fails fails the check)."""
+    from bot.online import check_sources, prove_everything
 
     proofs = prove_everything(services.config)
-    for proof in proofs:
-        out.print(str(proof), markup=False, highlight=False)
-    if not all(proof.ok for proof in proofs):
+    sources = check_sources(services.config, services.clock.now())
+    for line in [*proofs, *sources]:
+        out.print(str(line), markup=False, highlight=False)
+    if not all(proof.ok for proof in proofs) or any(check.blocking for check in sources):
         raise typer.Exit(2)
 
 
@@ -461,3 +467,4 @@ def main() -> None:
 # Commands kept in their own modules register on `app` (they import it from here).
 from bot import cli_calendar as _calendar  # noqa: E402, F401
 from bot import cli_review  # noqa: E402, F401
+from bot import cli_sources as _sources  # noqa: E402, F401

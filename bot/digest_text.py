@@ -23,6 +23,9 @@ def digest_text(digest: Digest) -> str:
     if digest.skipped:
         skipped = (f"{escape_mrkdwn(reason)} {n}" for reason, n in digest.skipped.items())
         lines.append(f"• Skipped (24h): {', '.join(skipped)}")
+    if digest.no_news:
+        quiet = (f"{_bold(name)} {n}" for name, n in digest.no_news.items())
+        lines.append(f"• Nothing new in their sources (no_news, 24h): {', '.join(quiet)}")
     if digest.expiring:
         soon = (f"{_code(d.run_id)} (expires {d.expires:%m-%d %H:%M} UTC)" for d in digest.expiring)
         lines.append(f"• About to expire unreviewed: {', '.join(soon)}")

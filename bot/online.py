@@ -1,9 +1,12 @@
 """`galley check --online` for the whole deployment: Slack's `auth.test`, then every
 publish target's credentials proved by core
-(`core/publishing/platforms/online_check.py`). Nothing is posted.
+(`core/publishing/platforms/online_check.py`), then each recipe's sources read once
+(`core/sources/reading.py`). Nothing is posted, drafted or stored.
 """
 
 from __future__ import annotations
+
+from datetime import datetime, timedelta
 
 from slack_sdk import WebClient
 
@@ -12,12 +15,17 @@ from bot.slack_surface import SlackChannels
 from bot.wiring import Publishers
 from core.errors import GalleyError
 from core.publishing.platforms.online_check import CredentialProof, prove_targets
-from core.setup.config import Config
+from core.setup.config import Config, Recipe
 from core.setup.settings import Settings, load_settings
+from core.sources.items import ReadContext, Window
+from core.sources.reading import SourceCheck, check_source
 
 SLACK = "slack"
 ANTHROPIC = "anthropic"
 CHECK_TIMEOUT = 10  # seconds for one auth.test
+CHECK_WINDOW = timedelta(
+    days=7
+)  # a source is read for this long before now, unless its recipe says
 
 
 def prove_everything(config: Config) -> list[CredentialProof]:
@@ -63,4 +71,27 @@ def _auth_test(client: WebClient) -> CredentialProof:
         return CredentialProof(SLACK, False, str(exc))
     return CredentialProof(
         SLACK, True, f"auth.test: {answer.get('user') or 'the bot'} in {answer.get('team') or '?'}"
+    )
+
+
+def check_sources(config: Config, now: datetime) -> list[SourceCheck]:
+    """Each source of each recipe read once over the recipe's `window` (else the last
+    7 days) up to `now`: one line each."""
+    settings = load_settings()
+    checks = []
+    for recipe in config.recipes.values():
+        window = Window.lasting(recipe.window or CHECK_WINDOW, now)
+        context = read_context(settings, recipe)
+        checks += [check_source(recipe.name, spec, window, context) for spec in recipe.sources]
+    return checks
+
+
+def read_context(settings: Settings, recipe: Recipe) -> ReadContext:
+    github, slack = settings.galley_github_token, settings.slack_bot_token
+    return ReadContext(
+        config_dir=settings.galley_config.resolve().parent,
+        timeout=recipe.call_timeout.total_seconds(),
+        github_token=github.get_secret_value() if github else None,
+        slack_token=slack.get_secret_value() if slack else None,
+        slack_api=settings.galley_slack_api_url,
     )

@@ -12,6 +12,8 @@ from bot.blocks import mention_user
 from bot.mrkdwn import escape_mrkdwn, inert
 from core.ports import (
     ApprovalProgress,
+    BasisItem,
+    DraftBasis,
     Fit,
     MessageRef,
     PublishedLink,
@@ -25,6 +27,9 @@ from core.states import DraftState
 REASON_SHOWN = 200  # characters of the last rejection reason
 NOTE_SHOWN = 300  # characters of a redraft note
 NAME_SHOWN = 100  # characters of one approver's id shown
+BASIS_SHOWN = 4  # source items named in "Based on N items" (all of them are counted)
+TITLE_SHOWN = 80  # characters of one item's title
+LINK_SHOWN = 400  # a longer link is left off: the line stays within a context's 3,000
 Permalink = Callable[[MessageRef], str | None]
 
 _SEEN_AS = {
@@ -37,6 +42,8 @@ _SEEN_AS = {
 
 def fact_lines(item: ReviewItem, permalink: Permalink | None = None) -> tuple[str, ...]:
     lines = []
+    if item.basis is not None:
+        lines.append(basis_line(item.basis))
     if item.redrafted is not None and item.redrafted.revision == item.revision:
         lines.append(redraft_line(item.redrafted))
     if item.approvals is not None and item.state == DraftState.READY:
@@ -50,6 +57,30 @@ def fact_lines(item: ReviewItem, permalink: Permalink | None = None) -> tuple[st
     if item.record is not None:
         lines.append(record_line(item.record))
     return tuple(lines)
+
+
+def basis_line(basis: DraftBasis) -> str:
+    """`:page_facing_up: Based on 4 items: Release v2.3 · Fix login on Safari · …`, each
+    title linked where the item has a web link; the optional sources left out named."""
+    count = len(basis.items)
+    if not count:
+        line = ":page_facing_up: Based on no items: the sources had nothing new"
+    else:
+        shown = " · ".join(_basis_title(item) for item in basis.items[:BASIS_SHOWN])
+        more = " · …" if count > BASIS_SHOWN else ""
+        line = f":page_facing_up: Based on {count} item{'' if count == 1 else 's'}: {shown}{more}"
+    if basis.left_out:
+        names = ", ".join(inert(name, NAME_SHOWN) for name in basis.left_out)
+        line += f" · left out (could not be read): {names}"
+    return line
+
+
+def _basis_title(item: BasisItem) -> str:
+    title = inert(item.title, TITLE_SHOWN)
+    link = item.link or ""
+    if link.startswith(("https://", "http://")) and len(link) <= LINK_SHOWN:
+        return f"<{_url(link)}|{title}>"
+    return title
 
 
 def fit_line(fits: Sequence[Fit]) -> str:

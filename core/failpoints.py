@@ -23,6 +23,7 @@ class Failpoint(StrEnum):
     """Every point a test may name, in the order a slot meets them."""
 
     AFTER_CLAIM_COMMIT = "after_claim_commit"
+    AFTER_SNAPSHOT_COMMIT = "after_snapshot_commit"  # a run's sources read and stored (§14)
     AFTER_MODEL_REPLY = "after_model_reply"
     BATCH_GATHER_READ = "batch_gather_read"  # unsent entries read, not yet tied to a batch
     AFTER_BATCH_CREATE = "after_batch_create"  # the batch exists; its id is not stored yet

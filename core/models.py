@@ -335,3 +335,49 @@ class DeliveryRow(SQLModel, table=True):
 
     id: str = Field(primary_key=True, max_length=200)
     received_at: datetime = _utc(nullable=False, index=True)
+
+
+class SourceSnapshotRow(SQLModel, table=True):
+    """A run's snapshot was taken (docs/design.md §27): its items, possibly none, are the
+    `snapshot_items` rows of the run, so an empty snapshot differs from none. Written once,
+    by the claim's holder, before the model is paid for."""
+
+    __tablename__ = "source_snapshots"
+
+    run_id: str = Field(foreign_key="runs.id", primary_key=True, max_length=200)
+    taken_by: str = Field(max_length=200)  # the claim's owner token
+    taken_at: datetime = _utc(nullable=False)
+    window_start: datetime | None = _utc()
+    window_end: datetime = _utc(nullable=False)
+    # optional sources not read, as JSON: [[name, answer], …]
+    left_out: str = Field(default="[]", sa_type=sa.Text)
+
+
+class SnapshotItemRow(SQLModel, table=True):
+    """One item a run drafts from, in the order the model is shown them."""
+
+    __tablename__ = "snapshot_items"
+
+    run_id: str = Field(foreign_key="source_snapshots.run_id", primary_key=True, max_length=200)
+    position: int = Field(primary_key=True)
+    source: str = Field(max_length=64)
+    item_id: str = Field(max_length=500)
+    title: str = Field(sa_type=sa.Text)
+    link: str | None = Field(default=None, sa_type=sa.Text)
+    published_at: datetime | None = _utc()
+    text: str = Field(sa_type=sa.Text)
+    content_hash: str = Field(max_length=64)
+
+
+class SeenSourceItemRow(SQLModel, table=True):
+    """An undated item's first sighting by a recipe, per version of its content: it is new
+    for that run only, until its content changes (a page edited: its hash differs)."""
+
+    __tablename__ = "seen_source_items"
+
+    recipe: str = Field(primary_key=True, max_length=64)
+    source: str = Field(primary_key=True, max_length=64)
+    item_id: str = Field(primary_key=True, max_length=500)
+    content_hash: str = Field(max_length=64)
+    first_run_id: str = Field(max_length=200)
+    first_seen_at: datetime = _utc(nullable=False)

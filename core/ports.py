@@ -129,6 +129,23 @@ class PublishedLink:
 
 
 @dataclass(frozen=True)
+class BasisItem:
+    """One source item a draft was written from, as people see it: its title and link."""
+
+    title: str
+    link: str | None
+
+
+@dataclass(frozen=True)
+class DraftBasis:
+    """What a draft was written from (docs/design.md §27): its run's snapshot, in the
+    order the model saw it, and the optional sources left out of it."""
+
+    items: tuple[BasisItem, ...]
+    left_out: tuple[str, ...] = ()  # source names
+
+
+@dataclass(frozen=True)
 class ReviewItem:
     """One draft as a review message shows it, with its decision once there is one."""
 
@@ -156,6 +173,7 @@ class ReviewItem:
     missed_slot: bool = False  # expired: not approved by its slot plus publish_late
     fits: tuple[Fit, ...] = ()  # waiting drafts: each target's count against its limit
     published: tuple[PublishedLink, ...] = ()  # decided drafts: where each target has it
+    basis: DraftBasis | None = None  # §14: a recipe with sources: the items it drafted from
 
 
 @dataclass(frozen=True)

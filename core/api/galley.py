@@ -66,6 +66,7 @@ if TYPE_CHECKING:  # loaded by the operations that use them: reads stay light
     from core.api.calendar import Calendar
     from core.api.desk import Desk
     from core.api.plots import Plots
+    from core.api.source_preview import SourcesPreview
     from core.drafting.attempts import Backoff
     from core.drafting.claims import DraftResult
     from core.scheduling.bumps import Bumped
@@ -172,6 +173,17 @@ class Galley:
         return services.drafting.draft_slot(
             recipe, resolved, manual=True, actor=actor, batch=batch or None
         )
+
+    def sources(self, recipe_name: str, slot: str | datetime | None = None) -> SourcesPreview:
+        """What the run of `recipe_name` at `slot` (default: the latest due) would read,
+        read now: `galley sources`. Drafts nothing, stores nothing (docs/design.md §14)."""
+        from core.api.source_preview import preview_sources
+        from core.drafting.basis import SourceAccess
+
+        services = self._services
+        recipe = services.recipe(recipe_name)
+        resolved = services.resolve_slot(recipe, slot)
+        return preview_sources(recipe, resolved, SourceAccess.of(services.config))
 
     def status(self) -> Status:
         services = self._services

@@ -30,6 +30,8 @@ from core.api.views import (
     RevisionList,
     RunList,
     RunSummary,
+    SnapshotList,
+    SourceItemView,
     Status,
 )
 from core.drafting.batch_queue import waiting_by_recipe
@@ -48,6 +50,7 @@ from core.models import (
 from core.publishing.targets import public_url
 from core.setup.config import Config
 from core.slots.schedule import next_slots
+from core.sources.snapshot import stored_snapshot
 from core.states import DRAFT_PAST_REVIEW_STATES, DraftState, EffectState, RunState
 from core.store.history_pages import after_run, ready_counts
 from core.store.rows import draft_row
@@ -240,8 +243,15 @@ def draft_detail(session: Session, ref: str) -> DraftDetail:
         raise UnknownRun(f"no run or draft {ref!r}")
     if draft is None and run.draft_key is not None:
         draft = draft_row(session, run.draft_key)
+    sources, left_out = _snapshot(session, run.id)
     if draft is None:
-        return DraftDetail(run, None, attempts=list_attempts(session, run_id=run.id))
+        return DraftDetail(
+            run,
+            None,
+            attempts=list_attempts(session, run_id=run.id),
+            sources=sources,
+            sources_left_out=left_out,
+        )
     attempts = list_attempts(session, draft_key=draft.key)
     return DraftDetail(
         run=run,
@@ -254,7 +264,18 @@ def draft_detail(session: Session, ref: str) -> DraftDetail:
         ),
         attempts=attempts,
         effects=list_effects(session, draft_key=draft.key),
+        sources=sources,
+        sources_left_out=left_out,
     )
+
+
+def _snapshot(session: Session, run_id: str) -> tuple[SnapshotList, tuple[str, ...]]:
+    """The run's stored snapshot (§14) as rows, and its sources left out."""
+    snapshot = stored_snapshot(session, run_id)
+    if snapshot is None:
+        return SnapshotList(), ()
+    rows = SnapshotList(SourceItemView.of(item) for item in snapshot.items)
+    return rows, tuple(gone.line() for gone in snapshot.left_out)
 
 
 def _is_decision(event: EventView) -> bool:

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from core.render import Printable, Rows, html_block, html_table, jsonable, text_table
+from core.sources.items import SourceItem
 from core.states import RUN_SETTLED_BY_PEOPLE, RunState
 
 
@@ -179,6 +180,37 @@ class RevisionList(Rows[Revision]):
 
 
 @dataclass(frozen=True)
+class SourceItemView:
+    """One item of a run's snapshot (docs/design.md §27): what the model was shown."""
+
+    source: str
+    title: str
+    link: str | None
+    published_at: datetime | None  # None: undated, new the first time the recipe saw it
+    chars: int  # length of its text as stored (the prompt caps the total: max_source_chars)
+    item_id: str
+    content_hash: str
+
+    @classmethod
+    def of(cls, item: SourceItem) -> SourceItemView:
+        return cls(
+            item.source,
+            item.title,
+            item.link,
+            item.published_at,
+            len(item.text),
+            item.item_id,
+            item.content_hash,
+        )
+
+
+class SnapshotList(Rows[SourceItemView]):
+    title = "sources"
+    row_type = SourceItemView
+    columns = ("source", "title", "link", "published_at", "chars")
+
+
+@dataclass(frozen=True)
 class DraftInfo:
     key: str
     state: str
@@ -214,6 +246,8 @@ class DraftDetail(Printable):
     attempts: AttemptList = field(default_factory=AttemptList)
     effects: EffectList = field(default_factory=EffectList)
     feedback: str | None = None  # what reviewers said about the recipe lately (§22)
+    sources: SnapshotList = field(default_factory=SnapshotList)  # the run's snapshot (§14)
+    sources_left_out: tuple[str, ...] = ()  # optional sources not read: "name: answer"
 
     @property
     def key(self) -> str | None:
@@ -235,6 +269,8 @@ class DraftDetail(Printable):
             "decisions": self.decisions.to_json(),
             "attempts": self.attempts.to_json(),
             "effects": self.effects.to_json(),
+            "sources": self.sources.to_json(),
+            "sources_left_out": list(self.sources_left_out),
         } | ({"feedback": self.feedback} if self.feedback is not None else {})
 
     def attention(self) -> str | None:
@@ -284,6 +320,8 @@ class DraftDetail(Printable):
                 )
         if self.feedback:
             facts.append(("reviewers said", self.feedback))
+        if self.sources_left_out:
+            facts.append(("sources left out", " · ".join(self.sources_left_out)))
         return facts
 
     def _repr_html_(self) -> str:
@@ -294,7 +332,7 @@ class DraftDetail(Printable):
         parts.append(html_table("draft", ("", ""), self._facts()))
         if self.draft is not None:
             parts.append(html_block("pre", self.draft.text, **{"class": "galley-draft"}))
-        for part in (self.revisions, self.decisions, self.attempts, self.effects):
+        for part in (self.sources, self.revisions, self.decisions, self.attempts, self.effects):
             if part:
                 parts.append(part._repr_html_())
         return '<div class="galley-show">' + "".join(parts) + "</div>"
@@ -306,7 +344,11 @@ class DraftDetail(Printable):
             parts.insert(0, warning)
         if self.draft is not None:
             parts.append("--- text ---\n" + self.draft.text)
-        parts += [str(part) for part in (self.revisions, self.decisions, self.attempts) if part]
+        parts += [
+            str(part)
+            for part in (self.sources, self.revisions, self.decisions, self.attempts)
+            if part
+        ]
         if self.effects:
             parts.append(str(self.effects))
         return "\n\n".join(parts)

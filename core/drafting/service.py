@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from core.drafting.attempts import Backoff, UnderClaim, begin_attempt, finish_attempt
+from core.drafting.basis import Refused, RunBasis
 from core.drafting.causes import attempt_cause
 from core.drafting.claims import Claim, DraftResult, claim_slot, lock_recipe_row, renew_lease
 from core.drafting.fit import FitRule, limit_instruction
@@ -32,14 +33,16 @@ from core.drafting.similarity import (
     note_similarity,
     redraft_reason,
 )
+from core.drafting.source_prompt import with_sources
 from core.errors import LostClaim, ModelCallFailed
 from core.failpoints import Failpoint, failpoint
 from core.identity import recipe_of_run, text_hash
 from core.models import DraftRow, EffectRow, RecipeRow, RunRow
-from core.policies import AttemptOutcome, DraftOutcome, EffectStep, FailReason, Overlap
+from core.policies import AttemptOutcome, DraftOutcome, EffectStep, FailReason, Overlap, SkipReason
 from core.ports import Clock, Drafter, DraftRequest, Fit, ModelReply, SystemClock
 from core.setup.config import Recipe, render_template
 from core.slots.schedule import Slot
+from core.sources.snapshot import Snapshot
 from core.states import DraftState, EffectState, RunState
 from core.store.engine import Store
 from core.store.leases import DRAFT_CLAIMS, Heartbeat, lease_now
@@ -79,6 +82,7 @@ class DraftingService:
         self.worker = worker or worker_name()
         self.backoff = backoff or Backoff()
         self.batches: BatchQueue | None = None  # set when some recipe drafts in batches
+        self.basis = RunBasis(store, self.clock)  # what a run with sources drafts from
 
     def draft_slot(
         self,
@@ -105,17 +109,28 @@ class DraftingService:
         if isinstance(claimed, DraftResult):
             return claimed
         failpoint(Failpoint.AFTER_CLAIM_COMMIT)
+        basis = self._basis(recipe, slot, claimed)  # stored before any batch entry is sent
+        if isinstance(basis, DraftResult):
+            return basis
         if self.batches is not None and self.batches.takes(recipe, slot, manual=manual, ask=batch):
             queued = self.batches.enqueue(recipe, slot, claimed, manual=manual)
             if queued is not None:
                 return queued
-        return self.draft_claimed(recipe, slot, claimed)
+        return self._draft_from(recipe, slot, claimed, basis)
 
     def draft_claimed(self, recipe: Recipe, slot: Slot, claim: Claim) -> DraftResult:
         """Call the model under `claim` (ours) and store its answer: a fresh claim, or
         one taken from a batch entry that waited past its deadline."""
+        basis = self._basis(recipe, slot, claim)  # the stored snapshot, or read and stored now
+        if isinstance(basis, DraftResult):
+            return basis
+        return self._draft_from(recipe, slot, claim, basis)
+
+    def _draft_from(
+        self, recipe: Recipe, slot: Slot, claim: Claim, basis: Snapshot | None
+    ) -> DraftResult:
         try:
-            return self._write_draft(recipe, slot, claim)
+            return self._write_draft(recipe, slot, claim, basis)
         except LostClaim as lost:
             return DraftResult(DraftOutcome.IN_PROGRESS, claim.run_id, claim.draft_key, str(lost))
 
@@ -130,12 +145,46 @@ class DraftingService:
         except LostClaim as lost:
             return DraftResult(DraftOutcome.IN_PROGRESS, claim.run_id, claim.draft_key, str(lost))
 
-    def request_for(self, recipe: Recipe, slot: Slot, version: int) -> DraftRequest:
+    def request_for(
+        self, recipe: Recipe, slot: Slot, version: int, snapshot: Snapshot | None = None
+    ) -> DraftRequest:
+        """The model's request for a run; with sources, from the run's stored snapshot
+        (`snapshot` when the caller holds it already), never a fresh read."""
         limit = self.fits.tightest(recipe) if self.fits is not None else None
-        return build_request(recipe, slot, version, limit)
+        if snapshot is None:
+            snapshot = self.basis.stored(recipe, slot.run_id(recipe.name))
+        return build_request(recipe, slot, version, limit, snapshot)
 
-    def _write_draft(self, recipe: Recipe, slot: Slot, claim: Claim) -> DraftResult:
-        request = self.request_for(recipe, slot, claim.version)
+    def _basis(self, recipe: Recipe, slot: Slot, claim: Claim) -> Snapshot | DraftResult | None:
+        """The run's snapshot, taken under the claim with its heartbeat running (reads can
+        take `call_timeout` each); a run with nothing new or a failed required source
+        ends here, before any model call. None for a recipe without sources."""
+        if not recipe.sources:
+            return None
+
+        def renew() -> bool:
+            return renew_lease(self.store, claim, recipe.takeover_after, self.clock)
+
+        try:
+            with Heartbeat(renew, recipe.heartbeat, claim.draft_key) as keeper:
+                taken = self.basis.take(recipe, slot, claim, keeper.lost)
+            if isinstance(taken, Refused):
+                return self._refuse(claim, taken)
+        except LostClaim as lost:
+            return DraftResult(DraftOutcome.IN_PROGRESS, claim.run_id, claim.draft_key, str(lost))
+        return taken
+
+    def _refuse(self, claim: Claim, refused: Refused) -> DraftResult:
+        if isinstance(refused.reason, FailReason):
+            return self.fail(claim, refused.reason, refused.detail)
+        return self._give_back(
+            claim, RunState.SKIPPED, refused.reason, refused.detail, DraftOutcome.SKIPPED
+        )
+
+    def _write_draft(
+        self, recipe: Recipe, slot: Slot, claim: Claim, snapshot: Snapshot | None
+    ) -> DraftResult:
+        request = self.request_for(recipe, slot, claim.version, snapshot)
         deadline = time.monotonic() + recipe.claim_lease.total_seconds()
 
         def renew() -> bool:
@@ -305,18 +354,30 @@ class DraftingService:
 
     def fail(self, claim: Claim, reason: FailReason, detail: str) -> DraftResult:
         """Give the claim back and close the run as failed, with a readable reason."""
+        return self._give_back(claim, RunState.FAILED, reason, detail, DraftOutcome.FAILED)
+
+    def _give_back(
+        self,
+        claim: Claim,
+        closed: RunState,
+        reason: FailReason | SkipReason,
+        detail: str,
+        outcome: DraftOutcome,
+    ) -> DraftResult:
+        """Give the claim back and close its run as `closed` (failed, or skipped before
+        any model call), with a readable reason."""
         with self.store.transaction() as session:
             run = _run(session, claim.run_id)  # run, then draft: core/store/rows.py
             draft = _own_claim(session, claim)
             if not guarded_delete(session, draft, state=DraftState.CLAIMED, claimed_by=claim.owner):
                 raise LostClaim(f"claim on {claim.draft_key} is no longer held by {claim.owner}")
             now = self.clock.now()
-            note_released(session, draft, actor=claim.owner, at=now, reason=f"failed: {reason}")
+            note_released(session, draft, actor=claim.owner, at=now, reason=f"{closed}: {reason}")
             if run_holds(run, claim.draft_key, RunState.RUNNING):
                 move_run(
                     session,
                     run,
-                    RunState.FAILED,
+                    closed,
                     actor=claim.owner,
                     at=now,
                     reason=reason,
@@ -324,7 +385,7 @@ class DraftingService:
                 )
             else:
                 note_run(session, run, actor=claim.owner, at=now, reason=f"{reason}: {detail}")
-        return DraftResult(DraftOutcome.FAILED, claim.run_id, claim.draft_key, reason, detail)
+        return DraftResult(outcome, claim.run_id, claim.draft_key, reason, detail)
 
 
 def _make_ready(
@@ -366,10 +427,15 @@ def _make_ready(
 
 
 def build_request(
-    recipe: Recipe, slot: Slot, version: int, limit: Fit | None = None
+    recipe: Recipe,
+    slot: Slot,
+    version: int,
+    limit: Fit | None = None,
+    snapshot: Snapshot | None = None,
 ) -> DraftRequest:
     """The model's request; `limit`, the tightest of the recipe's targets, is its
-    system prompt's last line."""
+    system prompt's last line; the run's `snapshot`, if any, follows the prompt in the
+    user turn (core/drafting/source_prompt.py)."""
 
     def render(template: str) -> str:
         return render_template(
@@ -380,7 +446,7 @@ def build_request(
             version=version,
         )
 
-    return DraftRequest(
+    request = DraftRequest(
         model=recipe.model,
         system="\n\n".join(
             part for part in (render(recipe.system), limit and limit_instruction(limit)) if part
@@ -390,6 +456,7 @@ def build_request(
         timeout=recipe.model_timeout,
         recipe=recipe.name,
     )
+    return with_sources(request, snapshot, recipe.max_source_chars)
 
 
 def _own_claim(session: Session, claim: Claim) -> DraftRow:

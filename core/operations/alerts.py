@@ -266,6 +266,13 @@ class AlertService:
                 AlertKind.STRANDED
             )
         with self.store.read() as session:
+            if reason == FailReason.SOURCE_FAILED:  # no model call was made: say which source
+                said = failure_said(session, run.id)
+                return (
+                    f"A required source could not be read: {said or reason.value}. "
+                    "Retry reads it again.",
+                    AlertKind.DRAFTING,
+                )
             cause = last_attempt_cause(session, run.id)
         return f"Drafting failed: {cause or reason.value}.", AlertKind.DRAFTING
 
@@ -353,3 +360,13 @@ def _why(run: RunRow) -> str:
 
 def _minutes(delta: timedelta) -> str:
     return f"{int(delta.total_seconds() // 60)} minutes"
+
+
+def failure_said(session: Session, run_id: str) -> str | None:
+    """The sentence the run's move to `failed` was recorded with (its event's reason)."""
+    return session.exec(
+        select(EventRow.reason)
+        .where(col(EventRow.run_id) == run_id, col(EventRow.to_state) == RunState.FAILED)
+        .order_by(col(EventRow.id).desc())
+        .limit(1)
+    ).first()

@@ -19,7 +19,7 @@ from sqlmodel import Session, col, select
 from core.identity import digest_key
 from core.models import DraftRow, RunRow
 from core.operations.stuck import is_stuck
-from core.policies import EffectStep, FailReason
+from core.policies import EffectStep, FailReason, SkipReason
 from core.ports import MessageRef
 from core.review.feedback import RecipeFeedback, feedback_by_recipe, month_start
 from core.review.window import review_closes_at
@@ -94,6 +94,8 @@ class Digest:
     # approved drafts that missed their time in 24h (§23): nothing published them by
     # slot + publish_late, or their publication failed; each waits on Retry / Cancel
     missed: list[str] = field(default_factory=list)
+    # recipe → runs skipped in 24h because their sources had nothing new (§14)
+    no_news: dict[str, int] = field(default_factory=dict)
 
 
 def build_digest(store: Store, config: Config, now: datetime) -> Digest:
@@ -140,6 +142,7 @@ def build_digest(store: Store, config: Config, now: datetime) -> Digest:
         approvals=_approvals(decided),
         feedback={f.recipe: f for f in said if f.redrafts or f.rejections},
         missed=list(missed),
+        no_news=_no_news(recent),
     )
 
 
@@ -179,6 +182,15 @@ def _skipped(recent: list[tuple[Any, ...]]) -> dict[str, int]:
         if state == RunState.SKIPPED:
             reasons[reason or "unknown"] += count
     return dict(sorted(reasons.items()))
+
+
+def _no_news(recent: list[tuple[Any, ...]]) -> dict[str, int]:
+    """Per recipe: the quiet periods, counted apart from other skips (nothing went wrong)."""
+    quiet: Counter[str] = Counter()
+    for recipe, state, reason, count in recent:
+        if state == RunState.SKIPPED and reason == SkipReason.NO_NEWS:
+            quiet[recipe] += count
+    return dict(sorted(quiet.items()))
 
 
 def _expiring(ready: Sequence[DraftRow], config: Config, now: datetime) -> list[ExpiringDraft]:

@@ -20,7 +20,9 @@ from core.drafting.similarity import similar_post
 from core.models import DraftRow
 from core.ports import (
     BackpressureNotice,
+    BasisItem,
     Clock,
+    DraftBasis,
     MessageRef,
     RecipeRecord,
     ReviewItem,
@@ -31,6 +33,7 @@ from core.review.approvals import approval_progress
 from core.review.redraft_claims import redraft_note
 from core.setup.config import SIMILAR_WARN_DEFAULT, Config
 from core.slots.publish_time import with_publication
+from core.sources.snapshot import stored_snapshot
 from core.states import DRAFT_APPROVED_STATES, DRAFT_DECIDED_STATES, DraftState
 from core.store.engine import Store
 
@@ -77,7 +80,7 @@ def annotate(
     redraft that made the current revision are shown once decided too (who approved); a
     decided one carries where it was published, from its receipts, and an approved one
     waiting for its slot its publication time (docs/design.md §23)."""
-    item = _reviewer_loop(store, config, item)
+    item = _with_basis(store, config, _reviewer_loop(store, config, item))
     if item.state != DraftState.READY:
         with store.read() as session:
             links = published_links(session, [item.draft_key]).get(item.draft_key, [])
@@ -91,6 +94,22 @@ def annotate(
         record = recipe_record(session, item.recipe, now)
     measured = () if fits is None or recipe is None else fits.measure(recipe, item.text)
     return dataclasses.replace(item, similar=similar, record=record, fits=measured)
+
+
+def _with_basis(store: Store, config: Config, item: ReviewItem) -> ReviewItem:
+    """The items the draft was written from, when its recipe has sources (§14)."""
+    recipe = config.recipes.get(item.recipe)
+    if recipe is None or not recipe.sources:
+        return item
+    with store.read() as session:
+        snapshot = stored_snapshot(session, item.run_id)
+    if snapshot is None:
+        return item
+    basis = DraftBasis(
+        items=tuple(BasisItem(i.title, i.link) for i in snapshot.items),
+        left_out=tuple(gone.source for gone in snapshot.left_out),
+    )
+    return dataclasses.replace(item, basis=basis)
 
 
 def _reviewer_loop(store: Store, config: Config, item: ReviewItem) -> ReviewItem:

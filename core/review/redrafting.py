@@ -22,6 +22,7 @@ from core.drafting.fit import FitRule, limit_instruction
 from core.drafting.revisions import keep_revisions, model_author
 from core.drafting.service import worker_name
 from core.drafting.similarity import record_similarity
+from core.drafting.source_prompt import with_sources
 from core.errors import LostClaim, ModelCallFailed
 from core.failpoints import Failpoint, failpoint
 from core.identity import text_hash
@@ -37,6 +38,7 @@ from core.review.redraft_claims import (
     take_over,
 )
 from core.setup.config import Config, Recipe, render_template
+from core.sources.snapshot import stored_snapshot
 from core.store.engine import Store
 from core.store.leases import REDRAFT_CLAIMS, Heartbeat, lease_now, new_owner
 from core.store.transitions import note_draft
@@ -198,7 +200,9 @@ class RedraftService:
                 return None
             limit = self.fits.tightest(recipe) if self.fits is not None else None
             text, note = draft.text or "", claim.note
-            return redraft_request(recipe, run.slot_at, draft.version, text, note, limit)
+            request = redraft_request(recipe, run.slot_at, draft.version, text, note, limit)
+            basis = stored_snapshot(session, run.id) if recipe.sources else None  # §14
+            return with_sources(request, basis, recipe.max_source_chars)
 
     def _begin_attempt(self, recipe: Recipe, claim: RedraftClaim) -> int | None:
         """The attempt row, written before the call under the claim's fence

@@ -34,9 +34,15 @@ from pydantic import (
 
 from core.errors import ConfigError, MissingSecret
 from core.identity import slack_target
-from core.policies import Drafting, DstGap, DstRepeat, OnEmpty, OnSimilar, Overlap
+from core.policies import Drafting, DstGap, DstRepeat, OnEmpty, OnSimilar, Overlap, SourceKind
 from core.setup.durations import parse_duration
-from core.sources.specs import SourceSpec
+from core.sources.specs import (
+    CHANNEL_PATTERN,
+    HTTP_URL_PATTERN,
+    REPO_PATTERN,
+    SOURCE_MODELS,
+    SourceSpec,
+)
 
 Duration = Annotated[
     timedelta, BeforeValidator(lambda v: parse_duration(v) if isinstance(v, str) else v)
@@ -500,11 +506,11 @@ def _validate(model: type[M], raw: Any, label: str, problems: list[str]) -> M | 
     except ValidationError as exc:
         single = isinstance(raw, dict) and isinstance(raw.get("publish"), dict)
         for error in exc.errors():
-            loc = (
-                _publish_loc(error["loc"], single)
-                if error["loc"][:1] == ("publish",)
-                else error["loc"]
-            )
+            loc = error["loc"]
+            if loc[:1] == ("publish",):
+                loc = _publish_loc(loc, single)
+            elif loc[:1] == ("sources",):
+                loc = _source_loc(loc)
             said = _message(error)
             if error["type"] == "extra_forbidden":
                 said = _unknown_key(str(error["loc"][-1]), _keys_at(model, error["loc"]))
@@ -527,6 +533,8 @@ def _keys_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
     if loc[:1] == ("publish",):
         tag = next((part for part in loc[1:] if isinstance(part, str) and part in TARGETS), None)
         return list(TARGETS[tag].model_fields) if tag else ["to"]
+    if loc[:1] == ("sources",) and len(loc) > 2 and loc[2] in SOURCE_MODELS:
+        return list(SOURCE_MODELS[SourceKind(loc[2])].model_fields)
     return [str(f.validation_alias or name) for name, f in model.model_fields.items()]
 
 
@@ -547,6 +555,21 @@ def _publish_loc(loc: tuple[int | str, ...], single: bool) -> tuple[int | str, .
     return (head, *loc[3:])
 
 
+def _source_loc(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
+    """`sources[2].url`, `sources[2].items[1]`: counted from 1 as people count, without
+    the kind pydantic's loc names after the index."""
+    if len(loc) < 2 or not isinstance(loc[1], int):
+        return loc
+    rest = loc[3:] if len(loc) > 2 and loc[2] in SOURCE_MODELS else loc[2:]
+    parts: list[int | str] = [f"sources[{loc[1] + 1}]"]
+    for part in rest:
+        if isinstance(part, int) and parts:
+            parts[-1] = f"{parts[-1]}[{part + 1}]"
+        else:
+            parts.append(part)
+    return tuple(parts)
+
+
 def _checked(model: type[M], raw: Any) -> M:
     """Validate TOML's values as the JSON types they are (strings, integers, booleans,
     arrays, tables), strictly: nothing is converted from one type to another. TOML's
@@ -564,7 +587,13 @@ PATTERN_WORDS = {
     r"^[^|]+$": "must not contain '|'",
     DIGEST_AT_PATTERN: 'want a time of day as HH:MM on a 24-hour clock, like "09:00"',
     r"^https?://": "want a URL that starts with http:// or https://",
+    HTTP_URL_PATTERN: "want a URL that starts with http:// or https://",
+    REPO_PATTERN: 'want a repository as owner/name, like "acme/widget"',
+    CHANNEL_PATTERN: 'want a channel ID like "C0SHIPPED" (Channel details in Slack), not its name',
+    r"^[^\s|][^|]*$": "must not start with a space or contain '|'",
 }
+# What a tagged union's missing tag chooses.
+TAG_WORDS = {"to": "where to publish", "kind": "what it reads: " + ", ".join(SourceKind)}
 TYPE_WORDS = {
     "int_type": "want a whole number, without quotes",
     "bool_type": "want true or false, without quotes",
@@ -593,9 +622,10 @@ def _message(error: Any) -> str:
         return f"want {ctx.get('expected', 'another value')}{got}"
     if kind == "union_tag_invalid":
         key, tag = str(ctx.get("discriminator", "to")).strip("'"), _written(ctx.get("tag"))
-        return f"{key}: want one of {ctx.get('expected_tags')}, got {tag}"
+        return f"{key}: want one of {_tags(str(ctx.get('expected_tags')))}, got {tag}"
     if kind == "union_tag_not_found":
-        return f"missing {str(ctx.get('discriminator', 'to')).strip(chr(39))} (where to publish)"
+        key = str(ctx.get("discriminator", "to")).strip("'")
+        return f"missing {key} ({TAG_WORDS.get(key, 'which kind')})"
     if kind in ("greater_than_equal", "greater_than"):
         bound = ctx.get("ge", ctx.get("gt"))
         return (
@@ -619,6 +649,11 @@ def _message(error: Any) -> str:
     if kind == "string_too_long":
         return f"want at most {ctx.get('max_length')} characters"
     return str(error["msg"]).removeprefix("Value error, ")
+
+
+def _tags(expected: str) -> str:
+    """Pydantic's list of tags, an enum's members as the words written in the file."""
+    return re.sub(r"<\w+\.\w+: '([^']*)'>", r'"\1"', expected)
 
 
 def _written(value: Any) -> str:

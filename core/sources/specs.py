@@ -98,3 +98,11 @@ SourceSpec = Annotated[
     FeedSource | GithubSource | SlackSource | UrlSource | FileSource,
     Field(discriminator="kind"),
 ]
+
+SOURCE_MODELS: dict[SourceKind, type[_SourceBase]] = {
+    SourceKind.FEED: FeedSource,
+    SourceKind.GITHUB: GithubSource,
+    SourceKind.SLACK: SlackSource,
+    SourceKind.URL: UrlSource,
+    SourceKind.FILE: FileSource,
+}

@@ -122,6 +122,23 @@ def _truthy(value: Any) -> bool:
     return value is True or str(value).lower() in ("1", "true")
 
 
+def _top_level(message: dict[str, Any]) -> bool:
+    thread_ts = message.get("thread_ts")
+    return (
+        not thread_ts or thread_ts == message["ts"] or message.get("subtype") == "thread_broadcast"
+    )
+
+
+def _with_thread(message: dict[str, Any], stored: list[dict[str, Any]]) -> dict[str, Any]:
+    """A thread's parent as Slack shows it: thread_ts, reply_count, latest_reply."""
+    replies = [m for m in stored if m.get("thread_ts") == message["ts"] and m is not message]
+    if not replies:
+        return message
+    users = list(dict.fromkeys(str(m.get("user")) for m in replies))
+    thread = {"thread_ts": message["ts"], "reply_count": len(replies), "reply_users": users}
+    return {**message, **thread, "latest_reply": max((m["ts"] for m in replies), key=Decimal)}
+
+
 def _parse(query: str, raw: bytes, content_type: str) -> dict[str, Any]:
     params: dict[str, Any] = dict(parse_qsl(query, keep_blank_values=True))
     text = raw.decode("utf-8", "replace")
@@ -143,6 +160,9 @@ def _parse(query: str, raw: bytes, content_type: str) -> dict[str, Any]:
 
 
 class _Handler(server.Handler["FakeSlack"]):
+    def do_GET(self) -> None:  # noqa: N802
+        self.do_POST()  # Slack takes a read method's arguments in the query string too
+
     def do_POST(self) -> None:  # noqa: N802
         fake = self.server.fake
         path, _, query = self.path.partition("?")
@@ -192,6 +212,7 @@ class FakeSlack(server.FakeServer):
         self._last_post: dict[str, float] = {}  # channel -> monotonic time of last accepted post
         self._last_us = 0
         self.home_views: dict[str, dict[str, Any]] = {}  # user -> the last published Home
+        self.users: dict[str, dict[str, Any]] = {}  # user id -> users.info's "user"
         self.socket_mode: Any = None  # a tests.fakes.socket_mode.FakeSocketMode, once attached
         if self.state_file is not None:
             for channel, msgs in read_messages(self.state_file).items():
@@ -228,13 +249,35 @@ class FakeSlack(server.FakeServer):
             return copy.deepcopy(self._messages.get(channel, []))
 
     def add_message(self, channel: str, text: str = "", *, user: str = "U1", **fields: Any) -> str:
-        """Seed the history (e.g. a human's message); returns its ts."""
+        """Seed the history (e.g. a human's message); returns its ts (`ts=` sets it)."""
         with self._lock:
-            ts = self._next_ts()
+            ts = str(fields.pop("ts", None) or self._next_ts())
             message = {"type": "message", "user": user, "ts": ts, "text": text, "blocks": []}
             self._messages[channel].append({**message, **fields})
             self._persist()
             return ts
+
+    def add_reply(
+        self, channel: str, parent_ts: str, text: str = "", *, user: str = "U1", **fields: Any
+    ) -> str:
+        """Seed a reply in the thread of `parent_ts`; returns its ts."""
+        return self.add_message(
+            channel, text, user=user, thread_ts=parent_ts, parent_user_id=user, **fields
+        )
+
+    def add_user(self, user_id: str, real_name: str, display_name: str = "") -> None:
+        """A person users.info knows, shaped as Slack's user object."""
+        profile = {"real_name": real_name, "display_name": display_name, "team": "T1"}
+        with self._lock:
+            self.users[user_id] = {
+                "id": user_id,
+                "team_id": "T1",
+                "name": (display_name or real_name).lower().replace(" ", "."),
+                "real_name": real_name,
+                "deleted": False,
+                "is_bot": False,
+                "profile": profile,
+            }
 
     # --- used by the handler ---
 
@@ -315,31 +358,64 @@ class FakeSlack(server.FakeServer):
         return {"ok": True, "message_ts": self._next_ts()}  # the call record is the record
 
     def _history(self, p: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+        """Top-level messages newest first, as Slack gives them: a thread's replies are
+        left out (unless also sent to the channel), its parent carries reply_count."""
         if not p.get("channel"):
             return {"ok": False, "error": "channel_not_found"}
+        stored = self._messages.get(p["channel"], [])
+        newest_first = sorted(stored, key=lambda m: Decimal(m["ts"]), reverse=True)
+        top = [_with_thread(m, stored) for m in newest_first if _top_level(m)]
+        return self._page(top, p, newest_first=True)
+
+    def _replies(self, p: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+        """A thread: its parent first, then its replies oldest first (the parent is kept
+        whatever oldest/latest say, as Slack does)."""
+        stored = self._messages.get(str(p.get("channel")), [])
+        parent = next((m for m in stored if m["ts"] == p.get("ts")), None)
+        if parent is None:
+            return {"ok": False, "error": "thread_not_found"}
+        replies = sorted(
+            (m for m in stored if m.get("thread_ts") == parent["ts"] and m is not parent),
+            key=lambda m: Decimal(m["ts"]),
+        )
+        answer = self._page(replies, p, newest_first=False)
+        if "cursor" not in p or not p["cursor"]:
+            answer["messages"].insert(0, _with_thread(parent, stored))
+        return answer
+
+    def _page(
+        self, msgs: list[dict[str, Any]], p: dict[str, Any], *, newest_first: bool
+    ) -> dict[str, Any]:
+        """One page of `msgs` in oldest/latest (exclusive unless inclusive), by cursor."""
         inclusive, lo = _truthy(p.get("inclusive")), Decimal(str(p.get("oldest") or 0))
         hi = Decimal(str(p["latest"])) if p.get("latest") else Decimal("Infinity")
-        before = Decimal("Infinity")  # the cursor: the ts of the last message already returned
+        after = None  # the cursor: the ts of the last message already returned
         if p.get("cursor"):
             try:
-                before = Decimal(
-                    base64.b64decode(str(p["cursor"])).decode().removeprefix("before:")
-                )
+                after = Decimal(base64.b64decode(str(p["cursor"])).decode().removeprefix("next:"))
             except (ValueError, ArithmeticError):
                 return {"ok": False, "error": "invalid_cursor"}
         msgs = [
             m
-            for m in reversed(self._messages.get(p["channel"], []))  # newest first
+            for m in msgs
             if (lo < (ts := Decimal(m["ts"])) < hi or (inclusive and ts in (lo, hi)))
-            and ts < before
+            and (after is None or (ts < after if newest_first else ts > after))
         ]
         limit = int(p.get("limit") or 100)
         page, has_more = msgs[:limit], len(msgs) > limit
         with_metadata = _truthy(p.get("include_all_metadata"))
         out = [{k: v for k, v in m.items() if with_metadata or k != "metadata"} for m in page]
-        cursor = base64.b64encode(f"before:{page[-1]['ts']}".encode()).decode() if has_more else ""
+        cursor = base64.b64encode(f"next:{page[-1]['ts']}".encode()).decode() if has_more else ""
         meta = {"next_cursor": cursor}
         return {"ok": True, "messages": out, "has_more": has_more, "response_metadata": meta}
+
+    def _users_info(self, p: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+        user = self.users.get(str(p.get("user")))
+        return (
+            {"ok": True, "user": copy.deepcopy(user)}
+            if user
+            else {"ok": False, "error": "user_not_found"}
+        )
 
     def _usergroup_users(self, p: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         groups = {**self.usergroups, **(state.get("usergroups") or {})}
@@ -383,6 +459,8 @@ _METHODS: dict[str, Any] = {
     "chat.update": FakeSlack._update,
     "chat.postEphemeral": FakeSlack._post_ephemeral,
     "conversations.history": FakeSlack._history,
+    "conversations.replies": FakeSlack._replies,
+    "users.info": FakeSlack._users_info,
     "usergroups.users.list": FakeSlack._usergroup_users,
     "views.open": FakeSlack._view,
     "views.update": FakeSlack._view,

@@ -1,0 +1,58 @@
+"""The `url` reader: one page's main text, by trafilatura (docs/design.md §14).
+
+One item: the configured URL is its id and its link, the page's main text (navigation,
+footers and scripts left out) its text, so its content hash changes when the page is
+edited. The page says no date the window could trust: the item is undated.
+"""
+
+from __future__ import annotations
+
+from core.sources.fetching import Answer, fetch, source_client
+from core.sources.items import ReadContext, SourceItem, SourceReadError
+from core.sources.plain_text import html_to_text
+from core.sources.specs import UrlSource
+
+_HTML_TYPES = ("text/html", "application/xhtml+xml")
+
+
+def read_page(spec: UrlSource, context: ReadContext) -> list[SourceItem]:
+    with source_client(context, {"Accept": "text/html, text/plain;q=0.8"}) as client:
+        answer = fetch(client, spec.label, spec.url)
+    title, text = page_text(spec.label, answer)
+    return [
+        SourceItem(
+            source=spec.label,
+            item_id=spec.url,
+            title=title or spec.url,
+            link=spec.url,
+            published_at=None,
+            text=text,
+        )
+    ]
+
+
+def page_text(source: str, answer: Answer) -> tuple[str, str]:
+    """(title, main text) of an HTML or plain-text page; SourceReadError for any other."""
+    media_type = answer.headers.get("content-type", "text/html").split(";")[0].strip().lower()
+    if media_type == "text/plain":
+        return "", answer.body.decode(_charset(answer) or "utf-8", "replace").strip()
+    if media_type not in _HTML_TYPES:
+        raise SourceReadError(
+            source, f"{answer.where} is {media_type}, not a web page", retryable=False
+        )
+    import trafilatura  # 1.5 s to import: paid only by a recipe that reads a page
+
+    document = trafilatura.bare_extraction(answer.body, url=answer.url, with_metadata=True)
+    title = str(getattr(document, "title", None) or "")
+    text = str(getattr(document, "text", None) or "")
+    if not text:  # too little for an article: the page's whole text rather than nothing
+        text = html_to_text(answer.body.decode(_charset(answer) or "utf-8", "replace"))
+    return title, text
+
+
+def _charset(answer: Answer) -> str | None:
+    for part in answer.headers.get("content-type", "").split(";")[1:]:
+        key, _, value = part.strip().partition("=")
+        if key.lower() == "charset" and value:
+            return str(value).strip('"')
+    return None

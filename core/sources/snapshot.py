@@ -1,0 +1,162 @@
+"""A run's snapshot (docs/design.md §27): the items it drafts from, stored with the run
+once, before the model is paid for, and read back by every later attempt, take-over,
+batch entry and redraft instead of the network.
+
+The caller holds the run's claim and writes inside its fenced transaction: a holder
+killed between reading and storing leaves nothing, and the next holder reads again. An
+undated item is new the first time its recipe sees it; that sighting is stored in the
+same transaction. Nothing here reads a source or calls the model.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlmodel import Session, col, select
+
+from core.models import SeenSourceItemRow, SnapshotItemRow, SourceSnapshotRow
+from core.sources.items import SourceItem, Window
+from core.store.engine import insert_ignore
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """An optional source that could not be read: the run drafts without it, and says so."""
+
+    source: str
+    answer: str  # one line: the status and what the server said
+
+    def line(self) -> str:
+        return f"{self.source}: {self.answer}"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What one run drafts from: its items in the order the model sees them, and the
+    optional sources left out."""
+
+    items: tuple[SourceItem, ...] = ()
+    left_out: tuple[LeftOut, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not self.items
+
+
+def stored_snapshot(session: Session, run_id: str) -> Snapshot | None:
+    """The run's stored snapshot, or None when none was taken yet (an empty one is not
+    None: its window held nothing)."""
+    taken = session.get(SourceSnapshotRow, run_id)
+    if taken is None:
+        return None
+    rows = session.exec(
+        select(SnapshotItemRow)
+        .where(col(SnapshotItemRow.run_id) == run_id)
+        .order_by(col(SnapshotItemRow.position))
+    ).all()
+    return Snapshot(
+        items=tuple(_item(row) for row in rows), left_out=_parse_left_out(taken.left_out)
+    )
+
+
+def store_snapshot(
+    session: Session,
+    *,
+    recipe: str,
+    run_id: str,
+    owner: str,
+    window: Window,
+    read: Snapshot,
+    now: datetime,
+) -> Snapshot:
+    """Store what was read as the run's snapshot, in the caller's fenced transaction, and
+    return what was stored: undated items seen by an earlier run of the recipe are left
+    out. A snapshot already stored for the run wins (it is returned unchanged)."""
+    if not insert_ignore(
+        session,
+        SourceSnapshotRow,
+        run_id=run_id,
+        taken_by=owner,
+        taken_at=now,
+        window_start=window.start,
+        window_end=window.end,
+        left_out=json.dumps([[gone.source, gone.answer] for gone in read.left_out]),
+    ):
+        stored = stored_snapshot(session, run_id)
+        assert stored is not None
+        return stored
+    kept = tuple(item for item in read.items if _new_to(session, recipe, run_id, item, now))
+    for position, item in enumerate(kept):
+        session.add(_row(run_id, position, item))
+    session.flush()
+    return Snapshot(items=kept, left_out=read.left_out)
+
+
+def _new_to(session: Session, recipe: str, run_id: str, item: SourceItem, now: datetime) -> bool:
+    """A dated item is new when its date is in the window (the reader checked). An undated
+    one is new to the run that first sees it, and to no later run until its content
+    changes: the database decides which run was first, by the sighting's key, and an
+    edit moves the sighting to this run only if no other run moved it first."""
+    if item.published_at is not None:
+        return True
+    digest = item.content_hash
+    if insert_ignore(
+        session,
+        SeenSourceItemRow,
+        recipe=recipe,
+        source=item.source,
+        item_id=item.item_id,
+        content_hash=digest,
+        first_run_id=run_id,
+        first_seen_at=now,
+    ):
+        return True
+    seen = session.get(SeenSourceItemRow, (recipe, item.source, item.item_id))
+    if seen is None or seen.first_run_id == run_id:
+        return seen is not None
+    if seen.content_hash == digest:
+        return False
+    edited = session.execute(
+        sa.update(SeenSourceItemRow)
+        .where(
+            col(SeenSourceItemRow.recipe) == recipe,
+            col(SeenSourceItemRow.source) == item.source,
+            col(SeenSourceItemRow.item_id) == item.item_id,
+            col(SeenSourceItemRow.content_hash) == seen.content_hash,
+        )
+        .values(content_hash=digest, first_run_id=run_id, first_seen_at=now)
+        .returning(col(SeenSourceItemRow.item_id))
+    )
+    return edited.first() is not None
+
+
+def _row(run_id: str, position: int, item: SourceItem) -> SnapshotItemRow:
+    return SnapshotItemRow(
+        run_id=run_id,
+        position=position,
+        source=item.source,
+        item_id=item.item_id,
+        title=item.title,
+        link=item.link,
+        published_at=item.published_at,
+        text=item.text,
+        content_hash=item.content_hash,
+    )
+
+
+def _item(row: SnapshotItemRow) -> SourceItem:
+    return SourceItem(
+        source=row.source,
+        item_id=row.item_id,
+        title=row.title,
+        link=row.link,
+        published_at=row.published_at,
+        text=row.text,
+    )
+
+
+def _parse_left_out(stored: str) -> tuple[LeftOut, ...]:
+    return tuple(LeftOut(str(source), str(answer)) for source, answer in json.loads(stored or "[]"))
