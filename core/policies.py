@@ -199,6 +199,18 @@ class Verdict(StrEnum):
     REJECTED = "rejected"
 
 
+class DecisionKind(StrEnum):
+    """What a person did to a draft or a run that the decision log keeps (`events.decision`,
+    docs/design.md §18): the event row of that act is its one record."""
+
+    APPROVAL = "approval"  # one approval counted; the one that decides moves the draft
+    REJECTION = "rejection"
+    EDIT = "edit"
+    REDRAFT = "redraft"  # a redraft asked for with a note
+    UNAPPROVE = "unapprove"
+    RESOLUTION = "resolution"  # an uncertain or failed run settled, retried, skipped, cancelled
+
+
 class Refusal(StrEnum):
     """Why a click on a draft (approve, reject, edit) did not count."""
 
