@@ -30,6 +30,7 @@ from bot.slack_check import check_slack
 from bot.slack_surface import (
     CountedWebClient,
     SlackDirectory,
+    SlackReviewSurface,
 )
 from bot.socket_link import SocketLink
 from bot.wiring import wire
@@ -39,6 +40,7 @@ from core.operations.digest import Digest, post_digest
 from core.operations.gauges import watch_database
 from core.ports import Clock, MessageRef
 from core.review.redraft_claims import RedraftClaim, expired_redrafts
+from core.review.reminders import remind_waiting
 from core.setup.config import Recipe, load_config
 from core.setup.serving import unserved_targets
 from core.setup.settings import Settings
@@ -109,11 +111,14 @@ class Bot:
         heartbeat = min((r.heartbeat for r in recipes), default=DEFAULT_HEARTBEAT)
         self.services = wire(core, self.client, call_timeout=call_timeout, heartbeat=heartbeat)
         self.core = core
+        self.surface = SlackReviewSurface(self.services.channels, core.config.slack.review_channel)
         self.host = SchedulerHost(
             core, housekeeping_every=housekeeping_every, sweep_every=sweep_every
         )
         self.host.add_interval_job("outbox", self.sync_slack, outbox_every)
         self.host.add_interval_job("reconciler", self.reconcile, outbox_every)
+        reminders = (core.store, core.config, core.clock, self.services.ledger, self.surface)
+        self.host.add_interval_job("reminders", lambda: remind_waiting(*reminders), outbox_every)
         self.host.add_interval_job(  # redrafts whose holder died mid-call (§22)
             "redrafts", self.resume_redrafts, sweep_every or outbox_every
         )

@@ -190,6 +190,7 @@ class EffectStep(StrEnum):
     ALERT = "alert"  # an alert about a run, or a reminder of one
     ALERT_SETTLED = "alert-settled"  # an alert rewritten to say how its run was settled
     DIGEST = "digest"  # the daily operations digest
+    REMINDER = "reminder"  # a waiting draft announced again in its review thread (§18)
 
 
 class Verdict(StrEnum):

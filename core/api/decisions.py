@@ -111,9 +111,10 @@ def read_decisions(
     )
     if since is not None:
         query = query.where(event.at >= since)
-    if recipe is not None:
-        low, high = run_id_range(recipe)
-        query = query.where(event.run_id > low, event.run_id < high)
+    if recipe is not None:  # a prefix test the run-id index cannot serve: the newest
+        # decisions are read in order and the recipe's kept, never all of its events sorted
+        prefix, _ = run_id_range(recipe)
+        query = query.where(sa.func.substr(event.run_id, 1, len(prefix)) == prefix)
     if before is not None:
         query = query.where(sa.tuple_(event.at, event.id) < sa.tuple_(*_anchor(session, before)))
     if limit is not None:
