@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from core.identity import digest_key
-from core.models import DraftRow, RunRow
+from core.models import DraftRow, EventRow, RunRow
 from core.operations.stuck import is_stuck
 from core.policies import EffectStep, FailReason
 from core.ports import MessageRef
@@ -93,6 +93,7 @@ class Digest:
     # approved drafts that missed their time in 24h (§23): nothing published them by
     # slot + publish_late, or their publication failed; each waits on Retry / Cancel
     missed: list[str] = field(default_factory=list)
+    expired_unread: dict[str, int] = field(default_factory=dict)  # recipe → nobody clicked, 24h
 
 
 def build_digest(store: Store, config: Config, now: datetime) -> Digest:
@@ -128,6 +129,7 @@ def build_digest(store: Store, config: Config, now: datetime) -> Digest:
             col(DraftRow.updated_at) >= now - APPROVAL_WINDOW,
             col(DraftRow.state).in_(DRAFT_DECIDED_STATES),
         )
+        unread = _expired_unread(session, now)
         since = month_start(now, config.slack.digest_timezone)
         said = feedback_by_recipe(session, config.recipes, since, "this month").values()
     return Digest(
@@ -139,6 +141,7 @@ def build_digest(store: Store, config: Config, now: datetime) -> Digest:
         approvals=_approvals(decided),
         feedback={f.recipe: f for f in said if f.redrafts or f.rejections},
         missed=list(missed),
+        expired_unread=unread,
     )
 
 
@@ -154,6 +157,27 @@ def _counts(
     grouped = [col(c) + "" for c in columns]
     query = sa.select(*grouped, sa.func.count()).select_from(table).where(*where)
     return [tuple(row) for row in session.connection().execute(query.group_by(*grouped))]
+
+
+def _expired_unread(session: Session, now: datetime) -> dict[str, int]:
+    """Drafts that expired in the last day with no decision of anyone's on record (no
+    approval, rejection, edit or redraft: `events.decision`), per recipe. The last day's
+    expiries by ix_drafts_state_updated; each one's events by its run id."""
+    clicked = sa.exists().where(
+        col(EventRow.run_id) == col(DraftRow.run_id),
+        col(EventRow.subject_id) == col(DraftRow.key),
+        col(EventRow.decision).is_not(None),
+    )
+    rows = session.exec(
+        select(DraftRow.recipe, sa.func.count())
+        .where(
+            col(DraftRow.state) == DraftState.EXPIRED,
+            col(DraftRow.updated_at) >= now - DAY,
+            ~clicked,
+        )
+        .group_by(col(DraftRow.recipe))
+    ).all()
+    return {recipe: int(count) for recipe, count in sorted(rows)}
 
 
 def _stuck(runs: Sequence[RunRow], config: Config, now: datetime) -> list[StuckRun]:

@@ -10,13 +10,21 @@ import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from bot.digest_text import digest_text
 from bot.slack_surface import SlackReviewSurface
+from core.drafting.service import DraftingService
 from core.failpoints import hook
+from core.operations.digest import build_digest
 from core.review.facts import AnnotatedReviewSurface
 from core.review.outbox import ReviewOutbox
+from core.review.queue import edit, expire_overdue_drafts
 from core.review.reminders import remind_waiting
+from core.setup.config import parse_config
+from core.slots.schedule import slot_at_wall
 from core.store.effects import EffectLedger
 from core.store.engine import Store
+from core.testing import FrozenClock, InstantDrafter
+from tests.conftest import config_text
 from tests.harness.worlds import KEY, REVIEW, SLOT, MakeWorld, World
 
 REMIND = 'remind_after = "4h"\nescalate_after = "10h"\ndraft_ahead = "2d"'
@@ -140,3 +148,35 @@ def test_two_replicas_in_the_same_interval_post_one_reminder(
     assert sorted(counts.values()) == [0, 1]
     assert len(replies(world)) == 1
     assert KEY in str(world.effect(f"{KEY}|remind:1:1"))
+
+
+def test_the_digest_counts_drafts_that_expired_with_nobody_clicking(store: Store) -> None:
+    cfg = parse_config(
+        config_text(pending_limit=10).replace("[defaults]\n", '[defaults]\nreview_window = "2h"\n')
+    )
+    clock = FrozenClock(datetime(2026, 11, 2, 9, 5, tzinfo=UTC))
+    recipe = cfg.recipes["weekly-update"]
+    drafting = DraftingService(store, InstantDrafter(), clock=clock, worker="w1")
+    keys = [
+        drafting.draft_slot(recipe, slot_at_wall(recipe, datetime.fromisoformat(wall))).key
+        for wall in ("2026-11-02T09:00", "2026-10-26T09:00")
+    ]
+    unread, edited = keys
+    assert unread is not None and edited is not None
+    said = edit(
+        store,
+        cfg,
+        clock,
+        draft_key=edited,
+        revision=1,
+        text="Edited.",
+        user="U0ANA",
+        permitted=True,
+    )
+    assert said.accepted
+    clock.advance(timedelta(hours=3))
+    assert len(expire_overdue_drafts(store, cfg, clock)) == 2
+
+    digest = build_digest(store, cfg, clock.now())
+    assert digest.expired_unread == {"weekly-update": 1}
+    assert "Expired with nobody's click (24h): *weekly-update* 1" in digest_text(digest)
