@@ -10,10 +10,14 @@ import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import sqlalchemy as sa
+from sqlmodel import col
+
 from bot.digest_text import digest_text
 from bot.slack_surface import SlackReviewSurface
 from core.drafting.service import DraftingService
 from core.failpoints import hook
+from core.models import DraftRow
 from core.operations.digest import build_digest
 from core.review.facts import AnnotatedReviewSurface
 from core.review.outbox import ReviewOutbox
@@ -25,6 +29,7 @@ from core.store.effects import EffectLedger
 from core.store.engine import Store
 from core.testing import FrozenClock, InstantDrafter
 from tests.conftest import config_text
+from tests.harness.slack_harness import PEOPLE
 from tests.harness.worlds import KEY, REVIEW, SLOT, MakeWorld, World
 
 REMIND = 'remind_after = "4h"\nescalate_after = "10h"\ndraft_ahead = "2d"'
@@ -180,3 +185,19 @@ def test_the_digest_counts_drafts_that_expired_with_nobody_clicking(store: Store
     digest = build_digest(store, cfg, clock.now())
     assert digest.expired_unread == {"weekly-update": 1}
     assert "Expired with nobody's click (24h): *weekly-update* 1" in digest_text(digest)
+
+
+def test_the_bot_runs_the_reminders_pass_and_replies_in_the_review_thread(
+    start_bot: Any, db_url: str
+) -> None:
+    h = start_bot(db_url, slack=PEOPLE, defaults='remind_after = "4h"')
+    key, message = h.draft_and_post()
+    with h.store.transaction() as session:  # it has waited four hours and a minute
+        waited = h.bot.core.clock.now() - timedelta(hours=4, minutes=1)
+        session.execute(sa.update(DraftRow).where(col(DraftRow.key) == key).values(ready_at=waited))
+
+    h.bot.host.scheduler.get_job("reminders").func()
+
+    [reply] = [m for m in h.slack.messages(REVIEW) if m.get("thread_ts")]
+    assert reply["thread_ts"] == message["ts"]
+    assert "<@U0EDITOR>" in reply["text"] and "<!subteam^S0EDITORS>" in reply["text"]
