@@ -78,7 +78,7 @@ def read_decisions(
     session: Session,
     config: Config,
     *,
-    since: datetime | None = None,
+    since: datetime | date | str | None = None,
     recipe: str | None = None,
     limit: int | None = 100,
     before: int | None = None,
@@ -86,10 +86,28 @@ def read_decisions(
     """Decisions newest first: at or after `since`, of `recipe`, below the decision
     `before` (the last `id` of the previous page), at most `limit` (None: all)."""
     event = EventRow.__table__.c  # type: ignore[attr-defined]
+    query = _decisions().order_by(event.at.desc(), event.id.desc())
+    if since is not None:
+        query = query.where(event.at >= since_instant(since))
+    if recipe is not None:  # a prefix test the run-id index cannot serve: the newest
+        # decisions are read in order and the recipe's kept, never all of its events sorted
+        prefix, _ = run_id_range(recipe)
+        query = query.where(sa.func.substr(event.run_id, 1, len(prefix)) == prefix)
+    if before is not None:
+        query = query.where(sa.tuple_(event.at, event.id) < sa.tuple_(*_anchor(session, before)))
+    if limit is not None:
+        query = query.limit(limit)
+    return DecisionList(_view(row, config) for row in session.execute(query))
+
+
+def _decisions() -> sa.Select[Any]:
+    """Every decision event, with the draft it is about (a resolution's: its run's) and
+    the text hash of the revision it names."""
+    event = EventRow.__table__.c  # type: ignore[attr-defined]
     draft_key = sa.case(
         (event.subject == EventSubject.DRAFT, event.subject_id), else_=col(RunRow.draft_key)
     )
-    query = (
+    return (
         sa.select(
             event.id,
             event.at,
@@ -107,19 +125,7 @@ def read_decisions(
         .select_from(EventRow.__table__)  # type: ignore[attr-defined]
         .outerjoin(RunRow, col(RunRow.id) == event.run_id)
         .where(event.decision.is_not(None))
-        .order_by(event.at.desc(), event.id.desc())
     )
-    if since is not None:
-        query = query.where(event.at >= since)
-    if recipe is not None:  # a prefix test the run-id index cannot serve: the newest
-        # decisions are read in order and the recipe's kept, never all of its events sorted
-        prefix, _ = run_id_range(recipe)
-        query = query.where(sa.func.substr(event.run_id, 1, len(prefix)) == prefix)
-    if before is not None:
-        query = query.where(sa.tuple_(event.at, event.id) < sa.tuple_(*_anchor(session, before)))
-    if limit is not None:
-        query = query.limit(limit)
-    return DecisionList(_view(row, config) for row in session.execute(query))
 
 
 def _anchor(session: Session, before: int) -> tuple[datetime, int]:

@@ -374,19 +374,13 @@ class Galley:
     ) -> DecisionList:
         """The decision log, newest first (§18): who approved, rejected, edited, redrafted,
         unapproved or settled what, when, on which revision; `before` pages by `id`."""
-        from core.api.decisions import read_decisions, since_instant
+        from core.api.decisions import read_decisions
 
-        start = since_instant(since) if since is not None else None
         with self._services.store.read() as session:
-            found = read_decisions(
-                session,
-                self._services.config,
-                since=start,
-                recipe=recipe,
-                limit=limit,
-                before=before,
+            config = self._services.config
+            return read_decisions(
+                session, config, since=since, recipe=recipe, limit=limit, before=before
             )
-        return found
 
     def run_now(self, recipe_name: str) -> DraftResult:
         """`/galley run`: draft the recipe's most recent slot now."""
