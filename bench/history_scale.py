@@ -45,6 +45,7 @@ from core.ports import (
     PostQuery,
     Publication,
     ReviewItem,
+    ReviewReminder,
     RunAlert,
 )
 from core.publishing.service import PublishingService
@@ -92,6 +93,9 @@ class CountingWorld:
         return self._call()
 
     def alert(self, alert: RunAlert) -> MessageRef:
+        return self._call()
+
+    def remind(self, reminder: ReviewReminder) -> MessageRef:
         return self._call()
 
     @property

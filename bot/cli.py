@@ -26,6 +26,7 @@ import typer
 from rich.console import Console
 
 from core.errors import (
+    BadDecisionQuery,
     ConfigError,
     DatabaseNotReady,
     DatabaseUnavailable,
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 USAGE_ERRORS = (
+    BadDecisionQuery,
     ConfigError,
     UnknownRecipe,
     UnknownRun,
@@ -466,5 +468,6 @@ def main() -> None:
 # it registers them on `app`.
 # Commands kept in their own modules register on `app` (they import it from here).
 from bot import cli_calendar as _calendar  # noqa: E402, F401
+from bot import cli_decisions as _decisions  # noqa: E402, F401
 from bot import cli_review  # noqa: E402, F401
 from bot import cli_sources as _sources  # noqa: E402, F401

@@ -29,6 +29,9 @@ def digest_text(digest: Digest) -> str:
     if digest.expiring:
         soon = (f"{_code(d.run_id)} (expires {d.expires:%m-%d %H:%M} UTC)" for d in digest.expiring)
         lines.append(f"• About to expire unreviewed: {', '.join(soon)}")
+    if digest.expired_unread:
+        unread = (f"{_bold(name)} {n}" for name, n in digest.expired_unread.items())
+        lines.append(f"• Expired with nobody's click (24h): {', '.join(unread)}")
     if digest.approvals:
         rates = (
             f"{_bold(name)} {approved}/{total} ({approved / total:.0%})"

@@ -31,7 +31,12 @@ from bot.home_tab import HomeTab
 from bot.pools import Pool
 from bot.server import timed_ack, web_app
 from bot.slack_check import check_slack
-from bot.slack_surface import CountedWebClient, SlackChannels, SlackDirectory
+from bot.slack_surface import (
+    CountedWebClient,
+    SlackChannels,
+    SlackDirectory,
+    SlackReviewSurface,
+)
 from bot.socket_link import SocketLink
 from bot.wiring import Publishers, wire
 from bot.work import Work
@@ -40,6 +45,7 @@ from core.errors import ConfigError, GalleyError, PortUnavailable
 from core.operations.digest import Digest, post_digest
 from core.operations.gauges import watch_database
 from core.ports import Clock, MessageRef
+from core.review.reminders import remind_waiting
 from core.setup.config import load_config
 from core.setup.serving import unserved_targets
 from core.setup.settings import Settings
@@ -81,6 +87,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("pending", "host.settle_stale_pending", Every.HOUSEKEEPING, Pool.HOUSEKEEPING),
     Pass("expiry", "host.expire", Every.HOUSEKEEPING, Pool.HOUSEKEEPING),
     Pass("deliveries", "forget_deliveries", Every.HOUSEKEEPING, Pool.HOUSEKEEPING),
+    Pass("reminders", "remind_reviewers", Every.OUTBOX, Pool.SLACK),  # §18: remind_after
 )
 
 
@@ -147,6 +154,7 @@ class Bot:
         self.host = SchedulerHost(core)
         self.work = Work(self.services, self.host)
         self.batches = core.batch_pass(later=self.host.drafting.take)
+        self.surface = SlackReviewSurface(self.services.channels, core.config.slack.review_channel)
         self.bolt = App(
             client=self.client,
             signing_secret=_secret(settings.slack_signing_secret),
@@ -201,6 +209,11 @@ class Bot:
         finally:
             self.services.alerts.sweep()
             self.services.alerts.settle_resolved()
+
+    def remind_reviewers(self) -> None:
+        """Reminders and escalations due now, in their review messages' threads."""
+        core = self.core
+        remind_waiting(core.store, core.config, core.clock, self.services.ledger, self.surface)
 
     def forget_deliveries(self) -> None:
         """Inbound deliveries old enough that Slack no longer retries them."""

@@ -17,6 +17,7 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
+from bot.alert_blocks import mention
 from bot.blocks import (
     DRAFT_EVENT_TYPE,
     backpressure_text,
@@ -27,7 +28,7 @@ from bot.blocks import (
 from bot.review_facts import Permalink, fact_lines
 from core.errors import EffectNotSent, EffectOutcomeUnknown, LookupUnavailable, MessageGone
 from core.http_calls import never_sent, retry_after_seconds
-from core.ports import BackpressureNotice, MessageRef, ReviewItem
+from core.ports import BackpressureNotice, MessageRef, ReviewItem, ReviewReminder
 from core.telemetry import observe
 
 POSTS_PER_CHANNEL_SECONDS = 1.05  # Slack allows about one message per second per channel;
@@ -192,6 +193,23 @@ class SlackReviewSurface:
 
     def find_review(self, draft_key: str) -> MessageRef | None:
         return self.channels.find(self.channel, DRAFT_EVENT_TYPE, "draft_key", draft_key)
+
+    def remind(self, reminder: ReviewReminder) -> MessageRef:
+        """`core.ports.ReviewThread`: a reply in the review message's thread."""
+        text = reminder_text(reminder)
+        ref = reminder.thread
+        return self.channels.post(ref.channel, text=text, thread_ts=ref.ts, unfurl_links=False)
+
+
+def reminder_text(reminder: ReviewReminder) -> str:
+    """`Still waiting for review after 4 hours: <@U…> <!subteam^S…>`."""
+    hours = int(reminder.waiting.total_seconds() // 3600)
+    waited = (
+        f"{hours} hours" if hours >= 2 else f"{int(reminder.waiting.total_seconds() // 60)} minutes"
+    )
+    who = " ".join(mention(slack_id) for slack_id in reminder.mentions)
+    head = "Waiting for review too long" if reminder.escalated else "Still waiting for review"
+    return f"{head} after {waited} (revision {reminder.revision}). {who}".rstrip()
 
 
 def api_method(bound: Any) -> str:

@@ -29,6 +29,10 @@ class UnknownRun(GalleyError):
     """A command named a run id that is not in the database."""
 
 
+class BadDecisionQuery(GalleyError):
+    """`galley decisions`: a `--since` that is not a date, a `--before` not in the log."""
+
+
 class NotPermitted(GalleyError):
     """The person acting may not do this: not an approver, or not an admin."""
 

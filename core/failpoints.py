@@ -32,6 +32,7 @@ class Failpoint(StrEnum):
     BEFORE_REVIEW_POST = "before_review_post"
     AFTER_REVIEW_POST = "after_review_post"
     AFTER_APPROVAL_COUNTED = "after_approval_counted"
+    REMINDERS_DUE_READ = "reminders_due_read"  # waiting drafts read, no reminder begun yet
     AFTER_REDRAFT_REPLY = "after_redraft_reply"
     AFTER_REDRAFT_COMMIT = "after_redraft_commit"
     UNAPPROVE_READ = "unapprove_read"

@@ -192,6 +192,17 @@ def digest_key(day: str) -> str:
     return f"{DIGEST_PREFIX}{KEY_MARK}{day}"
 
 
+def review_reminder_key(draft: str, revision: int, interval: int) -> str:
+    """`<draft key>|remind:<revision>:<n>`: the reminder of the n-th `remind_after` that one
+    revision has waited, posted once across replicas (docs/design.md §18)."""
+    return f"{draft}|remind:{revision}:{interval}"
+
+
+def review_escalation_key(draft: str, waiting_since: datetime) -> str:
+    """`<draft key>|escalate:<ready since>`: `alert_mentions` pinged once per wait."""
+    return f"{draft}|escalate:{waiting_since.isoformat()}"
+
+
 def redraft_key(draft: str, revision: int) -> str:
     """`<draft key>|redraft:<revision>`: one reviewer's redraft of one revision, claimed
     once however often the request is delivered (docs/design.md §22)."""

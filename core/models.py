@@ -316,6 +316,9 @@ class EventRow(SQLModel, table=True):
     """One line of history: who or what changed which state, when and why."""
 
     __tablename__ = "events"
+    __table_args__ = (  # the decision log, newest first, keyset (core/review/decision_log.py)
+        _partial_index("ix_events_decisions", "at", "id", where="decision IS NOT NULL"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     at: datetime = _utc(nullable=False)
@@ -326,6 +329,8 @@ class EventRow(SQLModel, table=True):
     to_state: str = Field(max_length=32)
     actor: str = Field(max_length=200)
     reason: str | None = None
+    decision: str | None = Field(default=None, max_length=16)  # a DecisionKind: a person's act
+    revision: int | None = None  # the draft revision that decision was about
 
 
 class DeliveryRow(SQLModel, table=True):

@@ -190,6 +190,7 @@ class EffectStep(StrEnum):
     ALERT = "alert"  # an alert about a run, or a reminder of one
     ALERT_SETTLED = "alert-settled"  # an alert rewritten to say how its run was settled
     DIGEST = "digest"  # the daily operations digest
+    REMINDER = "reminder"  # a waiting draft announced again in its review thread (§18)
 
 
 class Verdict(StrEnum):
@@ -197,6 +198,18 @@ class Verdict(StrEnum):
 
     APPROVED = "approved"
     REJECTED = "rejected"
+
+
+class DecisionKind(StrEnum):
+    """What a person did to a draft or a run that the decision log keeps (`events.decision`,
+    docs/design.md §18): the event row of that act is its one record."""
+
+    APPROVAL = "approval"  # one approval counted; the one that decides moves the draft
+    REJECTION = "rejection"
+    EDIT = "edit"
+    REDRAFT = "redraft"  # a redraft asked for with a note
+    UNAPPROVE = "unapprove"
+    RESOLUTION = "resolution"  # an uncertain or failed run settled, retried, skipped, cancelled
 
 
 class Refusal(StrEnum):

@@ -209,6 +209,28 @@ class ReviewSurface(Protocol):
 
 
 @dataclass(frozen=True)
+class ReviewReminder:
+    """A draft still waiting, announced again in its review message's thread: whom to
+    ping (approvers who have not approved, or `alert_mentions` when it is escalated)."""
+
+    thread: MessageRef  # the review message
+    draft_key: str
+    recipe: str
+    revision: int
+    waiting: timedelta  # since it became ready for review
+    mentions: list[str]
+    escalated: bool = False
+
+
+class ReviewThread(Protocol):
+    """Replies in a review message's thread (the bot's Slack review surface)."""
+
+    def remind(self, reminder: ReviewReminder) -> MessageRef:
+        """Post the reminder in its thread; the reply's reference."""
+        ...
+
+
+@dataclass(frozen=True)
 class Publication:
     """What leaves the building: approved text, bound to its effect key."""
 

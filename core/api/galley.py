@@ -19,7 +19,7 @@ plots in `core/api/plots.py`.
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime
+from datetime import date, datetime
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -64,6 +64,7 @@ from core.store.engine import Store
 
 if TYPE_CHECKING:  # loaded by the operations that use them: reads stay light
     from core.api.calendar import Calendar
+    from core.api.decisions import DecisionList
     from core.api.desk import Desk
     from core.api.plots import Plots
     from core.api.source_preview import SourcesPreview
@@ -374,6 +375,24 @@ class Galley:
         """Receipts of Slack posts and publications, with their external ids."""
         with self._services.store.transaction() as session:
             return list_effects(session, run_id=run, state=state, limit=limit)
+
+    def decisions(
+        self,
+        since: datetime | date | str | None = None,
+        *,
+        recipe: str | None = None,
+        limit: int | None = 1000,
+        before: int | None = None,
+    ) -> DecisionList:
+        """The decision log, newest first (§18): who approved, rejected, edited, redrafted,
+        unapproved or settled what, when, on which revision; `before` pages by `id`."""
+        from core.api.decisions import read_decisions
+
+        with self._services.store.read() as session:
+            config = self._services.config
+            return read_decisions(
+                session, config, since=since, recipe=recipe, limit=limit, before=before
+            )
 
     def run_now(self, recipe_name: str) -> DraftResult:
         """`/galley run`: draft the recipe's most recent slot now."""

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from core.identity import digest_key
-from core.models import DraftRow, RunRow
+from core.models import DraftRow, EventRow, RunRow
 from core.operations.stuck import is_stuck
 from core.policies import EffectStep, FailReason, SkipReason
 from core.ports import MessageRef
@@ -96,6 +96,7 @@ class Digest:
     missed: list[str] = field(default_factory=list)
     # recipe → runs skipped in 24h because their sources had nothing new (§14)
     no_news: dict[str, int] = field(default_factory=dict)
+    expired_unread: dict[str, int] = field(default_factory=dict)  # recipe → nobody clicked, 24h
 
 
 def build_digest(store: Store, config: Config, now: datetime) -> Digest:
@@ -131,6 +132,7 @@ def build_digest(store: Store, config: Config, now: datetime) -> Digest:
             col(DraftRow.updated_at) >= now - APPROVAL_WINDOW,
             col(DraftRow.state).in_(DRAFT_DECIDED_STATES),
         )
+        unread = _expired_unread(session, now)
         since = month_start(now, config.slack.digest_timezone)
         said = feedback_by_recipe(session, config.recipes, since, "this month").values()
     return Digest(
@@ -143,6 +145,7 @@ def build_digest(store: Store, config: Config, now: datetime) -> Digest:
         feedback={f.recipe: f for f in said if f.redrafts or f.rejections},
         missed=list(missed),
         no_news=_no_news(recent),
+        expired_unread=unread,
     )
 
 
@@ -158,6 +161,27 @@ def _counts(
     grouped = [col(c) + "" for c in columns]
     query = sa.select(*grouped, sa.func.count()).select_from(table).where(*where)
     return [tuple(row) for row in session.connection().execute(query.group_by(*grouped))]
+
+
+def _expired_unread(session: Session, now: datetime) -> dict[str, int]:
+    """Drafts that expired in the last day with no decision of anyone's on record (no
+    approval, rejection, edit or redraft: `events.decision`), per recipe. The last day's
+    expiries by ix_drafts_state_updated; each one's events by its run id."""
+    clicked = sa.exists().where(
+        col(EventRow.run_id) == col(DraftRow.run_id),
+        col(EventRow.subject_id) == col(DraftRow.key),
+        col(EventRow.decision).is_not(None),
+    )
+    rows = session.exec(
+        select(DraftRow.recipe, sa.func.count())
+        .where(
+            col(DraftRow.state) == DraftState.EXPIRED,
+            col(DraftRow.updated_at) >= now - DAY,
+            ~clicked,
+        )
+        .group_by(col(DraftRow.recipe))
+    ).all()
+    return {recipe: int(count) for recipe, count in sorted(rows)}
 
 
 def _stuck(runs: Sequence[RunRow], config: Config, now: datetime) -> list[StuckRun]:

@@ -15,14 +15,14 @@ from sqlmodel import Session, col, select
 from core.errors import UnknownRun
 from core.identity import publish_effect_key
 from core.models import DraftRow, EffectRow, RunRow
-from core.policies import EffectStep, FailReason, Finding
+from core.policies import DecisionKind, EffectStep, FailReason, Finding
 from core.ports import Clock
 from core.publishing.targets import REOPENED, all_published
 from core.setup.config import Config
 from core.states import DraftState, EffectState, RunState, run_may_move
 from core.store.engine import Store
 from core.store.rows import lock_draft_of, lock_effect, lock_run
-from core.store.transitions import move_draft, move_effect, move_run
+from core.store.transitions import Decided, move_draft, move_effect, move_run
 
 __all__ = ["Finding", "Resolver"]
 
@@ -54,7 +54,16 @@ class Resolver:
             recipe = self.config.recipes[run.recipe]  # _uncertain found its publish keys
             if not all_published(session, recipe, draft.key if draft else ""):
                 why = f"{actor} marked {', '.join(e.key for e in effects)} published"
-                move_run(session, run, RunState.PUBLISHING, actor=actor, at=now, detail=why)
+                settled = _resolution(draft)
+                move_run(
+                    session,
+                    run,
+                    RunState.PUBLISHING,
+                    actor=actor,
+                    at=now,
+                    detail=why,
+                    decision=settled,
+                )
                 return f"`{run_id}`: marked published there; its other targets publish next."
             if draft is not None and draft.state == DraftState.APPROVED:
                 move_draft(session, draft, DraftState.PUBLISHED, actor=actor, at=now)
@@ -65,6 +74,7 @@ class Resolver:
                 actor=actor,
                 at=now,
                 detail="marked published by a person",
+                decision=_resolution(draft),
             )
         return f"`{run_id}` marked published. Nothing will be sent again."
 
@@ -92,7 +102,10 @@ class Resolver:
                 busy = f"`{run.id}`'s publication {effect.key} is {effect.state}"
                 return f"{busy}: a pass is already acting on it."
         why = f"{actor} asked for a retry after {run.reason}"
-        move_run(session, run, RunState.PUBLISHING, actor=actor, at=self.clock.now(), detail=why)
+        now, retried = self.clock.now(), _resolution(draft)
+        move_run(
+            session, run, RunState.PUBLISHING, actor=actor, at=now, detail=why, decision=retried
+        )
         return f"`{run.id}` will be published once more, under the same key."
 
     def cancel(self, run_id: str, *, actor: str) -> str:
@@ -125,6 +138,7 @@ class Resolver:
                 actor=actor,
                 at=now,
                 reason=f"completed effects: {completed}",
+                decision=_resolution(draft),
             )
             publishing = any(e.step == EffectStep.PUBLISH for e in effects)
             if draft is not None and _leaves_review(draft.state, publishing):
@@ -179,7 +193,7 @@ class Resolver:
     def skip(self, run_id: str, *, actor: str) -> str:
         """Give up on a failed run's slot: nobody will draft it again."""
         with self.store.transaction() as session:
-            run, _ = self._locked(session, run_id)
+            run, draft = self._locked(session, run_id)
             if run.state != RunState.FAILED:
                 return f"`{run_id}` is {run.state}, not failed: nothing to skip."
             move_run(
@@ -189,6 +203,7 @@ class Resolver:
                 actor=actor,
                 at=self.clock.now(),
                 reason=f"skipped by {actor} after failing ({run.reason})",
+                decision=_resolution(draft),
             )
         return f"`{run_id}` skipped. It will not be drafted again."
 
@@ -198,7 +213,7 @@ class Resolver:
             found = self._uncertain(session, run_id)
             if isinstance(found, str):
                 return found
-            run, _, effects = found
+            run, draft, effects = found
             now = self.clock.now()
             for effect in effects:
                 effect.claimed_by = effect.lease_until = None
@@ -211,7 +226,10 @@ class Resolver:
                     run_id=run_id,
                     reason=why,
                 )
-            move_run(session, run, RunState.PUBLISHING, actor=actor, at=now, detail=why)
+            again = _resolution(draft)
+            move_run(
+                session, run, RunState.PUBLISHING, actor=actor, at=now, detail=why, decision=again
+            )
         return f"`{run_id}` will be published once more, under the same key."
 
     def _uncertain(
@@ -242,6 +260,11 @@ class Resolver:
         if recipe is None or run.draft_key is None:
             return []
         return [publish_effect_key(run.draft_key, target.target) for target in recipe.targets]
+
+
+def _resolution(draft: DraftRow | None) -> Decided:
+    """A person's settling of a run, about the revision its draft holds."""
+    return Decided(DecisionKind.RESOLUTION, draft.revision if draft is not None else None)
 
 
 def _leaves_review(state: DraftState, publishing: bool) -> bool:

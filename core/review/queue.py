@@ -17,7 +17,7 @@ from core.drafting.revisions import keep_revisions
 from core.failpoints import Failpoint, failpoint
 from core.identity import text_hash
 from core.models import DraftRow, RecipeRow, RunRow
-from core.policies import ExpiryReason, FollowUp, Refusal, Verdict
+from core.policies import DecisionKind, ExpiryReason, FollowUp, Refusal, Verdict
 from core.ports import Clock, ReviewItem
 from core.publishing.missed_slots import expire_missed, missed_slot_note
 from core.publishing.targets import frozen_text, sends_begun
@@ -38,7 +38,7 @@ from core.store.rows import (
     run_of_draft,
     run_row,
 )
-from core.store.transitions import move_draft, move_run, note_draft
+from core.store.transitions import Decided, move_draft, move_run, note_draft
 
 EXPIRY_ACTOR = "expiry"
 EXPIRY_BATCH = 1000  # ready drafts one pass reads, oldest first
@@ -165,17 +165,21 @@ def decide(
         if measured is not None and measured.reason is not None:
             item = review_item(draft, run)
             return ReviewAnswer(False, measured.reason, draft_key, item, Refusal.DOES_NOT_FIT)
+        kind = DecisionKind.APPROVAL if approving else DecisionKind.REJECTION
         if verdict == Verdict.APPROVED:  # approvals_required people of this revision decide
             counted = count_approval(session, config, draft, user, now)
             failpoint(Failpoint.AFTER_APPROVAL_COUNTED)  # tests: a second approver arrives here
             if isinstance(counted, Refusal):
                 return _refused(draft_key, counted, review_item(draft, run))
-            if not counted.decided:
+            if not counted.decided:  # counted, not deciding: the log keeps it all the same
+                said, approval = progress_sentence(counted), Decided(kind, draft.revision)
+                note_draft(session, draft, actor=user, at=now, reason=said, decision=approval)
                 waiting = dataclasses.replace(review_item(draft, run), approvals=counted)
                 return ReviewAnswer(True, progress_sentence(counted), draft_key, waiting)
         draft.decided_by, draft.decided_at, draft.decision_reason = user, now, reason
         target = DraftState.APPROVED if verdict == Verdict.APPROVED else DraftState.REJECTED
-        move_draft(session, draft, target, actor=user, at=now, reason=reason)
+        decided = Decided(kind, draft.revision)
+        move_draft(session, draft, target, actor=user, at=now, reason=reason, decision=decided)
         follow_up = _close_run(session, run, verdict, config, user, now, reason)
         item = review_item(draft, run)
         return ReviewAnswer(True, f"{verdict.capitalize()}.", draft_key, item, None, follow_up)
@@ -209,7 +213,9 @@ def edit(
         draft.decision_reason = None  # a notice about the old revision no longer applies
         draft.updated_at = now
         session.add(draft)
-        note_draft(session, draft, actor=user, at=now, reason=f"edited: revision {draft.revision}")
+        edited = Decided(DecisionKind.EDIT, draft.revision)
+        why = f"edited: revision {draft.revision}"
+        note_draft(session, draft, actor=user, at=now, reason=why, decision=edited)
         saved = f"Saved as revision {draft.revision}."
         return ReviewAnswer(True, saved, draft_key, review_item(draft, run))
 

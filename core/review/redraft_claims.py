@@ -21,12 +21,13 @@ from core.drafting.gate import tokens_today
 from core.errors import LostClaim
 from core.identity import redraft_key
 from core.models import AttemptRow, DraftRow, RedraftRow
-from core.policies import AttemptCause, AttemptOutcome, RedraftState, Refusal
+from core.policies import AttemptCause, AttemptOutcome, DecisionKind, RedraftState, Refusal
 from core.ports import Clock, RedraftNote
 from core.setup.config import Recipe
 from core.store import leases
 from core.store.engine import Store
 from core.store.leases import REDRAFT_CLAIMS, claim_new, lapsed_keys, lease_now, release, renew
+from core.store.transitions import Decided, note_draft
 
 SWEEP_BATCH = 50
 
@@ -68,7 +69,8 @@ def claim_redraft(
     if limit is not None:
         return limit
     if existing is not None:
-        return _ask_again(session, existing, note, user, owner, now + recipe.takeover_after)
+        again = _ask_again(session, existing, note, user, owner, now + recipe.takeover_after)
+        return _logged(session, draft, again, now)
     claim = RedraftClaim(
         key, draft.key, draft.run_id, draft.recipe, draft.revision, note, user, owner
     )
@@ -76,7 +78,18 @@ def claim_redraft(
     lease = recipe.takeover_after
     if not claim_new(session, REDRAFT_CLAIMS, owner, lease, now, created_at=now, **columns):
         return Refusal.REDRAFTING, f"revision {draft.revision} is being redrafted already"
-    return claim
+    return _logged(session, draft, claim, now)
+
+
+def _logged(
+    session: Session, draft: DraftRow, asked: RedraftClaim | tuple[Refusal, str], now: datetime
+) -> RedraftClaim | tuple[Refusal, str]:
+    """A redraft asked for (not a claim taken over) is a decision the log keeps."""
+    if isinstance(asked, RedraftClaim):
+        request = Decided(DecisionKind.REDRAFT, asked.from_revision)
+        note = asked.note[:2000]
+        note_draft(session, draft, actor=asked.requested_by, at=now, reason=note, decision=request)
+    return asked
 
 
 def _ask_again(

@@ -13,7 +13,7 @@ from sqlmodel import Session, col, select
 from core.drafting.revisions import renumber_revision
 from core.failpoints import Failpoint, failpoint
 from core.models import DraftRow, RunRow
-from core.policies import Refusal
+from core.policies import DecisionKind, Refusal
 from core.ports import Clock
 from core.review.queue import ReviewAnswer, review_item
 from core.setup.config import Config
@@ -21,7 +21,7 @@ from core.states import DraftState, RunState
 from core.store.engine import Store
 from core.store.leases import lease_now
 from core.store.rows import lock_draft, lock_recipe, lock_run, required, run_holds
-from core.store.transitions import move_draft, move_run
+from core.store.transitions import Decided, move_draft, move_run
 
 UNDER_WAY = (RunState.PUBLISHING, RunState.UNCERTAIN, RunState.SUCCEEDED)
 
@@ -55,11 +55,14 @@ def unapprove(
             return _refused(draft_key, reason, sentence, draft, run)
         failpoint(Failpoint.UNAPPROVE_READ)  # tests: the publish start racing this click
         why = f"unapproved by {user}"
+        taken_back = Decided(DecisionKind.UNAPPROVE, draft.revision)  # the approved revision
         renumber_revision(session, draft, at=now)  # the same text, its author kept
         draft.decided_by = draft.decided_at = None
         draft.decision_reason = f"Back for review: approval taken back by {user}."
         draft.ready_at = now  # a full review window again, from now
-        move_draft(session, draft, DraftState.READY, actor=user, at=now, reason=why)
+        move_draft(
+            session, draft, DraftState.READY, actor=user, at=now, reason=why, decision=taken_back
+        )
         run.publish_at = None
         move_run(session, run, RunState.AWAITING_REVIEW, actor=user, at=now, detail=why)
         item = review_item(draft, run)

@@ -302,6 +302,8 @@ class RecipeSettings(_Strict):
     approvals_required: int = Field(default=1, ge=1)  # §22: distinct approvers of one revision
     editor_may_approve: bool = True  # §22: false: whoever edited a revision cannot approve it
     max_redrafts: int = Field(default=3, ge=0)  # §22: reviewer-requested redrafts per draft
+    remind_after: Duration | None = None  # §18: a waiting draft announced again this often
+    escalate_after: Duration | None = None  # §18: waiting this long pings alert_mentions once
     draft_ahead: ZeroOrDuration = timedelta(0)  # §11: drafted this long ahead, published at slot
     publish_late: Duration = timedelta(hours=1)  # §11: approved this long after its slot, still out
     window: Duration | None = None  # §14: None: items since the previous slot

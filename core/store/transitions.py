@@ -11,6 +11,7 @@ raised, so the caller's whole transaction rolls back instead of writing over it.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +22,7 @@ from sqlmodel import SQLModel
 
 from core.errors import ConcurrentChange
 from core.models import DraftRow, EffectRow, EventRow, RunRow
+from core.policies import DecisionKind
 from core.states import (
     DraftState,
     EffectState,
@@ -35,6 +37,15 @@ from core.telemetry import observe
 RELEASED = "released"  # the event of a claim given back: its draft row is deleted
 _INSERT_EVENT = sa.insert(EventRow.__table__)  # type: ignore[attr-defined]
 _EVENTS = "galley_events"  # Session.info key: the events recorded, written at commit
+_UNDECIDED = {"decision": None, "revision": None}  # every event carries both: one INSERT shape
+
+
+@dataclass(frozen=True)
+class Decided:
+    """A person's act an event records: what it was, and which revision it was about."""
+
+    kind: DecisionKind
+    revision: int | None
 
 
 def record_event(
@@ -49,9 +60,11 @@ def record_event(
     from_state: str | None = None,
     reason: str | None = None,
     step: str | None = None,
+    decision: Decided | None = None,
 ) -> None:
     """The event row of one change; `step` (an effect's stored step) is told to
-    core/telemetry/observe.py, not stored twice."""
+    core/telemetry/observe.py, not stored twice; `decision`, a person's act the decision
+    log keeps (core/review/decision_log.py), is stored with it."""
     fields: dict[str, Any] = {
         "subject": subject,
         "subject_id": subject_id,
@@ -64,7 +77,8 @@ def record_event(
     # Held until the transaction commits, then written by one prebuilt Core INSERT for
     # all of its events (`_write_events`): no unit of work, no RETURNING of an id nobody
     # reads, and one statement where a claim has three events.
-    session.info.setdefault(_EVENTS, []).append({"at": at, **fields})
+    marked = {"decision": decision.kind, "revision": decision.revision} if decision else _UNDECIDED
+    session.info.setdefault(_EVENTS, []).append({"at": at, **fields, **marked})
     observe.state_changed(session, **fields, step=step)
 
 
@@ -176,6 +190,7 @@ def move_run(
     at: datetime,
     reason: str | None = None,
     detail: str | None = None,
+    decision: Decided | None = None,
 ) -> None:
     """`reason` is stored on the run (an enum value where there is one); `detail`, a
     sentence for people, goes to the event row instead when given."""
@@ -185,7 +200,8 @@ def move_run(
     run.reason = reason
     run.updated_at = at
     guarded_update(session, run, state=current)
-    _row_event(session, run, current, target, actor=actor, at=at, reason=detail or reason)
+    why = detail or reason
+    _row_event(session, run, current, target, actor=actor, at=at, reason=why, decision=decision)
 
 
 def move_draft(
@@ -196,6 +212,7 @@ def move_draft(
     actor: str,
     at: datetime,
     reason: str | None = None,
+    decision: Decided | None = None,
 ) -> None:
     """A claimed draft moves only while its claim is still held by the owner who read it."""
     current = DraftState(as_read(draft, "state"))
@@ -206,7 +223,9 @@ def move_draft(
     if current == DraftState.CLAIMED:
         guards["claimed_by"] = as_read(draft, "claimed_by")
     guarded_update(session, draft, **guards)
-    _row_event(session, draft, current, target, actor=actor, at=at, reason=reason)
+    _row_event(
+        session, draft, current, target, actor=actor, at=at, reason=reason, decision=decision
+    )
 
 
 def move_effect(
@@ -240,9 +259,18 @@ def move_effect(
     )
 
 
-def note_draft(session: Session, draft: DraftRow, *, actor: str, at: datetime, reason: str) -> None:
+def note_draft(
+    session: Session,
+    draft: DraftRow,
+    *,
+    actor: str,
+    at: datetime,
+    reason: str,
+    decision: Decided | None = None,
+) -> None:
     """History for a draft whose state stays as it is (an edit, a claim taken over)."""
-    _row_event(session, draft, draft.state, draft.state, actor=actor, at=at, reason=reason)
+    state = draft.state
+    _row_event(session, draft, state, state, actor=actor, at=at, reason=reason, decision=decision)
 
 
 def note_released(
@@ -269,6 +297,7 @@ def _row_event(
     actor: str,
     at: datetime,
     reason: str | None,
+    decision: Decided | None = None,
 ) -> None:
     """A run's or a draft's event: whose it is and which run follow from the row."""
     if isinstance(row, RunRow):
@@ -285,4 +314,5 @@ def _row_event(
         actor=actor,
         at=at,
         reason=reason,
+        decision=decision,
     )

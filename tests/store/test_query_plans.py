@@ -19,6 +19,7 @@ from sqlmodel import SQLModel
 
 from bench.history_scale import CountingWorld, FixedClock
 from bench.history_seed import NOW, REVIEW_CHANNEL, config_text, load, recipe_name
+from core.api.decisions import read_decisions
 from core.drafting.claims import sweep_expired_claims
 from core.drafting.service import DraftingService
 from core.operations.alerts import AlertService
@@ -26,6 +27,7 @@ from core.operations.digest import build_digest
 from core.publishing.service import PublishingService
 from core.review.outbox import ReviewOutbox
 from core.review.queue import expire_overdue_drafts
+from core.review.reminders import remind_waiting
 from core.scheduling.catch_up import latest_recorded_slots
 from core.scheduling.dispatch import SlotDispatcher
 from core.setup.config import parse_config
@@ -83,6 +85,17 @@ def _passes(store: Store) -> dict[str, Callable[[], object]]:
         with store.read() as session:
             return latest_recorded_slots(session)
 
+    reminding = parse_config(
+        config_text(recipes=5).replace("[defaults]\n", '[defaults]\nremind_after = "1m"\n')
+    )
+
+    def decision_log(**how: Any) -> Callable[[], object]:
+        def read() -> object:
+            with store.read() as session:
+                return read_decisions(session, config, limit=100, **how)
+
+        return read
+
     return {
         "outbox: post": outbox.post_ready_drafts,
         "outbox: sync": outbox.sync_messages,
@@ -95,6 +108,9 @@ def _passes(store: Store) -> dict[str, Callable[[], object]]:
         "catch-up": catch_up,
         "alerts: settle": alerts.settle_resolved,
         "stale pending": dispatcher.stale_pending_runs,
+        "reminders": lambda: remind_waiting(store, reminding, clock, ledger, world),
+        "decision log": decision_log(),
+        "decision log: a recipe's": decision_log(recipe=recipe_name(1)),
     }
 
 
