@@ -17,7 +17,7 @@ from sqlmodel import Session, col, select
 from core.failpoints import Failpoint, failpoint
 from core.identity import review_effect_key, review_escalation_key, review_reminder_key
 from core.models import DraftRow, EffectRow
-from core.policies import EffectStep
+from core.policies import EffectOutcome, EffectStep
 from core.ports import Clock, MessageRef, ReviewReminder, ReviewThread
 from core.review.approvals import approval_progress
 from core.setup.config import Config, Recipe
@@ -129,7 +129,8 @@ def _post_once(
         return Proof(posted.ts, {"channel": posted.channel, "ts": posted.ts})
 
     may_act = _still_waiting(due.draft_key, due.revision)
-    return ledger.perform(spec, post, may_act=may_act).happened
+    # posted by this pass: not one another replica posted first (DONE) or is posting
+    return ledger.perform(spec, post, may_act=may_act).outcome == EffectOutcome.SENT
 
 
 def _approvers(store: Store, config: Config, due: DueReminder) -> list[str]:

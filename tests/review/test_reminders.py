@@ -155,6 +155,36 @@ def test_two_replicas_in_the_same_interval_post_one_reminder(
     assert KEY in str(world.effect(f"{KEY}|remind:1:1"))
 
 
+def test_a_replica_that_read_before_another_posted_counts_no_reminder_of_its_own(
+    worlds: MakeWorld, db_url: str
+) -> None:
+    world = waiting(worlds, db_url)
+    after(world, 4.1)
+    other = Store(db_url)
+    w2_read, w1_done = threading.Event(), threading.Event()
+    counts: dict[str, int] = {}
+
+    def w2() -> None:
+        counts["w2"] = remind(world, "w2", other)
+
+    def pause_w2() -> None:  # w2 has read the reminder as due; w1 posts it meanwhile
+        if threading.current_thread() is late:
+            w2_read.set()
+            w1_done.wait(timeout=30)
+
+    late = threading.Thread(target=w2)
+    with hook("reminders_due_read", pause_w2):
+        late.start()
+        assert w2_read.wait(timeout=30)
+        counts["w1"] = remind(world, "w1")
+        w1_done.set()
+        late.join(timeout=60)
+    other.dispose()
+
+    assert counts == {"w1": 1, "w2": 0}  # w2 found it posted: not a reminder of its own
+    assert len(replies(world)) == 1
+
+
 def test_the_digest_counts_drafts_that_expired_with_nobody_clicking(store: Store) -> None:
     cfg = parse_config(
         config_text(pending_limit=10).replace("[defaults]\n", '[defaults]\nreview_window = "2h"\n')
