@@ -120,6 +120,7 @@ class Bot:
         self.batches = core.batch_pass(later=self.host.submit)
         if self.batches is not None:  # gather, poll and store Message Batches (§21)
             self.host.add_interval_job("batches", self.batches.run_once, outbox_every)
+        self.host.add_interval_job("readings", self.services.readings.read_due, housekeeping_every)
         self.host.add_interval_job(
             "deliveries",
             lambda: forget_old_deliveries(core.store, core.clock.now()),

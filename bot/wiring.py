@@ -18,6 +18,7 @@ from core.drafting.fit import FitRule
 from core.operations.alerts import AlertService
 from core.ports import Clock, Directory
 from core.publishing.destinations import Destinations
+from core.publishing.readings import PostReadings
 from core.publishing.service import PublishingService
 from core.publishing.targets import PublisherFor
 from core.review.facts import AnnotatedReviewSurface
@@ -83,6 +84,7 @@ class BotServices:
     outbox: ReviewOutbox
     alerts: AlertService
     publishing: PublishingService
+    readings: PostReadings  # published posts read back and counted (docs/design.md §26)
 
     @property
     def directory(self) -> Directory:
@@ -119,6 +121,22 @@ def wire(
         unfindable=services.alerts.alert_review_post,
         gone=services.alerts.alert_review_gone,
     )
+    readings = PostReadings(
+        core.store,
+        config,
+        core.clock,
+        core.drafting.worker,
+        publishers.publishers_for,
+        services.alerts.alert_post_gone,
+    )
     return BotServices(
-        core, client, channels, publishers, ledger, outbox, services.alerts, services.publishing
+        core,
+        client,
+        channels,
+        publishers,
+        ledger,
+        outbox,
+        services.alerts,
+        services.publishing,
+        readings,
     )
