@@ -65,6 +65,7 @@ from core.store.engine import Store
 if TYPE_CHECKING:  # loaded by the operations that use them: reads stay light
     from core.api.calendar import Calendar
     from core.api.desk import Desk
+    from core.api.engagement import StatsList
     from core.api.plots import Plots
     from core.drafting.attempts import Backoff
     from core.drafting.claims import DraftResult
@@ -374,6 +375,16 @@ class Galley:
 
         with self._services.store.read() as session:
             return read_calendar(session, self._services.config, self._services.clock.now(), days)
+
+    def stats(self, recipe_name: str | None = None, days: int = 30) -> StatsList:
+        """How published posts did (§26): each post of the last `days` with its latest
+        engagement reading and score; `.to_frame()`, `.best()`."""
+        from core.api.engagement import read_stats
+
+        if recipe_name is not None:
+            self._services.recipe(recipe_name)  # UnknownRecipe for a name not in the config
+        with self._services.store.read() as session:
+            return read_stats(session, self._services.clock.now(), days, recipe_name)
 
     @cached_property
     def plots(self) -> Plots:
