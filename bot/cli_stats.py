@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from bot.cli import JsonFlag, app, explained_errors, open_galley, out, print_json, table
-from core.api.engagement import PostStats, StatsList
+from core.publishing.engagement import PostStats, StatsList
 
 
 @app.command()

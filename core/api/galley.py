@@ -65,10 +65,10 @@ from core.store.engine import Store
 if TYPE_CHECKING:  # loaded by the operations that use them: reads stay light
     from core.api.calendar import Calendar
     from core.api.desk import Desk
-    from core.api.engagement import StatsList
     from core.api.plots import Plots
     from core.drafting.attempts import Backoff
     from core.drafting.claims import DraftResult
+    from core.publishing.engagement import StatsList
     from core.scheduling.bumps import Bumped
 
 __all__ = ["ALL", "Galley", "RecipeStatus", "RunSummary", "Status"]
@@ -379,7 +379,7 @@ class Galley:
     def stats(self, recipe_name: str | None = None, days: int = 30) -> StatsList:
         """How published posts did (§26): each post of the last `days` with its latest
         engagement reading and score; `.to_frame()`, `.best()`."""
-        from core.api.engagement import read_stats
+        from core.publishing.engagement import read_stats
 
         if recipe_name is not None:
             self._services.recipe(recipe_name)  # UnknownRecipe for a name not in the config

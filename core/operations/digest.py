@@ -21,6 +21,7 @@ from core.models import DraftRow, RunRow
 from core.operations.stuck import is_stuck
 from core.policies import EffectStep, FailReason
 from core.ports import MessageRef
+from core.publishing.engagement import PostStats, read_stats
 from core.review.feedback import RecipeFeedback, feedback_by_recipe, month_start
 from core.setup.config import Config
 from core.states import (
@@ -37,6 +38,7 @@ from core.store.engine import Store
 DAY = timedelta(days=1)
 EXPIRY_WARNING = timedelta(hours=12)
 APPROVAL_WINDOW = timedelta(days=30)
+WEEK_DAYS = 7  # the best post of the week: published in the last 7 days (§26)
 REPEATED_FAILURES = 2
 
 
@@ -93,6 +95,7 @@ class Digest:
     # approved drafts that missed their time in 24h (§23): nothing published them by
     # slot + publish_late, or their publication failed; each waits on Retry / Cancel
     missed: list[str] = field(default_factory=list)
+    best_post: PostStats | None = None  # §26: the best-scored post published this week
 
 
 def build_digest(store: Store, config: Config, now: datetime) -> Digest:
@@ -130,6 +133,7 @@ def build_digest(store: Store, config: Config, now: datetime) -> Digest:
         )
         since = month_start(now, config.slack.digest_timezone)
         said = feedback_by_recipe(session, config.recipes, since, "this month").values()
+        best = read_stats(session, now, WEEK_DAYS).best()
     return Digest(
         at=now,
         stuck=_stuck(open_runs, config, now),
@@ -139,6 +143,7 @@ def build_digest(store: Store, config: Config, now: datetime) -> Digest:
         approvals=_approvals(decided),
         feedback={f.recipe: f for f in said if f.redrafts or f.rejections},
         missed=list(missed),
+        best_post=best,
     )
 
 

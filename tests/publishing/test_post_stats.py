@@ -9,11 +9,18 @@ import json
 from datetime import timedelta
 
 import pytest
+import sqlalchemy as sa
+from sqlmodel import col
 from typer.testing import CliRunner
 
+from bot.app_home import Viewer, home_view
 from bot.cli import app
-from core.api.engagement import score
+from bot.digest_text import digest_text
+from core.api.home import read_home
+from core.models import PostCheckRow
+from core.operations.digest import build_digest
 from core.policies import PostCheck
+from core.publishing.engagement import score
 from tests.harness.two_platforms import BLUESKY, Platforms
 from tests.harness.worlds import RUN, World
 from tests.publishing.test_post_readings import mine, readings, world
@@ -68,3 +75,26 @@ def test_galley_stats_prints_each_post_and_the_best_as_json(
     assert document["best"].startswith("https://bsky.app/profile/")
     table = CliRunner().invoke(app, ["stats", "--days", "7"])
     assert table.exit_code == 0 and "best: weekly-update on bluesky" in table.stdout
+
+
+def test_the_digest_and_home_show_the_weeks_best_post_with_its_link_and_a_gone_post(
+    world: World, platforms: Platforms
+) -> None:
+    read_for_a_day(world, platforms)
+    platforms.mastodon.delete(mine)
+    with world.store.transaction() as session:  # the Mastodon post is read back once more
+        session.execute(
+            sa.update(PostCheckRow)
+            .where(col(PostCheckRow.target) == platforms.mastodon_target)
+            .values(state=PostCheck.DUE, due_at=world.clock.now())
+        )
+    readings(world).read_due()
+    digest = digest_text(build_digest(world.store, world.config, world.clock.now()))
+    [best] = [line for line in digest.splitlines() if line.startswith("• Best post this week")]
+    assert "<https://bsky.app/profile/" in best and "score 21" in best
+    home = read_home(world.core)
+    assert home.best_post is not None and home.best_post.target == BLUESKY
+    [gone] = home.gone
+    assert gone.target == platforms.mastodon_target and gone.gone is not None
+    view = json.dumps(home_view(home, Viewer("U0EDITOR", True, True), now=world.clock.now()))
+    assert "then gone (404 at" in view and "Best post this week" in view

@@ -15,6 +15,7 @@ from sqlmodel import Session, col, select
 
 from core.identity import run_of_draft_key
 from core.models import PostCheckRow, PostReadingRow
+from core.policies import PostCheck
 from core.render import Rows
 
 MAX_POSTS = 2000  # posts one window shows, newest first
@@ -46,6 +47,7 @@ class PostStats:
     impressions: int | None
     score: int
     note: str | None  # what the platform would not say (a LinkedIn scope missing)
+    gone: str | None = None  # gone when read back: the platform's answer and its time
 
 
 class StatsList(Rows[PostStats]):
@@ -67,7 +69,7 @@ class StatsList(Rows[PostStats]):
 
     def best(self) -> PostStats | None:
         """The post with the highest score, if any scored at all."""
-        ranked = [post for post in self if post.score > 0]
+        ranked = [post for post in self if post.score > 0 and post.gone is None]
         return max(ranked, key=lambda post: (post.score, post.published_at), default=None)
 
 
@@ -118,4 +120,10 @@ def _stats(post: PostCheckRow, reading: PostReadingRow | None) -> PostStats:
         impressions=reading.impressions if reading is not None else None,
         score=score(*counts),
         note=reading.note if reading is not None else None,
+        gone=post.detail if post.state == PostCheck.GONE else None,
     )
+
+
+def gone_text(post: PostStats) -> str:
+    """`Published to mastodon:…, then gone (404 at 10:02 UTC: Record not found)`."""
+    return f"Published to {post.target}, then gone ({post.gone})"
