@@ -271,6 +271,12 @@ class RedraftRow(SQLModel, table=True):
     finished_at: datetime | None = _utc()
 
 
+# Publications that succeeded, in ix_effects_published's own words and as literals: a
+# query with bound values would not prove the index's predicate in PostgreSQL's generic
+# plan (a prepared statement's sixth run on), and would scan every receipt.
+PUBLISHED_RECEIPT = "step = 'publish' AND state = 'succeeded'"
+
+
 class EffectRow(SQLModel, table=True):
     """The receipt of one external effect, keyed by its effect key."""
 
@@ -286,9 +292,7 @@ class EffectRow(SQLModel, table=True):
         # look-up proof: is this post already another receipt's? (publishing/lookup_proof.py)
         sa.Index("ix_effects_external_id", "external_id"),
         # publications lately succeeded, to be read back (publishing/readings.py, §26)
-        _partial_index(
-            "ix_effects_published", "updated_at", where="step = 'publish' AND state = 'succeeded'"
-        ),
+        _partial_index("ix_effects_published", "updated_at", where=PUBLISHED_RECEIPT),
     )
 
     key: str = Field(primary_key=True, max_length=400)

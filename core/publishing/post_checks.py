@@ -17,13 +17,13 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
+from core.failpoints import Failpoint, failpoint
 from core.identity import recipe_of_run, run_of_draft_key, target_of_publish_key
-from core.models import EffectRow, PostCheckRow, PostReadingRow
-from core.policies import EffectStep, PostCheck
+from core.models import PUBLISHED_RECEIPT, EffectRow, PostCheckRow, PostReadingRow
+from core.policies import PostCheck
 from core.ports import PostCounts
 from core.publishing.targets import PUBLIC_URL
 from core.setup.durations import format_duration
-from core.states import EffectState
 from core.store.engine import insert_ignore
 
 TAKE_UP_WITHIN = timedelta(days=2)  # publications older than this when first seen: not read
@@ -72,8 +72,7 @@ def take_up_publications(
     receipts = session.exec(
         select(EffectRow)
         .where(
-            col(EffectRow.step) == EffectStep.PUBLISH,
-            col(EffectRow.state) == EffectState.SUCCEEDED,
+            sa.text(PUBLISHED_RECEIPT),
             col(EffectRow.updated_at) > now - TAKE_UP_WITHIN,
             ~taken,
         )
@@ -114,6 +113,7 @@ def claim_due(session: Session, now: datetime, owner: str, limit: int) -> list[P
     receipts = list(session.exec(due).all())
     if not receipts:
         return []
+    failpoint(Failpoint.READINGS_DUE_READ)
     session.execute(
         sa.update(PostCheckRow)
         .where(col(PostCheckRow.receipt).in_(receipts), col(PostCheckRow.due_at) <= now)

@@ -79,18 +79,22 @@ class PostReadings:
                 session, now, lambda recipe: self._schedule(recipe).verify_after
             )
             claimed = post_checks.claim_due(session, now, owner, self.limit)
-        by_target: dict[tuple[str, str], list[PostCheckRow]] = defaultdict(list)
-        for row in claimed:
-            by_target[(row.recipe, row.target)].append(row)
-        for (recipe, target), rows in by_target.items():
-            reader = self._reader(recipe, target)
+        by_target: dict[str, list[PostCheckRow]] = defaultdict(list)
+        for row in claimed:  # one account per target id, whichever recipes post there
+            by_target[row.target].append(row)
+        for target, rows in by_target.items():
+            readers = {r.recipe: self._reader(r.recipe, target) for r in rows}
+            reader = next((found for found in readers.values() if found is not None), None)
+            orphans = [r for r in rows if reader is None or readers[r.recipe] is None]
+            self._unreadable(orphans, owner, done)
             if reader is None:
-                self._unreadable(rows, owner, done)
                 continue
             for row in rows:
-                if row.state == PostCheck.DUE:
+                if row.state == PostCheck.DUE and readers[row.recipe] is not None:
                     self._verify(reader, row, owner, done)
-            counted = [r for r in rows if r.state == PostCheck.VERIFIED]
+            counted = [
+                r for r in rows if r.state == PostCheck.VERIFIED and readers[r.recipe] is not None
+            ]
             self._count(reader, counted, owner, done)
         return done
 
@@ -200,6 +204,8 @@ class PostReadings:
         )
 
     def _unreadable(self, rows: list[PostCheckRow], owner: str, done: ReadingPass) -> None:
+        if not rows:
+            return
         with self.store.transaction() as session:
             for row in rows:
                 kept = post_checks.finish(

@@ -6,17 +6,23 @@ received and the alerts posted. Both backends.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import timedelta
 
 import pytest
 from sqlmodel import col, select
 
+from core.errors import ReadRefused
+from core.failpoints import hook
 from core.identity import publish_effect_key
 from core.models import PostCheckRow, PostReadingRow
 from core.policies import PostCheck, PublishOutcome
+from core.ports import PostCounts, PostFound, PostRead
 from core.publishing import post_checks
 from core.publishing.readings import PostReadings
+from core.store.engine import Store
+from core.testing import FrozenClock
+from tests.conftest import make_config
 from tests.fakes import social
 from tests.fakes.bluesky import rate_limited
 from tests.harness.two_platforms import BLUESKY, Platforms, world_of
@@ -168,3 +174,75 @@ def test_a_pass_whose_claim_ran_out_writes_nothing(world: World) -> None:
     receipt = publish_effect_key(KEY, BLUESKY)
     assert {row.state for row in checks(world).values()} == {PostCheck.DUE}
     assert receipt in {row.receipt for row in taken}
+
+
+def test_a_row_claimed_by_another_pass_between_its_read_and_its_claim_is_not_read_twice(
+    world: World,
+) -> None:
+    if world.store.dialect == "sqlite":
+        pytest.skip("SQLite serialises writers: a claim's transaction holds the write lock")
+    readings(world).read_due()  # taken up
+    world.clock.advance(timedelta(minutes=2))
+    now = world.clock.now()
+    other: list[PostCheckRow] = []
+
+    replica = Store(world.db_url)  # another process: its own connections
+
+    ran: list[bool] = []
+
+    def claim_meanwhile() -> None:
+        if ran:
+            return  # the other pass's own read: no interleaving inside it
+        ran.append(True)
+        with replica.transaction() as session:
+            other.extend(post_checks.claim_due(session, now, "w2/b", 10))
+
+    with hook("readings_due_read", claim_meanwhile), world.store.transaction() as session:
+        mine_claimed = post_checks.claim_due(session, now, "w1/a", 10)
+    replica.dispose()
+    assert len(other) == 2 and mine_claimed == []
+
+
+class RefusingReader:
+    """Refuses its first counts read (429 with a wait), then counts: one post a request."""
+
+    target = "stub"
+    counts_per_request = 1
+
+    def __init__(self) -> None:
+        self.requests = 0
+
+    def read_post(self, external_id: str) -> PostRead:
+        return PostFound()
+
+    def read_counts(self, external_ids: Sequence[str]) -> Mapping[str, PostCounts]:
+        self.requests += 1
+        if self.requests == 1:
+            raise ReadRefused("429 Too Many Requests", retry_after=120)
+        return {i: PostCounts(likes=1) for i in external_ids}
+
+
+def test_after_a_429_the_rest_of_the_pass_asks_that_platform_nothing(store: Store) -> None:
+    clock = FrozenClock()
+    config = make_config()
+    with store.transaction() as session:
+        for n in range(3):
+            session.add(
+                PostCheckRow(
+                    receipt=f"linkedin|weekly-update@2026-11-23T09:00|v1|publish:stub{n}",
+                    recipe="weekly-update",
+                    target="stub",
+                    external_id=f"post-{n}",
+                    published_at=clock.now() - timedelta(hours=1),
+                    state=PostCheck.VERIFIED,
+                    due_at=clock.now(),
+                )
+            )
+    reader = RefusingReader()
+    done = PostReadings(
+        store, config, clock, "w1", lambda recipe: [reader], lambda *_: False
+    ).read_due()
+    assert (reader.requests, done.refused, done.readings) == (1, 3, 0)
+    with store.read() as session:
+        due = {row.due_at for row in session.exec(select(PostCheckRow)).all()}
+    assert due == {clock.now() + timedelta(seconds=120)}
