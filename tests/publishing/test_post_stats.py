@@ -98,3 +98,17 @@ def test_the_digest_and_home_show_the_weeks_best_post_with_its_link_and_a_gone_p
     assert gone.target == platforms.mastodon_target and gone.gone is not None
     view = json.dumps(home_view(home, Viewer("U0EDITOR", True, True), now=world.clock.now()))
     assert "then gone (404 at" in view and "Best post this week" in view
+
+
+def test_the_engagement_plot_draws_each_posts_score_per_recipe_and_target(
+    world: World, platforms: Platforms
+) -> None:
+    empty = world.galley.plots.engagement()
+    assert [t.get_text() for t in empty.axes[0].texts] == ["no published post read back yet"]
+    read_for_a_day(world, platforms)
+    [axes] = world.galley.plots.engagement().axes
+    drawn = {line.get_label(): list(line.get_ydata()) for line in axes.get_lines()}
+    assert drawn == {
+        f"weekly-update → {BLUESKY}": [21],
+        f"weekly-update → {platforms.mastodon_target}": [2],
+    }
