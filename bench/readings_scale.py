@@ -54,7 +54,7 @@ class InstantReader:
     def __init__(self) -> None:
         self.requests = 0
 
-    def read_post(self, external_id: str) -> PostRead:
+    def read_post(self, external_id: str, effect_key: str) -> PostRead:
         self.requests += 1
         return PostFound()
 

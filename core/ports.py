@@ -312,13 +312,14 @@ class PostCounts:
 @runtime_checkable
 class PostReader(Protocol):
     """A publisher that can read its posts back (docs/design.md §26): Bluesky, Mastodon,
-    a webhook with a status URL, Slack. `counts_per_request` is how many posts one counts
-    request takes (Bluesky `getPosts`: 25)."""
+    a webhook with a status URL. `counts_per_request` is how many posts one counts
+    request takes (Bluesky `getPosts`: 25); 0 where the destination gives no counts."""
 
     counts_per_request: int
 
-    def read_post(self, external_id: str) -> PostRead:
-        """Is the post still there? Found, gone, or cannot tell."""
+    def read_post(self, external_id: str, effect_key: str) -> PostRead:
+        """Is the post (`external_id`, published under `effect_key`) still there? Found,
+        gone, or cannot tell."""
         ...
 
     def read_counts(self, external_ids: Sequence[str]) -> Mapping[str, PostCounts]:

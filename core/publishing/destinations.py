@@ -13,7 +13,7 @@ from core.ports import Publisher
 from core.publishing.platforms.bluesky import BlueskyPublisher
 from core.publishing.platforms.linkedin import LinkedInPublisher
 from core.publishing.platforms.mastodon import MastodonPublisher
-from core.publishing.platforms.webhook import WebhookPublisher
+from core.publishing.platforms.webhook import StatusWebhookPublisher, WebhookPublisher
 from core.setup.config import (
     BlueskyTarget,
     MastodonTarget,
@@ -58,6 +58,8 @@ class Destinations:
         timeout = recipe.call_timeout
         if isinstance(target, SlackTarget):
             return None if self.slack is None else self.slack(target)
+        if isinstance(target, WebhookTarget) and target.status_url:  # read back (§26)
+            return StatusWebhookPublisher(target.url, target.status_url, timeout=timeout)
         if isinstance(target, WebhookTarget):
             return WebhookPublisher(target.url, target.status_url, timeout=timeout)
         if isinstance(target, BlueskyTarget):

@@ -101,7 +101,7 @@ class PostReadings:
     # --- verification ---
 
     def _verify(self, reader: PostReader, row: PostCheckRow, owner: str, done: ReadingPass) -> None:
-        found = reader.read_post(row.external_id)
+        found = reader.read_post(row.external_id, row.receipt)
         with self.store.transaction() as session:
             now = lease_now(session, self.clock)
             if isinstance(found, PostFound):
@@ -114,7 +114,9 @@ class PostReadings:
                     verified_at=now,
                     tries=0,
                     detail=None,
-                    due_at=schedule.next_reading(row.published_at, row.readings_done),
+                    due_at=schedule.next_reading(row.published_at, row.readings_done)
+                    if reader.counts_per_request
+                    else None,  # verified, and nothing to count (a webhook)
                 )
                 done.verified += kept
                 done.lost += not kept

@@ -23,7 +23,7 @@ from core.publishing.readings import PostReadings
 from core.store.engine import Store
 from core.testing import FrozenClock
 from tests.conftest import make_config
-from tests.fakes import social
+from tests.fakes import social, webhook
 from tests.fakes.bluesky import rate_limited
 from tests.harness.two_platforms import BLUESKY, Platforms, world_of
 from tests.harness.worlds import KEY, RUN, MakeWorld, World
@@ -212,7 +212,7 @@ class RefusingReader:
     def __init__(self) -> None:
         self.requests = 0
 
-    def read_post(self, external_id: str) -> PostRead:
+    def read_post(self, external_id: str, effect_key: str) -> PostRead:
         return PostFound()
 
     def read_counts(self, external_ids: Sequence[str]) -> Mapping[str, PostCounts]:
@@ -246,3 +246,34 @@ def test_after_a_429_the_rest_of_the_pass_asks_that_platform_nothing(store: Stor
     with store.read() as session:
         due = {row.due_at for row in session.exec(select(PostCheckRow)).all()}
     assert due == {clock.now() + timedelta(seconds=120)}
+
+
+def test_a_webhook_publication_is_read_back_at_its_status_url_and_a_404_is_alerted_once(
+    db_url: str, worlds: MakeWorld
+) -> None:
+    world = worlds(db_url)  # a webhook with a status URL, and no counts to read
+    world.approved()
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.PUBLISHED
+    readings(world).read_due()
+    world.hook.script_status(webhook.status(404))  # the receiver no longer has it
+    world.clock.advance(timedelta(minutes=2))
+    assert readings(world).read_due().gone == 1
+    [row] = checks(world).values()
+    assert (row.state, row.due_at) == (PostCheck.GONE, None)
+    world.clock.advance(timedelta(days=8))
+    readings(world).read_due()
+    [alert] = world.alert_messages()
+    assert "Published to the webhook, then gone (404 at" in alert["blocks"][0]["text"]["text"]
+
+
+def test_a_webhook_publication_found_is_verified_and_never_counted(
+    db_url: str, worlds: MakeWorld
+) -> None:
+    world = worlds(db_url)
+    world.approved()
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.PUBLISHED
+    readings(world).read_due()
+    world.clock.advance(timedelta(minutes=2))
+    assert readings(world).read_due().verified == 1
+    [row] = checks(world).values()
+    assert (row.state, row.due_at) == (PostCheck.VERIFIED, None)

@@ -135,7 +135,7 @@ class BlueskyPublisher:
 
     counts_per_request = GET_POSTS_LIMIT
 
-    def read_post(self, external_id: str) -> PostRead:
+    def read_post(self, external_id: str, effect_key: str) -> PostRead:
         """`getRecord` for the post's own key: `RecordNotFound` is gone, anything else
         that is not the record cannot tell."""
         match = POST_URI.match(external_id)

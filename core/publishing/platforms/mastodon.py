@@ -139,7 +139,7 @@ class MastodonPublisher:
 
     counts_per_request = STATUSES_LIMIT
 
-    def read_post(self, external_id: str) -> PostRead:
+    def read_post(self, external_id: str, effect_key: str) -> PostRead:
         """The status itself: 404 or 410 is gone, any other failure cannot tell."""
         try:
             self._signed_in().status(external_id)
