@@ -26,7 +26,7 @@ from tests.conftest import make_config
 from tests.fakes import social, webhook
 from tests.fakes.bluesky import rate_limited
 from tests.harness.two_platforms import BLUESKY, Platforms, world_of
-from tests.harness.worlds import KEY, RUN, MakeWorld, World
+from tests.harness.worlds import ANNOUNCE, KEY, RUN, MakeWorld, World
 
 
 @pytest.fixture
@@ -277,3 +277,37 @@ def test_a_webhook_publication_found_is_verified_and_never_counted(
     assert readings(world).read_due().verified == 1
     [row] = checks(world).values()
     assert (row.state, row.due_at) == (PostCheck.VERIFIED, None)
+
+
+def test_a_slack_post_is_read_back_and_its_reactions_and_replies_counted(
+    db_url: str, worlds: MakeWorld
+) -> None:
+    world = worlds(db_url, target="slack")
+    world.approved()
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.PUBLISHED
+    [post] = world.announced()
+    readings(world).read_due()
+    world.clock.advance(timedelta(minutes=2))
+    assert readings(world).read_due().verified == 1
+    reactions = [{"name": "tada", "count": 3}, {"name": "eyes", "count": 2}]
+    world.slack.edit_message(ANNOUNCE, post["ts"], reactions=reactions, reply_count=4)
+    world.clock.advance(timedelta(hours=1))
+    assert readings(world).read_due().readings == 1
+    with world.store.read() as session:
+        [reading] = session.exec(select(PostReadingRow)).all()
+    assert (reading.label, reading.likes, reading.replies) == ("1h", 5, 4)
+
+
+def test_a_deleted_slack_post_is_alerted_once_as_gone(db_url: str, worlds: MakeWorld) -> None:
+    world = worlds(db_url, target="slack")
+    world.approved()
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.PUBLISHED
+    [post] = world.announced()
+    world.slack.delete_message(ANNOUNCE, post["ts"])
+    for _ in range(3):
+        world.clock.advance(timedelta(minutes=2))
+        readings(world).read_due()
+    [row] = checks(world).values()
+    assert row.state == PostCheck.GONE
+    [alert] = world.alert_messages()
+    assert "Published to Slack, then gone" in alert["blocks"][0]["text"]["text"]
