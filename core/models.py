@@ -319,7 +319,8 @@ class PostCheckRow(SQLModel, table=True):
     __tablename__ = "post_checks"
     __table_args__ = (
         _partial_index("ix_post_checks_due", "due_at", where="due_at IS NOT NULL"),
-        sa.Index("ix_post_checks_recipe_published", "recipe", "published_at"),
+        sa.Index("ix_post_checks_recipe_published", "recipe", "published_at"),  # a recipe's
+        sa.Index("ix_post_checks_published", "published_at"),  # every recipe's, this week
     )
 
     receipt: str = Field(primary_key=True, max_length=400)  # the publish receipt's key

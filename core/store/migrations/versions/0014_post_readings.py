@@ -51,6 +51,7 @@ def upgrade() -> None:
         postgresql_where=sa.text(DUE),
     )
     op.create_index("ix_post_checks_recipe_published", "post_checks", ["recipe", "published_at"])
+    op.create_index("ix_post_checks_published", "post_checks", ["published_at"])
     op.create_table(
         "post_readings",
         sa.Column("receipt", sa.String(400), primary_key=True),
@@ -80,6 +81,7 @@ def downgrade() -> None:
     op.drop_index("ix_effects_published", table_name="effects")
     op.drop_index("ix_post_readings_recipe_read", table_name="post_readings")
     op.drop_table("post_readings")
+    op.drop_index("ix_post_checks_published", table_name="post_checks")
     op.drop_index("ix_post_checks_recipe_published", table_name="post_checks")
     op.drop_index("ix_post_checks_due", table_name="post_checks")
     op.drop_table("post_checks")
