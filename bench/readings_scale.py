@@ -3,7 +3,8 @@ PostgreSQL: the pass must cost the posts due, never the posts published.
 
 Bulk-loads `--posts` publications (a succeeded publish receipt, its `post_checks` row,
 verified and read three times, and the three readings) over two years, then times the
-pass with nothing due, at that history and at a history of 1,000 posts; then with
+pass with nothing due (the last day's 1,200 publications taken up already, their next
+reading not due), at that history and at a history of 1,000 posts; then with
 `--due` posts due for a reading (an instant reader that counts its requests). Exits 1
 when a goal is missed:
 
@@ -43,6 +44,7 @@ RECIPES = 50
 LABELS = (("1h", 3600), ("1d", 86400), ("7d", 604800))
 SPAN = timedelta(days=730)
 CHUNK = 5000
+RECENT = 1200  # the last day's publications (50 recipes, hourly), taken up, not yet due
 
 
 class InstantReader:
@@ -70,7 +72,13 @@ def _rows(posts: int) -> tuple[list[dict[str, Any]], ...]:
     for n in range(posts):
         recipe = recipe_name(n % RECIPES)
         receipt = f"linkedin|{recipe}@2026-01-01T00:00~{n}|v1|publish:webhook"
-        at = NOW - SPAN * (posts - n) / posts - timedelta(days=8)  # every reading done
+        fresh = n >= posts - RECENT  # published in the last day: taken up, 1h read
+        at = (
+            NOW - timedelta(hours=20) * (posts - n) / RECENT
+            if fresh
+            else NOW - SPAN * (posts - n) / posts - timedelta(days=8)  # every reading done
+        )
+        done = 1 if fresh else len(LABELS)
         effects.append(
             {
                 "key": receipt,
@@ -92,9 +100,9 @@ def _rows(posts: int) -> tuple[list[dict[str, Any]], ...]:
                 "external_id": f"post-{n}",
                 "published_at": at,
                 "state": PostCheck.VERIFIED.value,
-                "due_at": None,
+                "due_at": NOW + timedelta(hours=1) if fresh else None,
                 "tries": 0,
-                "readings_done": len(LABELS),
+                "readings_done": done,
                 "verified_at": at + timedelta(minutes=2),
             }
         )
@@ -111,7 +119,7 @@ def _rows(posts: int) -> tuple[list[dict[str, Any]], ...]:
                 "replies": n % 3,
                 "quotes": 0,
             }
-            for label, seconds in LABELS
+            for label, seconds in LABELS[:done]
         )
     return effects, checks, readings
 
