@@ -29,6 +29,9 @@ from core.store.engine import insert_ignore
 # Publications older than this when first seen are not read back. Only a running replica
 # publishes, and each replica's pass takes its publications up within a minute or two.
 TAKE_UP_WITHIN = timedelta(days=1)
+# A receipt stamped before the newest one taken up may commit after it was read (two
+# replicas publishing at once): each pass reads this far behind the newest it took up.
+TAKE_UP_OVERLAP = timedelta(minutes=10)
 TAKE_UP_BATCH = 500
 CLAIM_FOR = timedelta(minutes=5)  # a claimed row is due again this late if its reader died
 FIRST_RETRY = timedelta(minutes=1)
@@ -69,14 +72,22 @@ def take_up_publications(
     session: Session, now: datetime, verify_after: Callable[[str], timedelta]
 ) -> int:
     """A row for each publication succeeded within TAKE_UP_WITHIN that has none yet,
-    due `verify_after(recipe)` after it; a second replica's insert is ignored."""
-    recent = session.exec(  # ix_effects_published: the last TAKE_UP_WITHIN's publications
+    due `verify_after(recipe)` after it; a second replica's insert is ignored. Only the
+    publications since the newest row (less TAKE_UP_OVERLAP) are read: a pass costs the
+    last minutes' publications, not the day's."""
+    since = now - TAKE_UP_WITHIN
+    newest = session.exec(
+        select(sa.func.max(PostCheckRow.published_at)).where(
+            col(PostCheckRow.published_at) > since  # ix_post_checks_published, bounded
+        )
+    ).one()
+    if newest is not None:  # from the newest taken up, less what may have committed late
+        since = max(since, newest - TAKE_UP_OVERLAP)
+    recent = session.exec(  # ix_effects_published: publications since then
         select(EffectRow)
-        .where(sa.text(PUBLISHED_RECEIPT), col(EffectRow.updated_at) > now - TAKE_UP_WITHIN)
+        .where(sa.text(PUBLISHED_RECEIPT), col(EffectRow.updated_at) > since)
         .order_by(col(EffectRow.updated_at))
     ).all()
-    # which of them have a row already: by key, not an anti-join a planner may turn into
-    # a scan of every row ever read back
     if not recent:
         return 0
     taken = set(
