@@ -7,7 +7,7 @@ received and the alerts posted. Both backends.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from sqlmodel import col, select
@@ -15,11 +15,12 @@ from sqlmodel import col, select
 from core.errors import ReadRefused
 from core.failpoints import hook
 from core.identity import publish_effect_key
-from core.models import PostCheckRow, PostReadingRow
-from core.policies import PostCheck, PublishOutcome
+from core.models import EffectRow, PostCheckRow, PostReadingRow
+from core.policies import EffectStep, PostCheck, PublishOutcome
 from core.ports import PostCounts, PostFound, PostRead
 from core.publishing import post_checks
 from core.publishing.readings import PostReadings
+from core.states import EffectState
 from core.store.engine import Store
 from core.testing import FrozenClock
 from tests.conftest import make_config
@@ -311,3 +312,34 @@ def test_a_deleted_slack_post_is_alerted_once_as_gone(db_url: str, worlds: MakeW
     assert row.state == PostCheck.GONE
     [alert] = world.alert_messages()
     assert "Published to Slack, then gone" in alert["blocks"][0]["text"]["text"]
+
+
+def publication_receipt(key: str, at: datetime) -> EffectRow:
+    return EffectRow(
+        key=key,
+        draft_key=key.rpartition("|")[0],
+        step=EffectStep.PUBLISH,
+        payload_hash="0" * 64,
+        state=EffectState.SUCCEEDED,
+        external_id=f"id-{at:%H%M}",
+        created_at=at,
+        updated_at=at,
+    )
+
+
+def test_a_publication_committed_after_a_newer_one_was_taken_up_is_taken_up_too(
+    store: Store,
+) -> None:
+    now = FrozenClock().now()
+    first = "linkedin|weekly-update@2026-11-23T09:00|v1|publish:webhook"
+    late = "linkedin|weekly-update@2026-11-16T09:00|v1|publish:webhook"
+    with store.transaction() as session:
+        session.add(publication_receipt(first, now))
+    with store.transaction() as session:
+        assert post_checks.take_up_publications(session, now, lambda _: timedelta(minutes=2)) == 1
+    with store.transaction() as session:  # stamped five minutes earlier, committed now
+        session.add(publication_receipt(late, now - timedelta(minutes=5)))
+    with store.transaction() as session:
+        assert post_checks.take_up_publications(session, now, lambda _: timedelta(minutes=2)) == 1
+    with store.read() as session:
+        assert set(session.exec(select(PostCheckRow.receipt)).all()) == {first, late}
