@@ -11,7 +11,10 @@ from collections.abc import Callable, Mapping
 
 from core.ports import Publisher
 from core.publishing.platforms.bluesky import BlueskyPublisher
-from core.publishing.platforms.linkedin import LinkedInPublisher
+from core.publishing.platforms.linkedin import (
+    LinkedInOrganizationPublisher,
+    LinkedInPublisher,
+)
 from core.publishing.platforms.mastodon import MastodonPublisher
 from core.publishing.platforms.webhook import StatusWebhookPublisher, WebhookPublisher
 from core.setup.config import (
@@ -66,6 +69,8 @@ class Destinations:
             return BlueskyPublisher(target, timeout, self.environ)
         if isinstance(target, MastodonTarget):
             return MastodonPublisher(target, timeout, self.environ)
+        if target.is_organization:  # an organization's posts are read back (§26)
+            return LinkedInOrganizationPublisher(target, timeout, self.environ)
         return LinkedInPublisher(target, timeout, self.environ)
 
     def close(self) -> None:
