@@ -92,6 +92,7 @@ BUTTONS: dict[AlertKind, list[tuple[str, str, str | None]]] = {
         ("Cancel", ACTION_ALERT_CANCEL, "danger"),
     ],
     AlertKind.REVIEW_POST: [],
+    AlertKind.POST_GONE: [],  # published, then gone: nothing Galley may do about it
 }
 
 

@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from bot.digest_text import best_post_text
 from bot.mrkdwn import escape_mrkdwn
 from bot.review_facts import published_line
 from core.api.calendar import CalendarEntry
 from core.api.home import HomeModel, RecipeLine, RunNeedingPerson, WaitingDraft
+from core.publishing.engagement import gone_text
 
 VIEW_BLOCK_LIMIT = 100
 ACTION_HOME_PAUSE = "galley_home_pause"
@@ -84,6 +86,7 @@ def home_view(
     parts = [
         _waiting_part(model, viewer, workspace_url),
         _coming_up_part(model),
+        _published_part(model),
         _recipes_part(model, viewer),
     ]
     if viewer.admin:
@@ -163,6 +166,19 @@ def _coming_up_line(entry: CalendarEntry) -> str:
     target = f" → {escape_mrkdwn(entry.target)}" if entry.target else ""
     recipe, shown = escape_mrkdwn(entry.recipe), escape_mrkdwn(entry.shown)
     return f"{_date(entry.slot_at)} · *{recipe}*{target} · {shown}"
+
+
+def _published_part(model: HomeModel) -> _Part:
+    """After publication (§28): posts gone once published, then the week's best post."""
+    items = [[_section(f":warning: {escape_mrkdwn(gone_text(post))}")] for post in model.gone]
+    if model.best_post is not None:
+        items.append([_context(f"Best post this week: {best_post_text(model.best_post)}")])
+    return _Part(
+        [_section("*Published this week*")],
+        items,
+        "…and {n} more: `galley stats --days 7` lists them all.",
+        empty=[_context("No readings yet this week.")],
+    )
 
 
 def _recipes_part(model: HomeModel, viewer: Viewer) -> _Part:

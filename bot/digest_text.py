@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bot.mrkdwn import escape_mrkdwn
 from core.operations.digest import Digest
+from core.publishing.engagement import PostStats
 from core.review.feedback import RecipeFeedback
 
 
@@ -40,7 +41,19 @@ def digest_text(digest: Digest) -> str:
         lines.append(f"• Approved over 30 days: {', '.join(rates)}")
     for name, said in digest.feedback.items():
         lines.append(f"• {_bold(name)}: {_reviewers(said)}")
+    if digest.best_post is not None:
+        lines.append(f"• Best post this week: {best_post_text(digest.best_post)}")
     return "\n".join(lines)
+
+
+def best_post_text(post: PostStats) -> str:
+    """`<url|weekly-update on bluesky:…>`, score 21 (10 likes, 3 reposts, 2 replies, 1 quote)."""
+    name = f"{escape_mrkdwn(post.recipe)} on {escape_mrkdwn(post.target)}"
+    shown = f"<{post.url}|{name}>" if post.url else name
+    counts = (
+        f"{post.likes} likes, {post.reposts} reposts, {post.replies} replies, {post.quotes} quotes"
+    )
+    return f"{shown}, score {post.score} ({counts})"
 
 
 def _reviewers(said: RecipeFeedback) -> str:

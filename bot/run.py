@@ -88,6 +88,8 @@ PASSES: tuple[Pass, ...] = (
     Pass("expiry", "host.expire", Every.HOUSEKEEPING, Pool.HOUSEKEEPING),
     Pass("deliveries", "forget_deliveries", Every.HOUSEKEEPING, Pool.HOUSEKEEPING),
     Pass("reminders", "remind_reviewers", Every.OUTBOX, Pool.SLACK),  # §18: remind_after
+    # published posts read back and counted (§28)
+    Pass("readings", "services.readings.read_due", Every.HOUSEKEEPING, Pool.SLACK),
 )
 
 

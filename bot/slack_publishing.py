@@ -6,6 +6,7 @@ unknown is found in the channel history before anything is sent again.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from bot.alert_blocks import (
     PUBLISH_EVENT_TYPE,
@@ -16,8 +17,19 @@ from bot.alert_blocks import (
 from bot.blocks import DRAFT_TEXT_BUDGET
 from bot.mrkdwn import escape_mrkdwn
 from bot.slack_surface import SlackChannels
-from core.errors import EffectNotSent
-from core.ports import Fit, MessageRef, PostQuery, Publication, RunAlert
+from core.errors import EffectNotSent, LookupUnavailable, ReadRefused
+from core.ports import (
+    Fit,
+    MessageRef,
+    PostCounts,
+    PostFound,
+    PostGone,
+    PostQuery,
+    PostRead,
+    PostUnknown,
+    Publication,
+    RunAlert,
+)
 
 alert_log = logging.getLogger("galley.alert")
 
@@ -49,6 +61,32 @@ class SlackChannelPublisher:
     def fit(self, text: str) -> Fit:
         """Slack counts the escaped text: `&`, `<` and `>` become entities."""
         return Fit(self.target, "Slack", len(escape_mrkdwn(text)), DRAFT_TEXT_BUDGET)
+
+    # --- read back (docs/design.md §28) ---
+
+    counts_per_request = 1  # conversations.history reads one message at its ts
+
+    def read_post(self, external_id: str, effect_key: str) -> PostRead:
+        """The message at its ts: absent from the channel's history is gone (deleted)."""
+        try:
+            found = self.channels.message_at(self.channel, external_id)
+        except LookupUnavailable as exc:
+            return PostUnknown(str(exc))
+        return PostFound() if found is not None else PostGone(404, "message_not_found")
+
+    def read_counts(self, external_ids: Sequence[str]) -> dict[str, PostCounts]:
+        """Reactions (every emoji counts as a like) and thread replies of each message."""
+        counts = {}
+        for ts in external_ids:
+            try:
+                found = self.channels.message_at(self.channel, ts)
+            except LookupUnavailable as exc:
+                raise ReadRefused(str(exc)) from exc
+            if found is not None:
+                reactions = found.get("reactions") or []
+                likes = sum(int(r.get("count") or 0) for r in reactions)
+                counts[ts] = PostCounts(likes=likes, replies=int(found.get("reply_count") or 0))
+        return counts
 
 
 class SlackAlerter:

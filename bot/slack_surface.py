@@ -134,6 +134,18 @@ class SlackChannels:
             raise LookupUnavailable(f"conversations.history failed: {exc}") from exc
         raise LookupUnavailable(f"not in the newest {HISTORY_PAGES * 200} messages")
 
+    def message_at(self, channel: str, ts: str) -> dict[str, Any] | None:
+        """The message posted at `ts` (with its reactions and reply count); None when the
+        channel no longer holds it (deleted). LookupUnavailable when Slack cannot say."""
+        try:
+            page = self.client.conversations_history(
+                channel=channel, latest=ts, oldest=ts, inclusive=True, limit=1
+            )
+        except (SlackApiError, urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+            raise LookupUnavailable(f"conversations.history failed: {exc}") from exc
+        messages: list[dict[str, Any]] = page.get("messages") or []
+        return next((m for m in messages if str(m.get("ts")) == ts), None)
+
     def call(self, method: Any, *, channel: str, **fields: Any) -> dict[str, Any]:
         """One Web API call; only a 429 (a refusal, so nothing happened) is repeated.
         Posts and updates are logged with their outcome (CountedWebClient counts them)."""

@@ -17,6 +17,7 @@ from core.api.services import Services
 from core.operations.alerts import AlertService
 from core.ports import Clock, Directory
 from core.publishing.destinations import Destinations
+from core.publishing.readings import PostReadings
 from core.publishing.service import PublishingService
 from core.publishing.targets import PublisherFor
 from core.review.facts import AnnotatedReviewSurface
@@ -82,6 +83,7 @@ class BotServices:
     outbox: ReviewOutbox
     alerts: AlertService
     publishing: PublishingService
+    readings: PostReadings  # published posts read back and counted (docs/design.md §28)
 
     @property
     def directory(self) -> Directory:
@@ -116,7 +118,23 @@ def wire(
         unfindable=services.alerts.alert_review_post,
         gone=services.alerts.alert_review_gone,
     )
+    readings = PostReadings(
+        core.store,
+        config,
+        core.clock,
+        core.drafting.worker,
+        publishers.publishers_for,
+        services.alerts.alert_post_gone,
+    )
     client = channels.client
     return BotServices(
-        core, client, channels, publishers, ledger, outbox, services.alerts, services.publishing
+        core,
+        client,
+        channels,
+        publishers,
+        ledger,
+        outbox,
+        services.alerts,
+        services.publishing,
+        readings,
     )

@@ -173,3 +173,12 @@ class MissingExtra(EffectNotSent):
             permanent=True,
         )
         self.client = client
+
+
+class ReadRefused(GalleyError):
+    """A platform refused a read for now (429, 503): nothing is known of the posts asked
+    about, and the next read waits `retry_after` seconds when the platform said so."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

@@ -44,6 +44,7 @@ class Failpoint(StrEnum):
     SWEEPER_AFTER_READ = "sweeper_after_read"
     BUMP_AFTER_READ = "bump_after_read"
     MISSED_AFTER_READ = "missed_after_read"  # missed drafts read, not yet locked
+    READINGS_DUE_READ = "readings_due_read"  # posts due read back, not yet claimed (§28)
 
 
 _hooks: dict[str, Callable[[], None]] = {}

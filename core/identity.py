@@ -165,13 +165,15 @@ def alert_settled_key(alert: str) -> str:
 
 REVIEW_POST = "review-post"  # its review message may have been posted and cannot be found
 REVIEW_GONE = "review-gone"  # its review message was deleted in Slack
-_DRAFT_ALERTS = (REVIEW_POST, REVIEW_GONE)
+POST_GONE = "post-gone"  # a publication read back was gone (`alert|post-gone|<receipt>`)
+_DRAFT_ALERTS = (REVIEW_POST, REVIEW_GONE, POST_GONE)
 REVIEW_POST_ALERT = f"{ALERT_PREFIX}{KEY_MARK}{REVIEW_POST}{KEY_MARK}"
 
 
 def draft_alert_key(kind: str, draft: str) -> str:
     """An alert about a draft's review message (`alert|review-post|<draft key>`), told
-    once per draft; `kind` is `REVIEW_POST` or `REVIEW_GONE`."""
+    once per draft; `kind` is `REVIEW_POST` or `REVIEW_GONE`. `POST_GONE` names a
+    publish receipt (`<draft>|publish:<target>`) instead: told once per post."""
     if kind not in _DRAFT_ALERTS:
         raise ValueError(f"not a draft alert: {kind!r}")
     return KEY_MARK.join((ALERT_PREFIX, kind, draft))

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 from sqlmodel import Field, SQLModel, col
 
-from core.policies import EffectStep
+from core.policies import EffectStep, PostCheck
 from core.states import DraftState, EffectState, RunState
 
 
@@ -271,6 +271,12 @@ class RedraftRow(SQLModel, table=True):
     finished_at: datetime | None = _utc()
 
 
+# Publications that succeeded, in ix_effects_published's own words and as literals: a
+# query with bound values would not prove the index's predicate in PostgreSQL's generic
+# plan (a prepared statement's sixth run on), and would scan every receipt.
+PUBLISHED_RECEIPT = "step = 'publish' AND state = 'succeeded'"
+
+
 class EffectRow(SQLModel, table=True):
     """The receipt of one external effect, keyed by its effect key."""
 
@@ -285,6 +291,8 @@ class EffectRow(SQLModel, table=True):
         ),
         # look-up proof: is this post already another receipt's? (publishing/lookup_proof.py)
         sa.Index("ix_effects_external_id", "external_id"),
+        # publications lately succeeded, to be read back (publishing/readings.py, §28)
+        _partial_index("ix_effects_published", "updated_at", where=PUBLISHED_RECEIPT),
     )
 
     key: str = Field(primary_key=True, max_length=400)
@@ -300,6 +308,55 @@ class EffectRow(SQLModel, table=True):
     tries: int = 1
     created_at: datetime = _utc(nullable=False)
     updated_at: datetime = _utc(nullable=False)
+
+
+class PostCheckRow(SQLModel, table=True):
+    """One published post read back (docs/design.md §28): verified once, then counted at
+    each `engagement_at` offset. `due_at` is when it is next read (NULL: never again),
+    so a pass finds its work through ix_post_checks_due whatever the history's length;
+    a pass claims a row by moving `due_at` on, and writes under `claimed_by`."""
+
+    __tablename__ = "post_checks"
+    __table_args__ = (
+        _partial_index("ix_post_checks_due", "due_at", where="due_at IS NOT NULL"),
+        sa.Index("ix_post_checks_recipe_published", "recipe", "published_at"),  # a recipe's
+        sa.Index("ix_post_checks_published", "published_at"),  # every recipe's, this week
+    )
+
+    receipt: str = Field(primary_key=True, max_length=400)  # the publish receipt's key
+    recipe: str = Field(max_length=64)
+    target: str = Field(max_length=200)
+    external_id: str
+    url: str | None = None
+    published_at: datetime = _utc(nullable=False)
+    state: PostCheck = Field(sa_type=_state_type(PostCheck))
+    due_at: datetime | None = _utc()
+    tries: int = 0  # reads since the last one that told (backoff grows with it)
+    readings_done: int = 0  # `engagement_at` offsets read (or passed) so far
+    claimed_by: str | None = Field(default=None, max_length=200)
+    verified_at: datetime | None = _utc()
+    gone_at: datetime | None = _utc()
+    detail: str | None = None  # why it is gone, or why the last read could not tell
+
+
+class PostReadingRow(SQLModel, table=True):
+    """One engagement reading of a published post, kept (never overwritten)."""
+
+    __tablename__ = "post_readings"
+    __table_args__ = (sa.Index("ix_post_readings_recipe_read", "recipe", "read_at"),)
+
+    receipt: str = Field(primary_key=True, max_length=400)
+    label: str = Field(primary_key=True, max_length=16)  # the offset it was due at: `1h`, `1d`
+    after_seconds: int  # that offset, in seconds after publication
+    recipe: str = Field(max_length=64)
+    target: str = Field(max_length=200)
+    read_at: datetime = _utc(nullable=False)
+    likes: int = 0
+    reposts: int = 0
+    replies: int = 0
+    quotes: int = 0
+    impressions: int | None = None
+    note: str | None = None  # what the platform would not say (a LinkedIn scope missing)
 
 
 def unsettled_receipt(step: EffectStep) -> sa.ColumnElement[bool]:

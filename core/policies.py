@@ -278,6 +278,7 @@ class AlertKind(StrEnum):
     REVIEW_POST = "review_post"  # a review post nobody can find: check the channel
     STRANDED = "stranded"  # a run nothing will move (its recipe left the config): Cancel
     MISSED = "missed"  # §23: approved, not published by its time: Retry / Cancel
+    POST_GONE = "post_gone"  # §28: published, then gone when read back: nothing to press
 
 
 class OnSimilar(StrEnum):
@@ -375,3 +376,12 @@ class OnEmpty(StrEnum):
 
     SKIP = "skip"  # skipped (no_news), at no cost
     DRAFT = "draft"  # drafted from the prompt alone
+
+
+class PostCheck(StrEnum):
+    """What reading a published post back found (docs/design.md §28)."""
+
+    DUE = "due"  # not read back yet, or the read could not tell: read again, with backoff
+    VERIFIED = "verified"  # found where it was published
+    GONE = "gone"  # the platform says it is no longer there (deleted, removed)
+    UNREADABLE = "unreadable"  # its target cannot be read back (no status URL, no scope)

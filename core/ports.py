@@ -6,10 +6,10 @@ Slack). The domain depends only on these Protocols, so a notebook or a test can 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from core.policies import AlertKind, Backpressure
 
@@ -307,6 +307,64 @@ class Publisher(Protocol):
 
     def fit(self, text: str) -> Fit | None:
         """`text` measured against this destination's limit; None when it has none."""
+        ...
+
+
+@dataclass(frozen=True)
+class PostFound:
+    """A published post read back where it was published."""
+
+
+@dataclass(frozen=True)
+class PostGone:
+    """The platform says the post is not there (`status`: its answer, 404 or 410)."""
+
+    status: int
+    detail: str
+
+
+@dataclass(frozen=True)
+class PostUnknown:
+    """A read that cannot tell (a 429, a 5xx, no answer): never taken as gone."""
+
+    why: str
+    retry_after: float | None = None
+
+
+PostRead = PostFound | PostGone | PostUnknown
+
+
+@dataclass(frozen=True)
+class PostCounts:
+    """One reading of a post's engagement, in the words every platform maps to (a
+    LinkedIn reaction is a like, a comment a reply; a Mastodon boost a repost).
+    `impressions` is None where the platform or the token's scopes give none, and `note`
+    then says why."""
+
+    likes: int = 0
+    reposts: int = 0
+    replies: int = 0
+    quotes: int = 0
+    impressions: int | None = None
+    note: str | None = None
+
+
+@runtime_checkable
+class PostReader(Protocol):
+    """A publisher that can read its posts back (docs/design.md §28): Bluesky, Mastodon,
+    a webhook with a status URL. `counts_per_request` is how many posts one counts
+    request takes (Bluesky `getPosts`: 25); 0 where the destination gives no counts."""
+
+    counts_per_request: int
+
+    def read_post(self, external_id: str, effect_key: str) -> PostRead:
+        """Is the post (`external_id`, published under `effect_key`) still there? Found,
+        gone, or cannot tell."""
+        ...
+
+    def read_counts(self, external_ids: Sequence[str]) -> Mapping[str, PostCounts]:
+        """Counts of at most `counts_per_request` posts; a post missing from the answer
+        could not be read. Raise ReadRefused when the platform refuses the read for now."""
         ...
 
 

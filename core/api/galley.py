@@ -70,6 +70,7 @@ if TYPE_CHECKING:  # loaded by the operations that use them: reads stay light
     from core.api.source_preview import SourcesPreview
     from core.drafting.attempts import Backoff
     from core.drafting.claims import DraftResult
+    from core.publishing.engagement import StatsList
     from core.scheduling.bumps import Bumped
 
 __all__ = ["ALL", "Galley", "RecipeStatus", "RunSummary", "Status"]
@@ -405,6 +406,16 @@ class Galley:
 
         with self._services.store.read() as session:
             return read_calendar(session, self._services.config, self._services.clock.now(), days)
+
+    def stats(self, recipe_name: str | None = None, days: int = 30) -> StatsList:
+        """How published posts did (§28): each post of the last `days` with its latest
+        engagement reading and score; `.to_frame()`, `.best()`."""
+        from core.publishing.engagement import read_stats
+
+        if recipe_name is not None:
+            self._services.recipe(recipe_name)  # UnknownRecipe for a name not in the config
+        with self._services.store.read() as session:
+            return read_stats(session, self._services.clock.now(), days, recipe_name)
 
     @cached_property
     def plots(self) -> Plots:

@@ -21,11 +21,13 @@ from core.identity import review_effect_key, run_id_range
 from core.models import DraftRow, EffectRow, RunRow
 from core.operations.stuck import is_stuck
 from core.ports import PublishedLink
+from core.publishing.engagement import PostStats, read_stats
 from core.publishing.targets import published_links
 from core.setup.config import Config
 from core.states import RUN_WATCHED_STATES, DraftState, EffectState, RunState
 from core.store.history_pages import ready_counts
 
+WEEK_DAYS = 7  # the best post, and posts gone, of the last week (§28)
 WAITING_LIMIT = 60  # more than a Home tab can show; the rest is counted, not listed
 COMING_UP_DAYS = 7  # "Coming up": the calendar's next week (docs/design.md §23)
 COMING_UP_LIMIT = 10
@@ -68,6 +70,8 @@ class HomeModel:
     recipes: list[RecipeLine]
     needing_person: list[RunNeedingPerson]  # uncertain and stuck runs
     coming_up: list[CalendarEntry] = field(default_factory=list)  # next slots, per target
+    best_post: PostStats | None = None  # §28: the best-scored post published this week
+    gone: list[PostStats] = field(default_factory=list)  # §28: published this week, then gone
 
 
 def read_home(services: Services) -> HomeModel:
@@ -93,8 +97,10 @@ def read_home(services: Services) -> HomeModel:
         recipes = [_recipe_line(session, status[name]) for name in names]
         needing = _runs_needing_person(session, config, now)
         calendar = read_calendar(session, config, now, COMING_UP_DAYS)
+        week = read_stats(session, now, WEEK_DAYS)
     coming_up = [entry for entry in calendar if entry.slot_at >= now][:COMING_UP_LIMIT]
-    return HomeModel(waiting, total, recipes, needing, coming_up)
+    gone = [post for post in week if post.gone is not None]
+    return HomeModel(waiting, total, recipes, needing, coming_up, week.best(), gone)
 
 
 def _review_refs(session: Session, keys: list[str]) -> dict[str, tuple[str, str]]:

@@ -15,6 +15,9 @@ from collections.abc import Iterable
 from datetime import UTC, date, datetime, time, timedelta
 from typing import TYPE_CHECKING, Any
 
+import sqlalchemy as sa
+from sqlmodel import Session, select
+
 from core.api.analytics import (
     OUTCOMES,
     daily_cost,
@@ -25,7 +28,9 @@ from core.api.analytics import (
 )
 from core.api.queries import list_events
 from core.errors import UnknownRun
+from core.models import PostCheckRow
 from core.policies import Drafting
+from core.publishing.engagement import StatsList, read_stats
 from core.setup.config import Config
 from core.states import EventSubject
 from core.store.engine import Store
@@ -238,6 +243,29 @@ class Plots:
         figure.autofmt_xdate()
         return figure
 
+    def engagement(self, days: int = 90) -> Figure:
+        """Each published post's score at its latest reading (likes + 2 reposts + 2
+        replies + quotes, docs/design.md §28), per recipe and target, over the `days`
+        before the newest publication."""
+        posts = sorted(self._read(_recent_posts, days), key=lambda post: post.published_at)
+        figure = _figure()
+        axes = figure.subplots()
+        title = "Engagement of published posts"
+        if not posts:
+            return _nothing(figure, axes, title, "no published post read back yet")
+        series: dict[str, tuple[list[Any], list[int]]] = defaultdict(lambda: ([], []))
+        for post in posts:
+            instants, scores = series[f"{post.recipe} → {post.target}"]
+            instants.append(post.published_at)
+            scores.append(post.score)
+        for label, (instants, scores) in sorted(series.items()):
+            axes.plot(instants, scores, marker=_marker(instants), label=label)
+        axes.set(title=title, ylabel="score at the latest reading")
+        _span(axes, [post.published_at for post in posts], timedelta(days=1))
+        _legend(axes, posts)
+        figure.autofmt_xdate()
+        return figure
+
 
 def _nothing(figure: Figure, axes: Any, title: str, words: str) -> Figure:
     """A figure that says there is nothing to plot yet, rather than an empty frame."""
@@ -271,3 +299,11 @@ def _marker(points: list[Any]) -> str | None:
 def _legend(axes: Any, data: Any) -> None:
     if data:
         axes.legend(loc="best", fontsize=8)
+
+
+def _recent_posts(session: Session, days: int) -> StatsList:
+    """The posts of the `days` before the newest publication: no clock, no today."""
+    newest = session.exec(select(sa.func.max(PostCheckRow.published_at))).one()
+    if newest is None:
+        return StatsList()
+    return read_stats(session, newest + timedelta(seconds=1), days)

@@ -16,6 +16,7 @@ from sqlmodel import Session, col, select
 
 from core.drafting.causes import last_attempt_cause
 from core.identity import (
+    POST_GONE,
     REVIEW_GONE,
     REVIEW_POST,
     REVIEW_POST_ALERT,
@@ -182,6 +183,20 @@ class AlertService:
         headline = "A review message was deleted, so Galley can no longer update it."
         key = draft_alert_key(REVIEW_GONE, item.draft_key)
         return self._post_once(key, run, headline, AlertKind.REVIEW_POST, facts)
+
+    def alert_post_gone(self, receipt: str, run_id: str, headline: str, url: str | None) -> bool:
+        """A publication read back and found gone (docs/design.md §28): told once per
+        post, whoever reads it and however often."""
+        with self.store.read() as session:
+            run = required(run_row(session, run_id), f"run {run_id}")
+        facts = [
+            f"Run `{run_id}` was published to `{target_of_publish_key(receipt)}`"
+            + (f" ({url})" if url else "")
+            + "; reading it back, the platform says it is no longer there.",
+            "Someone deleted it, or the platform removed it. Galley does not post it again.",
+        ]
+        key = draft_alert_key(POST_GONE, receipt)
+        return self._post_once(key, run, headline, AlertKind.POST_GONE, facts)
 
     def _alert_if_due(self, run: RunRow, now: datetime) -> bool:
         found = self._headline(run, now)

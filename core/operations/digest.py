@@ -21,6 +21,7 @@ from core.models import DraftRow, EventRow, RunRow
 from core.operations.stuck import is_stuck
 from core.policies import EffectStep, FailReason, SkipReason
 from core.ports import MessageRef
+from core.publishing.engagement import PostStats, read_stats
 from core.review.feedback import RecipeFeedback, feedback_by_recipe, month_start
 from core.review.window import review_closes_at
 from core.setup.config import Config
@@ -38,6 +39,7 @@ from core.store.engine import Store
 DAY = timedelta(days=1)
 EXPIRY_WARNING = timedelta(hours=12)
 APPROVAL_WINDOW = timedelta(days=30)
+WEEK_DAYS = 7  # the best post of the week: published in the last 7 days (§28)
 REPEATED_FAILURES = 2
 
 
@@ -97,6 +99,7 @@ class Digest:
     # recipe → runs skipped in 24h because their sources had nothing new (§14)
     no_news: dict[str, int] = field(default_factory=dict)
     expired_unread: dict[str, int] = field(default_factory=dict)  # recipe → nobody clicked, 24h
+    best_post: PostStats | None = None  # §28: the best-scored post published this week
 
 
 def build_digest(store: Store, config: Config, now: datetime) -> Digest:
@@ -135,6 +138,7 @@ def build_digest(store: Store, config: Config, now: datetime) -> Digest:
         unread = _expired_unread(session, now)
         since = month_start(now, config.slack.digest_timezone)
         said = feedback_by_recipe(session, config.recipes, since, "this month").values()
+        best = read_stats(session, now, WEEK_DAYS).best()
     return Digest(
         at=now,
         stuck=_stuck(open_runs, config, now),
@@ -146,6 +150,7 @@ def build_digest(store: Store, config: Config, now: datetime) -> Digest:
         missed=list(missed),
         no_news=_no_news(recent),
         expired_unread=unread,
+        best_post=best,
     )
 
 

@@ -11,9 +11,12 @@ from collections.abc import Callable, Mapping
 
 from core.ports import Publisher
 from core.publishing.platforms.bluesky import BlueskyPublisher
-from core.publishing.platforms.linkedin import LinkedInPublisher
+from core.publishing.platforms.linkedin import (
+    LinkedInOrganizationPublisher,
+    LinkedInPublisher,
+)
 from core.publishing.platforms.mastodon import MastodonPublisher
-from core.publishing.platforms.webhook import WebhookPublisher
+from core.publishing.platforms.webhook import StatusWebhookPublisher, WebhookPublisher
 from core.setup.config import (
     BlueskyTarget,
     MastodonTarget,
@@ -58,12 +61,16 @@ class Destinations:
         timeout = recipe.call_timeout
         if isinstance(target, SlackTarget):
             return None if self.slack is None else self.slack(target)
+        if isinstance(target, WebhookTarget) and target.status_url:  # read back (§28)
+            return StatusWebhookPublisher(target.url, target.status_url, timeout=timeout)
         if isinstance(target, WebhookTarget):
             return WebhookPublisher(target.url, target.status_url, timeout=timeout)
         if isinstance(target, BlueskyTarget):
             return BlueskyPublisher(target, timeout, self.environ)
         if isinstance(target, MastodonTarget):
             return MastodonPublisher(target, timeout, self.environ)
+        if target.is_organization:  # an organization's posts are read back (§28)
+            return LinkedInOrganizationPublisher(target, timeout, self.environ)
         return LinkedInPublisher(target, timeout, self.environ)
 
     def close(self) -> None:

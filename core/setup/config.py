@@ -309,11 +309,24 @@ class RecipeSettings(_Strict):
     window: Duration | None = None  # §14: None: items since the previous slot
     max_source_chars: int = Field(default=20000, ge=100)  # §14: source text given to the model
     on_empty: OnEmpty = OnEmpty.SKIP  # §14: a window with no items skips (no_news) or drafts
+    verify_after: Duration = timedelta(minutes=2)  # §17: a published post read back this late
+    # §17: engagement read this long after publication, each reading kept
+    engagement_at: tuple[Duration, ...] = (
+        timedelta(hours=1),
+        timedelta(hours=24),
+        timedelta(days=7),
+    )
 
     @field_validator("timezone")
     @classmethod
     def _zone(cls, name: str) -> str:
         return _known_zone(name)
+
+    @field_validator("engagement_at")
+    @classmethod
+    def _readings_in_order(cls, offsets: tuple[timedelta, ...]) -> tuple[timedelta, ...]:
+        """Each reading is labelled by its offset: two alike would be one reading."""
+        return tuple(sorted(set(offsets)))
 
 
 class Recipe(RecipeSettings):

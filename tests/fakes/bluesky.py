@@ -26,6 +26,7 @@ import json
 import re
 import time
 from typing import Any
+from urllib.parse import parse_qs
 
 from tests.fakes import server, social
 from tests.fakes.social import Action, Call, Reply, Route
@@ -37,6 +38,7 @@ TID_PATTERN = re.compile(r"^[234567abcdefghij][234567abcdefghijklmnopqrstuvwxyz]
 TID_ALPHABET = "234567abcdefghijklmnopqrstuvwxyz"
 MAX_GRAPHEMES = 300
 MAX_BYTES = 3000
+GET_POSTS_LIMIT = 25
 MENTION_TYPE = "app.bsky.richtext.facet#mention"
 BARE_500 = {"error": "InternalServerError", "message": "Internal Server Error"}
 
@@ -126,6 +128,7 @@ class FakeBluesky(social.SocialFake):
             ("POST", "com.atproto.server.refreshSession"): ("session", self._refresh_session),
             ("POST", "com.atproto.repo.createRecord"): ("create", self._create_record),
             ("GET", "com.atproto.repo.getRecord"): ("read", self._get_record),
+            ("GET", "app.bsky.feed.getPosts"): ("counts", self._get_posts),
         }
         return table.get((method, nsid))
 
@@ -278,6 +281,34 @@ class FakeBluesky(social.SocialFake):
             message = f"Could not locate record: {uri}"
             return 400, {"error": "RecordNotFound", "message": message}, {}
         return 200, {"uri": found["uri"], "cid": found["cid"], "value": found["record"]}, {}
+
+    def _get_posts(self, call: Call) -> Reply:
+        """`app.bsky.feed.getPosts` as the AppView answers it through the PDS: at most 25
+        `uris`, the posts it knows as PostViews with their counts, missing ones left out."""
+        who = self._authorised(call)
+        if not isinstance(who, str):
+            return who
+        uris = parse_qs(call.query).get("uris", [])
+        if len(uris) > GET_POSTS_LIMIT:
+            message = f"uris must not have more than {GET_POSTS_LIMIT} elements"
+            return 400, {"error": "InvalidRequest", "message": message}, {}
+        posts = {p["uri"]: p for p in self._visible(lambda p: p["uri"] in uris)}
+        return 200, {"posts": [_post_view(posts[u]) for u in uris if u in posts]}, {}
+
+
+def _post_view(post: dict[str, Any]) -> dict[str, Any]:
+    counts = post.get("counts", {})
+    return {
+        "uri": post["uri"],
+        "cid": post["cid"],
+        "author": {"did": post["owner"], "handle": post["handle"]},
+        "record": post["record"],
+        "indexedAt": "2026-11-23T09:00:00.000Z",
+        "likeCount": counts.get("likes", 0),
+        "repostCount": counts.get("reposts", 0),
+        "replyCount": counts.get("replies", 0),
+        "quoteCount": counts.get("quotes", 0),
+    }
 
 
 def _status_reply(action: Action) -> Reply:

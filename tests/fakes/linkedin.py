@@ -21,6 +21,7 @@ import itertools
 import re
 import time
 from typing import Any
+from urllib.parse import unquote
 
 from tests.fakes import server, social
 from tests.fakes.social import Action, Call, Reply, Route
@@ -82,6 +83,7 @@ class FakeLinkedIn(social.SocialFake):
     ) -> None:
         super().__init__(state_file=state_file, port=port)
         self.tokens = dict(tokens or {TOKEN: {ORGANIZATION, PERSON}})
+        self.statistics_denied = False  # True: the token lacks the statistics scope
         self._serial = itertools.count(len(self._posts) + 1)
 
     @property
@@ -91,6 +93,11 @@ class FakeLinkedIn(social.SocialFake):
     # --- routes ---
 
     def route(self, method: str, path: str) -> tuple[str, Route] | None:
+        if method == "GET" and path.startswith("/rest/posts/"):
+            urn = unquote(path.removeprefix("/rest/posts/"))
+            return "post", lambda call: self._get_post(call, urn)
+        if method == "GET" and path.rstrip("/") == "/rest/organizationalEntityShareStatistics":
+            return "counts", self._statistics
         if path.rstrip("/") != "/rest/posts":
             return None
         if method == "POST":
@@ -192,9 +199,53 @@ class FakeLinkedIn(social.SocialFake):
             {},
         )
 
+    def _get_post(self, call: Call, urn: str) -> Reply:
+        """`GET /rest/posts/{urn}`: a deleted post is 404."""
+        authors = self._checked(call)
+        if not isinstance(authors, set):
+            return authors
+        [found] = self._visible(lambda p: p["id"] == urn) or [None]
+        if found is None:
+            return 404, {"status": 404, "message": f"Not found: {urn}"}, {}
+        return 200, _public(found), {}
+
+    def _statistics(self, call: Call) -> Reply:
+        """`organizationalEntityShareStatistics?q=organizationalEntity&shares=List(…)`:
+        lifetime totals per post; 403 for a token without the scope (`statistics_denied`)."""
+        authors = self._checked(call)
+        if not isinstance(authors, set):
+            return authors
+        if self.statistics_denied:
+            return _denied("organizationalEntityShareStatistics")
+        query = call.query
+        found = re.search(r"shares=List\(([^)]*)\)", query)
+        urns = [unquote(u) for u in found.group(1).split(",")] if found else []
+        posts = {p["id"]: p for p in self._visible(lambda p: p["id"] in urns)}
+        elements = [
+            {
+                "share": urn,
+                "organizationalEntity": posts[urn]["owner"],
+                "totalShareStatistics": _statistics(posts[urn].get("counts", {})),
+            }
+            for urn in urns
+            if urn in posts
+        ]
+        return 200, {"elements": elements, "paging": {"count": 10, "start": 0}}, {}
+
+
+def _statistics(counts: dict[str, int]) -> dict[str, int]:
+    return {
+        "likeCount": counts.get("likes", 0),
+        "shareCount": counts.get("reposts", 0),
+        "commentCount": counts.get("replies", 0),
+        "impressionCount": counts.get("impressions", 0),
+        "clickCount": 0,
+        "engagement": 0,
+    }
+
 
 def _public(post: dict[str, Any]) -> dict[str, Any]:
-    hidden = {"owner", "mentions", "visible", "at"}
+    hidden = {"owner", "mentions", "visible", "at", "counts"}
     return {k: v for k, v in post.items() if k not in hidden}
 
 

@@ -24,7 +24,7 @@ import re
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qs, parse_qsl
 
 from tests.fakes import server, social
 from tests.fakes.social import Action, Call, Reply, Route
@@ -35,6 +35,7 @@ ACCOUNT_ID = "109000000000000001"
 MAX_CHARACTERS = 500
 URL_CHARACTERS = 23
 IDEMPOTENCY_SECONDS = 3600
+STATUSES_LIMIT = 20  # ids one GET /api/v1/statuses takes
 VISIBILITIES = ("public", "unlisted", "private", "direct")
 _URL = re.compile(r"https?://[^\s<>\"']+")
 # Mastodon's mention: after start or a non-word, non-/ character; @user or @user@host
@@ -124,6 +125,11 @@ class FakeMastodon(social.SocialFake):
             return "account", self._verify_credentials
         if (method, path) == ("POST", "/api/v1/statuses"):
             return "create", self._post_status
+        if (method, path) == ("GET", "/api/v1/statuses"):
+            return "counts", self._statuses
+        status = re.fullmatch(r"/api/v1/statuses/(\d+)", path)
+        if method == "GET" and status:
+            return "status", lambda call: self._status(call, status.group(1))
         match = re.fullmatch(r"/api/v1/accounts/(\d+)/statuses", path)
         if method == "GET" and match:
             return "read", lambda call: self._account_statuses(call, match.group(1))
@@ -256,11 +262,38 @@ class FakeMastodon(social.SocialFake):
             headers["Link"] = f'<{base}?max_id={page[-1]["id"]}&limit={limit}>; rel="next"'
         return 200, statuses, headers
 
+    def _status(self, call: Call, status_id: str) -> Reply:
+        """`GET /api/v1/statuses/:id`: a deleted status is `404 Record not found`."""
+        account = self._account(call)
+        if isinstance(account, tuple):
+            return account
+        [found] = self._visible(lambda p: p["id"] == status_id) or [None]
+        if found is None:
+            return 404, {"error": "Record not found"}, {}
+        return 200, _public(found), {}
+
+    def _statuses(self, call: Call) -> Reply:
+        """`GET /api/v1/statuses?id[]=…` (Mastodon 4.3): the statuses found, at most
+        STATUSES_LIMIT ids taken, deleted ones left out."""
+        account = self._account(call)
+        if isinstance(account, tuple):
+            return account
+        ids = parse_qs(call.query).get("id[]", [])[:STATUSES_LIMIT]
+        found = {p["id"]: p for p in self._visible(lambda p: p["id"] in ids)}
+        return 200, [_public(found[i]) for i in ids if i in found], {}
+
 
 def _public(post: dict[str, Any]) -> dict[str, Any]:
-    """A stored post as the API shows it: no fake bookkeeping, no source text."""
-    hidden = {"owner", "source_text", "visible", "at"}
-    return {k: v for k, v in post.items() if k not in hidden}
+    """A stored post as the API shows it: no fake bookkeeping, no source text; its counts
+    in Mastodon's own words."""
+    hidden = {"owner", "source_text", "visible", "at", "counts"}
+    counts = post.get("counts", {})
+    return {k: v for k, v in post.items() if k not in hidden} | {
+        "favourites_count": counts.get("likes", 0),
+        "reblogs_count": counts.get("reposts", 0),
+        "replies_count": counts.get("replies", 0),
+        "quotes_count": counts.get("quotes", 0),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:

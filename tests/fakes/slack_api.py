@@ -279,6 +279,20 @@ class FakeSlack(server.FakeServer):
                 "profile": profile,
             }
 
+    def edit_message(self, channel: str, ts: str, **fields: Any) -> None:
+        """Change a stored message as people would (`reactions`, `reply_count`)."""
+        with self._lock:
+            for message in self._messages.get(channel, []):
+                if message["ts"] == ts:
+                    message.update(fields)
+            self._persist()
+
+    def delete_message(self, channel: str, ts: str) -> None:
+        """A person deletes the message: gone from the channel's history."""
+        with self._lock:
+            self._messages[channel] = [m for m in self._messages[channel] if m["ts"] != ts]
+            self._persist()
+
     # --- used by the handler ---
 
     def _next_action(self, method: str) -> tuple[Action, dict[str, Any]]:

@@ -229,6 +229,24 @@ class SocialFake(server.FakeServer):
                 post["visible"] = True
             self._persist()
 
+    def delete(self, predicate: Callable[[dict[str, Any]], bool]) -> int:
+        """Posts matching `predicate` deleted, as their author would: gone from every read."""
+        with self._lock:
+            kept = [p for p in self._posts if not predicate(p)]
+            deleted = len(self._posts) - len(kept)
+            self._posts = kept
+            self._persist()
+            return deleted
+
+    def set_counts(self, predicate: Callable[[dict[str, Any]], bool], **counts: int) -> None:
+        """Engagement of the matching posts from now on (likes, reposts, replies, quotes,
+        impressions, in the platform's own words where it names them otherwise)."""
+        with self._lock:
+            for post in self._posts:
+                if predicate(post):
+                    post["counts"] = {**post.get("counts", {}), **counts}
+            self._persist()
+
     # --- what each platform's fake provides ---
 
     def route(self, method: str, path: str) -> tuple[str, Route] | None:

@@ -14,7 +14,7 @@ from bot.slack_surface import SlackChannels
 from bot.wiring import Publishers
 from core.identity import publish_effect_key
 from core.publishing.platforms.bluesky import BlueskyPublisher
-from core.publishing.platforms.linkedin import LinkedInPublisher
+from core.publishing.platforms.linkedin import LinkedInOrganizationPublisher, LinkedInPublisher
 from core.publishing.platforms.mastodon import MastodonPublisher
 from core.publishing.platforms.webhook import WebhookPublisher
 from core.setup.config import parse_config
@@ -41,7 +41,7 @@ def test_each_target_gets_its_publisher_in_order_built_once() -> None:
     publishers = Publishers(SlackChannels(WebClient(token="xoxb-test")), environ={})
     built = publishers.publishers_for(recipe)
     kinds = [SlackChannelPublisher, WebhookPublisher, BlueskyPublisher, MastodonPublisher]
-    assert [type(p) for p in built] == [*kinds, LinkedInPublisher]
+    assert [type(p) for p in built] == [*kinds, LinkedInOrganizationPublisher]  # read back
     assert [p.target for p in built] == [t.target for t in recipe.targets]
     assert publishers.publishers_for(recipe) == built  # shared, not rebuilt per pass
     assert publishers(recipe) is built[0]  # single-target callers get the first

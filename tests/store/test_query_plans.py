@@ -24,6 +24,7 @@ from core.drafting.claims import sweep_expired_claims
 from core.drafting.service import DraftingService
 from core.operations.alerts import AlertService
 from core.operations.digest import build_digest
+from core.publishing.readings import PostReadings
 from core.publishing.service import PublishingService
 from core.review.outbox import ReviewOutbox
 from core.review.queue import expire_overdue_drafts
@@ -34,7 +35,7 @@ from core.setup.config import parse_config
 from core.store.effects import EffectLedger
 from core.store.engine import Store
 
-HISTORY_TABLES = {"runs", "drafts", "attempts", "effects", "events"}
+HISTORY_TABLES = {"runs", "drafts", "attempts", "effects", "events", "post_checks", "post_readings"}
 PARTIAL_INDEXES = {
     str(index.name)
     for table in SQLModel.metadata.sorted_tables
@@ -80,6 +81,7 @@ def _passes(store: Store) -> dict[str, Callable[[], object]]:
     publishing = PublishingService(store, config, clock, ledger, lambda _recipe: world)
     drafting = DraftingService(store, world, clock=clock)  # type: ignore[arg-type]
     dispatcher = SlotDispatcher(store, drafting, clock, recipes=dict(config.recipes))
+    readings = PostReadings(store, config, clock, "plans:1", lambda _recipe: [], lambda *_: False)
 
     def catch_up() -> object:
         with store.read() as session:
@@ -111,6 +113,7 @@ def _passes(store: Store) -> dict[str, Callable[[], object]]:
         "reminders": lambda: remind_waiting(store, reminding, clock, ledger, world),
         "decision log": decision_log(),
         "decision log: a recipe's": decision_log(recipe=recipe_name(1)),
+        "readings": readings.read_due,  # docs/design.md §28
     }
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -23,10 +23,20 @@ from core.errors import (
     EffectOutcomeUnknown,
     LookupUnavailable,
     MissingExtra,
+    ReadRefused,
 )
 from core.http_calls import call_timeout, never_sent, retry_after_seconds
 from core.identity import bluesky_record_key
-from core.ports import Fit, PostQuery, Publication
+from core.ports import (
+    Fit,
+    PostCounts,
+    PostFound,
+    PostGone,
+    PostQuery,
+    PostRead,
+    PostUnknown,
+    Publication,
+)
 from core.publishing.platforms.post_text import comparable, graphemes, url_spans
 from core.setup.config import BlueskyTarget
 
@@ -36,6 +46,7 @@ POST_COLLECTION = "app.bsky.feed.post"
 CREATE = "com.atproto.repo.createRecord"
 POST_URI = re.compile(r"^at://(?P<repo>[^/]+)/app\.bsky\.feed\.post/(?P<rkey>[^/]+)$")
 RETRY_LATER = frozenset({429, 503})  # refused for now: nothing happened
+GET_POSTS_LIMIT = 25  # URIs one app.bsky.feed.getPosts takes
 
 
 class _Expired(Exception):
@@ -119,6 +130,48 @@ class BlueskyPublisher:
                 f"Bluesky record {found.uri} holds a different post: a person must check"
             )
         return str(found.uri)
+
+    # --- read back (docs/design.md §28) ---
+
+    counts_per_request = GET_POSTS_LIMIT
+
+    def read_post(self, external_id: str, effect_key: str) -> PostRead:
+        """`getRecord` for the post's own key: `RecordNotFound` is gone, anything else
+        that is not the record cannot tell."""
+        match = POST_URI.match(external_id)
+        if match is None:
+            return PostUnknown(f"not a post URI: {external_id}")
+        try:
+            self._client_or_new().app.bsky.feed.post.get(match["repo"], match["rkey"])
+        except MissingExtra as exc:
+            return PostUnknown(str(exc))
+        except Exception as exc:
+            status, name, _ = _xrpc_error(exc)
+            if name == "RecordNotFound" and status is not None:
+                return PostGone(status, name)
+            wait = _wait_of(exc) if status in RETRY_LATER else None
+            return PostUnknown(f"Bluesky getRecord failed: {_describe(exc)}", wait)
+        return PostFound()
+
+    def read_counts(self, external_ids: Sequence[str]) -> dict[str, PostCounts]:
+        """One `getPosts` for up to 25 URIs; a post the AppView does not return (deleted,
+        not indexed yet) is missing from the answer."""
+        try:
+            client, _ = self._signed_in()
+            answer = client.app.bsky.feed.get_posts({"uris": list(external_ids)})
+        except Exception as exc:
+            status, _, _ = _xrpc_error(exc)
+            wait = _wait_of(exc) if status in RETRY_LATER else None
+            raise ReadRefused(f"Bluesky getPosts failed: {_describe(exc)}", wait) from exc
+        return {
+            str(post.uri): PostCounts(
+                likes=post.like_count or 0,
+                reposts=post.repost_count or 0,
+                replies=post.reply_count or 0,
+                quotes=post.quote_count or 0,
+            )
+            for post in answer.posts
+        }
 
     def link(self, external_id: str) -> str | None:
         match = POST_URI.match(external_id)

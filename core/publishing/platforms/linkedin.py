@@ -12,16 +12,31 @@ cannot tell and a person decides (DESIGN.md §4.5).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
-from core.errors import EffectNotSent, EffectOutcomeUnknown, LookupUnavailable, MissingSecret
+from core.errors import (
+    EffectNotSent,
+    EffectOutcomeUnknown,
+    LookupUnavailable,
+    MissingSecret,
+    ReadRefused,
+)
 from core.http_calls import call_timeout, never_sent, retry_after_seconds
-from core.ports import Fit, PostQuery, Publication
+from core.ports import (
+    Fit,
+    PostCounts,
+    PostFound,
+    PostGone,
+    PostQuery,
+    PostRead,
+    PostUnknown,
+    Publication,
+)
 from core.publishing.platforms.post_text import (
     comparable,
     linkedin_commentary,
@@ -38,6 +53,8 @@ RETRY_LATER = frozenset({429, 503})
 PERMANENT = frozenset({400, 404, 410, 413, 422, 426})
 MEMBER_UNREADABLE = "LinkedIn cannot read back a member's posts; a person must check"
 _CANNOT_SEND = (httpx.UnsupportedProtocol, httpx.LocalProtocolError, httpx.InvalidURL)
+STATISTICS_PER_REQUEST = 20  # posts asked of organizationalEntityShareStatistics at once
+STATISTICS_SCOPE = "rw_organization_admin"  # the Community Management API's statistics
 
 
 class LinkedInPublisher:
@@ -208,6 +225,60 @@ class LinkedInPublisher:
         if status in PERMANENT:
             return EffectNotSent(said, permanent=True)
         return EffectOutcomeUnknown(said)  # 500, 502, 504, redirects: it may have posted
+
+
+class LinkedInOrganizationPublisher(LinkedInPublisher):
+    """An organization page's posts, read back (docs/design.md §28): the post itself,
+    and its statistics where the token's scopes allow (a member's posts are not
+    readable, so a member target has no reader)."""
+
+    counts_per_request = STATISTICS_PER_REQUEST
+
+    def read_post(self, external_id: str, effect_key: str) -> PostRead:
+        url = self.config.api + "posts/" + quote(external_id, safe="")
+        try:
+            response = self._client.get(url, headers=self._headers(), timeout=self._timeout)
+        except (httpx.HTTPError, httpx.InvalidURL, MissingSecret) as exc:
+            return PostUnknown(f"LinkedIn post read failed: {_describe(exc)}")
+        if response.status_code == 200:
+            return PostFound()
+        if response.status_code in (404, 410):
+            return PostGone(response.status_code, _message(response))
+        wait = retry_after_seconds(response.headers.get("retry-after"))
+        return PostUnknown(f"LinkedIn answered {response.status_code}: {_message(response)}", wait)
+
+    def read_counts(self, external_ids: Sequence[str]) -> dict[str, PostCounts]:
+        """`organizationalEntityShareStatistics` for these posts: reactions as likes,
+        comments as replies, shares as reposts, and impressions; a token without the
+        scope gets every post's counts as zeros with a note saying so."""
+        shares = ",".join(quote(i, safe="") for i in external_ids if ":share:" in i)
+        ugc = ",".join(quote(i, safe="") for i in external_ids if ":ugcPost:" in i)
+        query = "q=organizationalEntity&organizationalEntity=" + quote(self.config.author, safe="")
+        query += f"&shares=List({shares})" if shares else ""
+        query += f"&ugcPosts=List({ugc})" if ugc else ""
+        url = f"{self.config.api}organizationalEntityShareStatistics?{query}"
+        try:
+            response = self._client.get(url, headers=self._headers(), timeout=self._timeout)
+        except (httpx.HTTPError, httpx.InvalidURL, MissingSecret) as exc:
+            raise ReadRefused(f"LinkedIn statistics read failed: {_describe(exc)}") from exc
+        if response.status_code == 403:
+            note = f"LinkedIn refused the statistics ({STATISTICS_SCOPE} needed)"
+            return {i: PostCounts(note=note) for i in external_ids}
+        if response.status_code != 200:
+            wait = retry_after_seconds(response.headers.get("retry-after"))
+            said = f"LinkedIn statistics answered {response.status_code}: {_message(response)}"
+            raise ReadRefused(said, wait)
+        counts = {}
+        for element in response.json().get("elements") or []:
+            urn = element.get("share") or element.get("ugcPost")
+            total = element.get("totalShareStatistics") or {}
+            counts[str(urn)] = PostCounts(
+                likes=int(total.get("likeCount") or 0),
+                reposts=int(total.get("shareCount") or 0),
+                replies=int(total.get("commentCount") or 0),
+                impressions=total.get("impressionCount"),
+            )
+        return counts
 
 
 def _ours(post: dict[str, Any], wanted: str, since_ms: int, query: PostQuery) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -23,10 +23,20 @@ from core.errors import (
     LookupUnavailable,
     MissingExtra,
     MissingSecret,
+    ReadRefused,
 )
 from core.http_calls import never_sent, retry_after_seconds
 from core.identity import header_key
-from core.ports import Fit, PostQuery, Publication
+from core.ports import (
+    Fit,
+    PostCounts,
+    PostFound,
+    PostGone,
+    PostQuery,
+    PostRead,
+    PostUnknown,
+    Publication,
+)
 from core.publishing.platforms.post_text import (
     comparable,
     mastodon_content_text,
@@ -42,6 +52,8 @@ MAX_PAGES = 25  # a look-up reads at most 1,000 statuses, then says it cannot te
 ASK_AGAIN_SECONDS = 300.0  # after /api/v2/instance failed, Mastodon's defaults this long
 RETRY_LATER = frozenset({429, 503})
 PERMANENT = frozenset({400, 404, 410, 413, 422})
+GONE = frozenset({404, 410})  # a status read back: deleted, or never visible to us
+STATUSES_LIMIT = 20  # ids one GET /api/v1/statuses takes (Mastodon 4.3)
 
 
 class MastodonPublisher:
@@ -122,6 +134,43 @@ class MastodonPublisher:
         raise LookupUnavailable(
             f"over {many} statuses since {since:%Y-%m-%d %H:%M}: a person must check"
         )
+
+    # --- read back (docs/design.md §28) ---
+
+    counts_per_request = STATUSES_LIMIT
+
+    def read_post(self, external_id: str, effect_key: str) -> PostRead:
+        """The status itself: 404 or 410 is gone, any other failure cannot tell."""
+        try:
+            self._signed_in().status(external_id)
+        except Exception as exc:
+            response = getattr(self._answers, "response", None)
+            status = None if response is None else int(response.status_code)
+            if status in GONE:
+                return PostGone(status, _error_of(response))
+            wait = _wait_of(response) if status in RETRY_LATER else None
+            return PostUnknown(f"Mastodon status read failed: {_describe(exc)}", wait)
+        return PostFound()
+
+    def read_counts(self, external_ids: Sequence[str]) -> dict[str, PostCounts]:
+        """One `GET /api/v1/statuses?id[]=…` for up to 20 statuses; a deleted one is left
+        out of the answer."""
+        try:
+            statuses = self._signed_in().statuses(list(external_ids))
+        except Exception as exc:
+            response = getattr(self._answers, "response", None)
+            status = None if response is None else int(response.status_code)
+            wait = _wait_of(response) if status in RETRY_LATER else None
+            raise ReadRefused(f"Mastodon statuses read failed: {_describe(exc)}", wait) from exc
+        return {
+            str(found["id"]): PostCounts(
+                likes=int(found.get("favourites_count") or 0),
+                reposts=int(found.get("reblogs_count") or 0),
+                replies=int(found.get("replies_count") or 0),
+                quotes=int(found.get("quotes_count") or 0),
+            )
+            for found in statuses
+        }
 
     def link(self, external_id: str) -> str | None:
         if external_id in self._links:

@@ -6,6 +6,7 @@ and the decision to try again is Galley's, recorded in its ledger.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 from urllib.parse import quote
@@ -14,7 +15,16 @@ import httpx
 
 from core.errors import EffectNotSent, EffectOutcomeUnknown, LookupUnavailable
 from core.http_calls import call_timeout, never_sent, retry_after_seconds
-from core.ports import Fit, PostQuery, Publication
+from core.ports import (
+    Fit,
+    PostCounts,
+    PostFound,
+    PostGone,
+    PostQuery,
+    PostRead,
+    PostUnknown,
+    Publication,
+)
 
 RETRY_LATER = frozenset({408, 425, 429, 503})  # refused for now: nothing happened
 REDIRECT_NOT_ACTED = frozenset({301, 307, 308})  # moved: the request was not processed here
@@ -97,6 +107,30 @@ class WebhookPublisher:
 
     def close(self) -> None:
         self._client.close()
+
+
+class StatusWebhookPublisher(WebhookPublisher):
+    """A webhook with a `status_url`: its publications are read back there after they
+    went out (docs/design.md §28); it gives no counts."""
+
+    counts_per_request = 0
+
+    def read_post(self, external_id: str, effect_key: str) -> PostRead:
+        """The status URL for the key: 200 found, 404 or 410 gone, anything else cannot tell."""
+        url = (self.status_url or "").replace("{key}", quote(effect_key, safe=""))
+        try:
+            response = self._client.get(url, timeout=self._timeout, follow_redirects=False)
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            return PostUnknown(f"webhook status check failed: {_describe(exc)}")
+        if response.status_code == 200:
+            return PostFound()
+        if response.status_code in (404, 410):
+            return PostGone(response.status_code, _excerpt(response))
+        wait = retry_after_seconds(response.headers.get("retry-after"))
+        return PostUnknown(f"webhook status check answered HTTP {response.status_code}", wait)
+
+    def read_counts(self, external_ids: Sequence[str]) -> dict[str, PostCounts]:
+        return {}
 
 
 def payload(publication: Publication) -> dict[str, str]:

@@ -4,7 +4,7 @@ partial index holds only those rows, so the newest N decisions cost N however lo
 history. Earlier decisions the event rows tell apart are marked; their revision is unknown.
 
 Revision ID: 0015
-Revises: 0013
+Revises: 0014
 Create Date: 2026-12-04
 """
 
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0015"
-down_revision = "0013"
+down_revision = "0014"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,214 @@
+"""The rows of published posts read back (docs/design.md §28): publications lately
+succeeded taken up once, due rows claimed by one pass at a time, and each claim's outcome
+written under its owner token. It never calls a platform; `readings.py` does.
+
+Every read is of what is due (ix_post_checks_due) or lately published
+(ix_effects_published): a pass costs the posts due, never the history's length.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import Session, col, select
+
+from core.failpoints import Failpoint, failpoint
+from core.identity import recipe_of_run, run_of_draft_key, target_of_publish_key
+from core.models import PUBLISHED_RECEIPT, EffectRow, PostCheckRow, PostReadingRow
+from core.policies import PostCheck
+from core.ports import PostCounts
+from core.publishing.targets import PUBLIC_URL
+from core.setup.durations import format_duration
+from core.store.engine import insert_ignore
+
+# Publications older than this when first seen are not read back. Only a running replica
+# publishes, and each replica's pass takes its publications up within a minute or two.
+TAKE_UP_WITHIN = timedelta(days=1)
+# A receipt stamped before the newest one taken up may commit after it was read (two
+# replicas publishing at once): each pass reads this far behind the newest it took up.
+TAKE_UP_OVERLAP = timedelta(minutes=10)
+TAKE_UP_BATCH = 500
+CLAIM_FOR = timedelta(minutes=5)  # a claimed row is due again this late if its reader died
+FIRST_RETRY = timedelta(minutes=1)
+LAST_RETRY = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """When a recipe's posts are read: `verify_after`, then each `engagement_at` offset."""
+
+    verify_after: timedelta
+    engagement_at: tuple[timedelta, ...]
+
+    def next_reading(self, published_at: datetime, done: int) -> datetime | None:
+        if done >= len(self.engagement_at):
+            return None
+        return published_at + self.engagement_at[done]
+
+    def reading_now(self, published_at: datetime, done: int, now: datetime) -> int:
+        """The index of the latest offset passed by `now` (at least `done`): a reading
+        missed while no replica ran is taken once, under the latest label it passed."""
+        passed = [i for i, at in enumerate(self.engagement_at) if published_at + at <= now]
+        return max([done, *passed])
+
+
+def label_of(offset: timedelta) -> str:
+    return format_duration(offset)
+
+
+def retry_delay(tries: int, asked: float | None = None) -> timedelta:
+    """Backoff between reads that could not tell: doubling from a minute to an hour, or
+    what the platform asked for when that is longer."""
+    backoff: timedelta = min(FIRST_RETRY * (2 ** max(tries - 1, 0)), LAST_RETRY)
+    return max(backoff, timedelta(seconds=asked or 0))
+
+
+def take_up_publications(
+    session: Session, now: datetime, verify_after: Callable[[str], timedelta]
+) -> int:
+    """A row for each publication succeeded within TAKE_UP_WITHIN that has none yet,
+    due `verify_after(recipe)` after it; a second replica's insert is ignored. Only the
+    publications since the newest row (less TAKE_UP_OVERLAP) are read: a pass costs the
+    last minutes' publications, not the day's."""
+    since = now - TAKE_UP_WITHIN
+    newest = session.exec(
+        select(sa.func.max(PostCheckRow.published_at)).where(
+            col(PostCheckRow.published_at) > since  # ix_post_checks_published, bounded
+        )
+    ).one()
+    if newest is not None:  # from the newest taken up, less what may have committed late
+        since = max(since, newest - TAKE_UP_OVERLAP)
+    recent = session.exec(  # ix_effects_published: publications since then
+        select(EffectRow)
+        .where(sa.text(PUBLISHED_RECEIPT), col(EffectRow.updated_at) > since)
+        .order_by(col(EffectRow.updated_at))
+    ).all()
+    if not recent:
+        return 0
+    taken = set(
+        session.exec(
+            select(PostCheckRow.receipt).where(
+                col(PostCheckRow.receipt).in_([r.key for r in recent])
+            )
+        ).all()
+    )
+    receipts = [r for r in recent if r.key not in taken][:TAKE_UP_BATCH]
+    made = 0
+    for receipt in receipts:
+        if not receipt.external_id:
+            continue
+        recipe = recipe_of_run(run_of_draft_key(receipt.draft_key))
+        made += insert_ignore(
+            session,
+            PostCheckRow,
+            receipt=receipt.key,
+            recipe=recipe,
+            target=target_of_publish_key(receipt.key),
+            external_id=receipt.external_id,
+            url=_public_url(receipt.result),
+            published_at=receipt.updated_at,
+            state=PostCheck.DUE,
+            due_at=receipt.updated_at + verify_after(recipe),
+            tries=0,
+            readings_done=0,
+        )
+    return made
+
+
+def claim_due(session: Session, now: datetime, owner: str, limit: int) -> list[PostCheckRow]:
+    """The rows due now, claimed by `owner`: their `due_at` moves CLAIM_FOR on, guarded
+    by `due_at <= now`, so a row another pass claimed first (its `due_at` already moved)
+    matches no more; on PostgreSQL the guard is judged again on the row as committed."""
+    due = (
+        select(PostCheckRow.receipt)
+        .where(col(PostCheckRow.due_at).is_not(None), col(PostCheckRow.due_at) <= now)
+        .order_by(col(PostCheckRow.due_at))
+        .limit(limit)
+    )
+    receipts = list(session.exec(due).all())
+    if not receipts:
+        return []
+    failpoint(Failpoint.READINGS_DUE_READ)
+    session.execute(
+        sa.update(PostCheckRow)
+        .where(col(PostCheckRow.receipt).in_(receipts), col(PostCheckRow.due_at) <= now)
+        .values(due_at=now + CLAIM_FOR, claimed_by=owner)
+    )
+    return list(
+        session.exec(
+            select(PostCheckRow).where(
+                col(PostCheckRow.receipt).in_(receipts), col(PostCheckRow.claimed_by) == owner
+            )
+        ).all()
+    )
+
+
+def finish(session: Session, row: PostCheckRow, owner: str, **values: Any) -> bool:
+    """Write a claimed row's outcome, fenced by its owner token: False when another pass
+    claimed it since (its claim ran out), and nothing is written."""
+    written = session.execute(
+        sa.update(PostCheckRow)
+        .where(col(PostCheckRow.receipt) == row.receipt, col(PostCheckRow.claimed_by) == owner)
+        .values(claimed_by=None, **values)
+    )
+    return bool(getattr(written, "rowcount", 0))
+
+
+def keep_reading(
+    session: Session,
+    row: PostCheckRow,
+    owner: str,
+    counts: PostCounts,
+    now: datetime,
+    schedule: Schedule,
+) -> bool:
+    """One reading kept under the label of the offset it was due at, and the row made
+    due at the next offset (or never again); False when the claim was lost."""
+    index = schedule.reading_now(row.published_at, row.readings_done, now)
+    offset = schedule.engagement_at[index]
+    done = index + 1
+    if not finish(
+        session,
+        row,
+        owner,
+        readings_done=done,
+        tries=0,
+        detail=None,
+        due_at=schedule.next_reading(row.published_at, done),
+    ):
+        return False
+    insert_ignore(
+        session,
+        PostReadingRow,
+        receipt=row.receipt,
+        label=label_of(offset),
+        after_seconds=int(offset.total_seconds()),
+        recipe=row.recipe,
+        target=row.target,
+        read_at=now,
+        likes=counts.likes,
+        reposts=counts.reposts,
+        replies=counts.replies,
+        quotes=counts.quotes,
+        impressions=counts.impressions,
+        note=counts.note,
+    )
+    return True
+
+
+def chunks(rows: Sequence[PostCheckRow], size: int) -> list[Sequence[PostCheckRow]]:
+    size = max(size, 1)
+    return [rows[i : i + size] for i in range(0, len(rows), size)]
+
+
+def _public_url(result: str | None) -> str | None:
+    try:
+        url = json.loads(result or "{}").get(PUBLIC_URL)
+    except (ValueError, AttributeError):
+        return None
+    return url if isinstance(url, str) else None

@@ -1,0 +1,234 @@
+"""After publication (docs/design.md §28): each published post read back `verify_after`
+it went out (found: verified; gone: one alert), then its engagement counted at each
+`engagement_at` offset, one reading kept per offset.
+
+`PostReadings.read_due` is one pass of any replica: it claims only what is due, reads
+counts in batches per target (as many posts per request as the platform takes), and
+stops asking a platform that refused (429) until the time it named. A read that cannot
+tell is tried again with backoff, and never taken as gone.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlmodel import Session
+
+from core.errors import ReadRefused
+from core.identity import platform_of_target, run_of_draft_key
+from core.models import PostCheckRow
+from core.policies import PostCheck
+from core.ports import Clock, PostFound, PostGone, PostReader, PostUnknown, Publisher
+from core.publishing import post_checks
+from core.publishing.post_checks import Schedule, retry_delay
+from core.setup.config import Config, Recipe, RecipeSettings
+from core.store.engine import Store
+from core.store.leases import lease_now, new_owner
+
+log = logging.getLogger(__name__)
+
+TellGone = Callable[[str, str, str, str | None], bool]
+"""(publish receipt, run, headline, public URL) -> whether an alert was posted now."""
+
+PASS_LIMIT = 200  # rows one pass claims: what is left is due at the next pass
+PLATFORM_NAMES = {
+    "bluesky": "Bluesky",
+    "mastodon": "Mastodon",
+    "linkedin": "LinkedIn",
+    "slack": "Slack",
+    "webhook": "the webhook",
+}
+
+
+@dataclass
+class ReadingPass:
+    """What one pass came to, counted per row."""
+
+    taken_up: int = 0  # publications seen for the first time
+    verified: int = 0
+    gone: int = 0
+    unreadable: int = 0
+    readings: int = 0
+    cannot_tell: int = 0  # read again later, with backoff
+    refused: int = 0  # a platform said 429: read again when it allows
+    lost: int = 0  # claimed by another pass meanwhile: nothing written
+
+
+@dataclass(eq=False)  # a service: compared and hashed by identity
+class PostReadings:
+    store: Store
+    config: Config
+    clock: Clock
+    worker: str
+    publishers_for: Callable[[Recipe], Sequence[Publisher]]
+    tell_gone: TellGone  # AlertService.alert_post_gone: told once per post
+    limit: int = PASS_LIMIT
+    _refused_until: dict[str, datetime] = field(default_factory=dict)
+
+    def read_due(self) -> ReadingPass:
+        """One pass: take up new publications, claim what is due, read it."""
+        done = ReadingPass()
+        owner = new_owner(self.worker)
+        with self.store.transaction() as session:
+            now = lease_now(session, self.clock)
+            done.taken_up = post_checks.take_up_publications(
+                session, now, lambda recipe: self._schedule(recipe).verify_after
+            )
+            claimed = post_checks.claim_due(session, now, owner, self.limit)
+        by_target: dict[str, list[PostCheckRow]] = defaultdict(list)
+        for row in claimed:  # one account per target id, whichever recipes post there
+            by_target[row.target].append(row)
+        for target, rows in by_target.items():
+            readers = {r.recipe: self._reader(r.recipe, target) for r in rows}
+            reader = next((found for found in readers.values() if found is not None), None)
+            orphans = [r for r in rows if reader is None or readers[r.recipe] is None]
+            self._unreadable(orphans, owner, done)
+            if reader is None:
+                continue
+            for row in rows:
+                if row.state == PostCheck.DUE and readers[row.recipe] is not None:
+                    self._verify(reader, row, owner, done)
+            counted = [
+                r for r in rows if r.state == PostCheck.VERIFIED and readers[r.recipe] is not None
+            ]
+            self._count(reader, counted, owner, done)
+        return done
+
+    # --- verification ---
+
+    def _verify(self, reader: PostReader, row: PostCheckRow, owner: str, done: ReadingPass) -> None:
+        found = reader.read_post(row.external_id, row.receipt)
+        with self.store.transaction() as session:
+            now = lease_now(session, self.clock)
+            if isinstance(found, PostFound):
+                schedule = self._schedule(row.recipe)
+                kept = post_checks.finish(
+                    session,
+                    row,
+                    owner,
+                    state=PostCheck.VERIFIED,
+                    verified_at=now,
+                    tries=0,
+                    detail=None,
+                    due_at=schedule.next_reading(row.published_at, row.readings_done)
+                    if reader.counts_per_request
+                    else None,  # verified, and nothing to count (a webhook)
+                )
+                done.verified += kept
+                done.lost += not kept
+                return
+            if isinstance(found, PostGone):
+                said = f"{found.status} at {now:%H:%M} UTC"
+                kept = post_checks.finish(
+                    session,
+                    row,
+                    owner,
+                    state=PostCheck.GONE,
+                    gone_at=now,
+                    detail=f"{said}: {found.detail}",
+                    due_at=None,
+                )
+            else:
+                kept = self._later(session, row, owner, now, found)
+        if not kept:
+            done.lost += 1
+        elif isinstance(found, PostGone):
+            done.gone += 1
+            self._tell_gone(row, f"{found.status} at {now:%H:%M} UTC")
+        else:
+            done.cannot_tell += 1
+
+    def _tell_gone(self, row: PostCheckRow, said: str) -> None:
+        platform = platform_of_target(row.target)
+        name = PLATFORM_NAMES.get(platform, platform)
+        headline = f"Published to {name}, then gone ({said})."
+        run = run_of_draft_key(row.receipt)
+        self.tell_gone(row.receipt, run, headline, row.url)
+
+    # --- engagement ---
+
+    def _count(
+        self, reader: PostReader, rows: list[PostCheckRow], owner: str, done: ReadingPass
+    ) -> None:
+        """Counts in batches of what one request takes; after a refusal the rest of this
+        target's rows wait until the time the platform named (paced, not hammered)."""
+        for batch in post_checks.chunks(rows, reader.counts_per_request):
+            target = batch[0].target
+            try:
+                counts = self._refused(target) or reader.read_counts([r.external_id for r in batch])
+            except ReadRefused as exc:
+                counts = self._refuse(target, exc)
+            with self.store.transaction() as session:
+                now = lease_now(session, self.clock)
+                for row in batch:
+                    reading = counts.get(row.external_id) if isinstance(counts, dict) else None
+                    if reading is not None:
+                        schedule = self._schedule(row.recipe)
+                        kept = post_checks.keep_reading(session, row, owner, reading, now, schedule)
+                        done.readings += kept
+                    else:
+                        why = counts if isinstance(counts, PostUnknown) else _NOT_IN_ANSWER
+                        kept = self._later(session, row, owner, now, why)
+                        done.refused += kept and why.retry_after is not None
+                        done.cannot_tell += kept and why.retry_after is None
+                    done.lost += not kept
+
+    def _refused(self, target: str) -> PostUnknown | None:
+        until = self._refused_until.get(target)
+        if until is None or until <= self.clock.now():
+            return None
+        wait = (until - self.clock.now()).total_seconds()
+        return PostUnknown(f"{target} refused reads until {until:%H:%M:%S}", wait)
+
+    def _refuse(self, target: str, exc: ReadRefused) -> PostUnknown:
+        wait = retry_delay(1, exc.retry_after)
+        self._refused_until[target] = self.clock.now() + wait
+        return PostUnknown(str(exc), wait.total_seconds())
+
+    # --- shared ---
+
+    def _later(
+        self, session: Session, row: PostCheckRow, owner: str, now: datetime, why: PostUnknown
+    ) -> bool:
+        tries = row.tries + 1
+        log.info("post_read_cannot_tell receipt=%s tries=%d why=%s", row.receipt, tries, why.why)
+        return post_checks.finish(
+            session,
+            row,
+            owner,
+            tries=tries,
+            detail=why.why,
+            due_at=now + retry_delay(tries, why.retry_after),
+        )
+
+    def _unreadable(self, rows: list[PostCheckRow], owner: str, done: ReadingPass) -> None:
+        if not rows:
+            return
+        with self.store.transaction() as session:
+            for row in rows:
+                kept = post_checks.finish(
+                    session, row, owner, state=PostCheck.UNREADABLE, due_at=None
+                )
+                done.unreadable += kept
+                done.lost += not kept
+
+    def _reader(self, recipe_name: str, target: str) -> PostReader | None:
+        recipe = self.config.recipes.get(recipe_name)
+        if recipe is None:
+            return None
+        for publisher in self.publishers_for(recipe):
+            if publisher.target == target and isinstance(publisher, PostReader):
+                return publisher
+        return None
+
+    def _schedule(self, recipe_name: str) -> Schedule:
+        recipe = self.config.recipes.get(recipe_name)
+        settings = recipe if recipe is not None else RecipeSettings()
+        return Schedule(settings.verify_after, settings.engagement_at)
+
+
+_NOT_IN_ANSWER = PostUnknown("the platform's answer did not hold this post")

@@ -1,0 +1,114 @@
+"""How published posts did, as people read it (docs/design.md §28): `g.stats()` and
+`galley stats` over posts published to the Bluesky and Mastodon fakes and read back with
+counts. Both backends.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+from sqlmodel import col
+from typer.testing import CliRunner
+
+from bot.app_home import Viewer, home_view
+from bot.cli import app
+from bot.digest_text import digest_text
+from core.api.home import read_home
+from core.models import PostCheckRow
+from core.operations.digest import build_digest
+from core.policies import PostCheck
+from core.publishing.engagement import score
+from tests.harness.two_platforms import BLUESKY, Platforms
+from tests.harness.worlds import RUN, World
+from tests.publishing.test_post_readings import mine, readings, world
+
+__all__ = ["world"]  # the fixture, shared
+
+
+def read_for_a_day(world: World, platforms: Platforms) -> None:
+    world.clock.advance(timedelta(minutes=2))
+    readings(world).read_due()
+    platforms.bluesky.set_counts(mine, likes=4, reposts=1, replies=2, quotes=1)
+    platforms.mastodon.set_counts(mine, likes=2)
+    world.clock.advance(timedelta(hours=1))
+    readings(world).read_due()
+    platforms.bluesky.set_counts(mine, likes=10, reposts=3, replies=2, quotes=1)
+    world.clock.advance(timedelta(hours=23))
+    readings(world).read_due()
+
+
+def test_the_score_counts_reposts_and_replies_twice() -> None:
+    assert score(likes=10, reposts=3, replies=2, quotes=1) == 21
+
+
+def test_stats_give_each_post_its_latest_reading_and_the_best_post_with_its_link(
+    world: World, platforms: Platforms
+) -> None:
+    read_for_a_day(world, platforms)
+    found = {post.target: post for post in world.galley.stats()}
+    bluesky, mastodon = found[BLUESKY], found[platforms.mastodon_target]
+    assert (bluesky.reading, bluesky.likes, bluesky.reposts, bluesky.score) == ("1d", 10, 3, 21)
+    assert (mastodon.reading, mastodon.likes, mastodon.score) == ("1d", 2, 2)
+    assert {bluesky.state, mastodon.state} == {PostCheck.VERIFIED}
+    assert bluesky.run == RUN
+    best = world.galley.stats().best()
+    assert best is not None and best.target == BLUESKY
+    assert best.url is not None and best.url.startswith("https://bsky.app/profile/")
+    frame = world.galley.stats("weekly-update").to_frame()
+    assert sorted(frame["score"]) == [2, 21]
+    world.clock.advance(timedelta(days=2))
+    assert len(world.galley.stats(days=1)) == 0  # published three days ago
+
+
+def test_galley_stats_prints_each_post_and_the_best_as_json(
+    world: World, platforms: Platforms, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read_for_a_day(world, platforms)
+    monkeypatch.setattr("bot.cli_stats.open_galley", lambda: world.galley)
+    result = CliRunner().invoke(app, ["stats", "weekly-update", "--json"])
+    assert result.exit_code == 0, result.stdout
+    document = json.loads(result.stdout)
+    assert sorted(post["score"] for post in document["posts"]) == [2, 21]
+    assert document["best"].startswith("https://bsky.app/profile/")
+    table = CliRunner().invoke(app, ["stats", "--days", "7"])
+    assert table.exit_code == 0 and "best: weekly-update on bluesky" in table.stdout
+
+
+def test_the_digest_and_home_show_the_weeks_best_post_with_its_link_and_a_gone_post(
+    world: World, platforms: Platforms
+) -> None:
+    read_for_a_day(world, platforms)
+    platforms.mastodon.delete(mine)
+    with world.store.transaction() as session:  # the Mastodon post is read back once more
+        session.execute(
+            sa.update(PostCheckRow)
+            .where(col(PostCheckRow.target) == platforms.mastodon_target)
+            .values(state=PostCheck.DUE, due_at=world.clock.now())
+        )
+    readings(world).read_due()
+    digest = digest_text(build_digest(world.store, world.config, world.clock.now()))
+    [best] = [line for line in digest.splitlines() if line.startswith("• Best post this week")]
+    assert "<https://bsky.app/profile/" in best and "score 21" in best
+    home = read_home(world.core)
+    assert home.best_post is not None and home.best_post.target == BLUESKY
+    [gone] = home.gone
+    assert gone.target == platforms.mastodon_target and gone.gone is not None
+    view = json.dumps(home_view(home, Viewer("U0EDITOR", True, True), now=world.clock.now()))
+    assert "then gone (404 at" in view and "Best post this week" in view
+
+
+def test_the_engagement_plot_draws_each_posts_score_per_recipe_and_target(
+    world: World, platforms: Platforms
+) -> None:
+    empty = world.galley.plots.engagement()
+    assert [t.get_text() for t in empty.axes[0].texts] == ["no published post read back yet"]
+    read_for_a_day(world, platforms)
+    [axes] = world.galley.plots.engagement().axes
+    drawn = {line.get_label(): list(line.get_ydata()) for line in axes.get_lines()}
+    assert drawn == {
+        f"weekly-update → {BLUESKY}": [21],
+        f"weekly-update → {platforms.mastodon_target}": [2],
+    }
