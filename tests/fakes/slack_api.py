@@ -341,6 +341,36 @@ class FakeSlack(server.FakeServer):
         meta = {"next_cursor": cursor}
         return {"ok": True, "messages": out, "has_more": has_more, "response_metadata": meta}
 
+    def _replies(self, p: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+        """A thread as Slack lists it: the parent first, then its replies oldest first,
+        `limit` at a time (a cursor carries on after the last message returned)."""
+        if not p.get("channel"):
+            return {"ok": False, "error": "channel_not_found"}
+        if not p.get("ts"):
+            return {"ok": False, "error": "invalid_arguments"}
+        messages = self._messages.get(p["channel"], [])
+        parent = next((m for m in messages if m["ts"] == p["ts"]), None)
+        if parent is None:
+            return {"ok": False, "error": "thread_not_found"}
+        replies = sorted(
+            (m for m in messages if m.get("thread_ts") == p["ts"] and m["ts"] != p["ts"]),
+            key=lambda m: Decimal(m["ts"]),
+        )
+        thread = [parent, *replies]
+        after = Decimal("-Infinity")
+        if p.get("cursor"):
+            try:
+                after = Decimal(base64.b64decode(str(p["cursor"])).decode().removeprefix("after:"))
+            except (ValueError, ArithmeticError):
+                return {"ok": False, "error": "invalid_cursor"}
+        remaining = [m for m in thread if Decimal(m["ts"]) > after]
+        limit = int(p.get("limit") or 1000)
+        page, has_more = remaining[:limit], len(remaining) > limit
+        cursor = base64.b64encode(f"after:{page[-1]['ts']}".encode()).decode() if has_more else ""
+        out = [{k: v for k, v in m.items() if k != "metadata"} for m in page]
+        meta = {"next_cursor": cursor}
+        return {"ok": True, "messages": out, "has_more": has_more, "response_metadata": meta}
+
     def _usergroup_users(self, p: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         groups = {**self.usergroups, **(state.get("usergroups") or {})}
         if p.get("usergroup") not in groups:
@@ -383,6 +413,7 @@ _METHODS: dict[str, Any] = {
     "chat.update": FakeSlack._update,
     "chat.postEphemeral": FakeSlack._post_ephemeral,
     "conversations.history": FakeSlack._history,
+    "conversations.replies": FakeSlack._replies,
     "usergroups.users.list": FakeSlack._usergroup_users,
     "views.open": FakeSlack._view,
     "views.update": FakeSlack._view,
