@@ -6,9 +6,10 @@ It answers as Mastodon does where it matters to Galley (read from Mastodon's sou
 honours `Idempotency-Key` per account, looked up before anything is validated (a key
 seen before answers its status, whatever the body now says), but remembers a key only
 **after** the status is created (for an hour), so two concurrent requests with one key
-both post (script `slow` to widen the window); `/api/v2/instance` gives `configuration.statuses.max_characters`; statuses
-longer than that (links counted as 23) are a 422; a 429 carries `X-RateLimit-Reset` (an
-ISO time to the microsecond, Ruby's `iso8601(6)`), not `Retry-After`; status ids are snowflakes (milliseconds << 16), so a
+both post (script `slow` to widen the window); `/api/v2/instance` gives
+`configuration.statuses.max_characters`; statuses longer than that (links counted as
+23) are a 422; a 429 carries `X-RateLimit-Reset` (an ISO time to the microsecond, Ruby's
+`iso8601(6)`), not `Retry-After`; status ids are snowflakes (milliseconds << 16), so a
 `since_id` made from a date works. Content comes back as Mastodon renders it (HTML), and
 each status records the `@user@host` mentions Mastodon would have notified.
 
