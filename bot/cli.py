@@ -15,6 +15,7 @@ import gc
 import json
 import logging
 import os
+import shutil
 import sys
 import traceback
 from collections.abc import Iterator
@@ -249,7 +250,9 @@ def show(
     if as_json:
         print_json(detail.to_json())
     else:
-        out.print(str(detail), markup=False, highlight=False)
+        # a terminal's width (COLUMNS first), else 200 columns when piped, as `out` has
+        width = shutil.get_terminal_size((200, 24)).columns
+        out.print(detail.rendered(width), markup=False, highlight=False)
 
 
 @app.command()

@@ -9,6 +9,7 @@ a draft containing `<script>` must show as text. pandas is imported only inside
 from __future__ import annotations
 
 import html
+import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, fields, is_dataclass
 from datetime import datetime
@@ -44,14 +45,50 @@ def html_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequenc
     )
 
 
-def text_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+def text_table(
+    title: str | None,
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    width: int | None = None,
+) -> str:
+    """Aligned columns; a table wider than `width` (a terminal's) becomes one block of
+    `column  value` lines per row instead, values wrapped whole, so nothing is cut."""
+    rows = list(rows)
     cells = [[_clip(cell_text(v)) for v in row] for row in rows]
     widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
+    if width is not None and sum(widths) + 2 * (len(widths) - 1) > width:
+        return _record_blocks(title, columns, rows, width)
     lines = [title] if title else []
     lines.append("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
     return "\n".join(lines)
+
+
+def fact_lines(facts: Iterable[tuple[str, Any]], width: int | None = None) -> str:
+    """`label  value` lines, labels aligned; within `width` the values wrap under
+    themselves rather than run off the edge."""
+    facts = [(label, cell_text(value)) for label, value in facts]
+    label_width = max((len(label) for label, _ in facts), default=0)
+    value_width = None if width is None else max(20, width - label_width - 2)
+    lines = []
+    for label, value in facts:
+        wrapped = _wrapped(value, value_width) if value_width else [value.replace("\n", " ")]
+        lines.append(f"{label.ljust(label_width)}  {wrapped[0]}".rstrip())
+        lines += [" " * (label_width + 2) + more for more in wrapped[1:]]
+    return "\n".join(lines)
+
+
+def _record_blocks(
+    title: str | None, columns: Sequence[str], rows: list[Sequence[Any]], width: int
+) -> str:
+    blocks = [title] if title else []
+    blocks += [fact_lines(zip(columns, row, strict=True), width) for row in rows]
+    return "\n\n".join(blocks)
+
+
+def _wrapped(text: str, width: int) -> list[str]:
+    return textwrap.wrap(text.replace("\n", " "), width, break_on_hyphens=False) or [""]
 
 
 def html_block(tag: str, text: str, **attributes: str) -> str:
@@ -140,5 +177,9 @@ class Rows(Printable, list[T]):
         return html_table(self._caption(), names, self.records(names, SHOWN_ROWS))
 
     def __str__(self) -> str:
+        return self.rendered()
+
+    def rendered(self, width: int | None = None) -> str:
+        """The text table; `width` a terminal's columns, to fit it."""
         names = self.column_names()
-        return text_table(self._caption(), names, self.records(names, SHOWN_ROWS))
+        return text_table(self._caption(), names, self.records(names, SHOWN_ROWS), width)

@@ -65,23 +65,34 @@ class Plots:
             days, depths = series[point.recipe]
             days.append(point.day)
             depths.append(point.depth)
-        figure = _figure()
-        axes = figure.subplots()
         if not series:
-            return _nothing(figure, axes, "Review queue depth", "no drafts yet")
-        for recipe, (days, depths) in sorted(series.items()):
-            (line,) = axes.step(days, depths, where="post", label=recipe)
+            figure = _figure()
+            return _nothing(figure, figure.subplots(), "Review queue depth", "no drafts yet")
+        # one panel per recipe: two recipes at the same depth would hide one another
+        figure = _figure(9.0, 1.2 + 2.0 * len(series))
+        grid = figure.subplots(len(series), 1, squeeze=False, sharex=True)
+        closing = max(day for days, _ in series.values() for day in days) + timedelta(days=1)
+        for axes, (recipe, (days, depths)) in zip(grid[:, 0], sorted(series.items()), strict=True):
+            # held to the end of the last day: a one-day series is a step, not a lone
+            # point that draws nothing
+            axes.step([*days, closing], [*depths, depths[-1]], where="post", label=recipe)
+            if len(days) <= MARKERS_UP_TO:
+                axes.plot(days, depths, "o", color="C0")
+            top = max(depths)
             limit = self.config.recipes.get(recipe)
             if limit is not None:
-                axes.axhline(
-                    limit.pending_limit,
-                    color=line.get_color(),
-                    linestyle="--",
-                    label=f"{recipe} pending_limit",
-                )
-        axes.set(title="Review queue depth", xlabel="day (UTC)", ylabel="drafts waiting")
-        _span(axes, (day for days, _ in series.values() for day in days), timedelta(days=1))
-        _legend(axes, series)
+                axes.axhline(limit.pending_limit, color="C3", linestyle="--", label="pending_limit")
+                top = max(top, limit.pending_limit)
+            axes.set(title=recipe, ylabel="drafts waiting", ylim=(0, top + 0.5))
+            axes.yaxis.get_major_locator().set_params(integer=True)
+            axes.legend(loc="upper left", fontsize=8)
+        figure.suptitle("Review queue depth")
+        grid[-1, 0].set_xlabel("day (UTC)")
+        _span(
+            grid[-1, 0],
+            (day for days, _ in series.values() for day in [*days, closing]),
+            timedelta(1),
+        )
         figure.autofmt_xdate()
         return figure
 
@@ -191,30 +202,36 @@ class Plots:
         )
         if not events:
             raise UnknownRun(f"no events for run {run_id!r}")
-        figure = _figure(9.0, 3.0)
-        axes = figure.subplots()
+        labels: dict[tuple[Any, int], list[str]] = defaultdict(list)  # one per instant
         lanes = [s for s in SUBJECT_LANES if any(e.subject == s for e in events)]
+        for event in events:
+            lane = lanes.index(event.subject)
+            labels[(event.at, lane)].append(f"{event.to_state} ({event.actor})")
+        figure = _figure(9.0, min(12.0, 1.6 + 0.9 * len(lanes) + 0.22 * len(labels)))
+        axes = figure.subplots()
         for lane, subject in enumerate(lanes):
             chosen = [e for e in events if e.subject == subject]
             axes.scatter([e.at for e in chosen], [lane] * len(chosen), label=subject, zorder=3)
-            labels: dict[Any, list[str]] = defaultdict(list)  # one label per instant
-            for event in chosen:
-                labels[event.at].append(f"{event.to_state} ({event.actor})")
-            for at, texts in labels.items():
-                axes.annotate(
-                    " → ".join(texts),
-                    (at, lane),
-                    textcoords="offset points",
-                    xytext=(0, 8),
-                    rotation=30,
-                    fontsize=8,
-                )
         first, last = min(e.at for e in events), max(e.at for e in events)
         pad = max((last - first) / 10, timedelta(minutes=5))
         axes.set_xlim(first - pad, last + pad)
         axes.set_yticks(range(len(lanes)), lanes)
         axes.set(title=f"Timeline of {run_id}", xlabel="time (UTC)", ylim=(-0.5, len(lanes)))
         figure.autofmt_xdate()
+        _place_apart(
+            figure,
+            [
+                axes.annotate(
+                    " → ".join(texts),
+                    (at, lane),
+                    xytext=(4, 4),
+                    textcoords="offset points",
+                    fontsize=8,
+                    annotation_clip=False,
+                )
+                for (at, lane), texts in sorted(labels.items())
+            ],
+        )
         return figure
 
     @staticmethod
@@ -265,6 +282,24 @@ class Plots:
         _legend(axes, posts)
         figure.autofmt_xdate()
         return figure
+
+
+def _place_apart(figure: Figure, notes: list[Any]) -> None:
+    """Each event's label beside its point, raised a line at a time until it overlaps
+    no label placed before it: events minutes apart in a run of days share an x."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas: Any = FigureCanvasAgg(figure)  # its renderer measures text as drawn
+    renderer = canvas.get_renderer()
+    figure.draw_without_rendering()  # the layout the boxes are measured in
+    placed: list[Any] = []
+    for note in notes:
+        for rise in range(len(notes) + 1):
+            note.xyann = (4, 4 + 11 * rise)
+            box = note.get_window_extent(renderer)
+            if not any(box.overlaps(other) for other in placed):
+                break
+        placed.append(box)
 
 
 def _nothing(figure: Figure, axes: Any, title: str, words: str) -> Figure:

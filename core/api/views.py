@@ -7,11 +7,20 @@ Pure values: no database, no Slack. `core/api/queries.py` fills them from the st
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from core.render import Printable, Rows, html_block, html_table, jsonable, text_table
+from core.render import (
+    Printable,
+    Rows,
+    fact_lines,
+    html_block,
+    html_table,
+    jsonable,
+    text_table,
+)
 from core.sources.items import SourceItem
 from core.states import RUN_SETTLED_BY_PEOPLE, RunState
 
@@ -338,19 +347,19 @@ class DraftDetail(Printable):
         return '<div class="galley-show">' + "".join(parts) + "</div>"
 
     def __str__(self) -> str:
-        parts = [text_table(None, ("", ""), self._facts())]
+        return self.rendered()
+
+    def rendered(self, width: int | None = None) -> str:
+        """What `galley show` prints; `width` the terminal's columns, which no line of
+        the facts or the tables then passes (the draft's own text is printed as is)."""
+        parts = [fact_lines(self._facts(), width)]
         warning = self.attention()
         if warning:
-            parts.insert(0, warning)
+            parts.insert(0, textwrap.fill(warning, width) if width else warning)
         if self.draft is not None:
             parts.append("--- text ---\n" + self.draft.text)
-        parts += [
-            str(part)
-            for part in (self.sources, self.revisions, self.decisions, self.attempts)
-            if part
-        ]
-        if self.effects:
-            parts.append(str(self.effects))
+        tables = (self.sources, self.revisions, self.decisions, self.attempts, self.effects)
+        parts += [part.rendered(width) for part in tables if part]
         return "\n\n".join(parts)
 
 

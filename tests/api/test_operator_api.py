@@ -311,3 +311,28 @@ def test_galley_show_prints_the_same_structure_as_the_api(
         as_text.exit_code == 0 and "Write the weekly update for 23 November 2026." in as_text.stdout
     )
     assert missing.exit_code == 2 and "no run or draft" in missing.stderr
+
+
+def test_galley_show_fits_an_80_column_terminal_and_cuts_nothing(
+    settings: Settings, connect: Connect, fake_anthropic: FakeAnthropic
+) -> None:
+    admin, editor = connect("U0ADMIN"), connect("U0EDITOR")
+    fake_anthropic.script(status(529), ok(text="The model's words."))
+    admin.draft(RECIPE, SLOT)
+    reason = "off-brand: " + " ".join(f"word{i}" for i in range(40))  # longer than a cell
+    assert editor.reject(editor.show(KEY), reason=reason).accepted
+    env = {
+        "GALLEY_CONFIG": str(settings.galley_config),
+        "GALLEY_DATABASE_URL": settings.galley_database_url,
+        "COLUMNS": "80",
+    }
+
+    shown = CliRunner().invoke(app, ["show", KEY], env=env)
+
+    assert shown.exit_code == 0, shown.output
+    lines = shown.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    words = " ".join(shown.stdout.split())
+    assert reason in words  # wrapped, not clipped
+    cause = admin.show(KEY).attempts[0].cause
+    assert cause and " ".join(cause.split()) in words

@@ -10,8 +10,10 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
+import numpy as np
 import pytest
 import sqlalchemy as sa
+from matplotlib.colors import to_rgba_array
 from matplotlib.dates import date2num
 
 from core.api.plots import Plots
@@ -51,13 +53,14 @@ def test_queue_depth_is_the_ready_drafts_at_each_days_end(
     store: Store, seeded: History, plots: Plots
 ) -> None:
     figure = plots.queue_depth()
-    [axes] = figure.axes
-    lines = {line.get_label(): line for line in axes.get_lines()}
+    panels = {axes.get_title(): axes for axes in figure.axes}
 
     checked = 0
     for recipe in RECIPES:
+        lines = {line.get_label(): line for line in panels[recipe].get_lines()}
         line = lines[recipe]
-        for day, depth in zip(_dates(line.get_xdata()), line.get_ydata(), strict=True):
+        steps = zip(_dates(line.get_xdata()[:-1]), line.get_ydata()[:-1], strict=True)
+        for day, depth in steps:  # the last step is the last day's depth, held
             waiting = scalar(
                 store,
                 """SELECT COUNT(*) FROM events AS entered
@@ -74,7 +77,7 @@ def test_queue_depth_is_the_ready_drafts_at_each_days_end(
             )
             assert depth == waiting, (recipe, day)
             checked += 1
-        limit_line = lines[f"{recipe} pending_limit"]
+        limit_line = lines["pending_limit"]
         assert list(limit_line.get_ydata()) == [plots.config.recipes[recipe].pending_limit] * 2
     assert checked >= 3 * 10  # every recipe, about two weeks of days
 
@@ -263,3 +266,71 @@ def test_a_plot_with_nothing_to_show_says_so_instead_of_an_empty_axis(
     [axes] = figure.axes
     assert not axes.axison
     assert [text.get_text() for text in axes.texts] == [words]
+
+
+def _rendered(figure: Any) -> tuple[Any, Any]:
+    """The figure drawn as the PNG a person sees: the RGBA pixels and the renderer."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    return np.asarray(canvas.buffer_rgba()), canvas.get_renderer()
+
+
+def _painted_along(
+    figure: Any, axes: Any, color: Any, start: tuple[Any, float], end: tuple[Any, float]
+) -> float:
+    """The share of points on the segment from `start` to `end` (data coordinates)
+    painted in `color` (within a pixel) on the rendered figure."""
+    pixels, _ = _rendered(figure)
+    wanted = np.array(to_rgba_array(color)[0][:3] * 255)
+    (x0, y0), (x1, y1) = axes.transData.transform(
+        [(date2num(start[0]), start[1]), (date2num(end[0]), end[1])]
+    )
+    hits = 0
+    samples = np.linspace(0.1, 0.9, 17)
+    for t in samples:
+        column, row = x0 + t * (x1 - x0), pixels.shape[0] - (y0 + t * (y1 - y0))
+        near = pixels[int(row) - 1 : int(row) + 2, int(column) - 1 : int(column) + 2, :3]
+        hits += bool((np.abs(near.astype(int) - wanted).max(axis=-1) < 40).any())
+    return hits / len(samples)
+
+
+def test_two_drafts_waiting_on_one_day_are_drawn_as_a_step_at_two(
+    store: Store, plots: Plots
+) -> None:
+    seed_history(store, runs=2, start=START, seed=92)  # two runs, both drafts still ready
+    assert scalar(store, "SELECT COUNT(*) FROM drafts WHERE state = 'ready'") == 2
+    figure = plots.queue_depth()
+    panels = {axes.get_title(): axes for axes in figure.axes}
+    day = START.date()
+
+    assert sorted(panels) == sorted(RECIPES[:2])
+    for recipe, axes in panels.items():  # one waiting draft each, that day and after
+        [line] = [line for line in axes.get_lines() if line.get_label() == recipe]
+        start, end = (_as_dt(day), 1.0), (_as_dt(day + timedelta(days=1)), 1.0)
+        assert _painted_along(figure, axes, line.get_color(), start, end) > 0.8
+
+
+def _as_dt(day: date) -> datetime:
+    return datetime.combine(day, time(0), tzinfo=UTC)
+
+
+def test_a_runs_timeline_labels_every_event_and_none_overlap(
+    store: Store, seeded: History, plots: Plots
+) -> None:
+    run_id = next(r for r in seeded.run_ids if _events_of(store, r) >= 6)
+    figure = plots.timeline(run_id)
+    [axes] = figure.axes
+    _, renderer = _rendered(figure)
+
+    boxes = [note.get_window_extent(renderer) for note in axes.texts]
+    frame = figure.bbox
+    assert sum(text.get_text().count("(") for text in axes.texts) == _events_of(store, run_id)
+    for n, box in enumerate(boxes):
+        assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and box.y1 <= frame.y1
+        assert not any(box.overlaps(other) for other in boxes[n + 1 :])
+
+
+def _events_of(store: Store, run_id: str) -> int:
+    return int(scalar(store, "SELECT COUNT(*) FROM events WHERE run_id = :run", run=run_id))

@@ -1,12 +1,15 @@
 """A local fake of a Mastodon instance's REST API, served over real HTTP, for the real
 `Mastodon.py` client (``Mastodon(api_base_url=fake.url, access_token=TOKEN)``).
 
-It answers as Mastodon does where it matters to Galley: `POST /api/v1/statuses` honours
-`Idempotency-Key` per account, but remembers a key only **after** the status is created
-(for an hour), so two concurrent requests with one key both post (script `slow` to widen
-the window); `/api/v2/instance` gives `configuration.statuses.max_characters`; statuses
-longer than that (links counted as 23) are a 422; a 429 carries `X-RateLimit-Reset` (an
-ISO time), not `Retry-After`; status ids are snowflakes (milliseconds << 16), so a
+It answers as Mastodon does where it matters to Galley (read from Mastodon's source:
+`PostStatusService`, `Api::ErrorHandling`, `RateLimitHeaders`): `POST /api/v1/statuses`
+honours `Idempotency-Key` per account, looked up before anything is validated (a key
+seen before answers its status, whatever the body now says), but remembers a key only
+**after** the status is created (for an hour), so two concurrent requests with one key
+both post (script `slow` to widen the window); `/api/v2/instance` gives
+`configuration.statuses.max_characters`; statuses longer than that (links counted as
+23) are a 422; a 429 carries `X-RateLimit-Reset` (an ISO time to the microsecond, Ruby's
+`iso8601(6)`), not `Retry-After`; status ids are snowflakes (milliseconds << 16), so a
 `since_id` made from a date works. Content comes back as Mastodon renders it (HTML), and
 each status records the `@user@host` mentions Mastodon would have notified.
 
@@ -48,7 +51,7 @@ def rate_limited(reset_in: int = 300) -> Action:
     headers = {
         "X-RateLimit-Limit": "300",
         "X-RateLimit-Remaining": "0",
-        "X-RateLimit-Reset": reset.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "X-RateLimit-Reset": reset.isoformat(timespec="microseconds").replace("+00:00", "Z"),
     }
     return social.status(429, {"error": "Too many requests"}, headers)
 
@@ -181,6 +184,10 @@ class FakeMastodon(social.SocialFake):
         account = self._account(call)
         if isinstance(account, tuple):
             return account
+        key = call.headers.get("idempotency-key")
+        remembered = self._remembered(account["id"], key)  # before validation, as Mastodon
+        if remembered is not None:
+            return 200, remembered, {}
         body = call.body if isinstance(call.body, dict) else {}
         text = str(body.get("status", ""))
         visibility = str(body.get("visibility") or "public")
@@ -195,10 +202,6 @@ class FakeMastodon(social.SocialFake):
             )
         if visibility not in VISIBILITIES:
             return 422, {"error": "Validation failed: Visibility is not included in the list"}, {}
-        key = call.headers.get("idempotency-key")
-        remembered = self._remembered(account["id"], key)
-        if remembered is not None:
-            return 200, remembered, {}
         call.pause()  # Mastodon's window: the key is looked up here, written after the insert
         status = self._create(account, text, visibility, held=call.held)
         if key:

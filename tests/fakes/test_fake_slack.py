@@ -357,3 +357,29 @@ def test_the_subprocess_fake_obeys_its_state_file_and_keeps_history_across_a_res
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_replies_list_the_parent_then_its_replies_oldest_first_a_page_at_a_time(
+    fake: FakeSlack,
+) -> None:
+    c = client(fake.url)
+    parent = post(c, "parent")
+    post(c, "elsewhere")
+    sent = [
+        str(c.chat_postMessage(channel="C1", text=f"reply {n}", thread_ts=parent)["ts"])
+        for n in range(3)
+    ]
+
+    whole = c.conversations_replies(channel="C1", ts=parent)
+    first = c.conversations_replies(channel="C1", ts=parent, limit=2)
+    rest = c.conversations_replies(
+        channel="C1", ts=parent, limit=2, cursor=first["response_metadata"]["next_cursor"]
+    )
+
+    assert [m["ts"] for m in whole["messages"]] == [parent, *sent]
+    assert [m["text"] for m in whole["messages"]] == ["parent", "reply 0", "reply 1", "reply 2"]
+    assert first["has_more"] and not rest["has_more"]
+    assert [m["ts"] for m in first["messages"] + rest["messages"]] == [parent, *sent]
+    with pytest.raises(SlackApiError) as missing:
+        c.conversations_replies(channel="C1", ts="1.000001")
+    assert missing.value.response["error"] == "thread_not_found"

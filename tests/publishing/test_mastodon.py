@@ -7,6 +7,7 @@ Each test checks what the publisher raised or returned and what the fake receive
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import time
@@ -309,3 +310,38 @@ def test_a_draft_over_the_limit_is_refused_before_it_is_sent() -> None:
         with pytest.raises(EffectNotSent, match="10 characters") as caught:
             publisher(fake.url).publish(publication(text="x" * 11))
         assert caught.value.permanent and posts_sent(fake) == 0
+
+
+def test_a_key_seen_before_answers_its_status_before_the_body_is_validated(
+    fake: FakeMastodon,
+) -> None:
+    """PostStatusService looks the key up first: a retry whose body would now fail
+    validation (blank, too long) still gets the status the key made, with a 200."""
+    import httpx
+
+    status_id = publisher(fake.url).publish(publication())
+    headers = {"Authorization": f"Bearer {TOKEN}", "Idempotency-Key": header_key(KEY)}
+
+    answers = [
+        httpx.post(f"{fake.url}/api/v1/statuses", data={"status": text}, headers=headers)
+        for text in ("", "x" * 600)
+    ]
+
+    assert [(a.status_code, a.json()["id"]) for a in answers] == [(200, status_id)] * 2
+    assert len(fake.statuses_of()) == 1
+
+
+def test_a_429_names_its_reset_to_the_microsecond_and_galley_reads_it(
+    fake: FakeMastodon,
+) -> None:
+    """RateLimitHeaders: `(request_time + reset_period_offset).iso8601(6)`."""
+    action = rate_limited(120)
+    fake.script("create", action)
+
+    with pytest.raises(EffectNotSent) as caught:
+        publisher(fake.url).publish(publication())
+
+    assert re.fullmatch(
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", action.headers["X-RateLimit-Reset"]
+    )
+    assert caught.value.retry_after is not None and 115 <= caught.value.retry_after <= 120
