@@ -176,6 +176,7 @@ assert names.count("galley_review_queue_depth") == 1, names
 """
 
 
+@pytest.mark.slow
 def test_importing_core_metrics_registers_no_database_gauges(tmp_path: Path) -> None:
     """The gauges read the database at scrape time: the bot registers them when it
     starts (once per process), and an import of core.telemetry.metrics adds only its counters and

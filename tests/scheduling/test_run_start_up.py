@@ -16,12 +16,14 @@ from core.errors import SlackUnavailable
 from tests.conftest import config_text
 from tests.fakes.slack_api import FakeSlack, error, rate_limited
 from tests.harness.processes import GALLEY, galley_env
+from tests.harness.slow_marks import starts_a_server
 from tests.harness.timing import scaled
 
 EXIT_USAGE = 2
 
 
 @pytest.fixture
+@starts_a_server
 def slack() -> Iterator[FakeSlack]:
     with FakeSlack() as fake:
         yield fake

@@ -9,6 +9,8 @@ import json
 import re
 import subprocess
 
+import pytest
+
 from tests.harness.processes import REPO
 
 README = (REPO / "README.md").read_text()
@@ -92,6 +94,7 @@ def test_no_install_line_fetches_the_pypi_package_named_galley() -> None:
         assert "uv pip install -p .venv -c requirements-dev.lock -e '.[notebook]'" in text
 
 
+@pytest.mark.slow
 def test_no_committed_file_names_a_package_index() -> None:
     tracked = subprocess.run(
         ["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True
@@ -109,6 +112,7 @@ def test_no_committed_file_names_a_package_index() -> None:
             assert marker not in text, (name, marker)
 
 
+@pytest.mark.slow
 def test_an_operators_config_and_secrets_are_ignored_by_git() -> None:
     ignored = subprocess.run(
         ["git", "check-ignore", "galley.toml", ".env"], cwd=REPO, capture_output=True, text=True
