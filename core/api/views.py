@@ -213,7 +213,7 @@ class DraftDetail(Printable):
     decisions: EventList = field(default_factory=EventList)
     attempts: AttemptList = field(default_factory=AttemptList)
     effects: EffectList = field(default_factory=EffectList)
-    feedback: str | None = None  # what reviewers said about the recipe lately (§22)
+    feedback: str | None = None  # what reviewers said about the recipe lately (docs/design.md §22)
 
     @property
     def key(self) -> str | None:
