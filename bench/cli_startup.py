@@ -7,7 +7,7 @@ Runs `galley --help`, `galley status` and `galley check` on an empty SQLite data
 `--runs` times after one untimed warm-up, and prints min, median and max wall time and
 the median's ratio to `python -c pass`. Compiled bytecode goes to a temporary
 PYTHONPYCACHEPREFIX, filled by the warm-up, so a figure is the import and run cost,
-not compiling (as in the Docker image, which compiles at build time). Goal (issue 10):
+not compiling (as in the Docker image, which compiles at build time). Goal:
 `--help` and `status` under 0.5 s.
 """
 

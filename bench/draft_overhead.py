@@ -15,7 +15,7 @@ Beside wall time it counts, per phase, the SQL statements sent (COMMIT included,
 SQLite's BEGIN; psycopg sends PostgreSQL's BEGIN itself, counted as the transaction),
 the transactions and the time spent in the driver's commit, and the CPU time
 of the drafting thread (less swayed than wall time by a busy machine). The one-process
-rows are held to the goals (issue 25: 5 ms on SQLite, 10 ms on PostgreSQL, medians) and
+rows are held to the goals (5 ms on SQLite, 10 ms on PostgreSQL, medians) and
 each says PASS or MISS; the script exits 1 on a miss.
 
 Every configuration gets a fresh database (a temporary SQLite file, or a PostgreSQL
@@ -45,7 +45,7 @@ RECIPE = "weekly-update"  # tests.conftest's recipe: "0 9 * * mon" in Europe/Lon
 NEWEST_SLOT = date(2026, 11, 23)  # a Monday; slots go back a week at a time from here
 PHASES = ("claim", "attempt", "store", "other")
 PG_ENV = "GALLEY_TEST_DATABASE_URL"
-GOALS_MS = {"sqlite": 5.0, "postgres": 10.0}  # median per draft, one process (issue 25)
+GOALS_MS = {"sqlite": 5.0, "postgres": 10.0}  # median per draft, one process
 
 T = TypeVar("T")
 DRAFT_TEXT = "This week: shipped the thing, fixed the other thing. (benchmark draft)"

@@ -1,4 +1,4 @@
-"""The layout's rules (ARCHITECTURE.md, issue 9), checked on the source: core/ knows
+"""The layout's rules (ARCHITECTURE.md), checked on the source: core/ knows
 nothing of Slack, neither its packages nor its markup. Core hands out facts; bot/
 renders them as mrkdwn."""
 

@@ -1,4 +1,4 @@
-"""Galley's own metrics and logs (issue 10): a real Bot's `/metrics` after an end-to-end
+"""Galley's own metrics and logs: a real Bot's `/metrics` after an end-to-end
 run, and a real `galley run` process whose JSON log has one state-change line per row
 of the events table. Counters are process-wide, so the in-process test checks what
 changed between two scrapes.

@@ -371,7 +371,7 @@ def test_the_subprocess_fake_obeys_its_state_file_and_keeps_posts_across_a_resta
 
 
 def test_the_fake_answers_as_the_reference_pds_does(fake: FakeBluesky) -> None:
-    """What `@atproto/pds` 0.5.35, run from npm, answers (issue 35.5): the fake must not
+    """What `@atproto/pds` 0.5.35, run from npm, answers: the fake must not
     be kinder than the server Galley meets."""
     xrpc = f"{fake.url}/xrpc/"
     record = {"repo": HANDLE, "collection": "app.bsky.feed.post", "record": {"text": "x"}}

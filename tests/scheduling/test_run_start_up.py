@@ -1,4 +1,4 @@
-"""`galley run` that cannot start says why in Galley's own words (issue 25.7): every
+"""`galley run` that cannot start says why in Galley's own words: every
 problem of the environment and the file at once, no library's lines before Galley's,
 and a Slack that is down is called down, not a wrong URL."""
 
