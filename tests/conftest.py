@@ -73,14 +73,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(autouse=True)
-def fast_tests_start_no_server(request: pytest.FixtureRequest) -> Iterator[None]:
+def fast_tests_start_no_server(request: pytest.FixtureRequest) -> Iterator[list[str]]:
     """The fast loop's promise (tests/harness/slow_marks.py): an unmarked test starts no
-    server and no process."""
+    server and no process. Yields what such a test tried to start (also from a thread)."""
     if slow_marks.is_slow(request.node):
-        yield
+        yield []
         return
     with slow_marks.starts_nothing(request.node.nodeid) as started:
-        yield
+        yield started
     assert not started, f"{request.node.nodeid} started {started} but is not marked slow"
 
 
