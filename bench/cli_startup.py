@@ -7,11 +7,11 @@ Runs `galley --help`, `galley status` and `galley check` on an empty SQLite data
 `--runs` times after one untimed warm-up, and prints min, median and max wall time and
 the median's ratio to `python -c pass`. Compiled bytecode goes to a temporary
 PYTHONPYCACHEPREFIX, filled by the warm-up, so a figure is the import and run cost,
-not compiling (as in the Docker image, which compiles at build time). Goal (issues 10
-and 35.1): `--help` and `status` under 0.5 s on a machine where the floor below takes
+not compiling (as in the Docker image, which compiles at build time). Goal:
+`--help` and `status` under 0.5 s on a machine where the floor below takes
 `REFERENCE_FLOOR_S`; held as a ratio to the floor taken in the same run, because this
 machine's speed varies two- to fourfold from day to day. The floor is `python -c pass`,
-as issue 35 measured it (`status` 0.757 s, 50 floors; a quiet day's floor is 0.0151 s,
+as first measured (`status` was 0.757 s, 50 floors; a quiet day's floor is 0.0151 s,
 so 0.5 s is 33 floors). Exits 1 when a goal is missed.
 """
 

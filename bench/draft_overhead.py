@@ -20,8 +20,8 @@ Beside each row, its floor, taken in the same process right after the drafts
 (`bench/floors.py`): the same driver, with Galley's connection settings, sending the
 median draft's number of statements in as many transactions, bare (one-row INSERTs and
 primary-key SELECTs), in laps about as long as a draft. The one-process rows are held
-to the goals of issue 25 (5 ms on SQLite, 10 ms on PostgreSQL) as ratios to the floor,
-`GOAL_RATIOS` (issue 35.2: this machine's speed varies from day to day), and each says
+to the goals (5 ms on SQLite, 10 ms on PostgreSQL) as ratios to the floor,
+`GOAL_RATIOS` (this machine's speed varies from day to day), and each says
 PASS or MISS; the script exits 1 on a miss.
 
 Every configuration gets a fresh database (a temporary SQLite file, or a PostgreSQL
@@ -53,7 +53,7 @@ RECIPE = "weekly-update"  # tests.conftest's recipe: "0 9 * * mon" in Europe/Lon
 NEWEST_SLOT = date(2026, 11, 23)  # a Monday; slots go back a week at a time from here
 PHASES = ("claim", "attempt", "store", "other")
 PG_ENV = "GALLEY_TEST_DATABASE_URL"
-# Median per draft over the floor's median, one process (issue 35.2): issue 25's goals,
+# Median per draft over the floor's median, one process: the goals,
 # 5 ms on SQLite and 10 ms on PostgreSQL, met at 4.4 and 8.7 ms on a quiet day, in
 # floors. The drafting code has not changed since, so its ratio then is its ratio now:
 # on 2026-12-04 (load 10 to 14, two runs) SQLite was 84 and 115 floors, PostgreSQL 2.7

@@ -8,7 +8,7 @@ recipe due every minute, so start-up's catch-up drafts at once; it stops the bot
 the draft is stored. Printed per run, in seconds: start to the first request reaching
 the fake; the first claim (run `pending -> running`) to that request, which is Galley's
 own time before sending; the call's latency as the attempt row records it; and the
-time the process logged as spent before sending. Goal (issue 25.1): claim to answer
+time the process logged as spent before sending. Goal: claim to answer
 within the fake's latency plus 1 s on an idle machine. Bytecode is compiled first into
 a private PYTHONPYCACHEPREFIX, as in the Docker image. To measure another checkout,
 put it first on PYTHONPATH.

@@ -6,7 +6,7 @@ recipe). Idle CPU = process CPU seconds per wall second while the started host w
 for its next fire. SQLite in a temp directory; no network. Recipes share 60 weekly
 schedules (`M 9 * * mon`), or with `--distinct` each has its own (`M H D <2 months
 ago> *`).
-Exits 1 when 1,000 recipes take 2 s or more, or 10,000 take 15 s or more (issue 14).
+Exits 1 when 1,000 recipes take 2 s or more, or 10,000 take 15 s or more.
 
     .venv/bin/python -m bench.host_startup [--sizes 1,100,1000,10000] [--repeats 3]
         [--idle 10] [--distinct]

@@ -7,7 +7,7 @@ events and 88,000 model calls, seeded by tests/harness/history.py), on SQLite an
    and rendered to PNG as Jupyter would show it.
 3. The other plots, for scale.
 
-The goal (issue 11) is under 2 s each for 1 and 2 on this machine.
+The goal is under 2 s each for 1 and 2 on this machine.
 
     .venv/bin/python -m bench.notebook [--runs 100000] [--repeat 3] [--backends sqlite,postgres]
 

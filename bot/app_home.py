@@ -152,7 +152,7 @@ def _waiting_line(draft: WaitingDraft, workspace_url: str | None) -> str:
 
 
 def _coming_up_part(model: HomeModel) -> _Part:
-    """The publication calendar's next slots, per recipe and target (§23)."""
+    """The publication calendar's next slots, per recipe and target (docs/design.md §23)."""
     items = [[_context(_coming_up_line(entry))] for entry in model.coming_up]
     return _Part(
         [_section("*Coming up*")],

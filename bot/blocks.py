@@ -132,7 +132,7 @@ def decided_message(
     _require_aware(item.slot_at, "slot_at")
     line, verdict = _decision_line(item)
     outcome = context(line, block_id="galley_decision")
-    waiting = unapprove_actions(item)  # approved ahead of its slot (§23)
+    waiting = unapprove_actions(item)  # approved ahead of its slot (docs/design.md §23)
     blocks = [*_draft_blocks(item, trailing=2 + len(facts) + len(waiting)), _details(item), outcome]
     blocks += [context(fact) for fact in facts]  # where it was published, once it was
     blocks += waiting
@@ -289,7 +289,7 @@ def _decision_line(item: ReviewItem) -> tuple[str, str]:
     when = _slack_date(at)
     who = f" by {mention_user(item.decided_by)}" if item.decided_by else ""
     approvers = item.approvals.approvers if item.approvals else ()
-    if len(approvers) > 1:  # approvals_required people decided together (§22)
+    if len(approvers) > 1:  # approvals_required people decided together (docs/design.md §22)
         who = " by " + " and ".join(mention_user(person) for person in approvers)
     match item.state:
         case DraftState.APPROVED if item.publishes:

@@ -457,8 +457,8 @@ def db_upgrade() -> None:
 def main() -> None:
     # A command imports some 400 modules (SQLAlchemy, SQLModel, pydantic) and builds
     # tens of thousands of long-lived objects: the cyclic collector would scan them ~200
-    # times during start-up and once more at exit, a fifth of `galley status`'s time
-    # (bench/cli_startup.py). It stays off until the command's modules are loaded
+    # times during start-up and once more at exit, a large share of `galley status`'s
+    # time (bench/cli_startup.py measures it). It stays off until the command's modules are loaded
     # (imports_done), and what is left is frozen before the interpreter's exit sweep.
     gc.disable()
     try:

@@ -265,7 +265,7 @@ def text_hash(text: str) -> str:
 
 def bluesky_record_key(effect_key: str) -> str:
     """The TID a post is created under: the same effect key always names the same record,
-    so a second create of one publication fails instead of posting twice (DESIGN.md §10).
+    so a second create of one publication fails instead of posting twice (docs/design.md §24).
 
     Its time is the slot named in the key's run id, its wall time read as UTC (a look-up
     has only the key, and a record key needs no zone), plus up to ~1 s from the key's

@@ -97,7 +97,7 @@ class RunRow(SQLModel, table=True):
     manual: bool = False
     created_at: datetime = _utc(nullable=False)
     updated_at: datetime = _utc(nullable=False)
-    publish_at: datetime | None = _utc()  # approved: when it may go out (§23)
+    publish_at: datetime | None = _utc()  # approved: when it may go out (docs/design.md §23)
 
 
 class DraftRow(SQLModel, table=True):

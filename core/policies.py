@@ -54,7 +54,7 @@ class SkipReason(StrEnum):
     MISFIRE = "misfire"
     BUDGET = "budget"
     RECIPE_REMOVED = "recipe_removed"  # a pending run whose recipe left the config
-    NO_NEWS = "no_news"  # §14: its sources had nothing in the window (on_empty = "skip")
+    NO_NEWS = "no_news"  # its sources had nothing in the window (on_empty = "skip")
 
 
 class PendingReason(StrEnum):
@@ -85,8 +85,9 @@ class FailReason(StrEnum):
     EMPTY_RESPONSE = "empty_response"
     PUBLISH_REJECTED = "publish_rejected"  # the destination refused the publication itself
     PUBLISH_AUTH = "publish_auth"  # the destination refused Galley's credentials
-    MISSED_SLOT = "missed_slot"  # §23: approved, and not published by slot + publish_late
-    SOURCE_FAILED = "source_failed"  # §14: a required source answered 401/403/404 or kept failing
+    # docs/design.md §23: approved, and not published by slot + publish_late
+    MISSED_SLOT = "missed_slot"
+    SOURCE_FAILED = "source_failed"  # a required source answered 401/403/404 or kept failing
 
     @property
     def while_drafting(self) -> bool:
@@ -101,7 +102,7 @@ class FailReason(StrEnum):
 class ExpiryReason(StrEnum):
     """Why a draft nobody approved expired (the run's reason)."""
 
-    MISSED_SLOT = "missed_slot"  # §23: not approved by its slot plus publish_late
+    MISSED_SLOT = "missed_slot"  # docs/design.md §23: not approved by its slot plus publish_late
 
 
 class DraftOutcome(StrEnum):
@@ -277,8 +278,8 @@ class AlertKind(StrEnum):
     DRAFTING = "drafting"  # failed or stuck drafting: Retry draft / Skip
     REVIEW_POST = "review_post"  # a review post nobody can find: check the channel
     STRANDED = "stranded"  # a run nothing will move (its recipe left the config): Cancel
-    MISSED = "missed"  # §23: approved, not published by its time: Retry / Cancel
-    POST_GONE = "post_gone"  # §28: published, then gone when read back: nothing to press
+    MISSED = "missed"  # docs/design.md §23: approved, not published by its time: Retry / Cancel
+    POST_GONE = "post_gone"  # docs/design.md §28: published, then gone when read back
 
 
 class OnSimilar(StrEnum):

@@ -168,7 +168,7 @@ class ReviewItem:
     record: RecipeRecord | None = None
     approvals: ApprovalProgress | None = None  # set where more than one approval is needed
     redrafted: RedraftNote | None = None  # the current revision, when a redraft made it
-    publish_at: datetime | None = None  # approved: when its run may go out (§23)
+    publish_at: datetime | None = None  # approved: when its run may go out (docs/design.md §23)
     publishes: str | None = None  # approved, waiting: "Mon 2 Nov 09:00 (Europe/London)"
     missed_slot: bool = False  # expired: not approved by its slot plus publish_late
     fits: tuple[Fit, ...] = ()  # waiting drafts: each target's count against its limit

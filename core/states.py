@@ -99,14 +99,14 @@ RUN_TRANSITIONS: dict[RunState, set[RunState]] = {
         _R.RUNNING,
         _R.PENDING,
     },
-    # failed: found past its slot plus publish_late, never published late (§23)
+    # failed: found past its slot plus publish_late, never published late (docs/design.md §23)
     _R.APPROVED: {_R.PUBLISHING, _R.SUCCEEDED, _R.AWAITING_REVIEW, _R.CANCELLED, _R.FAILED},
     # back to review from publishing or uncertain: the approval went stale before a send
     _R.PUBLISHING: {_R.SUCCEEDED, _R.UNCERTAIN, _R.FAILED, _R.CANCELLED, _R.AWAITING_REVIEW},
     _R.UNCERTAIN: {_R.SUCCEEDED, _R.PUBLISHING, _R.FAILED, _R.CANCELLED, _R.AWAITING_REVIEW},
     _R.SKIPPED: _REOPEN | {_R.SKIPPED},
     # a person re-drafts it, skips it, or retries a refused publication once fixed; or
-    # cancels one approved draft that missed its time (§23), so it never goes out
+    # cancels one approved draft that missed its time (docs/design.md §23), so it never goes out
     _R.FAILED: _REOPEN | {_R.SKIPPED, _R.PUBLISHING, _R.CANCELLED},
     _R.SUCCEEDED: _REOPEN,
     _R.REJECTED: _REOPEN,

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from core.setup.config import Config, parse_config
 from core.store.engine import Store, normalise_url
 from tests.fakes.anthropic_api import FakeAnthropic
+from tests.harness import slow_marks
 
 PG_URL = os.environ.get("GALLEY_TEST_DATABASE_URL")
 TEMPLATE = f"galley_template_{os.getpid()}"
@@ -65,6 +66,22 @@ def pytest_report_header() -> str:
     if PG_URL:
         return f"galley: PostgreSQL tests run against {sa.make_url(PG_URL).render_as_string()}"
     return "galley: GALLEY_TEST_DATABASE_URL is not set: PostgreSQL tests are SKIPPED"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    slow_marks.mark_server_tests(items)
+
+
+@pytest.fixture(autouse=True)
+def fast_tests_start_no_server(request: pytest.FixtureRequest) -> Iterator[list[str]]:
+    """The fast loop's promise (tests/harness/slow_marks.py): an unmarked test starts no
+    server and no process. Yields what such a test tried to start (also from a thread)."""
+    if slow_marks.is_slow(request.node):
+        yield []
+        return
+    with slow_marks.starts_nothing(request.node.nodeid) as started:
+        yield started
+    assert not started, f"{request.node.nodeid} started {started} but is not marked slow"
 
 
 def _admin_engine() -> sa.Engine:
@@ -129,12 +146,14 @@ def store(db_url: str) -> Iterator[Store]:
 
 
 @pytest.fixture
+@slow_marks.starts_a_server
 def fake_anthropic() -> Iterator[FakeAnthropic]:
     with FakeAnthropic() as fake:
         yield fake
 
 
 @pytest.fixture
+@slow_marks.starts_a_server
 def worlds(fake_anthropic: FakeAnthropic) -> Iterator[Any]:
     """Publishing worlds (tests/harness/worlds.py): `worlds(db_url, target=…, defaults=…)`."""
     from tests.harness.worlds import world_factory  # it imports this module: import when used
@@ -144,6 +163,7 @@ def worlds(fake_anthropic: FakeAnthropic) -> Iterator[Any]:
 
 
 @pytest.fixture
+@slow_marks.starts_a_server
 def start_bot(tmp_path: Path, fake_anthropic: FakeAnthropic) -> Iterator[Any]:
     """Slack review bots (tests/harness/slack_harness.py):
     `start_bot(db_url, slack=…, defaults=…)`."""
@@ -156,6 +176,7 @@ def start_bot(tmp_path: Path, fake_anthropic: FakeAnthropic) -> Iterator[Any]:
 
 
 @pytest.fixture
+@slow_marks.starts_a_server
 def bot_harness(tmp_path: Path, fake_anthropic: FakeAnthropic) -> Iterator[Any]:
     """Publishing bots driven over Slack (tests/harness/publishing_bots.py): `bot_harness(db_url,
     status_url=…, defaults=…)`."""

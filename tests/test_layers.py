@@ -1,4 +1,4 @@
-"""The layout's rules (ARCHITECTURE.md, issue 9), checked on the source: core/ knows
+"""The layout's rules (ARCHITECTURE.md), checked on the source: core/ knows
 nothing of Slack, neither its packages nor its markup. Core hands out facts; bot/
 renders them as mrkdwn."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -208,20 +209,98 @@ def test_the_cycle_check_finds_a_cycle() -> None:
     assert _cycle({"a": {"b"}, "b": set()}) == []
 
 
-CITATION = re.compile(r"docs/design\.md\s+((?:§\d+(?:-§\d+)?(?:,\s*|\s+and\s+)?)+)")
+# A citation of the design names its file, then one or more sections (a comment may wrap
+# between them): `docs/design.md §24`, `docs/design.md §7, §9 and §13`.
+DESIGN_FILE = "docs/design.md"
+_GAP = r"[\s#]+"  # white space, and a comment's `#` where the citation wraps
+CITATION = re.compile(
+    rf"docs/design\.md{_GAP}§\d+(?:(?:,{_GAP}|{_GAP}and{_GAP}|-)§\d+)*", re.IGNORECASE
+)
+SECTION_MARK = re.compile(r"§[\d.]*\d|§")
+# Every other name for a design file: DESIGN.md (the product contract, kept outside the
+# repository, numbered differently), "DESIGN §4".
+DESIGN_MENTION = re.compile(r"[\w./-]*\b(?i:design\.md)\b|\bDESIGN\b(?!\.md)")
+CITING_FOLDERS = ("core", "bot", "galley", "tests", "bench")
 
 
-def test_every_citation_of_docs_design_md_names_a_section_it_has() -> None:
-    """Code cites the design as `docs/design.md §N`: a renumbered section must not leave
-    a citation pointing at nothing, or at the wrong rule."""
+@dataclass(frozen=True)
+class CitationProblem:
+    path: str
+    line: int
+    cited: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.cited}: {self.why}"
+
+
+# Citations in modules that are being rewritten elsewhere, as (path, what is cited): each
+# is fixed with its module and then leaves this set (the test says when one is gone).
+PENDING_CITATIONS = {
+    ("core/store/effects.py", "DESIGN"),  # "DESIGN §4.1": docs/design.md §5 (lease times)
+    ("core/store/effects.py", "§4.1"),
+    ("bot/run.py", "§22"),  # right sections, no file: docs/design.md §22 and §21
+    ("bot/run.py", "§21"),
+    ("core/review/queue.py", "§23"),  # right section, no file: docs/design.md §23
+}
+
+
+def design_sections(root: Path) -> dict[str, str]:
+    """docs/design.md's sections: number -> heading."""
+    page = (root / DESIGN_FILE).read_text()
+    return dict(re.findall(r"^## (\d+)\. (.+)$", page, re.M))
+
+
+def citation_problems(path: str, text: str, sections: dict[str, str]) -> list[CitationProblem]:
+    """Each citation in `text` that names a design file other than docs/design.md, writes
+    a `§` without docs/design.md before it, or names a section docs/design.md lacks."""
+
+    def problem(at: int, cited: str, why: str) -> CitationProblem:
+        return CitationProblem(path, text.count("\n", 0, at) + 1, cited, why)
+
+    problems = [
+        problem(m.start(), m.group(0), f"not a file in the repository: cite {DESIGN_FILE} §N")
+        for m in DESIGN_MENTION.finditer(text)
+        if m.group(0) != DESIGN_FILE
+    ]
+    cited = [m.span() for m in CITATION.finditer(text)]
+    for m in SECTION_MARK.finditer(text):
+        if not any(start <= m.start() < end for start, end in cited):
+            problems.append(problem(m.start(), m.group(0), f"names no file: {DESIGN_FILE} {m[0]}"))
+        elif m.group(0)[1:] not in sections:
+            problems.append(problem(m.start(), m.group(0), f"{DESIGN_FILE} has no such section"))
+    return problems
+
+
+def test_the_citation_check_finds_every_wrong_citation() -> None:
+    sections = {"4": "Claim before you spend", "13": "Model output is untrusted text"}
+    text = (
+        "# fine (docs/design.md §4) and (docs/design.md §4 and §13), wrapped docs/design.md\n"
+        "    # §13; wrong: DESIGN.md §4, (DESIGN §4), docs/design.md §4.5, docs/design.md §9,\n"
+        "    # and a bare (§13)\n"
+    )
+    found = [(p.line, p.cited) for p in citation_problems("m.py", text, sections)]
+    wrong_file = [(2, "DESIGN.md"), (2, "DESIGN"), (2, "§4"), (2, "§4")]
+    assert found == [*wrong_file, (2, "§4.5"), (2, "§9"), (3, "§13")]
+
+
+def test_every_citation_names_docs_design_md_and_a_section_it_has() -> None:
+    """Code and tests cite the design as `docs/design.md §N`. Two numberings once lived
+    side by side (the product contract's DESIGN.md, outside the repository, and
+    docs/design.md), so a bare `§13` could mean batch drafting or untrusted text: every `§`
+    names its file, that file is the one in the repository, and the section exists."""
     root = CORE.parent
-    sections = set(re.findall(r"^## (\d+)\. ", (root / "docs" / "design.md").read_text(), re.M))
-    cited = {
-        f"{path.relative_to(root)}: §{number}"
-        for folder in ("core", "bot", "galley", "tests", "bench")
+    sections = design_sections(root)
+    found = [
+        problem
+        for folder in CITING_FOLDERS
         for path in sorted((root / folder).rglob("*.py"))
-        for match in CITATION.finditer(path.read_text())
-        for number in re.findall(r"§(\d+)", match.group(1))
-        if number not in sections
-    }
-    assert sections and cited == set()
+        if path != Path(__file__)
+        for problem in citation_problems(str(path.relative_to(root)), path.read_text(), sections)
+    ]
+    pending = [p for p in found if (p.path, p.cited) in PENDING_CITATIONS]
+    wrong = "\n".join(str(p) for p in found if p not in pending)
+    assert len(sections) > 20
+    assert wrong == "", f"wrong or dangling citations:\n{wrong}"
+    gone = PENDING_CITATIONS - {(p.path, p.cited) for p in pending}
+    assert not gone, f"fixed: remove from PENDING_CITATIONS: {sorted(gone)}"

@@ -132,7 +132,7 @@ class Desk:
     def unapprove(
         self, draft: DraftDetail | str, revision: int | None, *, user: str | None
     ) -> ReviewAnswer:
-        """Take an approval back while its draft waits for its slot (§23)."""
+        """Take an approval back while its draft waits for its slot (docs/design.md §23)."""
         return self._review(unapprove, draft, revision, user)
 
     def _review(

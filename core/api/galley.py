@@ -355,7 +355,7 @@ class Galley:
         causes) and effects (with external ids). What `galley show` prints."""
         with self._services.store.transaction() as session:
             detail = draft_detail(session, ref)
-        said = self._feedback_summary(detail.run.recipe)  # reviewers' words (§22)
+        said = self._feedback_summary(detail.run.recipe)  # reviewers' words (docs/design.md §22)
         return dataclasses.replace(detail, feedback=said.line())
 
     def events(self, run: str | None = None, *, limit: int | None = 200) -> EventList:
@@ -400,8 +400,8 @@ class Galley:
         return self.draft(recipe_name)
 
     def calendar(self, days: int = 7) -> Calendar:
-        """The publication calendar (§23): each recipe's slots of the last day and the
-        next `days`, per target, with their state; `.plot()` draws it."""
+        """The publication calendar (docs/design.md §23): each recipe's slots of the last
+        day and the next `days`, per target, with their state; `.plot()` draws it."""
         from core.api.calendar import read_calendar
 
         with self._services.store.read() as session:

@@ -254,8 +254,8 @@ class DraftDetail(Printable):
     decisions: EventList = field(default_factory=EventList)
     attempts: AttemptList = field(default_factory=AttemptList)
     effects: EffectList = field(default_factory=EffectList)
-    feedback: str | None = None  # what reviewers said about the recipe lately (§22)
-    sources: SnapshotList = field(default_factory=SnapshotList)  # the run's snapshot (§14)
+    feedback: str | None = None  # what reviewers said about the recipe lately (docs/design.md §22)
+    sources: SnapshotList = field(default_factory=SnapshotList)  # the snapshot (docs/design.md §27)
     sources_left_out: tuple[str, ...] = ()  # optional sources not read: "name: answer"
 
     @property

@@ -92,9 +92,10 @@ class Digest:
     skipped: dict[str, int]  # skip reason → runs in 24h
     expiring: list[ExpiringDraft]  # ready drafts within EXPIRY_WARNING of their window
     approvals: dict[str, tuple[int, int]]  # recipe → (approved, decided) over 30 days
-    feedback: dict[str, RecipeFeedback] = field(default_factory=dict)  # this month (§22)
-    # approved drafts that missed their time in 24h (§23): nothing published them by
-    # slot + publish_late, or their publication failed; each waits on Retry / Cancel
+    # what reviewers said this month (docs/design.md §22)
+    feedback: dict[str, RecipeFeedback] = field(default_factory=dict)
+    # approved drafts that missed their time in 24h (docs/design.md §23): nothing published
+    # them by slot + publish_late, or their publication failed; each waits on Retry / Cancel
     missed: list[str] = field(default_factory=list)
     # recipe → runs skipped in 24h because their sources had nothing new (§14)
     no_news: dict[str, int] = field(default_factory=dict)

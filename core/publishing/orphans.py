@@ -1,7 +1,7 @@
 """Sends whose run stopped publishing them before their outcome was known (cancelled, or
 moved on to another draft): each is looked up until known, never sent again, and what
 became of it joins the run's list (docs/design.md §12). A draft found published on one
-target is `published` only once every target has proof (§24).
+target is `published` only once every target has proof (docs/design.md §24).
 """
 
 from __future__ import annotations

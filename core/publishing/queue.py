@@ -1,5 +1,5 @@
 """Which publications need a pass: found through indexes on what is pending, never by
-reading every run ever published (issue 14). Each query reads one bounded batch inside
+reading every run ever published. Each query reads one bounded batch inside
 the caller's read-only transaction and writes nothing.
 """
 

@@ -73,7 +73,7 @@ def feedback_by_recipe(
     recipes there are (the digest asks for all of them): rejections counted by the
     database, each recipe's newest rejection reason, and the redraft notes, which are
     few (a person writes each). No draft row is loaded: reading up to 500 whole drafts
-    per recipe made this 93 ms of the digest's 110 (bench/history_scale.py)."""
+    per recipe would be most of the digest's time (bench/history_scale.py measures it)."""
     names = set(recipes)
     rejected = (
         col(DraftRow.state) == DraftState.REJECTED,

@@ -1,5 +1,5 @@
 """Which review messages need work: found through indexes on what is pending, never by
-reading every decided draft (issue 14). Each query reads one bounded batch in a
+reading every decided draft. Each query reads one bounded batch in a
 read-only transaction; the only write here records what a message now shows.
 
 `drafts.shown_state` / `shown_revision` say what the review message in Slack shows

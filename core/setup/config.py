@@ -296,22 +296,26 @@ class RecipeSettings(_Strict):
     similar_warn: int = Field(default=SIMILAR_WARN_DEFAULT, ge=1, le=100)  # percent
     similar_window: Duration = timedelta(days=90)  # approvals and publications compared
     on_similar: OnSimilar = OnSimilar.WARN
-    drafting: Drafting = Drafting.SYNC  # §13: batch sends due slots as one Message Batch
+    # docs/design.md §21: batch sends due slots as one Message Batch
+    drafting: Drafting = Drafting.SYNC
     batch_gather: Duration = timedelta(seconds=30)  # due slots gathered this long into one batch
     batch_deadline: Duration = timedelta(hours=1)  # longest a slot waits on a batch, then sync
-    approvals_required: int = Field(default=1, ge=1)  # §22: distinct approvers of one revision
-    editor_may_approve: bool = True  # §22: false: whoever edited a revision cannot approve it
-    max_redrafts: int = Field(default=3, ge=0)  # §22: reviewer-requested redrafts per draft
-    remind_after: Duration | None = None  # §18: a waiting draft announced again this often
-    escalate_after: Duration | None = None  # §18: waiting this long pings alert_mentions once
-    draft_ahead: ZeroOrDuration = timedelta(0)  # §11: drafted this long ahead, published at slot
-    publish_late: Duration = timedelta(hours=1)  # §11: approved this long after its slot, still out
-    window: Duration | None = None  # §14: None: items since the previous slot
-    max_source_chars: int = Field(default=20000, ge=100)  # §14: source text given to the model
-    on_empty: OnEmpty = OnEmpty.SKIP  # §14: a window with no items skips (no_news) or drafts
-    verify_after: Duration = timedelta(minutes=2)  # §17: a published post read back this late
-    # §17: engagement read this long after publication, each reading kept
-    engagement_at: tuple[Duration, ...] = (
+    # docs/design.md §22: the reviewer's loop
+    approvals_required: int = Field(default=1, ge=1)  # distinct approvers of one revision
+    editor_may_approve: bool = True  # false: whoever edited a revision cannot approve it
+    max_redrafts: int = Field(default=3, ge=0)  # reviewer-requested redrafts per draft
+    remind_after: Duration | None = None  # a waiting draft announced again this often
+    escalate_after: Duration | None = None  # waiting this long pings alert_mentions once
+    # docs/design.md §23: draft ahead, publish on time
+    draft_ahead: ZeroOrDuration = timedelta(0)  # drafted this long ahead, published at slot
+    publish_late: Duration = timedelta(hours=1)  # approved this long after its slot, still out
+    # docs/design.md §27: what happened in the window, given to the model
+    window: Duration | None = None  # None: items since the previous slot
+    max_source_chars: int = Field(default=20000, ge=100)  # source text given to the model
+    on_empty: OnEmpty = OnEmpty.SKIP  # a window with no items skips (no_news) or drafts
+    # docs/design.md §28: after publication, read back and counted
+    verify_after: Duration = timedelta(minutes=2)  # a published post read back this late
+    engagement_at: tuple[Duration, ...] = (  # each reading kept
         timedelta(hours=1),
         timedelta(hours=24),
         timedelta(days=7),
@@ -341,7 +345,7 @@ class Recipe(RecipeSettings):
     targets: Annotated[tuple[PublishTarget, ...], BeforeValidator(_one_or_many)] = Field(
         default=(), validation_alias="publish"
     )
-    sources: tuple[SourceSpec, ...] = ()  # §14: what happened, given to the model
+    sources: tuple[SourceSpec, ...] = ()  # what happened, given to the model (core/sources/)
 
     @field_validator("schedule")
     @classmethod

@@ -162,8 +162,8 @@ class Store:
     @contextmanager
     def read_one(self) -> Iterator[Session]:
         """A read of one statement. PostgreSQL runs it in autocommit, as its own
-        transaction, which spares BEGIN READ ONLY and COMMIT (two round trips, a quarter
-        of a millisecond: bench/draft_overhead.py); at READ COMMITTED a read-only
+        transaction, which spares BEGIN READ ONLY and COMMIT (two round trips on every
+        draft: bench/draft_overhead.py measures them); at READ COMMITTED a read-only
         transaction gave it nothing more. SQLite: `read()`. Never write in it: on
         PostgreSQL the write would commit at once."""
         with Session(self._one_reader, expire_on_commit=False) as session, session.begin():

@@ -22,8 +22,8 @@ class Price:
     output: float  # USD per million output tokens
 
 
-# USD per million tokens by family, as recorded when this table was first written (not
-# re-checked for issue 24): re-check against Anthropic's pricing page when a family moves.
+# USD per million tokens by family, as recorded when this table was written: re-check
+# against Anthropic's pricing page when a family moves.
 PRICES = {
     "opus": Price(5.0, 25.0),
     "sonnet": Price(3.0, 15.0),

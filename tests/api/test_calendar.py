@@ -1,4 +1,4 @@
-"""The publication calendar (issue 22, docs/design.md §23): `galley calendar --json`, the
+"""The publication calendar (docs/design.md §23): `galley calendar --json`, the
 Home tab's "Coming up" and `g.calendar()` say what the runs table says, per recipe and
 target, on a seeded history.
 

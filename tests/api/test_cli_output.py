@@ -1,4 +1,4 @@
-"""What the terminal shows (issue 25.7): plain text, each reason once, exit codes that
+"""What the terminal shows: plain text, each reason once, exit codes that
 name the operator's mistake, and pages that end where the runs end."""
 
 from __future__ import annotations

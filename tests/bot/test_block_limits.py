@@ -1,4 +1,4 @@
-"""Every Block Kit builder stays within Slack's limits whatever the input (issue 10.9).
+"""Every Block Kit builder stays within Slack's limits whatever the input.
 
 Hypothesis drives each message, modal and view builder with arbitrary, hostile and very
 long text; every result is parsed and validated by `slack_sdk`'s own models (which

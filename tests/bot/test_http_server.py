@@ -19,7 +19,7 @@ from tests.harness.slack_harness import APPROVE, PEOPLE, SETTLE, StartBot, event
 def test_unsigned_or_replayed_requests_are_refused_and_change_nothing(
     start_bot: StartBot, sqlite_url: str
 ) -> None:
-    h = start_bot(sqlite_url, slack=PEOPLE)
+    h = start_bot(sqlite_url, slack=PEOPLE, over_http=True)
     key, _ = h.draft_and_post()
     stale = int(time.time()) - 6 * 60
 
@@ -44,7 +44,7 @@ def test_unsigned_or_replayed_requests_are_refused_and_change_nothing(
 def test_health_readiness_and_metrics_answer_while_the_bot_runs(
     start_bot: StartBot, sqlite_url: str
 ) -> None:
-    h = start_bot(sqlite_url)
+    h = start_bot(sqlite_url, over_http=True)
     base = f"http://127.0.0.1:{h.bot.http_port}"
 
     health = httpx.get(f"{base}/healthz")

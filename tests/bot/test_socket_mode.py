@@ -51,6 +51,7 @@ from tests.harness.slack_harness import (
     eventually,
 )
 from tests.harness.slack_requests import block_actions, text_input, view_submission
+from tests.harness.slow_marks import starts_a_server
 
 ACK_DEADLINE = 3.0  # Slack's: an envelope not acked within 3 s is shown as failed
 
@@ -127,6 +128,7 @@ StartSocketBot = Callable[..., SocketHarness]
 
 
 @pytest.fixture
+@starts_a_server
 def start_socket_bot(tmp_path: Path, fake_anthropic: FakeAnthropic) -> Iterator[StartSocketBot]:
     """A Bot in Socket Mode on `db_url`; `replica_of=` starts a second replica on the same
     fakes (Slack then spreads envelopes across both connections)."""

@@ -23,11 +23,13 @@ from tests.fakes.anthropic_batches import (
     expired,
     status,
 )
+from tests.harness.slow_marks import starts_a_server
 
 LONG_SYSTEM = "Write in the house style: short sentences, no jargon, one idea a line. " * 60
 
 
 @pytest.fixture
+@starts_a_server
 def fake() -> Iterator[FakeAnthropic]:
     with FakeAnthropic() as server:
         yield server
@@ -289,6 +291,7 @@ def test_a_long_system_prompt_shared_by_enough_entries_is_cached_for_an_hour(
     assert {systems[cid] for cid, _ in short} == {"Be warm."}  # too short to cache
 
 
+@pytest.mark.slow
 def test_the_cache_written_by_one_entry_is_read_by_the_others() -> None:
     with FakeAnthropic(count_tokens=True) as fake:
         batch = drafter(fake.url)

@@ -1,4 +1,4 @@
-"""Batch drafting across real `galley` processes ended by SIGKILL (issue 24, docs/design.md
+"""Batch drafting across real `galley` processes ended by SIGKILL (docs/design.md
 §21): a batch whose create was sent but whose id was never stored, and a batch whose
 holder died while it waited for results, each end as one batch and one stored draft,
 with no second request to the model.

@@ -1,4 +1,4 @@
-"""A fresh `galley run` drafts at once (issue 25.1): the model client is loaded before the
+"""A fresh `galley run` drafts at once: the model client is loaded before the
 scheduler can fire, and a call's latency counts from the moment its request is sent.
 
 The process test asserts order (drafter ready, then the first fire, then the request at

@@ -76,7 +76,7 @@ def test_a_redraft_is_told_the_tightest_limit_as_the_first_draft_was(
     db_url: str, worlds: MakeWorld, fake_anthropic: FakeAnthropic
 ) -> None:
     """ "Edit or redraft it to fit" is what a refused approval says: the redraft's request
-    must know the limit it is to fit (issue 35.8)."""
+    must know the limit it is to fit."""
     world = worlds(db_url, publish=BOTH)
     fake_anthropic.script(ok(text=TOO_LONG))
     key = world.draft()

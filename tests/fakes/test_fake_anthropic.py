@@ -27,12 +27,14 @@ from tests.fakes.anthropic_api import (
     status,
     write_script,
 )
+from tests.harness.slow_marks import starts_a_server
 
 ROOT = Path(__file__).resolve().parents[2]
 MESSAGES = [{"role": "user", "content": "write about boats"}]
 
 
 @pytest.fixture
+@starts_a_server
 def fake() -> Iterator[FakeAnthropic]:
     with FakeAnthropic() as server:
         yield server
@@ -76,6 +78,7 @@ def test_normal_call_returns_text_usage_and_request_id(fake: FakeAnthropic) -> N
     assert req.at <= time.time()
 
 
+@pytest.mark.slow
 def test_text_usage_and_delay_are_answered_as_configured_or_scripted() -> None:
     with FakeAnthropic(text="fixed", usage={"input_tokens": 7, "output_tokens": 9}) as fake:
         c = client(fake.url)
@@ -178,6 +181,7 @@ def test_closed_port_raises_connection_error_caused_by_connect_error() -> None:
     assert isinstance(info.value.__cause__, httpx2.ConnectError)
 
 
+@pytest.mark.slow
 def test_stop_does_not_wait_for_a_hang() -> None:
     fake = FakeAnthropic().start()
     fake.script(hang(60))
@@ -215,6 +219,7 @@ def test_invalid_body_is_recorded_then_rejected(fake: FakeAnthropic) -> None:
     assert fake.requests[0].body == {"model": "m", "messages": MESSAGES}
 
 
+@pytest.mark.slow
 def test_state_file_script_is_consumed_once_under_concurrency(tmp_path: Path) -> None:
     state = tmp_path / "state.json"
     write_script(state, [status(500)] * 5)

@@ -27,9 +27,11 @@ from tests.fakes.anthropic_batches import (
     succeeded,
     write_state,
 )
+from tests.harness.slow_marks import starts_a_server
 
 
 @pytest.fixture
+@starts_a_server
 def fake() -> Iterator[FakeAnthropic]:
     with FakeAnthropic() as server:
         yield server
@@ -287,6 +289,7 @@ def test_every_request_is_recorded_gets_included(fake: FakeAnthropic) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_entries_sharing_a_marked_system_prompt_write_the_cache_once_then_read_it() -> None:
     system = [
         {
@@ -308,6 +311,7 @@ def test_entries_sharing_a_marked_system_prompt_write_the_cache_once_then_read_i
     assert {u.input_tokens for u in usages.values()} == {2}  # "write eN": 8 characters
 
 
+@pytest.mark.slow
 def test_a_marked_prompt_below_the_minimum_is_not_cached() -> None:
     system = [{"type": "text", "text": "short", "cache_control": {"type": "ephemeral"}}]
     with FakeAnthropic(count_tokens=True) as fake:
@@ -319,6 +323,7 @@ def test_a_marked_prompt_below_the_minimum_is_not_cached() -> None:
     assert (usage.cache_creation_input_tokens, usage.cache_read_input_tokens) == (0, 0)
 
 
+@pytest.mark.slow
 def test_the_state_file_scripts_creates_and_keeps_batches_across_a_restart(
     tmp_path: Path,
 ) -> None:

@@ -34,12 +34,14 @@ from tests.fakes.slack_api import (
     read_messages,
     write_state,
 )
+from tests.harness.slow_marks import starts_a_server
 
 ROOT = Path(__file__).resolve().parents[2]
 META = {"event_type": "galley_draft", "event_payload": {"draft_id": 7, "slot": "2026-12-07"}}
 
 
 @pytest.fixture
+@starts_a_server
 def fake() -> Iterator[FakeSlack]:
     with FakeSlack() as server:
         yield server
@@ -248,6 +250,7 @@ def test_closed_port_raises_url_error_with_connection_refused() -> None:
     assert isinstance(info.value.reason, ConnectionRefusedError)
 
 
+@pytest.mark.slow
 def test_stop_interrupts_a_hang() -> None:
     fake = FakeSlack().start()
     fake.script("chat.postMessage", accept_then_hang(60))

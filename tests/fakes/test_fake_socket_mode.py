@@ -14,6 +14,7 @@ from tests.fakes.slack_api import FakeSlack
 from tests.fakes.socket_mode import APP_TOKEN, FakeSocketMode
 
 
+@pytest.mark.slow
 def test_urls_are_for_the_app_token_only_one_use_and_greet_with_hello() -> None:
     with FakeSlack() as web, FakeSocketMode(web, hello_delay=0.2) as link:
         client = WebClient(token="xoxb-test", base_url=web.url + "/api/", retry_handlers=[])

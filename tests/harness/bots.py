@@ -1,6 +1,7 @@
 """A real `Bot` for tests and benchmarks, pointed at the local fakes.
 
-HTTP on 127.0.0.1 (a free port), outbox and housekeeping passes left to the caller
+HTTP on 127.0.0.1 (a free port), or none: Slack's requests then go straight to Bolt's
+dispatch in this process (`serve_http=False`). Outbox and housekeeping passes left to the caller
 (`bot.sync_slack()`, `bot.reconcile()`), and start-up catch-up settled before it returns.
 The bot's clock runs at real speed from a fixed instant (`BOT_EPOCH`), so the slots it
 finds due never depend on the day the tests run.
@@ -20,7 +21,7 @@ from core.setup.settings import Settings
 from core.store.engine import Store
 from core.testing import RunningClock
 from tests.fakes.slack_api import FakeSlack
-from tests.harness.slack_requests import SlackSender
+from tests.harness.slack_requests import DispatchSender, SlackSender
 
 NEVER = timedelta(hours=1)  # periodic passes the test drives itself
 # A Wednesday: the latest due slot of a Monday 09:00 recipe is 2026-11-23T09:00 London,
@@ -36,9 +37,12 @@ def start_bot(
     slack_url: str,
     secret: str,
     app_token: str | None = None,
+    serve_http: bool = True,
 ) -> Bot:
     """With `app_token`, the bot runs in Socket Mode (it asks `slack_url` for the socket's
-    URL: attach a tests.fakes.socket_mode.FakeSocketMode to that fake first)."""
+    URL: attach a tests.fakes.socket_mode.FakeSocketMode to that fake first). Without
+    `serve_http` nothing listens: drafting and the scheduler start as `Bot.start` starts
+    them, and a test hands requests to `bot.bolt.dispatch` (`DispatchSender`)."""
     settings = Settings(
         slack_bot_token="xoxb-test",
         slack_app_token=app_token,
@@ -59,7 +63,11 @@ def start_bot(
         sweep_every=NEVER,
     )
     bot.http_host = "127.0.0.1"
-    bot.start()
+    if serve_http:
+        bot.start()
+    else:
+        bot.prepare_drafting()
+        bot.host.start()
     bot.host.wait_idle()  # start-up catch-up has decided the latest due slot
     return bot
 
@@ -73,7 +81,8 @@ def operator(bot: Bot) -> Galley:
 @dataclass
 class RunningBot:
     """A started HTTP-mode `Bot`, the fake Slack it talks to, a store of the test's own for
-    reading rows, and a sender of signed requests to its `/slack/events`."""
+    reading rows, and a sender of signed requests: to its `/slack/events` over HTTP, or to
+    its Bolt app in this process."""
 
     bot: Bot
     slack: FakeSlack
@@ -88,16 +97,18 @@ class RunningBot:
         self.store.dispose()
 
 
-StartRunningBot = Callable[[str, str], RunningBot]
+StartRunningBot = Callable[..., RunningBot]
 
 
 @contextmanager
 def running_bots(tmp_path: Path, anthropic_url: str, secret: str) -> Iterator[StartRunningBot]:
-    """`start(config_text, db_url)`: the config in a file of its own, a fresh fake Slack and
-    a Bot on both (see `start_bot`); every bot started is stopped on exit."""
+    """`start(config_text, db_url, over_http=False)`: the config in a file of its own, a
+    fresh fake Slack and a Bot on both (see `start_bot`); Slack's requests reach it through
+    Bolt's dispatch, or over real HTTP with `over_http` (for tests of the transport
+    itself). Every bot started is stopped on exit."""
     started: list[RunningBot] = []
 
-    def start(config_text: str, db_url: str) -> RunningBot:
+    def start(config_text: str, db_url: str, *, over_http: bool = False) -> RunningBot:
         path = tmp_path / f"galley-{len(started)}.toml"
         path.write_text(config_text)
         slack = FakeSlack().start()
@@ -108,11 +119,16 @@ def running_bots(tmp_path: Path, anthropic_url: str, secret: str) -> Iterator[St
                 anthropic_url=anthropic_url,
                 slack_url=slack.url,
                 secret=secret,
+                serve_http=over_http,
             )
         except BaseException:
             slack.stop()
             raise
-        sender = SlackSender(f"http://127.0.0.1:{bot.http_port}/slack/events", secret)
+        sender = (
+            SlackSender(f"http://127.0.0.1:{bot.http_port}/slack/events", secret)
+            if over_http
+            else DispatchSender(bot.bolt, secret)
+        )
         running = RunningBot(bot, slack, Store(db_url), sender)
         started.append(running)
         return running

@@ -1,9 +1,11 @@
-"""The Slack review harness: a real `Bot` (Bolt, uvicorn, outbox, scheduler) against the
-fake Slack Web API and the fake Anthropic API over real HTTP, and what a test does with it.
+"""The Slack review harness: a real `Bot` (Bolt, outbox, scheduler) against the fake Slack
+Web API and the fake Anthropic API over real HTTP, and what a test does with it.
 
 Registered as the `start_bot` fixture in tests/conftest.py (as `worlds` is for
-publishing). Slack's requests reach `/slack/events` signed with a real signing secret;
-tests drive outbox passes themselves (`bot.sync_slack()`).
+publishing). Slack's requests are signed with a real signing secret and handed to Bolt's
+dispatch in this process; `start_bot(…, over_http=True)` serves them through uvicorn's
+`/slack/events` instead, for the tests of that transport. Tests drive outbox passes
+themselves (`bot.sync_slack()`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-import httpx
 import sqlalchemy as sa
 from sqlmodel import col, select
 
@@ -31,7 +32,7 @@ from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.slack_api import RESPONSE_URL, FakeSlack, RecordedCall
 from tests.harness import bots, rows
 from tests.harness.bots import operator
-from tests.harness.slack_requests import SlackSender, block_actions, slash_command
+from tests.harness.slack_requests import SlackAnswer, SlackSender, block_actions, slash_command
 from tests.harness.timing import scaled
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5-galley-test"
@@ -98,7 +99,7 @@ class Harness:
         *,
         value: str | None = None,
         **signing: Any,
-    ) -> httpx.Response:
+    ) -> SlackAnswer:
         """A signed click on the review message's button, as it currently reads."""
         message = self.message_for(key)
         payload = block_actions(
@@ -111,7 +112,7 @@ class Harness:
         )
         return self.sender.interactive(payload, **signing)
 
-    def command(self, text: str, user: str, **signing: Any) -> httpx.Response:
+    def command(self, text: str, user: str, **signing: Any) -> SlackAnswer:
         body = slash_command(text=text, user=user, response_url=self.slack.response_url(user))
         return self.sender.send(body, **signing)
 
@@ -191,13 +192,20 @@ StartBot = Callable[..., Harness]
 
 @contextmanager
 def harness_factory(tmp_path: Path, fake_anthropic: FakeAnthropic) -> Iterator[StartBot]:
-    """`start(db_url, slack=…, defaults=…, publish=…, **config_overrides)`: a Bot on `db_url`
-    with the fakes, stopped on exit; `slack=` and `defaults=` add config lines, `publish=`
-    a publish line on the recipe (the `start_bot` fixture)."""
+    """`start(db_url, slack=…, defaults=…, publish=…, over_http=False, **config_overrides)`:
+    a Bot on `db_url` with the fakes, stopped on exit; `slack=` and `defaults=` add config
+    lines, `publish=` a publish line on the recipe (the `start_bot` fixture). Clicks reach
+    Bolt's dispatch in process; `over_http=True` sends them through uvicorn instead."""
     with bots.running_bots(tmp_path, fake_anthropic.url, SECRET) as start_running:
 
         def start(
-            db_url: str, *, slack: str = "", defaults: str = "", publish: str = "", **overrides: Any
+            db_url: str,
+            *,
+            slack: str = "",
+            defaults: str = "",
+            publish: str = "",
+            over_http: bool = False,
+            **overrides: Any,
         ) -> Harness:
             text = config_text(**overrides)
             if publish:  # a TOML inline table is one line: it goes right after `prompt`
@@ -212,7 +220,7 @@ def harness_factory(tmp_path: Path, fake_anthropic: FakeAnthropic) -> Iterator[S
                 f'review_channel = "{CHANNEL}"', f'review_channel = "{CHANNEL}"\n{slack}'
             )
             text = text.replace("[defaults]\n", f"[defaults]\n{defaults}\n")
-            running = start_running(text, db_url)
+            running = start_running(text, db_url, over_http=over_http)
             return Harness(
                 running.bot, running.slack, fake_anthropic, running.store, running.sender
             )

@@ -13,10 +13,12 @@ import hmac
 import itertools
 import json
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 from urllib.parse import urlencode
 
 import httpx
+from slack_bolt import App, BoltRequest
 
 TEAM = "T1"
 APP_ID = "A0GALLEY"
@@ -186,14 +188,14 @@ class SlackSender:
 
     def send(
         self, body: str, *, secret: str | None = None, timestamp: int | None = None
-    ) -> httpx.Response:
+    ) -> SlackAnswer:
         headers = signed_headers(secret or self.secret, body, timestamp=timestamp)
         return self.http.post(self.url, content=body.encode(), headers=headers)
 
-    def interactive(self, payload: dict[str, Any], **signing: Any) -> httpx.Response:
+    def interactive(self, payload: dict[str, Any], **signing: Any) -> SlackAnswer:
         return self.send(interactive_body(payload), **signing)
 
-    def event(self, payload: dict[str, Any]) -> httpx.Response:
+    def event(self, payload: dict[str, Any]) -> SlackAnswer:
         """An Events API callback: JSON, signed like the rest."""
         body = json.dumps(payload)
         headers = signed_headers(self.secret, body) | {"Content-Type": "application/json"}
@@ -201,3 +203,51 @@ class SlackSender:
 
     def close(self) -> None:
         self.http.close()
+
+
+class SlackAnswer(Protocol):
+    """What a test reads of the app's answer, over HTTP or from Bolt's dispatch."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def text(self) -> str: ...
+
+    def json(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class DispatchedAnswer:
+    """Bolt's answer to a dispatched request, read as an HTTP answer is read."""
+
+    status_code: int
+    text: str
+
+    def json(self) -> Any:
+        return json.loads(self.text)
+
+
+class DispatchSender(SlackSender):
+    """Hands the same signed requests to Bolt's `App.dispatch` in this process: what the
+    bot's `/slack/events` does behind uvicorn, without the server (tests of the HTTP
+    transport itself use `SlackSender`)."""
+
+    def __init__(self, bolt: App, secret: str) -> None:
+        super().__init__("", secret)
+        self.bolt = bolt
+
+    def send(
+        self, body: str, *, secret: str | None = None, timestamp: int | None = None
+    ) -> SlackAnswer:
+        headers = signed_headers(secret or self.secret, body, timestamp=timestamp)
+        return self._dispatch(body, headers)
+
+    def event(self, payload: dict[str, Any]) -> SlackAnswer:
+        body = json.dumps(payload)
+        headers = signed_headers(self.secret, body) | {"Content-Type": "application/json"}
+        return self._dispatch(body, headers)
+
+    def _dispatch(self, body: str, headers: dict[str, str]) -> SlackAnswer:
+        answer = self.bolt.dispatch(BoltRequest(body=body, headers=headers))
+        return DispatchedAnswer(answer.status, answer.body)

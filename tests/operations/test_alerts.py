@@ -97,7 +97,7 @@ def test_an_alert_button_waits_out_a_429_when_it_rewrites_the_alert(
     bot_harness: Callable[..., BotHarness], sqlite_url: str
 ) -> None:
     """The alert is rewritten through the same paced, classified channel code as every
-    other post: a 429 is waited out, not dropped (issue 9)."""
+    other post: a 429 is waited out, not dropped."""
     h = bot_harness(sqlite_url, status_url=False)
     h.hook.script_post(accept_then_hang(HANG))
     assert operator(h.bot).draft(RECIPE, SLOT).key == KEY

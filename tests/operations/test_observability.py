@@ -1,4 +1,4 @@
-"""Galley's own metrics and logs (issue 10): a real Bot's `/metrics` after an end-to-end
+"""Galley's own metrics and logs: a real Bot's `/metrics` after an end-to-end
 run, and a real `galley run` process whose JSON log has one state-change line per row
 of the events table. Counters are process-wide, so the in-process test checks what
 changed between two scrapes.
@@ -176,6 +176,7 @@ assert names.count("galley_review_queue_depth") == 1, names
 """
 
 
+@pytest.mark.slow
 def test_importing_core_metrics_registers_no_database_gauges(tmp_path: Path) -> None:
     """The gauges read the database at scrape time: the bot registers them when it
     starts (once per process), and an import of core.telemetry.metrics adds only its counters and

@@ -8,10 +8,12 @@ import pytest
 
 from tests.fakes.bluesky import FakeBluesky
 from tests.fakes.mastodon import FakeMastodon
+from tests.harness.slow_marks import starts_a_server
 from tests.harness.two_platforms import Platforms
 
 
 @pytest.fixture
+@starts_a_server
 def platforms() -> Iterator[Platforms]:
     with FakeBluesky() as bluesky, FakeMastodon() as mastodon:
         yield Platforms(bluesky, mastodon)

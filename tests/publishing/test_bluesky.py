@@ -31,6 +31,7 @@ from tests.fakes import social
 from tests.fakes.bluesky import HANDLE, PASSWORD, FakeBluesky, did_of, rate_limited
 from tests.fakes.server import closed_port
 from tests.harness.processes import fake_server
+from tests.harness.slow_marks import starts_a_server
 
 KEY = "bluesky|weekly-update@2026-11-23T09:00|v1|publish:bluesky:acme.bsky.social"
 TEXT = "Our week, in brief: https://example.com/week and more."
@@ -63,6 +64,7 @@ def publisher(
 
 
 @pytest.fixture
+@starts_a_server
 def fake() -> Iterator[FakeBluesky]:
     with FakeBluesky() as server:
         yield server
@@ -243,6 +245,7 @@ def test_three_publishes_make_one_session(fake: FakeBluesky) -> None:
     assert fake.sessions_created() == 1 and len(fake.posts_of(DID)) == 3
 
 
+@pytest.mark.slow
 def test_a_session_near_expiry_is_refreshed_not_made_again() -> None:
     with FakeBluesky(access_seconds=60) as fake:  # within the client's 15-minute margin
         pub = publisher(fake.url)
@@ -292,6 +295,7 @@ def test_a_rate_limited_sign_in_waits_and_sends_nothing(fake: FakeBluesky) -> No
     assert fake.sessions_created() == 2 and len(fake.posts_of(DID)) == 1
 
 
+@pytest.mark.slow
 def test_the_pds_own_session_limit_is_a_rate_limit() -> None:
     with FakeBluesky(session_limit=1) as fake:
         publisher(fake.url).publish(publication())
@@ -367,7 +371,7 @@ def test_the_subprocess_fake_obeys_its_state_file_and_keeps_posts_across_a_resta
 
 
 def test_the_fake_answers_as_the_reference_pds_does(fake: FakeBluesky) -> None:
-    """What `@atproto/pds` 0.5.35, run from npm, answers (issue 35.5): the fake must not
+    """What `@atproto/pds` 0.5.35, run from npm, answers: the fake must not
     be kinder than the server Galley meets."""
     xrpc = f"{fake.url}/xrpc/"
     record = {"repo": HANDLE, "collection": "app.bsky.feed.post", "record": {"text": "x"}}

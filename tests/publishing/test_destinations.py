@@ -1,4 +1,4 @@
-"""Every destination of DESIGN.md §10 behind the one `Publisher` port, built by the bot's
+"""Every destination of docs/design.md §24 behind the one `Publisher` port, built by the bot's
 own wiring: one publisher per target, in order, its id safe inside an effect key."""
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from tests.fakes.linkedin import (
     rate_limited,
 )
 from tests.fakes.server import closed_port
+from tests.harness.slow_marks import starts_a_server
 
 KEY = f"linkedin|weekly-update@2026-11-23T09:00|v1|publish:linkedin:{ORGANIZATION}"
 TEXT = "Our week, in brief.\n\nRead more: https://example.com/week"
@@ -66,6 +67,7 @@ def publisher(
 
 
 @pytest.fixture
+@starts_a_server
 def fake() -> Iterator[FakeLinkedIn]:
     with FakeLinkedIn() as server:
         yield server

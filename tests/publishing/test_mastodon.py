@@ -30,6 +30,7 @@ from core.setup.config import MastodonTarget
 from tests.fakes import social
 from tests.fakes.mastodon import TOKEN, FakeMastodon, rate_limited
 from tests.fakes.server import closed_port
+from tests.harness.slow_marks import starts_a_server
 
 KEY = "mastodon|weekly-update@2026-11-23T09:00|v1|publish:mastodon:m.test"
 TEXT = "Our week, in brief.\n\nRead more: https://example.com/2026/11/23/our-week-in-brief & enjoy."
@@ -68,6 +69,7 @@ def publisher(
 
 
 @pytest.fixture
+@starts_a_server
 def fake() -> Iterator[FakeMastodon]:
     with FakeMastodon() as server:
         yield server
@@ -275,6 +277,7 @@ def test_model_text_never_mentions_anyone(fake: FakeMastodon) -> None:
     assert publisher(fake.url).lookup(query(text=text)) == status_id
 
 
+@pytest.mark.slow
 def test_fit_uses_the_instance_limit_asked_once_and_counts_links_as_23() -> None:
     with FakeMastodon(max_characters=100) as fake:
         pub = publisher(fake.url)
@@ -305,6 +308,7 @@ def test_a_missing_extra_is_one_clear_line(
     assert "galley[" not in str(caught.value) and "Mastodon.py client" in str(caught.value)
 
 
+@pytest.mark.slow
 def test_a_draft_over_the_limit_is_refused_before_it_is_sent() -> None:
     with FakeMastodon(max_characters=10) as fake:
         with pytest.raises(EffectNotSent, match="10 characters") as caught:

@@ -1,5 +1,5 @@
-"""Model text made inert per platform and measured as each platform counts (DESIGN.md
-§10): pure functions, no network."""
+"""Model text made inert per platform and measured as each platform counts (docs/design.md
+§13 and §24): pure functions, no network."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Publish on time (issue 22, docs/design.md §23): an approved draft waits for its slot and
+"""Publish on time (docs/design.md §23): an approved draft waits for its slot and
 goes out at it, once, by whichever replica is up; approvals stay fresh from the slot;
 a slot that passes unapproved, or approved with nothing up to publish it, never goes out
 late beyond publish_late.
@@ -214,7 +214,7 @@ def test_the_publish_queue_reads_approved_runs_by_their_time_through_an_index(
     assert "ix_runs_publish_due" in plan, plan
 
 
-# --- issue 33.6 and 33.7: the click refuses what could never publish; one clock -----------
+# --- the click refuses what could never publish; one clock ---------------------------
 
 
 def test_an_approval_after_slot_plus_publish_late_is_refused_at_the_click(
@@ -283,7 +283,7 @@ def test_a_draft_approved_between_the_missed_slot_read_and_its_write_is_not_expi
     assert world.run_row().state == RunState.APPROVED
 
 
-# --- issue 33.4: who wrote a revision's text is kept whatever bumps its number -------------
+# --- who wrote a revision's text is kept whatever bumps its number ---------------------
 
 EDITOR, OTHER = "U0ANA", "U0BEN"
 

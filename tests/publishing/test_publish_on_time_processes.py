@@ -1,4 +1,4 @@
-"""Real `galley run` processes and a slot in real time (issue 22, docs/design.md §23): a draft
+"""Real `galley run` processes and a slot in real time (docs/design.md §23): a draft
 approved ahead of its slot, the bot SIGKILLed before the slot and started again after
 it, is published once, at once, even by two replicas starting together; one whose
 approval_ttl (counted from the slot) passed meanwhile goes back to review, unpublished.

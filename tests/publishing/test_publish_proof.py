@@ -268,6 +268,7 @@ def test_found_at_never_takes_a_post_already_proof_of_another_receipt() -> None:
         found_at(Answers(), taken)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_the_mastodon_look_up_skips_a_status_already_proof_of_another_receipt() -> None:
     with FakeMastodon() as mastodon:
         target = MastodonTarget(to="mastodon", instance=mastodon.url)

@@ -176,8 +176,8 @@ def test_the_decided_review_message_links_each_publication_from_its_receipt(
 def test_the_review_message_is_rewritten_once_published_to_end_where_the_post_is(
     db_url: str, worlds: MakeWorld, platforms: Platforms
 ) -> None:
-    """An immediate approval's message said "Approved" and never where the post went
-    (issue 35.9): a published draft's message is rewritten once, then left alone."""
+    """An immediate approval's message said "Approved" and never where the post went:
+    a published draft's message is rewritten once, then left alone."""
     world = world_of(worlds, db_url, platforms)
     surface = RecordingSurface()
     outbox = ReviewOutbox(

@@ -32,6 +32,7 @@ from tests.fakes.webhook import (
     status,
     write_state,
 )
+from tests.harness.slow_marks import starts_a_server
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "linkedin|weekly-update@2026-11-23T09:00|v1|publish:webhook"
@@ -63,6 +64,7 @@ def publisher(
 
 
 @pytest.fixture
+@starts_a_server
 def fake() -> Iterator[FakeWebhook]:
     with FakeWebhook() as server:
         yield server
@@ -271,6 +273,7 @@ def test_the_subprocess_fake_obeys_its_state_file_and_keeps_publications_across_
         stop(proc)
 
 
+@pytest.mark.slow
 def test_a_held_publication_is_stored_at_once_and_read_only_later() -> None:
     """Reads that lag writes: the key is taken at once, the status read says 404 until
     the hold has passed (the stress test's destination)."""

@@ -1,4 +1,4 @@
-"""The approval policy (issue 23, docs/design.md §22): `approvals_required` distinct
+"""The approval policy (docs/design.md §22): `approvals_required` distinct
 people of one exact revision decide; an edit starts the count again; with
 `editor_may_approve = false` the editor does not count; a rejection decides at once.
 On both backends; assertions on rows and on the message a reviewer would see."""

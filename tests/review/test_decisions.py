@@ -1,4 +1,4 @@
-"""What a decision sets going (issue 9): `decide` says whether an approval publishes, so
+"""What a decision sets going: `decide` says whether an approval publishes, so
 every surface (a Slack button, the notebook) follows one rule. On both backends."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A reviewer's redraft (issue 23, docs/design.md §22): the model's answer becomes the
+"""A reviewer's redraft (docs/design.md §22): the model's answer becomes the
 next revision of the same draft; one request is one model call however often it is
 made; a stale revision, a limit or a lost claim is refused and says so. On both
 backends; assertions on rows and on the requests the drafter received."""

@@ -1,4 +1,4 @@
-"""A reviewer's redraft survives the bot's death (issue 23, docs/design.md §22): `galley
+"""A reviewer's redraft survives the bot's death (docs/design.md §22): `galley
 run` as a real process receives a signed Redraft submission, is SIGKILLed while the
 model call hangs, and a restarted bot takes the claim over and completes the redraft
 once: revision 2, never 3, never lost. Counts what the fake Anthropic received and what

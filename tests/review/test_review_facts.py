@@ -111,7 +111,8 @@ def test_a_reworded_post_is_flagged_above_the_buttons_with_a_link_to_the_publica
     h.draft(EARLIER, SEEN)
     [first] = h.review_posts(EARLIER_KEY)
     fit, *facts = lines_above_buttons(first["blocks"])
-    assert fit.startswith("Slack ") and fit.endswith("/12000")  # the target's count, §10
+    # the target's count (docs/design.md §24)
+    assert fit.startswith("Slack ") and fit.endswith("/12000")
     assert facts == [f":bar_chart: *{RECIPE}*, no decisions in the last 30 days"]
     h.approve_and_publish(EARLIER_KEY)
     [publication] = h.slack.messages(ANNOUNCE)

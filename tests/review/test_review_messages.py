@@ -1,5 +1,5 @@
-"""The outbox finds review messages to update by what is pending, not by history
-(issue 14): each decision or edit reaches its message once, and a pass with nothing
+"""The outbox finds review messages to update by what is pending, not by history:
+each decision or edit reaches its message once, and a pass with nothing
 pending writes nothing. Counts what the review surface received and the rows stored.
 """
 
@@ -187,7 +187,7 @@ class FirstUpdateWaits(RecordingSurface):
 
 
 def test_a_rewrite_that_waited_out_a_429_never_leaves_the_message_behind(store: Store) -> None:
-    """Issue 19 item 6: an edit's rewrite waits; meanwhile the draft is approved. The
+    """An edit's rewrite waits; meanwhile the draft is approved. The
     approval's rewrite does not overtake it (one rewrite per message at a time), and the
     next pass shows the approval: the message ends on the draft's last state."""
     clock, surface = FrozenClock(), FirstUpdateWaits()

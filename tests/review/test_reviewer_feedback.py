@@ -1,4 +1,4 @@
-"""Reviewers' words kept per recipe (issue 23, docs/design.md §22): rejection reasons and
+"""Reviewers' words kept per recipe (docs/design.md §22): rejection reasons and
 redraft notes, shown by `galley show`, the daily digest and `g.feedback(recipe)`; and
 `galley redraft` itself. The real CLI against the fake Anthropic API, on both backends."""
 

@@ -1,7 +1,7 @@
-"""The reviewer's loop through signed Slack interactions and the notebook (issue 23,
-docs/design.md §22), against a real `Bot` and the fake Slack and Anthropic APIs over
-real HTTP. Assertions are on rows, on the requests the fake Anthropic received and on
-the calls the fake Slack received; on both backends."""
+"""The reviewer's loop through signed Slack interactions and the notebook (docs/design.md
+§22), against a real `Bot` and the fake Slack and Anthropic APIs over real HTTP.
+Assertions are on rows, on the requests the fake Anthropic received and on the calls the
+fake Slack received; on both backends."""
 
 from __future__ import annotations
 

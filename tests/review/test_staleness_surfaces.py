@@ -131,7 +131,7 @@ def test_a_notebook_decision_reaches_the_slack_message_through_the_outbox(
     assert h.draft_row().decided_by == EDITOR
 
 
-# --- the same table for a redraft (issue 23) ----------------------------------------
+# --- the same table for a redraft ----------------------------------------
 
 REDRAFT = "galley_redraft"
 NOTE = "shorter, mention the launch date"

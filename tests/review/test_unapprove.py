@@ -1,4 +1,4 @@
-"""Unapprove (issue 22, docs/design.md §23): an approved draft waiting for its slot goes back
+"""Unapprove (docs/design.md §23): an approved draft waiting for its slot goes back
 to review until publishing starts, never after; racing the publish start, exactly one of
 them wins. The review message says when it publishes, offers Unapprove, and is rewritten
 on every approve / unapprove cycle.

@@ -1,4 +1,4 @@
-"""Draft ahead (issue 22, docs/design.md §23): drafting fires draft_ahead before the slot,
+"""Draft ahead (docs/design.md §23): drafting fires draft_ahead before the slot,
 in the recipe's zone across DST changes, and the run id stays the slot.
 
 Clocks are frozen and slots named from the schedule; nothing depends on today's date.

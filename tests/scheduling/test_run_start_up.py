@@ -1,4 +1,4 @@
-"""`galley run` that cannot start says why in Galley's own words (issue 25.7): every
+"""`galley run` that cannot start says why in Galley's own words: every
 problem of the environment and the file at once, no library's lines before Galley's,
 and a Slack that is down is called down, not a wrong URL."""
 
@@ -16,12 +16,14 @@ from core.errors import SlackUnavailable
 from tests.conftest import config_text
 from tests.fakes.slack_api import FakeSlack, error, rate_limited
 from tests.harness.processes import GALLEY, galley_env
+from tests.harness.slow_marks import starts_a_server
 from tests.harness.timing import scaled
 
 EXIT_USAGE = 2
 
 
 @pytest.fixture
+@starts_a_server
 def slack() -> Iterator[FakeSlack]:
     with FakeSlack() as fake:
         yield fake

@@ -1,4 +1,4 @@
-"""A bad config file is rejected before anything runs, one line per problem (§5)."""
+"""A bad config file is rejected before anything runs, one line per problem (docs/design.md §15)."""
 
 from __future__ import annotations
 
@@ -132,7 +132,7 @@ def test_bad_durations_are_refused(text: str) -> None:
         parse_duration(text)
 
 
-# --- publish targets (DESIGN.md §10) -------------------------------------------------------
+# --- publish targets (docs/design.md §24) ---------------------------------------------------
 
 
 def targets_of(publish: str) -> list[str]:

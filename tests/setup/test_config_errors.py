@@ -1,5 +1,5 @@
 """A config problem is told in words for people, one line each, naming the file when the
-file itself cannot be read (issue 25.7): wrong types are refused, never converted."""
+file itself cannot be read: wrong types are refused, never converted."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from ruamel.yaml import YAML
 
 from core.setup.durations import parse_duration
@@ -21,6 +22,7 @@ def compose() -> dict:  # type: ignore[type-arg]
     return dict(YAML(typ="safe").load((REPO / "compose.yaml").read_text()))
 
 
+@pytest.mark.slow
 def test_compose_file_is_valid_against_the_vendored_compose_spec() -> None:
     result = subprocess.run(
         [str(CHECK_JSONSCHEMA), "--builtin-schema", "vendor.compose-spec", "compose.yaml"],

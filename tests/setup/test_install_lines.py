@@ -1,4 +1,4 @@
-"""The install lines a newcomer copies (issue 25.4 and 25.7): the bot installs runtime
+"""The install lines a newcomer copies: the bot installs runtime
 pins only, the tests add the dev pins, CI runs the README's own test command, the lock
 commands in the README are the ones that made the locks, and nothing installs the
 unrelated PyPI package called `galley` or names a package index."""
@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+
+import pytest
 
 from tests.harness.processes import REPO
 
@@ -52,7 +54,7 @@ def test_the_bot_installs_runtime_pins_only() -> None:
     assert not [name for name in DEV_ONLY if name in runtime]
     assert all(name in dev for name in DEV_ONLY)
     assert {name: dev[name] for name in runtime} == runtime  # the same versions for both
-    assert {"atproto", "mastodon-py"} <= set(runtime)  # publishing is the bot's job (issue 33.8)
+    assert {"atproto", "mastodon-py"} <= set(runtime)  # publishing is the bot's job
 
 
 def test_the_readmes_command_table_names_every_command_of_galley() -> None:
@@ -92,6 +94,7 @@ def test_no_install_line_fetches_the_pypi_package_named_galley() -> None:
         assert "uv pip install -p .venv -c requirements-dev.lock -e '.[notebook]'" in text
 
 
+@pytest.mark.slow
 def test_no_committed_file_names_a_package_index() -> None:
     tracked = subprocess.run(
         ["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True
@@ -109,6 +112,7 @@ def test_no_committed_file_names_a_package_index() -> None:
             assert marker not in text, (name, marker)
 
 
+@pytest.mark.slow
 def test_an_operators_config_and_secrets_are_ignored_by_git() -> None:
     ignored = subprocess.run(
         ["git", "check-ignore", "galley.toml", ".env"], cwd=REPO, capture_output=True, text=True

@@ -1,4 +1,4 @@
-"""Receipts with payload checks (docs/design.md §7) and fenced owners (§5), on SQLite
+"""Receipts with payload checks and fenced owners (docs/design.md §7 and §5), on SQLite
 and PostgreSQL."""
 
 from __future__ import annotations

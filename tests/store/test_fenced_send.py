@@ -1,4 +1,4 @@
-"""No publication without the receipt in hand, and one clock for every lease (issue 19).
+"""No publication without the receipt in hand, and one clock for every lease.
 
 Each test forces the interleaving that used to publish twice or lose a step: a holder
 whose look-up outlasted its lease, replicas whose clocks drift, a renewal that waited

@@ -1,5 +1,5 @@
 """`galley runs` pages through history by an indexed key, newest slot first, and
-`status` answers from indexed counts (issue 14). Both backends, on a seeded history."""
+`status` answers from indexed counts. Both backends, on a seeded history."""
 
 from __future__ import annotations
 

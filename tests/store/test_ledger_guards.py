@@ -1,4 +1,4 @@
-"""The ledger's guards, each forced by the interleaving it exists for (issue 33.5, 33.9),
+"""The ledger's guards, each forced by the interleaving it exists for,
 on SQLite and PostgreSQL: a repeatable effect whose holder died is done again; a holder
 whose lease lapsed unnoticed sends nothing; a reconciler whose receipt a person settled,
 or another reconciler took, while it looked sends nothing. Each test counts the calls

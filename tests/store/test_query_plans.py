@@ -1,5 +1,5 @@
-"""Every periodic pass reads through an index that fits it, never a whole history table
-(issue 14). On a seeded history, each SELECT a pass issues is explained: SQLite's
+"""Every periodic pass reads through an index that fits it, never a whole history table.
+On a seeded history, each SELECT a pass issues is explained: SQLite's
 `EXPLAIN QUERY PLAN`, PostgreSQL's `EXPLAIN` with sequential scans priced out, so a
 scan that remains is one no index can serve.
 

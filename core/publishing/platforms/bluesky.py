@@ -268,7 +268,7 @@ class BlueskyPublisher:
             )
         return EffectNotSent(said)  # unreachable or failing: no post was attempted
 
-    # --- classification (DESIGN.md §4 rule 4) ---
+    # --- classification (docs/design.md §8) ---
 
     def _create_failed(self, exc: Exception) -> Exception:
         status, name, message = _xrpc_error(exc)

@@ -6,7 +6,7 @@ DUPLICATE_POST`, naming the existing post, which may be last week's: never taken
 ours (an organization's send is refused, a member's is uncertain). An organization's posts
 can be listed, so the look-up reads them since the receipt's first send and matches the
 text; a member's cannot be read back, so after an unknown answer the look-up says it
-cannot tell and a person decides (DESIGN.md §4.5).
+cannot tell and a person decides (docs/design.md §9 and §24).
 """
 
 from __future__ import annotations

@@ -282,7 +282,7 @@ class MastodonPublisher:
     def _label(self) -> str:
         return f"Mastodon ({self.target.removeprefix('mastodon:')})"
 
-    # --- classification (DESIGN.md §4 rule 4) ---
+    # --- classification (docs/design.md §8) ---
 
     def _post_failed(self, exc: Exception) -> EffectNotSent | EffectOutcomeUnknown:
         """Classified by the HTTP answer itself (kept by the session hook); no answer at

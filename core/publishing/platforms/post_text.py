@@ -1,7 +1,7 @@
 """What approved text becomes on each platform, and how each platform measures it.
 
-Model text is untrusted: it must never become a mention that notifies someone (DESIGN.md
-§10), so each platform gets it inert. Pure functions: nothing here sends anything.
+Model text is untrusted: it must never become a mention that notifies someone (docs/design.md
+§13), so each platform gets it inert. Pure functions: nothing here sends anything.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Indexes that make every periodic pass cost the work to do, not the history (issue 14).
+"""Indexes that make every periodic pass cost the work to do, not the history.
 
 Partial indexes hold only the rows a pass looks for (drafts waiting for review or being
 written, receipts not yet settled, review messages behind their draft); plain ones serve

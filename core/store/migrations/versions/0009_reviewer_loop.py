@@ -1,4 +1,4 @@
-"""The reviewer's loop (issue 23): approvals by more than one person, and redrafts.
+"""The reviewer's loop: approvals by more than one person, and redrafts.
 
 `approvals` holds one row per draft key, revision and person, so `approvals_required`
 distinct people of one exact revision decide. `redrafts` holds one row per draft key and

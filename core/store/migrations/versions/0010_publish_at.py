@@ -1,4 +1,4 @@
-"""Publish on time (issue 22): an approved run waits for `runs.publish_at`, the instant it
+"""Publish on time: an approved run waits for `runs.publish_at`, the instant it
 may go out (its slot when drafting ahead, else its approval). The publish queue finds
 the approved runs whose time has come through a partial index of approved runs only,
 never by reading the history.

@@ -1,4 +1,4 @@
-"""Batch drafting (issue 24): an attempt may be an entry of a Message Batch (`mode`,
+"""Batch drafting: an attempt may be an entry of a Message Batch (`mode`,
 `batch_ref`, `wait_until`), and each batch Galley sent, or may have sent, is a row
 leased to one poller at a time.
 

@@ -1,4 +1,4 @@
-"""Look-up proof (issue 33): a post already the proof of one publish receipt is never
+"""Look-up proof: a post already the proof of one publish receipt is never
 another's, so a look-up asks, per candidate post, whether a receipt holds it: an index on
 `effects.external_id` keeps that one read however long the history.
 
