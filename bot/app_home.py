@@ -169,7 +169,8 @@ def _coming_up_line(entry: CalendarEntry) -> str:
 
 
 def _published_part(model: HomeModel) -> _Part:
-    """After publication (§28): posts gone once published, then the week's best post."""
+    """After publication (docs/design.md §28): posts gone once published, then the
+    week's best post."""
     items = [[_section(f":warning: {escape_mrkdwn(gone_text(post))}")] for post in model.gone]
     if model.best_post is not None:
         items.append([_context(f"Best post this week: {best_post_text(model.best_post)}")])

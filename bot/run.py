@@ -80,15 +80,17 @@ PASSES: tuple[Pass, ...] = (
     Pass("reconciler", "reconcile", Every.OUTBOX, Pool.SLACK),
     # Home's own pass, so a failing outbox pass never leaves Home tabs stale
     Pass("home", "home.refresh_recent", Every.OUTBOX, Pool.SLACK),
-    Pass("batches", "batches.run_once", Every.OUTBOX, Pool.SLACK),  # Message Batches (§21)
+    Pass("batches", "batches.run_once", Every.OUTBOX, Pool.SLACK),  # docs/design.md §21
     Pass("digest", "post_digest", Every.DIGEST, Pool.SLACK),
     Pass("sweeper", "host.sweep_claims", Every.SWEEP, Pool.HOUSEKEEPING),
-    Pass("redrafts", "work.resume_redrafts", Every.SWEEP, Pool.HOUSEKEEPING),  # §22
+    Pass("redrafts", "work.resume_redrafts", Every.SWEEP, Pool.HOUSEKEEPING),  # docs/design.md §22
     Pass("pending", "host.settle_stale_pending", Every.HOUSEKEEPING, Pool.HOUSEKEEPING),
     Pass("expiry", "host.expire", Every.HOUSEKEEPING, Pool.HOUSEKEEPING),
     Pass("deliveries", "forget_deliveries", Every.HOUSEKEEPING, Pool.HOUSEKEEPING),
-    Pass("reminders", "remind_reviewers", Every.OUTBOX, Pool.SLACK),  # §18: remind_after
-    # published posts read back and counted (§28)
+    Pass(
+        "reminders", "remind_reviewers", Every.OUTBOX, Pool.SLACK
+    ),  # docs/design.md §11: remind_after
+    # published posts read back and counted (docs/design.md §28)
     Pass("readings", "services.readings.read_due", Every.HOUSEKEEPING, Pool.SLACK),
 )
 

@@ -23,7 +23,9 @@ class Failpoint(StrEnum):
     """Every point a test may name, in the order a slot meets them."""
 
     AFTER_CLAIM_COMMIT = "after_claim_commit"
-    AFTER_SNAPSHOT_COMMIT = "after_snapshot_commit"  # a run's sources read and stored (§14)
+    AFTER_SNAPSHOT_COMMIT = (
+        "after_snapshot_commit"  # a run's sources read and stored (docs/design.md §27)
+    )
     AFTER_MODEL_REPLY = "after_model_reply"
     BATCH_GATHER_READ = "batch_gather_read"  # unsent entries read, not yet tied to a batch
     AFTER_BATCH_CREATE = "after_batch_create"  # the batch exists; its id is not stored yet
@@ -44,7 +46,9 @@ class Failpoint(StrEnum):
     SWEEPER_AFTER_READ = "sweeper_after_read"
     BUMP_AFTER_READ = "bump_after_read"
     MISSED_AFTER_READ = "missed_after_read"  # missed drafts read, not yet locked
-    READINGS_DUE_READ = "readings_due_read"  # posts due read back, not yet claimed (§28)
+    READINGS_DUE_READ = (
+        "readings_due_read"  # posts due read back, not yet claimed (docs/design.md §28)
+    )
 
 
 _hooks: dict[str, Callable[[], None]] = {}

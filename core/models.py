@@ -291,7 +291,8 @@ class EffectRow(SQLModel, table=True):
         ),
         # look-up proof: is this post already another receipt's? (publishing/lookup_proof.py)
         sa.Index("ix_effects_external_id", "external_id"),
-        # publications lately succeeded, to be read back (publishing/readings.py, §28)
+        # publications lately succeeded, to be read back (publishing/readings.py,
+        # docs/design.md §28)
         _partial_index("ix_effects_published", "updated_at", where=PUBLISHED_RECEIPT),
     )
 

@@ -191,7 +191,9 @@ class EffectStep(StrEnum):
     ALERT = "alert"  # an alert about a run, or a reminder of one
     ALERT_SETTLED = "alert-settled"  # an alert rewritten to say how its run was settled
     DIGEST = "digest"  # the daily operations digest
-    REMINDER = "reminder"  # a waiting draft announced again in its review thread (§18)
+    REMINDER = (
+        "reminder"  # a waiting draft announced again in its review thread (docs/design.md §11)
+    )
 
 
 class Verdict(StrEnum):
@@ -358,7 +360,7 @@ class CalendarState(StrEnum):
 
 
 class SourceKind(StrEnum):
-    """What a recipe's source reads (docs/design.md §14)."""
+    """What a recipe's source reads (docs/design.md §26)."""
 
     FEED = "feed"  # RSS or Atom
     GITHUB = "github"  # a repository's releases and merged pull requests

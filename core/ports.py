@@ -173,7 +173,9 @@ class ReviewItem:
     missed_slot: bool = False  # expired: not approved by its slot plus publish_late
     fits: tuple[Fit, ...] = ()  # waiting drafts: each target's count against its limit
     published: tuple[PublishedLink, ...] = ()  # decided drafts: where each target has it
-    basis: DraftBasis | None = None  # §14: a recipe with sources: the items it drafted from
+    basis: DraftBasis | None = (
+        None  # docs/design.md §27: a recipe with sources: the items it drafted from
+    )
 
 
 @dataclass(frozen=True)

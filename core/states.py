@@ -89,7 +89,8 @@ _REOPEN = {_R.RUNNING}
 RUN_TRANSITIONS: dict[RunState, set[RunState]] = {
     _R.PENDING: {_R.RUNNING, _R.SKIPPED, _R.CANCELLED},
     # a refusal for a running run's slot must not strand a paid draft: only its holder
-    # skips it, before any model call, when its sources had nothing new (no_news, §14)
+    # skips it, before any model call, when its sources had nothing new (no_news,
+    # docs/design.md §27)
     _R.RUNNING: {_R.AWAITING_REVIEW, _R.PENDING, _R.FAILED, _R.CANCELLED, _R.SKIPPED},
     _R.AWAITING_REVIEW: {
         _R.APPROVED,

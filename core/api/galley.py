@@ -178,7 +178,7 @@ class Galley:
 
     def sources(self, recipe_name: str, slot: str | datetime | None = None) -> SourcesPreview:
         """What the run of `recipe_name` at `slot` (default: the latest due) would read,
-        read now: `galley sources`. Drafts nothing, stores nothing (docs/design.md §14)."""
+        read now: `galley sources`. Drafts nothing, stores nothing (docs/design.md §27)."""
         from core.api.source_preview import preview_sources
         from core.drafting.basis import SourceAccess
 
@@ -385,8 +385,9 @@ class Galley:
         limit: int | None = 1000,
         before: int | None = None,
     ) -> DecisionList:
-        """The decision log, newest first (§18): who approved, rejected, edited, redrafted,
-        unapproved or settled what, when, on which revision; `before` pages by `id`."""
+        """The decision log, newest first (docs/design.md §11): who approved, rejected,
+        edited, redrafted, unapproved or settled what, when, on which revision; `before`
+        pages by `id`."""
         from core.api.decisions import read_decisions
 
         with self._services.store.read() as session:
@@ -408,8 +409,8 @@ class Galley:
             return read_calendar(session, self._services.config, self._services.clock.now(), days)
 
     def stats(self, recipe_name: str | None = None, days: int = 30) -> StatsList:
-        """How published posts did (§28): each post of the last `days` with its latest
-        engagement reading and score; `.to_frame()`, `.best()`."""
+        """How published posts did (docs/design.md §28): each post of the last `days`
+        with its latest engagement reading and score; `.to_frame()`, `.best()`."""
         from core.publishing.engagement import read_stats
 
         if recipe_name is not None:

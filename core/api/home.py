@@ -27,7 +27,7 @@ from core.setup.config import Config
 from core.states import RUN_WATCHED_STATES, DraftState, EffectState, RunState
 from core.store.history_pages import ready_counts
 
-WEEK_DAYS = 7  # the best post, and posts gone, of the last week (§28)
+WEEK_DAYS = 7  # the best post, and posts gone, of the last week (docs/design.md §28)
 WAITING_LIMIT = 60  # more than a Home tab can show; the rest is counted, not listed
 COMING_UP_DAYS = 7  # "Coming up": the calendar's next week (docs/design.md §23)
 COMING_UP_LIMIT = 10
@@ -70,8 +70,12 @@ class HomeModel:
     recipes: list[RecipeLine]
     needing_person: list[RunNeedingPerson]  # uncertain and stuck runs
     coming_up: list[CalendarEntry] = field(default_factory=list)  # next slots, per target
-    best_post: PostStats | None = None  # §28: the best-scored post published this week
-    gone: list[PostStats] = field(default_factory=list)  # §28: published this week, then gone
+    best_post: PostStats | None = (
+        None  # docs/design.md §28: the best-scored post published this week
+    )
+    gone: list[PostStats] = field(
+        default_factory=list
+    )  # docs/design.md §28: published this week, then gone
 
 
 def read_home(services: Services) -> HomeModel:

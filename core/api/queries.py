@@ -270,7 +270,7 @@ def draft_detail(session: Session, ref: str) -> DraftDetail:
 
 
 def _snapshot(session: Session, run_id: str) -> tuple[SnapshotList, tuple[str, ...]]:
-    """The run's stored snapshot (§14) as rows, and its sources left out."""
+    """The run's stored snapshot (docs/design.md §27) as rows, and its sources left out."""
     snapshot = stored_snapshot(session, run_id)
     if snapshot is None:
         return SnapshotList(), ()

@@ -39,7 +39,7 @@ from core.store.engine import Store
 DAY = timedelta(days=1)
 EXPIRY_WARNING = timedelta(hours=12)
 APPROVAL_WINDOW = timedelta(days=30)
-WEEK_DAYS = 7  # the best post of the week: published in the last 7 days (§28)
+WEEK_DAYS = 7  # the best post of the week: published in the last 7 days (docs/design.md §28)
 REPEATED_FAILURES = 2
 
 
@@ -97,10 +97,12 @@ class Digest:
     # approved drafts that missed their time in 24h (docs/design.md §23): nothing published
     # them by slot + publish_late, or their publication failed; each waits on Retry / Cancel
     missed: list[str] = field(default_factory=list)
-    # recipe → runs skipped in 24h because their sources had nothing new (§14)
+    # recipe → runs skipped in 24h because their sources had nothing new (docs/design.md §27)
     no_news: dict[str, int] = field(default_factory=dict)
     expired_unread: dict[str, int] = field(default_factory=dict)  # recipe → nobody clicked, 24h
-    best_post: PostStats | None = None  # §28: the best-scored post published this week
+    best_post: PostStats | None = (
+        None  # docs/design.md §28: the best-scored post published this week
+    )
 
 
 def build_digest(store: Store, config: Config, now: datetime) -> Digest:

@@ -61,7 +61,9 @@ class Destinations:
         timeout = recipe.call_timeout
         if isinstance(target, SlackTarget):
             return None if self.slack is None else self.slack(target)
-        if isinstance(target, WebhookTarget) and target.status_url:  # read back (§28)
+        if (
+            isinstance(target, WebhookTarget) and target.status_url
+        ):  # read back (docs/design.md §28)
             return StatusWebhookPublisher(target.url, target.status_url, timeout=timeout)
         if isinstance(target, WebhookTarget):
             return WebhookPublisher(target.url, target.status_url, timeout=timeout)
@@ -69,7 +71,7 @@ class Destinations:
             return BlueskyPublisher(target, timeout, self.environ)
         if isinstance(target, MastodonTarget):
             return MastodonPublisher(target, timeout, self.environ)
-        if target.is_organization:  # an organization's posts are read back (§28)
+        if target.is_organization:  # an organization's posts are read back (docs/design.md §28)
             return LinkedInOrganizationPublisher(target, timeout, self.environ)
         return LinkedInPublisher(target, timeout, self.environ)
 

@@ -97,7 +97,7 @@ def annotate(
 
 
 def _with_basis(store: Store, config: Config, item: ReviewItem) -> ReviewItem:
-    """The items the draft was written from, when its recipe has sources (§14)."""
+    """The items the draft was written from, when its recipe has sources (docs/design.md §27)."""
     recipe = config.recipes.get(item.recipe)
     if recipe is None or not recipe.sources:
         return item

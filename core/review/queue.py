@@ -272,7 +272,7 @@ def _open_for_review(
         return _refused(key, Refusal.CANCELLED, review_item(draft, run), recipe_row.version)
     recipe = config.recipes.get(draft.recipe)
     if draft.state == DraftState.READY and recipe and missed_its_time(recipe, run.slot_at, now):
-        # past its slot plus publish_late: an approval now could never publish (§23)
+        # past its slot plus publish_late: an approval now could never publish (docs/design.md §23)
         if expire:
             expire_missed(session, recipe, draft, run, now)
         said = f"Too late: {missed_slot_note(recipe, run.slot_at)} It has expired."

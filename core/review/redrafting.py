@@ -201,7 +201,9 @@ class RedraftService:
             limit = self.fits.tightest(recipe) if self.fits is not None else None
             text, note = draft.text or "", claim.note
             request = redraft_request(recipe, run.slot_at, draft.version, text, note, limit)
-            basis = stored_snapshot(session, run.id) if recipe.sources else None  # §14
+            basis = (
+                stored_snapshot(session, run.id) if recipe.sources else None
+            )  # docs/design.md §27
             return with_sources(request, basis, recipe.max_source_chars)
 
     def _begin_attempt(self, recipe: Recipe, claim: RedraftClaim) -> int | None:

@@ -21,7 +21,7 @@ class Settings(BaseSettings):
     slack_signing_secret: SecretStr | None = None
     anthropic_api_key: SecretStr | None = None
     anthropic_base_url: str | None = None
-    galley_github_token: SecretStr | None = None  # `github` sources: optional (§14)
+    galley_github_token: SecretStr | None = None  # `github` sources: optional (docs/design.md §26)
     galley_config: Path = Path("galley.toml")
     galley_database_url: str = "sqlite:///galley.db"
     galley_slack_api_url: str = "https://slack.com/api/"

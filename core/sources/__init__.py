@@ -1,4 +1,4 @@
-"""Sources: what happened, read once per run and kept with it (docs/design.md §14).
+"""Sources: what happened, read once per run and kept with it (docs/design.md §27).
 
 `specs` holds the config keys of each kind, `items` the values every reader returns and
 every later step reads (an item, a window, a read's failure). A reader never stores,

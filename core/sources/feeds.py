@@ -1,4 +1,4 @@
-"""The `feed` reader: RSS 0.9x/1.0/2.0 and Atom, by feedparser (docs/design.md §14).
+"""The `feed` reader: RSS 0.9x/1.0/2.0 and Atom, by feedparser (docs/design.md §26).
 
 One item per entry: its guid (else its link, else its title) is its id, its text the
 entry's content or summary as plain text, relative links resolved against the feed's

@@ -1,4 +1,4 @@
-"""The `file` reader: files beside the config, by glob (docs/design.md §14).
+"""The `file` reader: files beside the config, by glob (docs/design.md §26).
 
 One item per file: its path relative to the config's folder is its id, its mtime its
 date. Never reads outside the config's folder, even through a symlink.

@@ -1,5 +1,5 @@
 """The `github` reader: a repository's releases and merged pull requests, by the REST
-API (docs/design.md §14). Pages by `Link: rel="next"` and stops once a page reaches
+API (docs/design.md §26). Pages by `Link: rel="next"` and stops once a page reaches
 items older than the window; never writes to GitHub, never sends the token elsewhere.
 """
 

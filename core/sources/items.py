@@ -1,4 +1,4 @@
-"""What every reader returns and every later step reads (docs/design.md §14).
+"""What every reader returns and every later step reads (docs/design.md §26).
 
 A reader turns one source and one window into `SourceItem`s, or raises `SourceReadError`
 saying whether asking again may help. The items a run drafts from are its snapshot:

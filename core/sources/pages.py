@@ -1,4 +1,4 @@
-"""The `url` reader: one page's main text, by trafilatura (docs/design.md §14).
+"""The `url` reader: one page's main text, by trafilatura (docs/design.md §26).
 
 One item: the configured URL is its id and its link, the page's main text (navigation,
 footers and scripts left out) its text, so its content hash changes when the page is

@@ -1,4 +1,4 @@
-"""One source and one window in, its items out (docs/design.md §14).
+"""One source and one window in, its items out (docs/design.md §26).
 
 `read_source` picks the reader for a source's kind and applies what every kind shares:
 only items dated in the window (an undated item is kept: the snapshot decides whether

@@ -1,5 +1,5 @@
 """The `slack` reader: what people wrote in a channel in the window, each message with
-its thread and its link (docs/design.md §14). Reads auth.test, conversations.history,
+its thread and its link (docs/design.md §26). Reads auth.test, conversations.history,
 conversations.replies and users.info only; leaves out bots' messages (Galley's own
 among them) and never keeps a mention's syntax.
 """

@@ -1,4 +1,4 @@
-"""A recipe's `sources` entries (docs/design.md §14): one model per kind, told apart by
+"""A recipe's `sources` entries (docs/design.md §26): one model per kind, told apart by
 `kind`, every one with a `name` (defaulted from what it reads), `required` and
 `max_items`. `api`/`url` point a kind at a self-hosted server or a local fake."""
 

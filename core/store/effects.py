@@ -272,7 +272,7 @@ class EffectLedger:
         with self.store.transaction() as session:
             refusal = may_act(session, lease_now(session, self.clock)) if may_act else None
             # read again once may_act's row locks are held: waiting for them ages a
-            # time read before (DESIGN §4.1, "taken after the write lock is held")
+            # time read before (docs/design.md §5: lease times are read once the write lock is held)
             now = lease_now(session, self.clock)
             owner, lease = start.owner or "", start.spec.lease
             if not leases.fence(

@@ -80,7 +80,7 @@ class _Handler(server.Handler["FakeWeb"]):
 
     def _send(self, code: int, body: bytes, content_type: str, headers: dict[str, str]) -> None:
         self.send_response(code)
-        if code != 304:  # a 304 has neither a body nor a length (RFC 9110 §15.4.5)
+        if code != 304:  # a 304 has neither a body nor a length (RFC 9110, section 15.4.5)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
         for key, value in headers.items():

@@ -1,5 +1,5 @@
 """A bad `sources` entry is one line for people: the recipe, `sources[N]` counted from 1
-and the key, never pydantic's path or an enum's repr (docs/design.md §14)."""
+and the key, never pydantic's path or an enum's repr (docs/design.md §26)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""People see what a draft is based on (docs/design.md §14): the review message's "Based
+"""People see what a draft is based on (docs/design.md §27): the review message's "Based
 on N items" line, linked, escaped and within Block Kit's limits; on SQLite and PostgreSQL
 from the stored snapshot to the rendered blocks."""
 

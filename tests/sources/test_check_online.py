@@ -1,6 +1,6 @@
 """`galley check --online` reads each source of each recipe once and prints one line
 each: its item count, or its failure; a required source's failure exits 2, an optional
-one's is shown and does not (docs/design.md §14). Against fakes over real HTTP."""
+one's is shown and does not (docs/design.md §26). Against fakes over real HTTP."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The `feed` reader against a fake blog over real HTTP: RSS and Atom as publishers
-write them, and each way a feed server fails (docs/design.md §14)."""
+write them, and each way a feed server fails (docs/design.md §26)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The `file` reader and what `read_source` does for every kind: the window, newest
-first, at most `max_items` (docs/design.md §14)."""
+first, at most `max_items` (docs/design.md §26)."""
 
 from __future__ import annotations
 

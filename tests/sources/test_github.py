@@ -1,5 +1,5 @@
 """The `github` reader against a fake of GitHub's REST API over real HTTP: releases and
-merged pull requests in the window, paging, the token, rate limits (docs/design.md §14)."""
+merged pull requests in the window, paging, the token, rate limits (docs/design.md §26)."""
 
 from __future__ import annotations
 

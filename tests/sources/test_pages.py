@@ -1,5 +1,5 @@
 """The `url` reader against a fake site over real HTTP: a page's main text, one item
-whose hash tells an edit (docs/design.md §14)."""
+whose hash tells an edit (docs/design.md §26)."""
 
 from __future__ import annotations
 

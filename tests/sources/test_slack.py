@@ -1,5 +1,5 @@
 """The `slack` reader against the fake Slack Web API over real HTTP: the window's
-messages by people, threads folded in, mentions rendered as names (docs/design.md §14)."""
+messages by people, threads folded in, mentions rendered as names (docs/design.md §26)."""
 
 from __future__ import annotations
 

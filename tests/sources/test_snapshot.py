@@ -1,4 +1,4 @@
-"""A run's snapshot (docs/design.md §14), on SQLite and PostgreSQL: read once under the
+"""A run's snapshot (docs/design.md §27), on SQLite and PostgreSQL: read once under the
 run's claim, stored fenced by its owner token before any model call, and read back by
 every later attempt and take-over; empty and failing sources end the run at no cost."""
 

@@ -1,6 +1,6 @@
 """A real `galley run` dies right after storing its run's snapshot; another process takes
 the run over and drafts from that snapshot, though the source changed meanwhile
-(docs/design.md §14, §20). Asserts on what the model fake received and on the rows."""
+(docs/design.md §27, §20). Asserts on what the model fake received and on the rows."""
 
 from __future__ import annotations
 

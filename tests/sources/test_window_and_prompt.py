@@ -1,5 +1,5 @@
 """The window a run reads (previous slot, this slot] from the schedule, and the block the
-model reads its items in: delimited, escaped, capped with the cut said (docs/design.md §14).
+model reads its items in: delimited, escaped, capped with the cut said (docs/design.md §27).
 Pure: no database."""
 
 from __future__ import annotations
