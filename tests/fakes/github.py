@@ -13,7 +13,6 @@ with ``x-ratelimit-remaining: 0``. In-process only::
 
 from __future__ import annotations
 
-import socket
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -70,12 +69,6 @@ def _stamp(moment: datetime | None) -> str | None:
 
 
 class _Handler(server.Handler["FakeGithub"]):
-    def setup(self) -> None:
-        super().setup()
-        # An answer is two writes (head, body): without this the body waits ~40 ms for
-        # the client's delayed ACK of the head, a latency no real server has.
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
     def do_GET(self) -> None:  # noqa: N802
         fake = self.server.fake
         headers = self._lower_headers()

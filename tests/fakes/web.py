@@ -12,7 +12,6 @@ A path with nothing published answers 404. In-process only::
 
 from __future__ import annotations
 
-import socket
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -53,12 +52,6 @@ def slow(seconds: float) -> Action:
 
 
 class _Handler(server.Handler["FakeWeb"]):
-    def setup(self) -> None:
-        super().setup()
-        # An answer is two writes (head, body): without this the body waits ~40 ms for
-        # the client's delayed ACK of the head, a latency no real server has.
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
     def do_GET(self) -> None:  # noqa: N802
         fake = self.server.fake
         fake._record(RecordedRequest("GET", self.path, self._lower_headers(), None, time.time()))

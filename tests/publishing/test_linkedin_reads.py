@@ -15,10 +15,12 @@ from core.publishing.platforms.linkedin import LinkedInOrganizationPublisher
 from core.setup.config import LinkedInTarget
 from tests.fakes import social
 from tests.fakes.linkedin import ORGANIZATION, FakeLinkedIn, rate_limited
+from tests.harness.slow_marks import starts_a_server
 from tests.publishing.test_linkedin import ENV, KEY, publication
 
 
 @pytest.fixture
+@starts_a_server
 def fake() -> Iterator[FakeLinkedIn]:
     with FakeLinkedIn() as server:
         yield server

@@ -14,6 +14,7 @@ from core.sources.items import SourceReadError
 from core.sources.reading import read_source
 from tests.fakes.server import closed_port
 from tests.fakes.web import ATOM_TYPE, HTML_TYPE, RSS_TYPE, FakeWeb, slow, status
+from tests.harness.slow_marks import starts_a_server
 from tests.sources.feed_documents import Entry, atom, rss091, rss1, rss2
 from tests.sources.specs import SLOT, WEEK, context, source
 
@@ -31,6 +32,7 @@ LAST_MONTH = Entry("post-30", "Old news", "/posts/old", SLOT - timedelta(days=30
 
 
 @pytest.fixture
+@starts_a_server
 def web() -> Iterator[FakeWeb]:
     with FakeWeb() as fake:
         yield fake

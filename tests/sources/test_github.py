@@ -11,6 +11,7 @@ import pytest
 from core.sources.items import SourceReadError, Window
 from core.sources.reading import read_source
 from tests.fakes.github import FakeGithub, rate_limited, status
+from tests.harness.slow_marks import starts_a_server
 from tests.sources.specs import SLOT, WEEK, context, source
 
 REPO = "acme/widget"
@@ -18,6 +19,7 @@ DAY = timedelta(days=1)
 
 
 @pytest.fixture
+@starts_a_server
 def github() -> Iterator[FakeGithub]:
     with FakeGithub() as fake:
         yield fake

@@ -10,6 +10,7 @@ import pytest
 from core.sources.items import SourceReadError, Window
 from core.sources.reading import read_source
 from tests.fakes.web import HTML_TYPE, FakeWeb, status
+from tests.harness.slow_marks import starts_a_server
 from tests.sources.specs import SLOT, WEEK, context, source
 
 
@@ -30,6 +31,7 @@ def changelog(entry: str) -> str:
 
 
 @pytest.fixture
+@starts_a_server
 def web() -> Iterator[FakeWeb]:
     with FakeWeb() as fake:
         yield fake

@@ -12,6 +12,7 @@ from core.sources.items import SourceReadError
 from core.sources.reading import read_source
 from core.sources.slack_history import slack_ts
 from tests.fakes.slack_api import FakeSlack, error, rate_limited
+from tests.harness.slow_marks import starts_a_server
 from tests.sources.specs import SLOT, WEEK, context, source
 
 CHANNEL = "C0SHIPPED"
@@ -19,6 +20,7 @@ HOUR = timedelta(hours=1)
 
 
 @pytest.fixture
+@starts_a_server
 def slack() -> Iterator[FakeSlack]:
     with FakeSlack() as fake:
         fake.add_user("U1", "Ana Lopez", "ana")

@@ -21,6 +21,7 @@ from tests.conftest import config_text
 from tests.fakes.anthropic_api import read_requests
 from tests.harness.deployments import Processes
 from tests.harness.processes import fake_server, galley_run_env, stop, wait_for
+from tests.harness.slow_marks import starts_a_server
 from tests.harness.timing import scaled
 
 pytestmark = pytest.mark.slow
@@ -33,6 +34,7 @@ sources = [{ kind = "file", path = "notes/*.md", name = "notes" }]
 
 
 @pytest.fixture
+@starts_a_server
 def deployment(tmp_path: Path, db_url: str) -> Iterator[tuple[Processes, Path]]:
     config = tmp_path / "galley.toml"
     text = config_text(
