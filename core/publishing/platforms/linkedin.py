@@ -30,8 +30,6 @@ from core.http_calls import call_timeout, never_sent, retry_after_seconds
 from core.ports import (
     Fit,
     PostCounts,
-    PostFound,
-    PostGone,
     PostQuery,
     PostRead,
     PostUnknown,
@@ -43,6 +41,7 @@ from core.publishing.platforms.post_text import (
     linkedin_length,
     linkedin_plain,
 )
+from core.publishing.platforms.read_back import read_back
 from core.setup.config import LinkedInTarget
 
 CHARACTER_LIMIT = 3000
@@ -240,12 +239,8 @@ class LinkedInOrganizationPublisher(LinkedInPublisher):
             response = self._client.get(url, headers=self._headers(), timeout=self._timeout)
         except (httpx.HTTPError, httpx.InvalidURL, MissingSecret) as exc:
             return PostUnknown(f"LinkedIn post read failed: {_describe(exc)}")
-        if response.status_code == 200:
-            return PostFound()
-        if response.status_code in (404, 410):
-            return PostGone(response.status_code, _message(response))
-        wait = retry_after_seconds(response.headers.get("retry-after"))
-        return PostUnknown(f"LinkedIn answered {response.status_code}: {_message(response)}", wait)
+        retry_after = response.headers.get("retry-after")
+        return read_back(response.status_code, retry_after, _message(response), "LinkedIn")
 
     def read_counts(self, external_ids: Sequence[str]) -> dict[str, PostCounts]:
         """`organizationalEntityShareStatistics` for these posts: reactions as likes,

@@ -43,6 +43,7 @@ from core.publishing.platforms.post_text import (
     mastodon_length,
     mastodon_text,
 )
+from core.publishing.platforms.read_back import GONE
 from core.setup.config import MastodonTarget
 
 DEFAULT_LIMIT = 500  # Mastodon's own default, used while the instance cannot be asked
@@ -52,7 +53,6 @@ MAX_PAGES = 25  # a look-up reads at most 1,000 statuses, then says it cannot te
 ASK_AGAIN_SECONDS = 300.0  # after /api/v2/instance failed, Mastodon's defaults this long
 RETRY_LATER = frozenset({429, 503})
 PERMANENT = frozenset({400, 404, 410, 413, 422})
-GONE = frozenset({404, 410})  # a status read back: deleted, or never visible to us
 STATUSES_LIMIT = 20  # ids one GET /api/v1/statuses takes (Mastodon 4.3)
 
 

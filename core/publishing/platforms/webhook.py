@@ -18,13 +18,12 @@ from core.http_calls import call_timeout, never_sent, retry_after_seconds
 from core.ports import (
     Fit,
     PostCounts,
-    PostFound,
-    PostGone,
     PostQuery,
     PostRead,
     PostUnknown,
     Publication,
 )
+from core.publishing.platforms.read_back import read_back
 
 RETRY_LATER = frozenset({408, 425, 429, 503})  # refused for now: nothing happened
 REDIRECT_NOT_ACTED = frozenset({301, 307, 308})  # moved: the request was not processed here
@@ -122,12 +121,8 @@ class StatusWebhookPublisher(WebhookPublisher):
             response = self._client.get(url, timeout=self._timeout, follow_redirects=False)
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             return PostUnknown(f"webhook status check failed: {_describe(exc)}")
-        if response.status_code == 200:
-            return PostFound()
-        if response.status_code in (404, 410):
-            return PostGone(response.status_code, _excerpt(response))
-        wait = retry_after_seconds(response.headers.get("retry-after"))
-        return PostUnknown(f"webhook status check answered HTTP {response.status_code}", wait)
+        retry_after = response.headers.get("retry-after")
+        return read_back(response.status_code, retry_after, _excerpt(response), "webhook status")
 
     def read_counts(self, external_ids: Sequence[str]) -> dict[str, PostCounts]:
         return {}
