@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from apscheduler.events import EVENT_JOB_REMOVED
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.date import DateTrigger
 from sqlmodel import select
@@ -38,10 +39,14 @@ def test_each_fire_is_handed_its_nominal_run_time() -> None:
         seen.append(scheduled_at)
         done.set()
 
+    removed = threading.Event()  # a date job is removed once fired: shut down after that,
+    # or the scheduler's own thread finds it gone (JobLookupError) while stopping
+    scheduler.add_listener(lambda _event: removed.set(), EVENT_JOB_REMOVED)
     scheduler.add_job(job, DateTrigger(run_date=nominal))
     scheduler.start()
     try:
         assert done.wait(5)
+        assert removed.wait(5)
     finally:
         scheduler.shutdown()
     assert seen == [nominal]
