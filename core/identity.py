@@ -218,6 +218,11 @@ def publish_effect_key(draft: str, target: str) -> str:
     return f"{draft}{PUBLISH_MARK}{target}"
 
 
+def draft_of_publish_key(key: str) -> str:
+    """The draft key inside a publish effect key (`<draft>|publish:<target>`)."""
+    return key.rpartition(PUBLISH_MARK)[0]
+
+
 def target_of_publish_key(key: str) -> str:
     """The target id inside a publish effect key (`<draft>|publish:<target>`)."""
     return key.rpartition(PUBLISH_MARK)[2]

@@ -414,6 +414,8 @@ class SourceSnapshotRow(SQLModel, table=True):
     window_end: datetime = _utc(nullable=False)
     # optional sources not read, as JSON: [[name, answer], …]
     left_out: str = Field(default="[]", sa_type=sa.Text)
+    # learn_from: the examples and reviewers' asks shown, as JSON (core/drafting/lessons.py)
+    lessons: str | None = Field(default=None, sa_type=sa.Text)
 
 
 class SnapshotItemRow(SQLModel, table=True):
