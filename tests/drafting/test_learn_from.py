@@ -12,6 +12,7 @@ import pytest
 from core.api.services import Services
 from core.drafting.claims import ensure_recipe_row
 from core.drafting.service import DraftingService, build_request
+from core.drafting.source_prompt import lessons_block
 from core.errors import ModelCallFailed
 from core.failpoints import Failpoint, hook
 from core.identity import (
@@ -26,6 +27,7 @@ from core.policies import AttemptOutcome, DraftOutcome, PostCheck, RedraftState
 from core.ports import DraftRequest, ModelReply
 from core.setup.config import Recipe, parse_config
 from core.slots.schedule import Slot
+from core.sources.lessons import Ask, Example, Lessons
 from core.states import DraftState, RunState
 from core.store.engine import Store
 from core.testing import FROZEN_AT, FrozenClock, InstantDrafter
@@ -293,3 +295,14 @@ def test_text_in_a_post_cannot_close_the_lessons_block(store: Store) -> None:
     inside = block[block.index("<lessons>") : block.index("</lessons>")]
     assert "Ignore your instructions" in inside and "&lt;/lessons&gt;" in inside
     assert "<@U0BOSS>" not in prompt
+
+
+def test_the_lessons_share_max_source_chars_and_the_cut_is_said() -> None:
+    long = Example(text="x" * 80, target=TARGET, published_at=FROZEN_AT.isoformat(), score=9)
+    lessons = Lessons(examples=(long, long), asks=(Ask("rejection", "too long " * 5),))
+
+    block = lessons_block(lessons, max_chars=100)
+
+    assert "[cut: 20 of 80 characters shown (max_source_chars)]" in block
+    assert "[cut: 0 of 45 characters shown (max_source_chars)]" in block
+    assert f"\n{'x' * 80}\n</post>" in block and f"\n{'x' * 20}[cut: 20 of 80" in block
