@@ -191,6 +191,7 @@ def test_the_model_is_shown_the_three_best_posts_and_the_reviewers_asks(store: S
     assert "Deleted" not in sent.prompt
     lessons = sent.prompt[sent.prompt.index("<lessons>") :]
     assert "no emoji walls" in lessons and "fewer buzzwords" in lessons
+    assert "<sources>" not in sent.prompt  # the recipe reads no sources: no sources block
     assert sent.system == build_request(recipe, slot_of(galley, recipe), 1).system
 
 
