@@ -52,6 +52,7 @@ def fact_lines(item: ReviewItem, permalink: Permalink | None = None) -> tuple[st
         lines.append(fit_line(item.fits))
     if item.published:
         lines.append(published_line(item.published))
+    lines += [f":warning: {escape_mrkdwn(gone)}" for gone in item.gone]
     if item.similar is not None:
         lines.append(similar_line(item.similar, permalink))
     if item.record is not None:

@@ -126,10 +126,14 @@ def review_effect_key(draft: str) -> str:
     return f"{draft}|review"
 
 
-def review_update_key(draft: str, state: str, revision: int, approvals: int = 0) -> str:
+def review_update_key(
+    draft: str, state: str, revision: int, approvals: int = 0, gone: int = 0
+) -> str:
     """A review message rewritten to show its draft's state and revision; while the draft
-    waits, also how many approvals it has (docs/design.md §22), so each step is shown."""
+    waits, also how many approvals it has (docs/design.md §22), so each step is shown;
+    once published, how many of its posts were found gone (docs/design.md §28)."""
     tail = f":approvals-{approvals}" if approvals else ""
+    tail += f":gone-{gone}" if gone else ""
     return f"{review_effect_key(draft)}-update:{state}:{revision}{tail}"
 
 
@@ -216,6 +220,11 @@ PUBLISH_MARK = "|publish:"
 
 def publish_effect_key(draft: str, target: str) -> str:
     return f"{draft}{PUBLISH_MARK}{target}"
+
+
+def draft_of_publish_key(key: str) -> str:
+    """The draft key inside a publish effect key (`<draft>|publish:<target>`)."""
+    return key.rpartition(PUBLISH_MARK)[0]
 
 
 def target_of_publish_key(key: str) -> str:

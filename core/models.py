@@ -322,6 +322,10 @@ class PostCheckRow(SQLModel, table=True):
         _partial_index("ix_post_checks_due", "due_at", where="due_at IS NOT NULL"),
         sa.Index("ix_post_checks_recipe_published", "recipe", "published_at"),  # a recipe's
         sa.Index("ix_post_checks_published", "published_at"),  # every recipe's, this week
+        # posts found gone that their review message does not say yet (core/review/outbox.py)
+        _partial_index(
+            "ix_post_checks_gone_unshown", "receipt", where="state = 'gone' AND shown_at IS NULL"
+        ),
     )
 
     receipt: str = Field(primary_key=True, max_length=400)  # the publish receipt's key
@@ -338,6 +342,7 @@ class PostCheckRow(SQLModel, table=True):
     verified_at: datetime | None = _utc()
     gone_at: datetime | None = _utc()
     detail: str | None = None  # why it is gone, or why the last read could not tell
+    shown_at: datetime | None = _utc()  # gone: when its review message came to say so
 
 
 class PostReadingRow(SQLModel, table=True):
@@ -414,6 +419,8 @@ class SourceSnapshotRow(SQLModel, table=True):
     window_end: datetime = _utc(nullable=False)
     # optional sources not read, as JSON: [[name, answer], …]
     left_out: str = Field(default="[]", sa_type=sa.Text)
+    # learn_from: the examples and reviewers' asks shown, as JSON (core/drafting/lessons.py)
+    lessons: str | None = Field(default=None, sa_type=sa.Text)
 
 
 class SnapshotItemRow(SQLModel, table=True):

@@ -381,6 +381,13 @@ class OnEmpty(StrEnum):
     DRAFT = "draft"  # drafted from the prompt alone
 
 
+class LearnFrom(StrEnum):
+    """What a recipe's next draft learns from (docs/design.md §27)."""
+
+    NONE = "none"  # the prompt and the sources only
+    TOP = "top"  # its best-received posts of the last 90 days, and what reviewers asked
+
+
 class PostCheck(StrEnum):
     """What reading a published post back found (docs/design.md §28)."""
 

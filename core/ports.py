@@ -173,6 +173,7 @@ class ReviewItem:
     missed_slot: bool = False  # expired: not approved by its slot plus publish_late
     fits: tuple[Fit, ...] = ()  # waiting drafts: each target's count against its limit
     published: tuple[PublishedLink, ...] = ()  # decided drafts: where each target has it
+    gone: tuple[str, ...] = ()  # published, then found gone: "Published to Mastodon, then gone (…)"
     basis: DraftBasis | None = (
         None  # docs/design.md §27: a recipe with sources: the items it drafted from
     )

@@ -4,11 +4,14 @@ claim before the model is paid for, and read back by every later attempt.
 The sources are read outside any transaction, with the claim's heartbeat running; the
 items are stored in one transaction fenced by the claim's owner token, so a holder that
 lost its claim stores nothing and a holder killed before storing leaves nothing. A run
-whose snapshot is stored never reads the network again. Never calls the model.
+whose snapshot is stored never reads the network again. A `learn_from` recipe's examples
+and reviewers' asks are read from the history in that same transaction and kept with the
+items (core/drafting/learning.py). Never calls the model.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -17,9 +20,10 @@ from pathlib import Path
 
 from core.drafting.attempts import Backoff
 from core.drafting.claims import Claim
+from core.drafting.learning import read_lessons
 from core.errors import LostClaim
 from core.failpoints import Failpoint, failpoint
-from core.policies import FailReason, OnEmpty, SkipReason
+from core.policies import FailReason, LearnFrom, OnEmpty, SkipReason
 from core.ports import Clock
 from core.setup.config import Config, Recipe
 from core.slots.schedule import Slot
@@ -135,8 +139,8 @@ class RunBasis:
         self.reader, self.backoff = reader, backoff or Backoff()
 
     def stored(self, recipe: Recipe, run_id: str) -> Snapshot | None:
-        """The run's stored snapshot; None for a recipe without sources or none taken."""
-        if not recipe.sources:
+        """The run's stored snapshot; None for a recipe that keeps none, or none taken."""
+        if not recipe.takes_snapshot:
             return None
         with self.store.read() as session:
             return stored_snapshot(session, run_id)
@@ -145,10 +149,11 @@ class RunBasis:
         self, recipe: Recipe, slot: Slot, claim: Claim, lost: threading.Event | None = None
     ) -> Snapshot | Refused | None:
         """The run's snapshot: the stored one, else read now and stored under the claim's
-        fence (LostClaim when the claim is no longer ours). None for a recipe without
-        sources; `Refused` for an empty window under `on_empty = "skip"` or a required
-        source that could not be read (nothing stored: a retry reads again)."""
-        if not recipe.sources:
+        fence (LostClaim when the claim is no longer ours). None for a recipe that keeps
+        none (no sources, no `learn_from`); `Refused` for an empty window under
+        `on_empty = "skip"` or a required source that could not be read (nothing stored:
+        a retry reads again)."""
+        if not recipe.takes_snapshot:
             return None
         # A run this claim opened has had no holder before it: nothing can be stored yet.
         snapshot = None if claim.opened_run else self.stored(recipe, claim.run_id)
@@ -166,7 +171,7 @@ class RunBasis:
                 return read
             snapshot = self._store(recipe, claim, window, read)
             failpoint(Failpoint.AFTER_SNAPSHOT_COMMIT)
-        if snapshot.empty and recipe.on_empty == OnEmpty.SKIP:
+        if recipe.sources and snapshot.empty and recipe.on_empty == OnEmpty.SKIP:
             return Refused(SkipReason.NO_NEWS, _nothing_new(recipe, snapshot))
         return snapshot
 
@@ -177,6 +182,10 @@ class RunBasis:
                 session, DRAFT_CLAIMS, claim.draft_key, claim.owner, recipe.takeover_after, now
             ):
                 raise LostClaim(f"claim on {claim.draft_key} is no longer held by {claim.owner}")
+            if recipe.learn_from == LearnFrom.TOP:  # docs/design.md §27: read with the items
+                read = dataclasses.replace(
+                    read, lessons=read_lessons(session, recipe.name, self.clock.now())
+                )
             return store_snapshot(
                 session,
                 recipe=recipe.name,

@@ -33,7 +33,7 @@ from core.drafting.similarity import (
     note_similarity,
     redraft_reason,
 )
-from core.drafting.source_prompt import with_sources
+from core.drafting.source_prompt import with_basis
 from core.errors import LostClaim, ModelCallFailed
 from core.failpoints import Failpoint, failpoint
 from core.identity import recipe_of_run, text_hash
@@ -158,8 +158,8 @@ class DraftingService:
     def _basis(self, recipe: Recipe, slot: Slot, claim: Claim) -> Snapshot | DraftResult | None:
         """The run's snapshot, taken under the claim with its heartbeat running (reads can
         take `call_timeout` each); a run with nothing new or a failed required source
-        ends here, before any model call. None for a recipe without sources."""
-        if not recipe.sources:
+        ends here, before any model call. None for a recipe that keeps no snapshot."""
+        if not recipe.takes_snapshot:
             return None
 
         def renew() -> bool:
@@ -456,7 +456,7 @@ def build_request(
         timeout=recipe.model_timeout,
         recipe=recipe.name,
     )
-    return with_sources(request, snapshot, recipe.max_source_chars)
+    return with_basis(request, recipe, snapshot)
 
 
 def _own_claim(session: Session, claim: Claim) -> DraftRow:

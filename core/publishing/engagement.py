@@ -17,15 +17,9 @@ from core.identity import run_of_draft_key
 from core.models import PostCheckRow, PostReadingRow
 from core.policies import PostCheck
 from core.render import Rows
+from core.scoring import latest_readings, score
 
 MAX_POSTS = 2000  # posts one window shows, newest first
-
-
-def score(likes: int, reposts: int, replies: int, quotes: int) -> int:
-    """One number to rank posts by: likes + 2 reposts + 2 replies + quotes. A repost
-    or a reply is someone acting on the post, so it counts twice a like; a quote, which
-    is also a repost with words, counts once more than a like would."""
-    return likes + 2 * reposts + 2 * replies + quotes
 
 
 @dataclass(frozen=True)
@@ -81,21 +75,8 @@ def read_stats(session: Session, now: datetime, days: int, recipe: str | None = 
     posts = session.exec(
         query.order_by(col(PostCheckRow.published_at).desc()).limit(MAX_POSTS)
     ).all()
-    latest = _latest_readings(session, [post.receipt for post in posts])
+    latest = latest_readings(session, [post.receipt for post in posts])
     return StatsList(_stats(post, latest.get(post.receipt)) for post in posts)
-
-
-def _latest_readings(session: Session, receipts: list[str]) -> dict[str, PostReadingRow]:
-    latest: dict[str, PostReadingRow] = {}
-    for start in range(0, len(receipts), 500):  # bound each IN list
-        chunk = receipts[start : start + 500]
-        for reading in session.exec(
-            select(PostReadingRow).where(col(PostReadingRow.receipt).in_(chunk))
-        ).all():
-            kept = latest.get(reading.receipt)
-            if kept is None or reading.after_seconds > kept.after_seconds:
-                latest[reading.receipt] = reading
-    return latest
 
 
 def _stats(post: PostCheckRow, reading: PostReadingRow | None) -> PostStats:

@@ -14,11 +14,13 @@ from collections.abc import Iterable, Sequence
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from core.identity import review_effect_key
-from core.models import DraftRow, EffectRow, RecipeRow, RunRow, unsettled_receipt
-from core.policies import EffectStep
+from core.identity import draft_of_publish_key, platform_of_target, review_effect_key
+from core.models import DraftRow, EffectRow, PostCheckRow, RecipeRow, RunRow, unsettled_receipt
+from core.policies import EffectStep, PostCheck
+from core.publishing.readings import PLATFORM_NAMES
 from core.states import DraftState, EffectState
 from core.store.engine import Store
+from core.store.leases import database_now
 
 BATCH = 200  # rows one pass reads; the rest wait for the next pass, 2 s later
 REVIEW_SUFFIX = review_effect_key("")  # "|review": a draft's review receipt is key + this
@@ -117,3 +119,51 @@ def mark_shown(
         statement = statement.where(drafts.c.shown_state.is_(None))
     with store.transaction() as session:
         session.connection().execute(statement, rows)
+
+
+def gone_unshown(session: Session) -> list[str]:
+    """Draft keys with a post found gone that their message does not say yet
+    (ix_post_checks_gone_unshown: its cost is the gone posts not shown, not the history)."""
+    receipts = session.exec(
+        select(PostCheckRow.receipt)
+        .where(col(PostCheckRow.state) == PostCheck.GONE, col(PostCheckRow.shown_at).is_(None))
+        .limit(BATCH)
+    ).all()
+    return sorted({draft_of_publish_key(receipt) for receipt in receipts})
+
+
+def gone_notices(session: Session, draft_key: str) -> tuple[list[str], tuple[str, ...]]:
+    """The draft's posts found gone: their receipts, and what its message says of each,
+    "Published to Mastodon, then gone (404 at 10:02 UTC: …)" (docs/design.md §28). Its
+    publish receipts by ix_effects_draft_key, their checks by key."""
+    receipts = session.exec(
+        select(EffectRow.key).where(
+            col(EffectRow.draft_key) == draft_key, col(EffectRow.step) == EffectStep.PUBLISH
+        )
+    ).all()
+    gone = session.exec(
+        select(PostCheckRow)
+        .where(
+            col(PostCheckRow.receipt).in_(list(receipts)), col(PostCheckRow.state) == PostCheck.GONE
+        )
+        .order_by(col(PostCheckRow.receipt))
+    ).all()
+    return [post.receipt for post in gone], tuple(_gone_line(post) for post in gone)
+
+
+def _gone_line(post: PostCheckRow) -> str:
+    platform = platform_of_target(post.target)
+    return f"Published to {PLATFORM_NAMES.get(platform, platform)}, then gone ({post.detail})"
+
+
+def mark_gone_shown(store: Store, receipts: Sequence[str]) -> None:
+    """These gone posts are said on their message now (set once: the first time stays)."""
+    with store.transaction() as session:
+        now = database_now(session)
+        session.execute(
+            sa.update(PostCheckRow)
+            .where(
+                col(PostCheckRow.receipt).in_(list(receipts)), col(PostCheckRow.shown_at).is_(None)
+            )
+            .values(shown_at=now)
+        )

@@ -33,7 +33,7 @@ from core.ports import (
 )
 from core.review import messages as review_messages
 from core.review.approvals import waiting_with_approvals
-from core.review.queue import review_item
+from core.review.queue import load_item, review_item
 from core.states import DraftState, EffectState
 from core.store.effects import EffectLedger, EffectSpec, Proof, Receipt
 from core.store.engine import Store
@@ -145,7 +145,29 @@ class ReviewOutbox:
                 self._settle_unknown_post(item)
             except GalleyError:
                 log.exception("settling the review post of %s failed", item.draft_key)
-        return sum(self._update_once(item, ref) for item, ref in self._messages_to_refresh())
+        refreshed = sum(self._update_once(item, ref) for item, ref in self._messages_to_refresh())
+        return refreshed + self._show_gone_posts()
+
+    def _show_gone_posts(self) -> int:
+        """A post found gone after publication is said on its draft's message, once
+        (docs/design.md §28): the rewrite is keyed by how many of its posts are gone, and
+        the posts are marked shown once it went out (or there is no message to rewrite)."""
+        shown = 0
+        with self.store.read() as session:
+            draft_keys = review_messages.gone_unshown(session)
+        for draft_key in draft_keys:
+            with self.store.read() as session:
+                receipts, notices = review_messages.gone_notices(session, draft_key)
+            item = load_item(self.store, draft_key)
+            ref = self.review_ref(draft_key)
+            if item is None or ref is None:
+                review_messages.mark_gone_shown(self.store, receipts)
+                continue
+            item = dataclasses.replace(item, gone=notices)
+            shown += self._update_once(item, ref)
+            if _done(self.ledger.get(_rewrite_key(item))):
+                review_messages.mark_gone_shown(self.store, receipts)
+        return shown
 
     def show_approvals(self) -> int:
         """Bring waiting drafts' messages up to the approvals given so far, once each: an
@@ -336,7 +358,9 @@ def _one_rewrite_at_a_time(
 
 
 def _rewrite_key(item: ReviewItem) -> str:
-    return review_update_key(item.draft_key, item.state, item.revision, _approvals_shown(item))
+    return review_update_key(
+        item.draft_key, item.state, item.revision, _approvals_shown(item), len(item.gone)
+    )
 
 
 def _approvals_shown(item: ReviewItem) -> int:

@@ -22,7 +22,7 @@ from core.drafting.fit import FitRule, limit_instruction
 from core.drafting.revisions import keep_revisions, model_author
 from core.drafting.service import worker_name
 from core.drafting.similarity import record_similarity
-from core.drafting.source_prompt import with_sources
+from core.drafting.source_prompt import with_basis
 from core.errors import LostClaim, ModelCallFailed
 from core.failpoints import Failpoint, failpoint
 from core.identity import text_hash
@@ -202,9 +202,9 @@ class RedraftService:
             text, note = draft.text or "", claim.note
             request = redraft_request(recipe, run.slot_at, draft.version, text, note, limit)
             basis = (
-                stored_snapshot(session, run.id) if recipe.sources else None
+                stored_snapshot(session, run.id) if recipe.takes_snapshot else None
             )  # docs/design.md §27
-            return with_sources(request, basis, recipe.max_source_chars)
+            return with_basis(request, recipe, basis)
 
     def _begin_attempt(self, recipe: Recipe, claim: RedraftClaim) -> int | None:
         """The attempt row, written before the call under the claim's fence

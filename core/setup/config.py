@@ -34,7 +34,16 @@ from pydantic import (
 
 from core.errors import ConfigError, MissingSecret
 from core.identity import slack_target
-from core.policies import Drafting, DstGap, DstRepeat, OnEmpty, OnSimilar, Overlap, SourceKind
+from core.policies import (
+    Drafting,
+    DstGap,
+    DstRepeat,
+    LearnFrom,
+    OnEmpty,
+    OnSimilar,
+    Overlap,
+    SourceKind,
+)
 from core.setup.durations import parse_duration
 from core.sources.specs import (
     CHANNEL_PATTERN,
@@ -313,6 +322,7 @@ class RecipeSettings(_Strict):
     window: Duration | None = None  # None: items since the previous slot
     max_source_chars: int = Field(default=20000, ge=100)  # source text given to the model
     on_empty: OnEmpty = OnEmpty.SKIP  # a window with no items skips (no_news) or drafts
+    learn_from: LearnFrom = LearnFrom.NONE  # "top": best posts and reviewers' asks, shown
     # docs/design.md §28: after publication, read back and counted
     verify_after: Duration = timedelta(minutes=2)  # a published post read back this late
     engagement_at: tuple[Duration, ...] = (  # each reading kept
@@ -363,6 +373,11 @@ class Recipe(RecipeSettings):
     @property
     def zone(self) -> ZoneInfo:
         return ZoneInfo(self.timezone)
+
+    @property
+    def takes_snapshot(self) -> bool:
+        """A run keeps a snapshot (docs/design.md §27): it reads sources or learns."""
+        return bool(self.sources) or self.learn_from != LearnFrom.NONE
 
     @property
     def publish(self) -> PublishTarget | None:

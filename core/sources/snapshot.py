@@ -19,6 +19,7 @@ from sqlmodel import Session, col, select
 
 from core.models import SeenSourceItemRow, SnapshotItemRow, SourceSnapshotRow
 from core.sources.items import SourceItem, Window
+from core.sources.lessons import Lessons
 from core.store.engine import insert_ignore
 
 
@@ -35,11 +36,12 @@ class LeftOut:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """What one run drafts from: its items in the order the model sees them, and the
-    optional sources left out."""
+    """What one run drafts from: its items in the order the model sees them, the
+    optional sources left out, and what a `learn_from` recipe learns from."""
 
     items: tuple[SourceItem, ...] = ()
     left_out: tuple[LeftOut, ...] = ()
+    lessons: Lessons | None = None
 
     @property
     def empty(self) -> bool:
@@ -58,7 +60,9 @@ def stored_snapshot(session: Session, run_id: str) -> Snapshot | None:
         .order_by(col(SnapshotItemRow.position))
     ).all()
     return Snapshot(
-        items=tuple(_item(row) for row in rows), left_out=_parse_left_out(taken.left_out)
+        items=tuple(_item(row) for row in rows),
+        left_out=_parse_left_out(taken.left_out),
+        lessons=Lessons.from_json(taken.lessons) if taken.lessons is not None else None,
     )
 
 
@@ -84,6 +88,7 @@ def store_snapshot(
         window_start=window.start,
         window_end=window.end,
         left_out=json.dumps([[gone.source, gone.answer] for gone in read.left_out]),
+        lessons=read.lessons.to_json() if read.lessons is not None else None,
     ):
         stored = stored_snapshot(session, run_id)
         assert stored is not None
@@ -92,7 +97,7 @@ def store_snapshot(
     for position, item in enumerate(kept):
         session.add(_row(run_id, position, item))
     session.flush()
-    return Snapshot(items=kept, left_out=read.left_out)
+    return Snapshot(items=kept, left_out=read.left_out, lessons=read.lessons)
 
 
 def _new_to(session: Session, recipe: str, run_id: str, item: SourceItem, now: datetime) -> bool:

@@ -15,15 +15,19 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from sqlmodel import SQLModel
+from sqlmodel import SQLModel, col, select
 
 from bench.history_scale import CountingWorld, FixedClock
 from bench.history_seed import NOW, REVIEW_CHANNEL, config_text, load, recipe_name
 from core.api.decisions import read_decisions
 from core.drafting.claims import sweep_expired_claims
+from core.drafting.learning import read_lessons
 from core.drafting.service import DraftingService
+from core.identity import publish_effect_key
+from core.models import DraftRow, PostCheckRow
 from core.operations.alerts import AlertService
 from core.operations.digest import build_digest
+from core.policies import PostCheck
 from core.publishing.readings import PostReadings
 from core.publishing.service import PublishingService
 from core.review.outbox import ReviewOutbox
@@ -70,6 +74,26 @@ def _add_work(store: Store) -> None:
     with store.engine.begin() as connection:
         for statement in statements:
             connection.exec_driver_sql(statement)
+    _a_post_found_gone(store, f"{recipe_name(4)}@2026-11-30T11:04")
+
+
+def _a_post_found_gone(store: Store, run: str) -> None:
+    """A published post found gone, not said on its message yet (docs/design.md §28)."""
+    with store.transaction() as session:
+        draft = session.exec(select(DraftRow).where(col(DraftRow.run_id) == run)).first()
+        assert draft is not None
+        session.add(
+            PostCheckRow(
+                receipt=publish_effect_key(draft.key, "mastodon:social.example"),
+                recipe=draft.recipe,
+                target="mastodon:social.example",
+                external_id="1",
+                published_at=NOW - timedelta(hours=1),
+                state=PostCheck.GONE,
+                gone_at=NOW,
+                detail="404 at 11:00 UTC: Record not found",
+            )
+        )
 
 
 def _passes(store: Store) -> dict[str, Callable[[], object]]:
@@ -90,6 +114,10 @@ def _passes(store: Store) -> dict[str, Callable[[], object]]:
     reminding = parse_config(
         config_text(recipes=5).replace("[defaults]\n", '[defaults]\nremind_after = "1m"\n')
     )
+
+    def learning() -> object:  # docs/design.md §27: a learn_from run's snapshot reads it
+        with store.read() as session:
+            return read_lessons(session, recipe_name(1), NOW)
 
     def decision_log(**how: Any) -> Callable[[], object]:
         def read() -> object:
@@ -114,6 +142,7 @@ def _passes(store: Store) -> dict[str, Callable[[], object]]:
         "decision log": decision_log(),
         "decision log: a recipe's": decision_log(recipe=recipe_name(1)),
         "readings": readings.read_due,  # docs/design.md §28
+        "learn_from": learning,
     }
 
 

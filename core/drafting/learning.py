@@ -1,0 +1,95 @@
+"""What a `learn_from = "top"` run learns from (docs/design.md §27): the recipe's
+best-received published posts of the last LOOKBACK_DAYS, ranked by their latest reading's
+score (docs/design.md §28), and what reviewers recently asked to avoid.
+
+Read once, when the run's snapshot is taken, in the same fenced transaction, and kept
+with it as JSON (core/sources/lessons.py): a retry or a take-over shows the model the
+same examples even after a newer reading reorders them. Every read is an indexed
+window (the recipe's posts of the lookback, its latest rejections and redraft notes),
+never the whole history.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlmodel import Session, col, select
+
+from core.identity import draft_of_publish_key
+from core.models import DraftRow, PostCheckRow, RedraftRow
+from core.policies import PostCheck, RedraftState
+from core.scoring import latest_readings, score
+from core.sources.lessons import Ask, Example, Lessons
+from core.states import DraftState
+
+LOOKBACK_DAYS = 90
+EXAMPLES = 3  # posts that did well, shown
+MAX_POSTS = 2000  # a recipe's posts one lookback reads, newest first
+ASKS = 5  # rejection reasons, and as many redraft notes, shown
+
+
+def read_lessons(session: Session, recipe: str, now: datetime) -> Lessons:
+    """The recipe's best posts and latest asks as of `now`."""
+    since = now - timedelta(days=LOOKBACK_DAYS)
+    return Lessons(examples=_best_posts(session, recipe, since), asks=_asks(session, recipe, since))
+
+
+def _best_posts(session: Session, recipe: str, since: datetime) -> tuple[Example, ...]:
+    """The EXAMPLES best drafts published since `since`, by their best target's latest
+    score, ties to the newer; a post never read, or found gone, is not an example."""
+    posts = session.exec(
+        select(PostCheckRow)
+        .where(col(PostCheckRow.recipe) == recipe, col(PostCheckRow.published_at) > since)
+        .order_by(col(PostCheckRow.published_at).desc())
+        .limit(MAX_POSTS)
+    ).all()
+    latest = latest_readings(session, [post.receipt for post in posts])
+    best: dict[str, tuple[int, datetime, PostCheckRow]] = {}
+    for post in posts:
+        reading = latest.get(post.receipt)
+        if reading is None or post.state == PostCheck.GONE:
+            continue
+        ranked = (
+            score(reading.likes, reading.reposts, reading.replies, reading.quotes),
+            post.published_at,
+            post,
+        )
+        draft = draft_of_publish_key(post.receipt)
+        if draft not in best or ranked[:2] > best[draft][:2]:
+            best[draft] = ranked
+    examples: list[Example] = []
+    for draft, (points, _, post) in sorted(best.items(), key=lambda kv: kv[1][:2], reverse=True):
+        row = session.get(DraftRow, draft)
+        if row is not None and row.text:
+            examples.append(Example(row.text, post.target, post.published_at.isoformat(), points))
+        if len(examples) == EXAMPLES:
+            break
+    return tuple(examples)
+
+
+def _asks(session: Session, recipe: str, since: datetime) -> tuple[Ask, ...]:
+    """The ASKS newest rejection reasons and the ASKS newest redraft notes, newest first."""
+    reasons = session.exec(
+        select(DraftRow.decision_reason)
+        .where(
+            col(DraftRow.recipe) == recipe,
+            col(DraftRow.state) == DraftState.REJECTED,
+            col(DraftRow.updated_at) >= since,
+            col(DraftRow.decision_reason).is_not(None),
+        )
+        .order_by(col(DraftRow.updated_at).desc())
+        .limit(ASKS)
+    ).all()
+    notes = session.exec(
+        select(RedraftRow.note)
+        .where(
+            col(RedraftRow.recipe) == recipe,
+            col(RedraftRow.created_at) >= since,
+            col(RedraftRow.state) != RedraftState.FAILED,
+        )
+        .order_by(col(RedraftRow.created_at).desc())
+        .limit(ASKS)
+    ).all()
+    return tuple(Ask("rejection", r) for r in reasons if r) + tuple(
+        Ask("redraft", n) for n in notes if n
+    )
