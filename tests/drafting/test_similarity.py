@@ -6,18 +6,27 @@ draft and re-drafts at most once a slot. Checks rows and requests, never log lin
 from __future__ import annotations
 
 import json
+import random
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rapidfuzz import fuzz, utils
 from sqlmodel import col, select
 
 from core.api.galley import Galley
 from core.api.services import Services
 from core.drafting.anthropic_drafter import AnthropicDrafter
 from core.drafting.attempts import Backoff
-from core.drafting.similarity import comparison_set, record_similarity, similarity
+from core.drafting.similarity import (
+    Candidate,
+    Match,
+    closest,
+    comparison_set,
+    record_similarity,
+    similarity,
+)
 from core.errors import ConfigError
 from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
 from core.policies import DraftOutcome, OnSimilar, SimilarityMethod
@@ -223,6 +232,31 @@ def test_the_closest_match_its_score_and_the_method_are_stored_on_the_draft(
     assert stored.similar_score == similarity(REWORDED, SEEN)
     assert stored.similar_score is not None and stored.similar_score >= SIMILAR_WARN_DEFAULT
     assert stored.similar_method == SimilarityMethod.TOKEN_SET
+
+
+def near_misses_of(text: str) -> list[str]:
+    """`text` with one word replaced, for every word: each scores a point or two apart."""
+    words = text.split()
+    return [" ".join([*words[:i], f"zq{i}", *words[i + 1 :]]) for i in range(len(words))]
+
+
+def test_the_closest_is_the_first_best_of_many_near_misses_with_its_text_as_stored() -> None:
+    rng = random.Random(7)
+    texts = [*near_misses_of(SEEN), SEEN]
+    # the same words in another order, case and punctuation, twice: a tie the first must win
+    texts += [f"{t.upper()}!! {' '.join(reversed(t.split()))}" for t in texts]
+    rng.shuffle(texts)
+    candidates = [Candidate(f"draft-{i}", t) for i, t in enumerate(texts * 2)]
+    scores = [
+        fuzz.token_set_ratio(REWORDED, c.text, processor=utils.default_process) for c in candidates
+    ]
+    first_best = candidates[scores.index(max(scores))]
+    near = [s for s in scores if max(scores) - 3 <= s < max(scores)]
+    assert len(near) > len(candidates) // 2  # the best stands a point above a crowd
+
+    match = closest(REWORDED, candidates)
+
+    assert match == Match(first_best.key, first_best.text, round(max(scores)))
 
 
 # --- the settings --------------------------------------------------------------------------
