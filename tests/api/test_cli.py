@@ -170,6 +170,21 @@ def test_read_commands_load_the_database_layer_only(
     assert done.stderr.strip().splitlines()[-1] == "[]"
 
 
+@pytest.mark.slow
+def test_help_loads_no_database_layer() -> None:
+    script = (
+        "import sys\n"
+        "from bot.cli import main\n"
+        "sys.argv = ['galley', '--help']\n"
+        "try:\n    main()\nexcept SystemExit as exit:\n    assert not exit.code, exit.code\n"
+        f"heavy = ('sqlalchemy', 'sqlmodel', 'pydantic', *{NOT_FOR_READS!r})\n"
+        "print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "[]"
+
+
 def test_a_command_runs_with_the_cyclic_collector_on_and_the_bot_serves_with_it(
     env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
