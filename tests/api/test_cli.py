@@ -195,14 +195,14 @@ def test_a_command_runs_with_the_cyclic_collector_on_and_the_bot_serves_with_it(
     import os
 
     import bot.run
-    from core.api.galley import Galley
+    from core.store import status_read
 
     seen: dict[str, bool] = {}
-    real_status = Galley.status
+    real_status = status_read.read_status
 
-    def status(self: Galley) -> Any:
+    def status(*args: Any) -> Any:
         seen["status"] = gc.isenabled()
-        return real_status(self)
+        return real_status(*args)
 
     class Bot:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -221,7 +221,7 @@ def test_a_command_runs_with_the_cyclic_collector_on_and_the_bot_serves_with_it(
     galley(env, "draft", "weekly-update", "--slot", "2026-11-23T09:00")  # a migrated database
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr(Galley, "status", status)
+    monkeypatch.setattr(status_read, "read_status", status)
     monkeypatch.setattr(bot.run, "Bot", Bot)
     monkeypatch.setattr(os, "_exit", leave)
     try:
