@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
     from core.api.galley import Galley
     from core.api.services import Services
+    from core.api.views import Status
     from core.drafting.claims import DraftResult
 
 EXIT_FAILED = 1
@@ -111,6 +112,24 @@ def open_galley() -> Galley:
 
     imports_done()
     return Galley.from_settings(load_settings())
+
+
+def read_status() -> Status:
+    """`Galley.status()` through SQLAlchemy Core: no ORM, SQLModel or service wiring to
+    load first (core/store/status_read.py; bench/cli_startup.py measures it)."""
+    from core.ports import SystemClock
+    from core.setup.config import load_config
+    from core.setup.settings import load_settings
+    from core.store.engine import Store
+    from core.store.status_read import read_status as read
+
+    imports_done()
+    settings = load_settings()
+    config = load_config(settings.galley_config)
+    store = Store(settings.galley_database_url)
+    store.ensure_schema()
+    with store.reachable(), store.read_core() as connection:
+        return read(connection, config, SystemClock().now())
 
 
 def open_services() -> Services:
@@ -190,7 +209,7 @@ def report_draft(result: DraftResult, as_json: bool) -> None:
 def status(as_json: JsonFlag = False) -> None:
     """Each recipe's version, pause flag, review queue and next slot; uncertain runs."""
     with explained_errors():
-        report = open_galley().status()
+        report = read_status()
     if as_json:
         print_json(report.to_json())
         return

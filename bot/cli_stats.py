@@ -4,12 +4,14 @@ beside `bot/cli.py`, which registers it."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from bot.cli import JsonFlag, app, explained_errors, open_galley, out, print_json, table
-from core.publishing.engagement import PostStats, StatsList
+
+if TYPE_CHECKING:  # `--help` must not load the database layer
+    from core.publishing.engagement import PostStats, StatsList
 
 
 @app.command()

@@ -25,7 +25,6 @@ from core.api.views import (
     EffectView,
     EventList,
     EventView,
-    RecipeStatus,
     Revision,
     RevisionList,
     RunList,
@@ -34,7 +33,6 @@ from core.api.views import (
     SourceItemView,
     Status,
 )
-from core.drafting.batch_queue import waiting_by_recipe
 from core.drafting.revisions import model_author
 from core.errors import UnknownRun
 from core.models import (
@@ -44,15 +42,14 @@ from core.models import (
     DraftRow,
     EffectRow,
     EventRow,
-    RecipeRow,
     RunRow,
 )
 from core.publishing.targets import public_url
 from core.setup.config import Config
-from core.slots.schedule import next_slots
 from core.sources.snapshot import stored_snapshot
 from core.states import DRAFT_PAST_REVIEW_STATES, DraftState, EffectState, RunState
-from core.store.history_pages import after_run, ready_counts
+from core.store import status_read
+from core.store.history_pages import after_run
 from core.store.rows import draft_row
 from core.telemetry.pricing import estimated_cost_usd
 
@@ -367,33 +364,6 @@ def _preview(text: str) -> str:
 
 
 def read_status(session: Session, config: Config, now: datetime) -> Status:
-    """Each recipe's version, pause flag, review queue and next slot, and the uncertain
-    runs: what `galley status`, `/galley status`, Home and the notebook show. Indexed
-    counts only; no write lock."""
-    rows = {r.name: r for r in session.exec(select(RecipeRow)).all()}
-    pending = ready_counts(session)
-    in_batch = waiting_by_recipe(session)
-    recipes = []
-    for recipe in config.recipes.values():
-        row = rows.get(recipe.name)
-        upcoming = next_slots(recipe, now, 1)
-        recipes.append(
-            RecipeStatus(
-                name=recipe.name,
-                version=row.version if row else 1,
-                paused=row.paused if row else False,
-                pending=pending.get(recipe.name, 0),
-                pending_limit=recipe.pending_limit,
-                next_slot=upcoming[0].fire_at.astimezone(recipe.zone).isoformat()
-                if upcoming
-                else None,
-                paused_reason=row.paused_reason if row else None,
-                in_batch=in_batch.get(recipe.name, 0),
-            )
-        )
-    uncertain = session.exec(
-        select(RunRow.id)
-        .where(col(RunRow.state) == RunState.UNCERTAIN)
-        .order_by(col(RunRow.slot_at))
-    ).all()
-    return Status(recipes=recipes, uncertain=list(uncertain))
+    """What `galley status` shows, in the session's transaction: core/store/status_read.py
+    reads it through Core, so the CLI can without the ORM."""
+    return status_read.read_status(session.connection(), config, now)

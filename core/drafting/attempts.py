@@ -49,7 +49,8 @@ class Backoff:
 
 def unfinished_batch_entry() -> sa.ColumnElement[bool]:
     """An attempt that is an entry waiting in (or for) a Message Batch: the one condition,
-    answered by the partial index ix_attempts_waiting."""
+    answered by the partial index ix_attempts_waiting (core/store/status_read.py states
+    it again over its Core table)."""
     return sa.and_(col(AttemptRow.mode) == Drafting.BATCH, col(AttemptRow.finished_at).is_(None))
 
 

@@ -17,13 +17,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
-from sqlalchemy.orm import make_transient_to_detached
-from sqlmodel import Session, SQLModel
 
 from core.errors import DatabaseNotReady, DatabaseUnavailable
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # `galley status` reads through Core (read_core): no ORM at import
     from alembic.config import Config as AlembicConfig
+    from sqlmodel import Session, SQLModel
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -34,7 +33,7 @@ _DOWN_REVISION = re.compile(r"^down_revision\s*=\s*[\"']([^\"']+)[\"']", re.MULT
 READ_ONLY = "galley_read_only"  # execution option of `Store.read()`'s connections
 PING_AFTER_IDLE_S = 1.0  # PostgreSQL: a pooled connection idle this long is pinged first
 _IDLE_SINCE = "galley_idle_since"  # the pool record's info key: when it was given back
-Table = TypeVar("Table", bound=SQLModel)
+Table = TypeVar("Table", bound="SQLModel")
 
 
 def normalise_url(url: str) -> str:
@@ -149,6 +148,8 @@ class Store:
     @contextmanager
     def transaction(self) -> Iterator[Session]:
         """One short transaction: commits on success, rolls back on any error."""
+        from sqlmodel import Session
+
         with Session(self.engine, expire_on_commit=False) as session, session.begin():
             yield session
 
@@ -156,6 +157,8 @@ class Store:
     def read(self) -> Iterator[Session]:
         """A read-only transaction for passes and reports: one consistent snapshot that
         takes no write lock (SQLite: a deferred BEGIN; PostgreSQL: READ ONLY)."""
+        from sqlmodel import Session
+
         with Session(self._reader, expire_on_commit=False) as session, session.begin():
             yield session
 
@@ -166,8 +169,16 @@ class Store:
         draft: bench/draft_overhead.py measures them); at READ COMMITTED a read-only
         transaction gave it nothing more. SQLite: `read()`. Never write in it: on
         PostgreSQL the write would commit at once."""
+        from sqlmodel import Session
+
         with Session(self._one_reader, expire_on_commit=False) as session, session.begin():
             yield session
+
+    @contextmanager
+    def read_core(self) -> Iterator[sa.Connection]:
+        """`read()` as a Core connection, for reads that load no ORM (core/store/status_read.py)."""
+        with self._reader.begin() as connection:
+            yield connection
 
     def _alembic_config(self) -> AlembicConfig:
         from alembic.config import Config as AlembicConfig
@@ -271,6 +282,8 @@ def insert_new(session: Session, table: type[Table], **values: Any) -> Table | N
     if stored is None:
         return None
     row = table(**stored._mapping)
+    from sqlalchemy.orm import make_transient_to_detached
+
     make_transient_to_detached(row)  # committed state = what was read back: no history
     session.add(row)
     return row

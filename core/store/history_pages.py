@@ -28,7 +28,8 @@ def after_run(session: Session, before: str) -> sa.ColumnElement[bool]:
 def ready_counts(session: Session, recipes: Collection[str] | None = None) -> dict[str, int]:
     """Drafts waiting for review (`ready`) per recipe, of `recipes` or of all, in one
     indexed count; a recipe with none is absent, and the total is the sum. The one count
-    of the review queue: backpressure notices, status, the Home tab and the gauge read it."""
+    of the review queue: backpressure notices, the Home tab and the gauge read it (status
+    counts the same through Core: core/store/status_read.py)."""
     query = select(DraftRow.recipe, sa.func.count()).where(col(DraftRow.state) == DraftState.READY)
     if recipes is not None:
         query = query.where(col(DraftRow.recipe).in_(recipes))

@@ -170,6 +170,21 @@ def test_read_commands_load_the_database_layer_only(
     assert done.stderr.strip().splitlines()[-1] == "[]"
 
 
+@pytest.mark.slow
+def test_help_loads_no_database_layer() -> None:
+    script = (
+        "import sys\n"
+        "from bot.cli import main\n"
+        "sys.argv = ['galley', '--help']\n"
+        "try:\n    main()\nexcept SystemExit as exit:\n    assert not exit.code, exit.code\n"
+        f"heavy = ('sqlalchemy', 'sqlmodel', 'pydantic', *{NOT_FOR_READS!r})\n"
+        "print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "[]"
+
+
 def test_a_command_runs_with_the_cyclic_collector_on_and_the_bot_serves_with_it(
     env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -180,14 +195,14 @@ def test_a_command_runs_with_the_cyclic_collector_on_and_the_bot_serves_with_it(
     import os
 
     import bot.run
-    from core.api.galley import Galley
+    from core.store import status_read
 
     seen: dict[str, bool] = {}
-    real_status = Galley.status
+    real_status = status_read.read_status
 
-    def status(self: Galley) -> Any:
+    def status(*args: Any) -> Any:
         seen["status"] = gc.isenabled()
-        return real_status(self)
+        return real_status(*args)
 
     class Bot:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -206,7 +221,7 @@ def test_a_command_runs_with_the_cyclic_collector_on_and_the_bot_serves_with_it(
     galley(env, "draft", "weekly-update", "--slot", "2026-11-23T09:00")  # a migrated database
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr(Galley, "status", status)
+    monkeypatch.setattr(status_read, "read_status", status)
     monkeypatch.setattr(bot.run, "Bot", Bot)
     monkeypatch.setattr(os, "_exit", leave)
     try:

@@ -1,0 +1,96 @@
+"""`galley status` without the ORM: the few columns it reads, as SQLAlchemy Core tables.
+
+Importing `core.models` (SQLModel, SQLAlchemy's ORM, building the models) costs a
+`galley status` most of its start-up (bench/cli_startup.py). The status read needs four
+tables' worth of columns and no objects, so it reads them through these Core tables,
+which describe only those columns. They are not a second schema: tests/store/
+test_status_read.py compares each column here to the model's (name, type, nullability,
+primary key), so a change to the models that this read would miss fails there.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import sqlalchemy as sa
+
+from core.api.views import RecipeStatus, Status
+from core.policies import Drafting
+from core.setup.config import Config
+from core.slots.schedule import next_slots
+from core.states import DraftState, RunState
+
+_metadata = sa.MetaData()  # never created: the models' metadata and migrations own the schema
+_STATE = sa.String(32)
+
+recipes = sa.Table(
+    "recipes",
+    _metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("paused", sa.Boolean, nullable=False),
+    sa.Column("paused_reason", sa.String, nullable=True),
+)
+runs = sa.Table(
+    "runs",
+    _metadata,
+    sa.Column("id", sa.String(200), primary_key=True),
+    sa.Column("state", _STATE, nullable=False),
+    sa.Column("slot_at", sa.DateTime(timezone=True), nullable=False),
+)
+drafts = sa.Table(
+    "drafts",
+    _metadata,
+    sa.Column("key", sa.String(300), primary_key=True),
+    sa.Column("recipe", sa.String(64), nullable=False),
+    sa.Column("state", _STATE, nullable=False),
+)
+attempts = sa.Table(
+    "attempts",
+    _metadata,
+    sa.Column("id", sa.String(210), primary_key=True),
+    sa.Column("recipe", sa.String(64), nullable=False),
+    sa.Column("mode", sa.String(16), nullable=False),
+    sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
+)
+TABLES = (recipes, runs, drafts, attempts)
+
+
+def read_status(connection: sa.Connection, config: Config, now: datetime) -> Status:
+    """Each recipe's version, pause flag, review queue and next slot, and the uncertain
+    runs: what `galley status`, `/galley status`, Home and the notebook show. Indexed
+    counts only; no write lock."""
+    rows = {r.name: r for r in connection.execute(sa.select(recipes))}
+    pending = _counts(connection, drafts, drafts.c.state == DraftState.READY)
+    waiting = sa.and_(attempts.c.mode == Drafting.BATCH, attempts.c.finished_at.is_(None))
+    in_batch = _counts(connection, attempts, waiting)  # through ix_attempts_waiting
+    statuses = []
+    for recipe in config.recipes.values():
+        row = rows.get(recipe.name)
+        upcoming = next_slots(recipe, now, 1)
+        statuses.append(
+            RecipeStatus(
+                name=recipe.name,
+                version=row.version if row else 1,
+                paused=bool(row.paused) if row else False,
+                pending=pending.get(recipe.name, 0),
+                pending_limit=recipe.pending_limit,
+                next_slot=upcoming[0].fire_at.astimezone(recipe.zone).isoformat()
+                if upcoming
+                else None,
+                paused_reason=row.paused_reason if row else None,
+                in_batch=in_batch.get(recipe.name, 0),
+            )
+        )
+    uncertain = connection.execute(
+        sa.select(runs.c.id).where(runs.c.state == RunState.UNCERTAIN).order_by(runs.c.slot_at)
+    ).scalars()
+    return Status(recipes=statuses, uncertain=list(uncertain))
+
+
+def _counts(
+    connection: sa.Connection, table: sa.Table, where: sa.ColumnElement[bool]
+) -> dict[str, int]:
+    """Rows matching `where` per recipe; a recipe with none is absent."""
+    query = sa.select(table.c.recipe, sa.func.count()).where(where).group_by(table.c.recipe)
+    return {recipe: int(count) for recipe, count in connection.execute(query)}
