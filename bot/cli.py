@@ -116,12 +116,12 @@ def open_galley() -> Galley:
 
 def read_status() -> Status:
     """`Galley.status()` through SQLAlchemy Core: no ORM, SQLModel or service wiring to
-    load first (core/store/status_read.py; bench/cli_startup.py measures it)."""
+    load first (core/api/status_read.py; bench/cli_startup.py measures it)."""
+    from core.api.status_read import read_status as read
     from core.ports import SystemClock
     from core.setup.config import load_config
     from core.setup.settings import load_settings
     from core.store.engine import Store
-    from core.store.status_read import read_status as read
 
     imports_done()
     settings = load_settings()

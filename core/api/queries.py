@@ -14,6 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
+from core.api import status_read
 from core.api.views import (
     AttemptList,
     AttemptView,
@@ -48,7 +49,6 @@ from core.publishing.targets import public_url
 from core.setup.config import Config
 from core.sources.snapshot import stored_snapshot
 from core.states import DRAFT_PAST_REVIEW_STATES, DraftState, EffectState, RunState
-from core.store import status_read
 from core.store.history_pages import after_run
 from core.store.rows import draft_row
 from core.telemetry.pricing import estimated_cost_usd
@@ -364,6 +364,6 @@ def _preview(text: str) -> str:
 
 
 def read_status(session: Session, config: Config, now: datetime) -> Status:
-    """What `galley status` shows, in the session's transaction: core/store/status_read.py
+    """What `galley status` shows, in the session's transaction: core/api/status_read.py
     reads it through Core, so the CLI can without the ORM."""
     return status_read.read_status(session.connection(), config, now)

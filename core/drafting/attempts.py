@@ -20,9 +20,10 @@ from sqlmodel import Session, col, select
 from core.errors import LostClaim, ModelCallFailed
 from core.identity import attempt_id
 from core.models import AttemptRow, DraftRow
-from core.policies import AttemptOutcome, Drafting
+from core.policies import AttemptOutcome
 from core.ports import ModelReply
 from core.setup.config import Recipe
+from core.store.conditions import unfinished_batch_entry_of
 from core.store.leases import LeaseTable, fence
 
 _ATTEMPTS: Any = AttemptRow.__table__  # type: ignore[attr-defined]
@@ -48,10 +49,9 @@ class Backoff:
 
 
 def unfinished_batch_entry() -> sa.ColumnElement[bool]:
-    """An attempt that is an entry waiting in (or for) a Message Batch: the one condition,
-    answered by the partial index ix_attempts_waiting (core/store/status_read.py states
-    it again over its Core table)."""
-    return sa.and_(col(AttemptRow.mode) == Drafting.BATCH, col(AttemptRow.finished_at).is_(None))
+    """An attempt that is an entry waiting in (or for) a Message Batch (the condition
+    lives in core/store/conditions.py, shared with the status read)."""
+    return unfinished_batch_entry_of(col(AttemptRow.mode), col(AttemptRow.finished_at))
 
 
 def waiting_in_batch(draft_key: Any) -> sa.ColumnElement[bool]:

@@ -176,7 +176,7 @@ class Store:
 
     @contextmanager
     def read_core(self) -> Iterator[sa.Connection]:
-        """`read()` as a Core connection, for reads that load no ORM (core/store/status_read.py)."""
+        """`read()` as a Core connection, for reads that load no ORM (core/api/status_read.py)."""
         with self._reader.begin() as connection:
             yield connection
 

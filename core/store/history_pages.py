@@ -14,7 +14,7 @@ from sqlmodel import Session, col, select
 
 from core.errors import UnknownRun
 from core.models import DraftRow, RunRow
-from core.states import DraftState
+from core.store.conditions import waiting_for_review
 
 
 def after_run(session: Session, before: str) -> sa.ColumnElement[bool]:
@@ -29,8 +29,8 @@ def ready_counts(session: Session, recipes: Collection[str] | None = None) -> di
     """Drafts waiting for review (`ready`) per recipe, of `recipes` or of all, in one
     indexed count; a recipe with none is absent, and the total is the sum. The one count
     of the review queue: backpressure notices, the Home tab and the gauge read it (status
-    counts the same through Core: core/store/status_read.py)."""
-    query = select(DraftRow.recipe, sa.func.count()).where(col(DraftRow.state) == DraftState.READY)
+    counts the same through Core: core/api/status_read.py)."""
+    query = select(DraftRow.recipe, sa.func.count()).where(waiting_for_review(col(DraftRow.state)))
     if recipes is not None:
         query = query.where(col(DraftRow.recipe).in_(recipes))
     rows = session.exec(query.group_by(col(DraftRow.recipe))).all()

@@ -195,7 +195,7 @@ def test_a_command_runs_with_the_cyclic_collector_on_and_the_bot_serves_with_it(
     import os
 
     import bot.run
-    from core.store import status_read
+    from core.api import status_read
 
     seen: dict[str, bool] = {}
     real_status = status_read.read_status

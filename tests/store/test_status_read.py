@@ -1,4 +1,4 @@
-"""`galley status`'s Core read (core/store/status_read.py): its tables cannot drift from
+"""`galley status`'s Core read (core/api/status_read.py): its tables cannot drift from
 the models, and the command that uses it loads no ORM."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import SQLModel
 
 import core.models  # noqa: F401  (fills SQLModel.metadata)
+from core.api.status_read import TABLES
 from core.store.engine import Store
-from core.store.status_read import TABLES
 from tests.conftest import config_text
 from tests.harness.processes import galley_env
 

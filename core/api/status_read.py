@@ -15,10 +15,10 @@ from datetime import datetime
 import sqlalchemy as sa
 
 from core.api.views import RecipeStatus, Status
-from core.policies import Drafting
 from core.setup.config import Config
 from core.slots.schedule import next_slots
-from core.states import DraftState, RunState
+from core.states import RunState
+from core.store.conditions import unfinished_batch_entry_of, waiting_for_review
 
 _metadata = sa.MetaData()  # never created: the models' metadata and migrations own the schema
 _STATE = sa.String(32)
@@ -61,8 +61,8 @@ def read_status(connection: sa.Connection, config: Config, now: datetime) -> Sta
     runs: what `galley status`, `/galley status`, Home and the notebook show. Indexed
     counts only; no write lock."""
     rows = {r.name: r for r in connection.execute(sa.select(recipes))}
-    pending = _counts(connection, drafts, drafts.c.state == DraftState.READY)
-    waiting = sa.and_(attempts.c.mode == Drafting.BATCH, attempts.c.finished_at.is_(None))
+    pending = _counts(connection, drafts, waiting_for_review(drafts.c.state))
+    waiting = unfinished_batch_entry_of(attempts.c.mode, attempts.c.finished_at)
     in_batch = _counts(connection, attempts, waiting)  # through ix_attempts_waiting
     statuses = []
     for recipe in config.recipes.values():
