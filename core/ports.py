@@ -113,7 +113,7 @@ class ApprovalProgress:
 
     @property
     def decided(self) -> bool:
-        return self.stage_number == self.stages and len(self.approvers) >= self.required
+        return len(self.approvers) >= self.required
 
 
 @dataclass(frozen=True)
