@@ -18,15 +18,12 @@ from sqlmodel import Session, col
 
 from core.errors import BadDecisionQuery
 from core.identity import recipe_of_run, run_id_range
-from core.models import DraftRevisionRow, DraftRow, EventRow, RunRow
+from core.models import SINGLE_STAGE, ApprovalRow, DraftRevisionRow, DraftRow, EventRow, RunRow
 from core.policies import DecisionKind
 from core.render import Rows
 from core.setup.config import Config
 from core.states import EventSubject
 
-# There is one approval stage today: a decision about a draft is at this stage, so a
-# later stages feature (issue 41.1) fills the column with its own stage names.
-SINGLE_STAGE = "approval"
 # What a decision that left its draft's state as it was came to, by kind.
 _KEPT_STATE_OUTCOMES = {
     DecisionKind.APPROVAL: "counted",  # one approval of several required
@@ -121,6 +118,7 @@ def _decisions() -> sa.Select[Any]:
             event.revision,
             draft_key.label("draft_key"),
             _text_hash(draft_key, event.revision).label("text_hash"),
+            _approval_stage(draft_key, event.revision, event.actor).label("approval_stage"),
         )
         .select_from(EventRow.__table__)  # type: ignore[attr-defined]
         .outerjoin(RunRow, col(RunRow.id) == event.run_id)
@@ -136,6 +134,16 @@ def _anchor(session: Session, before: int) -> tuple[datetime, int]:
     if at is None:
         raise BadDecisionQuery(f"no decision {before}: --before takes an id from a previous page")
     return at, before
+
+
+def _approval_stage(draft_key: Any, revision: Any, actor: Any) -> Any:
+    """The stage an approval was given at: its row in `approvals` (a key look-up)."""
+    given = sa.select(col(ApprovalRow.stage)).where(
+        col(ApprovalRow.draft_key) == draft_key,
+        col(ApprovalRow.revision) == revision,
+        col(ApprovalRow.approver) == actor,
+    )
+    return given.scalar_subquery()
 
 
 def _text_hash(draft_key: Any, revision: Any) -> Any:
@@ -163,13 +171,20 @@ def _view(row: Any, config: Config) -> DecisionView:
         run_id=row.run_id,
         draft_key=row.draft_key,
         decision=kind,
-        stage=SINGLE_STAGE if row.subject == EventSubject.DRAFT else None,
+        stage=_stage(row, kind),
         who=row.actor,
         revision=row.revision,
         text_hash=row.text_hash,
         outcome=_outcome(kind, row.from_state, row.to_state),
         reason=row.reason,
     )
+
+
+def _stage(row: Any, kind: DecisionKind) -> str | None:
+    if row.subject != EventSubject.DRAFT:
+        return None  # a resolution settles a run, not a review stage
+    given: str | None = row.approval_stage if kind == DecisionKind.APPROVAL else None
+    return given or SINGLE_STAGE
 
 
 def _outcome(kind: DecisionKind, from_state: str | None, to_state: str) -> str:

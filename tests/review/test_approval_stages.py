@@ -13,6 +13,7 @@ import pytest
 from sqlmodel import col, select
 
 from bot.review_facts import fact_lines
+from core.api.decisions import read_decisions
 from core.errors import ConfigError
 from core.failpoints import hook
 from core.models import ApprovalRow
@@ -199,6 +200,22 @@ def test_approvers_of_two_stages_clicking_at_once_pass_them_in_order(
     assert all(a.accepted for a in answers.values()), answers
     assert state_of(store, key) == DraftState.APPROVED
     assert approvals_by_stage(store, key) == [(1, "editor", ANA), (1, "legal", CAL)]
+
+
+def test_the_decision_log_names_each_approval_s_stage(store: Store, clock: FrozenClock) -> None:
+    cfg = staged()
+    key = drafted(store, clock, cfg)
+    assert approve(store, cfg, clock, key, ANA).accepted
+    clock.advance(timedelta(minutes=1))
+    assert approve(store, cfg, clock, key, CAL).accepted
+
+    with store.read() as session:
+        logged = read_decisions(session, cfg)
+
+    assert [(d.decision, d.who, d.stage, d.outcome) for d in reversed(logged)] == [
+        ("approval", ANA, "editor", "counted"),
+        ("approval", CAL, "legal", "approved"),
+    ]
 
 
 @pytest.mark.parametrize(
