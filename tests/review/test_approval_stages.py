@@ -25,7 +25,9 @@ from core.states import DraftState
 from core.store.engine import Store
 from core.store.rows import draft_row
 from core.testing import FrozenClock
+from tests.harness.worlds import KEY, MakeWorld
 from tests.review.test_approval_policy import approve, config, drafted, edited, state_of
+from tests.review.test_reminders import REMIND, after, remind, replies, waiting
 
 ANA, BEN, CAL, DAN = "U0ANA", "U0BEN", "U0CAL", "U0DAN"
 TWO_STAGES = (
@@ -216,6 +218,34 @@ def test_the_decision_log_names_each_approval_s_stage(store: Store, clock: Froze
         ("approval", ANA, "editor", "counted"),
         ("approval", CAL, "legal", "approved"),
     ]
+
+
+def test_a_reminder_pings_the_approvers_of_the_stage_waiting(
+    worlds: MakeWorld, db_url: str
+) -> None:
+    stages = (
+        'approval_stages = [{ name = "editor", approvers = ["U0EDITOR", "S0EDITORS"] }, '
+        '{ name = "legal", approvers = ["U0LAWYER"] }]'
+    )
+    world = waiting(worlds, db_url, defaults=f"{REMIND}\n{stages}")
+    passed = decide(
+        world.store,
+        world.config,
+        world.clock,
+        draft_key=KEY,
+        revision=1,
+        verdict=Verdict.APPROVED,
+        user="U0EDITOR",
+        permitted=True,
+    )
+    assert passed.accepted, passed
+    after(world, 4.1)
+
+    assert remind(world) == 1
+
+    [sent] = replies(world)
+    assert "<@U0LAWYER>" in sent["text"]
+    assert "U0EDITOR" not in sent["text"] and "S0EDITORS" not in sent["text"]
 
 
 @pytest.mark.parametrize(
