@@ -174,10 +174,12 @@ def decide(
         if verdict == Verdict.APPROVED:  # approvals_required people of this revision decide
             counted = count_approval(session, config, draft, user, now, directory)
             failpoint(Failpoint.AFTER_APPROVAL_COUNTED)  # tests: a second approver arrives here
-            if isinstance(counted, Refusal):
+            if counted == Refusal.STAGE_WAITING:  # the sentence names the stage waiting
                 waits = approval_progress(session, config, draft)
                 shown = dataclasses.replace(review_item(draft, run), approvals=waits)
                 return _refused(draft_key, counted, shown)
+            if isinstance(counted, Refusal):
+                return _refused(draft_key, counted, review_item(draft, run))
             if not counted.decided:  # counted, not deciding: the log keeps it all the same
                 said, approval = progress_sentence(counted), Decided(kind, draft.revision)
                 note_draft(session, draft, actor=user, at=now, reason=said, decision=approval)

@@ -19,7 +19,7 @@ from core.failpoints import hook
 from core.models import ApprovalRow
 from core.policies import Refusal, Verdict
 from core.review.facts import annotate
-from core.review.queue import ReviewAnswer, decide
+from core.review.queue import ReviewAnswer, decide, edit
 from core.setup.config import Config
 from core.states import DraftState
 from core.store.engine import Store
@@ -202,6 +202,48 @@ def test_approvers_of_two_stages_clicking_at_once_pass_them_in_order(
     assert all(a.accepted for a in answers.values()), answers
     assert state_of(store, key) == DraftState.APPROVED
     assert approvals_by_stage(store, key) == [(1, "editor", ANA), (1, "legal", CAL)]
+
+
+def test_an_edit_while_the_last_stage_approves_waits_and_is_refused(
+    store: Store, clock: FrozenClock
+) -> None:
+    """The lawyer's approval, the last stage's, is held inside its transaction while an
+    editor saves an edit: the draft's lock keeps the edit out until the approval has
+    committed, so the draft is approved exactly as approved and the edit is refused."""
+    cfg = staged()
+    key = drafted(store, clock, cfg)
+    assert approve(store, cfg, clock, key, ANA).accepted
+    inside, edit_tried = threading.Event(), threading.Event()
+
+    def hold_the_approval() -> None:
+        inside.set()
+        edit_tried.wait(timeout=2.0)
+
+    answers: dict[str, ReviewAnswer] = {}
+
+    def approve_last() -> None:
+        answers["approval"] = approve(store, cfg, clock, key, CAL)
+
+    def save_edit() -> None:
+        assert inside.wait(timeout=30)
+        answers["edit"] = edit(
+            store, cfg, clock, draft_key=key, revision=1, text="Late.", user=BEN, permitted=True
+        )
+        edit_tried.set()
+
+    with hook("after_approval_counted", hold_the_approval):
+        threads = [threading.Thread(target=approve_last), threading.Thread(target=save_edit)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+
+    assert answers["approval"].accepted, answers
+    assert answers["edit"].refusal == Refusal.DECIDED, answers
+    assert state_of(store, key) == DraftState.APPROVED
+    with store.read() as session:
+        row = draft_row(session, key)
+        assert row is not None and (row.revision, row.text) != (2, "Late.")
 
 
 def test_the_decision_log_names_each_approval_s_stage(store: Store, clock: FrozenClock) -> None:
