@@ -452,6 +452,8 @@ def parse_config(text: str, *, source: str = "config") -> Config:
     if slack is not None:
         problems += _too_few_approvers(slack, recipes)
     problems += [problem for r in recipes.values() for problem in _stage_problems(r)]
+    if slack is not None:
+        problems += _stage_approvers_not_allowed(slack, recipes)
     if problems:
         raise ConfigError(problems)
     assert slack is not None
@@ -489,6 +491,22 @@ def _stage_problems(recipe: Recipe) -> list[str]:
         if not any(p.startswith("S") for p in s.approvers) and s.required > len(set(s.approvers))
     ]
     return problems
+
+
+def _stage_approvers_not_allowed(slack: SlackSection, recipes: dict[str, Recipe]) -> list[str]:
+    """A stage's approver must also be allowed by `[slack] approvers`, or their clicks are
+    refused before any stage is looked at. Only judged when that list names users only."""
+    listed = slack.approvers
+    if not listed or any(person.startswith("S") for person in listed):
+        return []
+    return [
+        f"recipe {r.name!r}: approval_stages: stage {stage.name!r} names {who}, who is not in "
+        "[slack] approvers"
+        for r in recipes.values()
+        for stage in r.approval_stages
+        for who in stage.approvers
+        if who not in listed
+    ]
 
 
 def _valid_defaults(defaults: dict[str, Any], problems: list[str]) -> dict[str, Any]:

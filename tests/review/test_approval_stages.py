@@ -308,3 +308,11 @@ def test_the_stages_are_validated(lines: tuple[str, ...], says: str) -> None:
     with pytest.raises(ConfigError) as raised:
         config(*lines)
     assert any(says in problem for problem in raised.value.problems), raised.value.problems
+
+
+def test_a_stage_approver_slack_does_not_allow_is_refused() -> None:
+    with pytest.raises(ConfigError) as raised:
+        config(TWO_STAGES, approvers=f'approvers = ["{ANA}", "{BEN}", "{CAL}"]')
+    said = f"stage 'legal' names {DAN}, who is not in [slack] approvers"
+    assert any(said in problem for problem in raised.value.problems), raised.value.problems
+    assert config(TWO_STAGES, approvers=f'approvers = ["{ANA}", "S0EDITORS"]').recipes
