@@ -21,6 +21,7 @@ from core.identity import recipe_of_run, run_id_range
 from core.models import SINGLE_STAGE, ApprovalRow, DraftRevisionRow, DraftRow, EventRow, RunRow
 from core.policies import DecisionKind
 from core.render import Rows
+from core.review.approvals import stage_waiting
 from core.setup.config import Config
 from core.states import EventSubject
 
@@ -94,7 +95,7 @@ def read_decisions(
         query = query.where(sa.tuple_(event.at, event.id) < sa.tuple_(*_anchor(session, before)))
     if limit is not None:
         query = query.limit(limit)
-    return DecisionList(_view(row, config) for row in session.execute(query))
+    return DecisionList(_view(session, row, config) for row in session.execute(query))
 
 
 def _decisions() -> sa.Select[Any]:
@@ -158,7 +159,7 @@ def _text_hash(draft_key: Any, revision: Any) -> Any:
     return sa.func.coalesce(kept.scalar_subquery(), current.scalar_subquery())
 
 
-def _view(row: Any, config: Config) -> DecisionView:
+def _view(session: Session, row: Any, config: Config) -> DecisionView:
     recipe = recipe_of_run(row.run_id)
     found = config.recipes.get(recipe)
     at: datetime = row.at  # UTCDateTime: aware UTC on both backends
@@ -171,7 +172,7 @@ def _view(row: Any, config: Config) -> DecisionView:
         run_id=row.run_id,
         draft_key=row.draft_key,
         decision=kind,
-        stage=_stage(row, kind),
+        stage=_stage(session, config, row, kind, recipe),
         who=row.actor,
         revision=row.revision,
         text_hash=row.text_hash,
@@ -180,11 +181,17 @@ def _view(row: Any, config: Config) -> DecisionView:
     )
 
 
-def _stage(row: Any, kind: DecisionKind) -> str | None:
+def _stage(
+    session: Session, config: Config, row: Any, kind: DecisionKind, recipe: str
+) -> str | None:
+    """An approval's own stage; a rejection's, the stage its revision waited at."""
     if row.subject != EventSubject.DRAFT:
         return None  # a resolution settles a run, not a review stage
-    given: str | None = row.approval_stage if kind == DecisionKind.APPROVAL else None
-    return given or SINGLE_STAGE
+    if kind == DecisionKind.APPROVAL and row.approval_stage:
+        return str(row.approval_stage)
+    if kind == DecisionKind.REJECTION and row.revision is not None:
+        return stage_waiting(session, config, recipe, row.draft_key, row.revision)
+    return SINGLE_STAGE
 
 
 def _outcome(kind: DecisionKind, from_state: str | None, to_state: str) -> str:

@@ -93,6 +93,17 @@ def approval_progress(session: Session, config: Config, draft: DraftRow) -> Appr
     )
 
 
+def stage_waiting(session: Session, config: Config, recipe: str, key: str, revision: int) -> str:
+    """The stage a revision waited at: where a rejection of it was given (its approvals
+    stop growing once it is decided). One key look-up; none for a recipe of one stage."""
+    stages = stages_of(config, recipe)
+    if len(stages) == 1:
+        return stages[0].name
+    given = _approvals_by_stage(session, key, revision)
+    waiting = [s for s in stages if len(given.get(s.name, ())) < s.required]
+    return waiting[0].name if waiting else stages[-1].name
+
+
 def required_approvals(config: Config, recipe: str) -> int:
     found = config.recipes.get(recipe)
     return found.approvals_required if found is not None else 1

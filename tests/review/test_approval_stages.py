@@ -262,6 +262,24 @@ def test_the_decision_log_names_each_approval_s_stage(store: Store, clock: Froze
     ]
 
 
+def test_the_decision_log_names_the_stage_a_rejection_was_given_at(
+    store: Store, clock: FrozenClock
+) -> None:
+    cfg = staged()
+    key = drafted(store, clock, cfg)
+    assert approve(store, cfg, clock, key, ANA).accepted
+    clock.advance(timedelta(minutes=1))
+    assert reject(store, cfg, clock, key, CAL).accepted
+
+    with store.read() as session:
+        logged = read_decisions(session, cfg)
+
+    assert [(d.decision, d.who, d.stage) for d in reversed(logged)] == [
+        ("approval", ANA, "editor"),
+        ("rejection", CAL, "legal"),
+    ]
+
+
 def test_a_reminder_pings_the_approvers_of_the_stage_waiting(
     worlds: MakeWorld, db_url: str
 ) -> None:
