@@ -122,6 +122,8 @@ def redraft_line(note: RedraftNote) -> str:
 
 def approval_line(progress: ApprovalProgress) -> str:
     """`:ballot_box_with_check: Approvals 1 of 2: @ana · may still approve: @ben, S0EDITORS`"""
+    if progress.stages > 1:
+        return _stage_line(progress)
     done = ", ".join(person(p) for p in progress.approvers) or "none yet"
     count = f"{len(progress.approvers)} of {progress.required}"
     line = f":ballot_box_with_check: Approvals {count}: {done}"
@@ -130,6 +132,27 @@ def approval_line(progress: ApprovalProgress) -> str:
     if progress.may_still:
         return line + " · may still approve: " + ", ".join(person(p) for p in progress.may_still)
     return line + " · nobody listed is left to approve"
+
+
+def _stage_line(progress: ApprovalProgress) -> str:
+    """`:ballot_box_with_check: Stage 2 of 2 (legal): approved by editor @x; asking @lawyer`
+    (docs/design.md §22): the stage waiting, who passed the stages before it, who is asked."""
+    where = f"Stage {progress.stage_number} of {progress.stages} ({escape_mrkdwn(progress.stage)})"
+    passed = [
+        f"{escape_mrkdwn(stage)} {', '.join(person(p) for p in people)}"
+        for stage, people in progress.earlier
+    ]
+    if progress.approvers:
+        here = ", ".join(person(p) for p in progress.approvers)
+        passed.append(f"{len(progress.approvers)} of {progress.required} here {here}")
+    parts = [f"approved by {'; '.join(passed)}"] if passed else []
+    if progress.anyone:
+        parts.append("anyone allowed may approve")
+    elif progress.may_still:
+        parts.append("asking " + ", ".join(person(p) for p in progress.may_still))
+    else:
+        parts.append("nobody listed is left to approve")
+    return f":ballot_box_with_check: {where}: " + "; ".join(parts)
 
 
 def person(slack_id: str) -> str:

@@ -234,6 +234,9 @@ class BatchRow(SQLModel, table=True):
     error: str | None = None
 
 
+SINGLE_STAGE = "approval"  # the stage of a recipe without `approval_stages`
+
+
 class ApprovalRow(SQLModel, table=True):
     """One person's approval of one exact revision (docs/design.md §22): the key makes a
     second click by the same person count once, and an edit starts the count again."""
@@ -244,6 +247,9 @@ class ApprovalRow(SQLModel, table=True):
     revision: int = Field(primary_key=True)
     approver: str = Field(primary_key=True, max_length=200)
     approved_at: datetime = _utc(nullable=False)
+    stage: str = Field(
+        default=SINGLE_STAGE, max_length=100, sa_column_kwargs={"server_default": SINGLE_STAGE}
+    )
 
 
 class RedraftRow(SQLModel, table=True):

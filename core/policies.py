@@ -240,6 +240,7 @@ class Refusal(StrEnum):
     DOES_NOT_FIT = "does_not_fit"  # too long for one of its targets: edit or redraft it
     MISSED_SLOT = "missed_slot"  # drafting ahead: past its slot plus publish_late
     TEXT_FROZEN = "text_frozen"  # a target has it, or may: edit and redraft wait on that
+    STAGE_WAITING = "stage_waiting"  # an approver of another stage: the current one waits
 
 
 class FollowUp(StrEnum):

@@ -104,6 +104,12 @@ class ApprovalProgress:
     required: int
     may_still: tuple[str, ...] = ()  # listed approvers (users or groups) yet to approve
     anyone: bool = False  # no approvers are listed: anyone may approve
+    # approval_stages (docs/design.md §22): the stage waiting, of how many, and who
+    # approved the stages before it; one stage named "approval" without them
+    stage: str = "approval"
+    stage_number: int = 1
+    stages: int = 1
+    earlier: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (stage, who approved it)
 
     @property
     def decided(self) -> bool:

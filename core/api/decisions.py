@@ -18,15 +18,13 @@ from sqlmodel import Session, col
 
 from core.errors import BadDecisionQuery
 from core.identity import recipe_of_run, run_id_range
-from core.models import DraftRevisionRow, DraftRow, EventRow, RunRow
+from core.models import SINGLE_STAGE, ApprovalRow, DraftRevisionRow, DraftRow, EventRow, RunRow
 from core.policies import DecisionKind
 from core.render import Rows
+from core.review.approvals import stage_waiting
 from core.setup.config import Config
 from core.states import EventSubject
 
-# There is one approval stage today: a decision about a draft is at this stage, so a
-# later stages feature (issue 41.1) fills the column with its own stage names.
-SINGLE_STAGE = "approval"
 # What a decision that left its draft's state as it was came to, by kind.
 _KEPT_STATE_OUTCOMES = {
     DecisionKind.APPROVAL: "counted",  # one approval of several required
@@ -97,7 +95,7 @@ def read_decisions(
         query = query.where(sa.tuple_(event.at, event.id) < sa.tuple_(*_anchor(session, before)))
     if limit is not None:
         query = query.limit(limit)
-    return DecisionList(_view(row, config) for row in session.execute(query))
+    return DecisionList(_view(session, row, config) for row in session.execute(query))
 
 
 def _decisions() -> sa.Select[Any]:
@@ -121,6 +119,7 @@ def _decisions() -> sa.Select[Any]:
             event.revision,
             draft_key.label("draft_key"),
             _text_hash(draft_key, event.revision).label("text_hash"),
+            _approval_stage(draft_key, event.revision, event.actor).label("approval_stage"),
         )
         .select_from(EventRow.__table__)  # type: ignore[attr-defined]
         .outerjoin(RunRow, col(RunRow.id) == event.run_id)
@@ -138,6 +137,16 @@ def _anchor(session: Session, before: int) -> tuple[datetime, int]:
     return at, before
 
 
+def _approval_stage(draft_key: Any, revision: Any, actor: Any) -> Any:
+    """The stage an approval was given at: its row in `approvals` (a key look-up)."""
+    given = sa.select(col(ApprovalRow.stage)).where(
+        col(ApprovalRow.draft_key) == draft_key,
+        col(ApprovalRow.revision) == revision,
+        col(ApprovalRow.approver) == actor,
+    )
+    return given.scalar_subquery()
+
+
 def _text_hash(draft_key: Any, revision: Any) -> Any:
     """The text hash of that revision: its kept row, else the draft row's while it is still
     the current one (a revision is kept once another replaces it). Two key look-ups."""
@@ -150,7 +159,7 @@ def _text_hash(draft_key: Any, revision: Any) -> Any:
     return sa.func.coalesce(kept.scalar_subquery(), current.scalar_subquery())
 
 
-def _view(row: Any, config: Config) -> DecisionView:
+def _view(session: Session, row: Any, config: Config) -> DecisionView:
     recipe = recipe_of_run(row.run_id)
     found = config.recipes.get(recipe)
     at: datetime = row.at  # UTCDateTime: aware UTC on both backends
@@ -163,13 +172,26 @@ def _view(row: Any, config: Config) -> DecisionView:
         run_id=row.run_id,
         draft_key=row.draft_key,
         decision=kind,
-        stage=SINGLE_STAGE if row.subject == EventSubject.DRAFT else None,
+        stage=_stage(session, config, row, kind, recipe),
         who=row.actor,
         revision=row.revision,
         text_hash=row.text_hash,
         outcome=_outcome(kind, row.from_state, row.to_state),
         reason=row.reason,
     )
+
+
+def _stage(
+    session: Session, config: Config, row: Any, kind: DecisionKind, recipe: str
+) -> str | None:
+    """An approval's own stage; a rejection's, the stage its revision waited at."""
+    if row.subject != EventSubject.DRAFT:
+        return None  # a resolution settles a run, not a review stage
+    if kind == DecisionKind.APPROVAL and row.approval_stage:
+        return str(row.approval_stage)
+    if kind == DecisionKind.REJECTION and row.revision is not None:
+        return stage_waiting(session, config, recipe, row.draft_key, row.revision)
+    return SINGLE_STAGE
 
 
 def _outcome(kind: DecisionKind, from_state: str | None, to_state: str) -> str:

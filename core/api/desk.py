@@ -104,7 +104,14 @@ class Desk:
         reason: str | None = None,
     ) -> ReviewAnswer:
         return self._review(
-            decide, draft, revision, user, verdict=verdict, reason=reason, fits=self.fits
+            decide,
+            draft,
+            revision,
+            user,
+            verdict=verdict,
+            reason=reason,
+            fits=self.fits,
+            directory=self.people.directory,
         )
 
     def edit(

@@ -1,4 +1,5 @@
-"""The approval policy (docs/design.md §22): a revision is approved when
+"""The approval policy (docs/design.md §22): a revision is approved when, at each of its
+recipe's `approval_stages` in order (one stage without them),
 `approvals_required` distinct people allowed to approve have approved that exact
 revision; with `editor_may_approve = false` whoever edited it does not count.
 
@@ -15,22 +16,33 @@ from datetime import datetime
 from sqlmodel import Session, col, select
 
 from core.drafting.revisions import MODEL_AUTHOR, text_author
-from core.models import ApprovalRow, DraftRow, RunRow
+from core.models import SINGLE_STAGE, ApprovalRow, DraftRow, RunRow
 from core.policies import Refusal
-from core.ports import ApprovalProgress
-from core.setup.config import Config
+from core.ports import ApprovalProgress, Directory
+from core.review.permissions import ListedOnly, listed
+from core.setup.config import ApprovalStage, Config
 from core.states import DraftState
 from core.store.engine import insert_ignore
 
 
 def count_approval(
-    session: Session, config: Config, draft: DraftRow, user: str, now: datetime
+    session: Session,
+    config: Config,
+    draft: DraftRow,
+    user: str,
+    now: datetime,
+    directory: Directory | None = None,
 ) -> ApprovalProgress | Refusal:
-    """Record `user`'s approval of the draft's current revision (the caller holds the
-    draft's lock and checked the revision is the one clicked) and answer the count, or
-    why it does not count: the editor barred, or this person counted already."""
+    """Record `user`'s approval of the draft's current revision at the stage waiting (the
+    caller holds the draft's lock and checked the revision is the one clicked) and answer
+    the progress, or why it does not count: the editor barred, this person counted
+    already, or someone who approves at another stage than the one waiting."""
     if _editor_barred(session, config, draft) == user:
         return Refusal.EDITOR_MAY_NOT_APPROVE
+    before = approval_progress(session, config, draft)
+    waiting = stages_of(config, draft.recipe)[before.stage_number - 1]
+    if waiting.approvers and not listed(user, waiting.approvers, directory or ListedOnly()):
+        return Refusal.STAGE_WAITING
     counted = insert_ignore(
         session,
         ApprovalRow,
@@ -38,28 +50,76 @@ def count_approval(
         revision=draft.revision,
         approver=user,
         approved_at=now,
+        stage=waiting.name,
     )
     if not counted:
         return Refusal.ALREADY_APPROVED
     return approval_progress(session, config, draft)
 
 
+def stages_of(config: Config, recipe: str) -> list[ApprovalStage]:
+    """The recipe's approval stages in order; without `approval_stages`, one stage named
+    "approval" of `[slack] approvers` needing `approvals_required`."""
+    found = config.recipes.get(recipe)
+    if found is not None and found.approval_stages:
+        return found.approval_stages
+    required = required_approvals(config, recipe)
+    return [ApprovalStage(name=SINGLE_STAGE, approvers=[], required=required)]
+
+
 def approval_progress(session: Session, config: Config, draft: DraftRow) -> ApprovalProgress:
-    """Who approved the draft's current revision, and who may still."""
-    done = approvers_of(session, draft.key, draft.revision)
-    listed = config.slack.approvers
+    """The stage the draft's current revision waits at (the first not complete, or the
+    last), who approved it there and before it, and who listed there may still."""
+    given = _approvals_by_stage(session, draft.key, draft.revision)
+    stages = stages_of(config, draft.recipe)
+    earlier: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    for number, stage in enumerate(stages, start=1):
+        done = given.get(stage.name, ())
+        if len(done) < stage.required or number == len(stages):
+            break
+        earlier += ((stage.name, done),)
+    listed_here = stage.approvers or (config.slack.approvers if len(stages) == 1 else [])
     barred = _editor_barred(session, config, draft)
+    gave = {person for people in given.values() for person in people}
     return ApprovalProgress(
         approvers=done,
-        required=required_approvals(config, draft.recipe),
-        may_still=tuple(p for p in listed if p not in done and p != barred),
-        anyone=not listed,
+        required=stage.required,
+        may_still=tuple(p for p in listed_here if p not in gave and p != barred),
+        anyone=not listed_here,
+        stage=stage.name,
+        stage_number=number,
+        stages=len(stages),
+        earlier=earlier,
     )
+
+
+def stage_waiting(session: Session, config: Config, recipe: str, key: str, revision: int) -> str:
+    """The stage a revision waited at: where a rejection of it was given (its approvals
+    stop growing once it is decided). One key look-up; none for a recipe of one stage."""
+    stages = stages_of(config, recipe)
+    if len(stages) == 1:
+        return stages[0].name
+    given = _approvals_by_stage(session, key, revision)
+    waiting = [s for s in stages if len(given.get(s.name, ())) < s.required]
+    return waiting[0].name if waiting else stages[-1].name
 
 
 def required_approvals(config: Config, recipe: str) -> int:
     found = config.recipes.get(recipe)
     return found.approvals_required if found is not None else 1
+
+
+def _approvals_by_stage(session: Session, key: str, revision: int) -> dict[str, tuple[str, ...]]:
+    """Who approved this exact revision at each stage, first first."""
+    rows = session.exec(
+        select(ApprovalRow.stage, ApprovalRow.approver)
+        .where(col(ApprovalRow.draft_key) == key, col(ApprovalRow.revision) == revision)
+        .order_by(col(ApprovalRow.approved_at), col(ApprovalRow.approver))
+    ).all()
+    found: dict[str, tuple[str, ...]] = {}
+    for stage, approver in rows:
+        found[stage] = (*found.get(stage, ()), approver)
+    return found
 
 
 def approvers_of(session: Session, key: str, revision: int) -> tuple[str, ...]:
@@ -119,6 +179,13 @@ def _editor_barred(session: Session, config: Config, draft: DraftRow) -> str | N
 
 
 def progress_sentence(progress: ApprovalProgress) -> str:
-    """`Approval counted: 1 of 2 (U0ANA).`, in plain words; the bot renders its own."""
+    """`Approval counted: 1 of 2 (U0ANA).`, in plain words, or with stages `Approval
+    counted: stage 2 of 2 (legal), 0 of 1 (); approved by U0ED.`; the bot renders its own."""
     who = ", ".join(progress.approvers)
-    return f"Approval counted: {len(progress.approvers)} of {progress.required} ({who})."
+    counted = f"{len(progress.approvers)} of {progress.required} ({who})"
+    if progress.stages == 1:
+        return f"Approval counted: {counted}."
+    where = f"stage {progress.stage_number} of {progress.stages} ({progress.stage})"
+    passed = [f"{stage} {', '.join(people)}" for stage, people in progress.earlier]
+    before = f"; approved by {'; '.join(passed)}" if passed else ""
+    return f"Approval counted: {where}, {counted}{before}."

@@ -121,7 +121,8 @@ def _reviewer_loop(store: Store, config: Config, item: ReviewItem) -> ReviewItem
             return item
         progress = approval_progress(session, config, draft)
         note = redraft_note(session, draft.key, draft.revision)
-    shown = progress if progress.required > 1 or len(progress.approvers) > 1 else None
+    several = progress.required > 1 or len(progress.approvers) > 1 or progress.stages > 1
+    shown = progress if several else None
     return dataclasses.replace(item, approvals=shown, redrafted=note)
 
 

@@ -11,19 +11,19 @@ from core.ports import Directory
 from core.setup.config import SlackSection
 
 
-def _listed(user: str, ids: list[str], directory: Directory) -> bool:
+def listed(user: str, ids: list[str], directory: Directory) -> bool:
     if user in ids:
         return True
     return any(user in directory.group_members(g) for g in ids if g.startswith("S"))
 
 
 def may_approve(slack: SlackSection, directory: Directory, user: str) -> bool:
-    return not slack.approvers or _listed(user, slack.approvers, directory)
+    return not slack.approvers or listed(user, slack.approvers, directory)
 
 
 def may_administer(slack: SlackSection, directory: Directory, user: str) -> bool:
     if slack.admins:
-        return _listed(user, slack.admins, directory)
+        return listed(user, slack.admins, directory)
     return may_approve(slack, directory, user)
 
 

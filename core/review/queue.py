@@ -18,10 +18,10 @@ from core.failpoints import Failpoint, failpoint
 from core.identity import text_hash
 from core.models import DraftRow, RecipeRow, RunRow
 from core.policies import DecisionKind, ExpiryReason, FollowUp, Refusal, Verdict
-from core.ports import Clock, ReviewItem
+from core.ports import Clock, Directory, ReviewItem
 from core.publishing.missed_slots import expire_missed, missed_slot_note
 from core.publishing.targets import frozen_text, sends_begun
-from core.review.approvals import count_approval, progress_sentence
+from core.review.approvals import approval_progress, count_approval, progress_sentence
 from core.review.window import review_window_passed
 from core.setup.config import Config
 from core.slots.publish_time import missed_its_time, publish_at
@@ -141,8 +141,13 @@ def decide(
     permitted: bool,
     reason: str | None = None,
     fits: FitRule | None = None,
+    directory: Directory | None = None,
 ) -> ReviewAnswer:
     """Approve or reject one exact revision, fresh, once (docs/design.md §10).
+
+    With `approval_stages`, an approval counts at the stage waiting only, and the draft is
+    approved when the last stage is complete, at that moment (docs/design.md §22);
+    `directory` tells who is in a stage's user groups. A rejection decides at any stage.
 
     Every check and the decision happen in one transaction with the draft row locked,
     so two people clicking at once produce one decision and the other is told who won.
@@ -167,8 +172,12 @@ def decide(
             return ReviewAnswer(False, measured.reason, draft_key, item, Refusal.DOES_NOT_FIT)
         kind = DecisionKind.APPROVAL if approving else DecisionKind.REJECTION
         if verdict == Verdict.APPROVED:  # approvals_required people of this revision decide
-            counted = count_approval(session, config, draft, user, now)
+            counted = count_approval(session, config, draft, user, now, directory)
             failpoint(Failpoint.AFTER_APPROVAL_COUNTED)  # tests: a second approver arrives here
+            if counted == Refusal.STAGE_WAITING:  # the sentence names the stage waiting
+                waits = approval_progress(session, config, draft)
+                shown = dataclasses.replace(review_item(draft, run), approvals=waits)
+                return _refused(draft_key, counted, shown)
             if isinstance(counted, Refusal):
                 return _refused(draft_key, counted, review_item(draft, run))
             if not counted.decided:  # counted, not deciding: the log keeps it all the same
@@ -242,6 +251,12 @@ def _sentence(refusal: Refusal, item: ReviewItem | None, recipe_version: int | N
             return "Your approval of this revision is counted already; it needs another approver."
     assert item is not None, f"{refusal} names the draft as it is now"
     match refusal:
+        case Refusal.STAGE_WAITING if item.approvals is not None:
+            waits = item.approvals
+            return (
+                f"Stage {waits.stage_number} of {waits.stages} ({waits.stage}) is waiting; "
+                "you are not one of its approvers."
+            )
         case Refusal.DECIDED:
             return f"Already {item.state} by {item.decided_by or 'someone'}."
         case Refusal.EDITED:

@@ -282,6 +282,15 @@ def _one_or_many(value: Any) -> Any:
     return tuple(value)
 
 
+class ApprovalStage(_Strict):
+    """One stage of a recipe's approval (docs/design.md §22): who may approve at it
+    (users and user groups) and how many distinct people it needs."""
+
+    name: str = Field(min_length=1)
+    approvers: list[str] = []  # empty: anyone allowed by `[slack] approvers`
+    required: int = Field(default=1, ge=1)
+
+
 class RecipeSettings(_Strict):
     """Every key `[defaults]` may set; a recipe may override each one."""
 
@@ -312,6 +321,7 @@ class RecipeSettings(_Strict):
     # docs/design.md §22: the reviewer's loop
     approvals_required: int = Field(default=1, ge=1)  # distinct approvers of one revision
     editor_may_approve: bool = True  # false: whoever edited a revision cannot approve it
+    approval_stages: list[ApprovalStage] = []  # empty: one stage, `approvals_required`
     max_redrafts: int = Field(default=3, ge=0)  # reviewer-requested redrafts per draft
     remind_after: Duration | None = None  # a waiting draft announced again this often
     escalate_after: Duration | None = None  # waiting this long pings alert_mentions once
@@ -456,6 +466,9 @@ def parse_config(text: str, *, source: str = "config") -> Config:
     recipes = _validate_recipes(raw.get("recipes", []), defaults, problems)
     if slack is not None:
         problems += _too_few_approvers(slack, recipes)
+    problems += [problem for r in recipes.values() for problem in _stage_problems(r)]
+    if slack is not None:
+        problems += _stage_approvers_not_allowed(slack, recipes)
     if problems:
         raise ConfigError(problems)
     assert slack is not None
@@ -473,6 +486,41 @@ def _too_few_approvers(slack: SlackSection, recipes: dict[str, Recipe]) -> list[
         f"[slack] approvers names only {len(set(listed))}"
         for r in recipes.values()
         if r.approvals_required > len(set(listed))
+    ]
+
+
+def _stage_problems(recipe: Recipe) -> list[str]:
+    """`approval_stages` replaces the one-stage `approvals_required`; its names are
+    unique, and a stage naming users only needs no more approvals than it names."""
+    stages, where = recipe.approval_stages, f"recipe {recipe.name!r}: approval_stages"
+    problems = []
+    if stages and "approvals_required" in recipe.model_fields_set:
+        problems.append(f"{where}: give either approval_stages or approvals_required, not both")
+    names = [stage.name for stage in stages]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    problems += [f"{where}: stage {name!r} named twice" for name in twice]
+    problems += [
+        f"{where}: stage {s.name!r} needs {s.required} approvals but names only "
+        f"{len(set(s.approvers))}"
+        for s in stages
+        if not any(p.startswith("S") for p in s.approvers) and s.required > len(set(s.approvers))
+    ]
+    return problems
+
+
+def _stage_approvers_not_allowed(slack: SlackSection, recipes: dict[str, Recipe]) -> list[str]:
+    """A stage's approver must also be allowed by `[slack] approvers`, or their clicks are
+    refused before any stage is looked at. Only judged when that list names users only."""
+    listed = slack.approvers
+    if not listed or any(person.startswith("S") for person in listed):
+        return []
+    return [
+        f"recipe {r.name!r}: approval_stages: stage {stage.name!r} names {who}, who is not in "
+        "[slack] approvers"
+        for r in recipes.values()
+        for stage in r.approval_stages
+        for who in stage.approvers
+        if who not in listed
     ]
 
 

@@ -1,0 +1,336 @@
+"""Approval stages (docs/design.md §22, issue 41.1): a revision passes the recipe's
+`approval_stages` in order; an approval for a stage not reached is refused, naming the
+stage waiting; an edit starts again at the first stage; a rejection at any stage
+decides; `editor_may_approve` holds in every stage; the approval counts from the last
+stage. On both backends; assertions on rows and on the message a reviewer would see."""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timedelta
+
+import pytest
+from sqlmodel import col, select
+
+from bot.review_facts import fact_lines
+from core.api.decisions import read_decisions
+from core.errors import ConfigError
+from core.failpoints import hook
+from core.models import ApprovalRow
+from core.policies import Refusal, Verdict
+from core.review.facts import annotate
+from core.review.queue import ReviewAnswer, decide, edit
+from core.setup.config import Config
+from core.states import DraftState
+from core.store.engine import Store
+from core.store.rows import draft_row
+from core.testing import FrozenClock
+from tests.harness.worlds import KEY, MakeWorld
+from tests.review.test_approval_policy import approve, config, drafted, edited, state_of
+from tests.review.test_reminders import REMIND, after, remind, replies, waiting
+
+ANA, BEN, CAL, DAN = "U0ANA", "U0BEN", "U0CAL", "U0DAN"
+TWO_STAGES = (
+    f'approval_stages = [{{ name = "editor", approvers = ["{ANA}", "{BEN}"], required = 1 }}, '
+    f'{{ name = "legal", approvers = ["{CAL}", "{DAN}"], required = 1 }}]'
+)
+
+
+@pytest.fixture
+def clock() -> FrozenClock:
+    return FrozenClock(datetime.fromisoformat("2026-11-02T09:05:00+00:00"))
+
+
+def staged(*more: str) -> Config:
+    return config(TWO_STAGES, *more)
+
+
+def approvals_by_stage(store: Store, key: str) -> list[tuple[int, str, str]]:
+    with store.read() as session:
+        rows = session.exec(select(ApprovalRow).where(col(ApprovalRow.draft_key) == key)).all()
+        return sorted((r.revision, r.stage, r.approver) for r in rows)
+
+
+def reject(store: Store, cfg: Config, clock: FrozenClock, key: str, user: str) -> ReviewAnswer:
+    return decide(
+        store,
+        cfg,
+        clock,
+        draft_key=key,
+        revision=1,
+        verdict=Verdict.REJECTED,
+        user=user,
+        permitted=True,
+        reason="not this week",
+    )
+
+
+def test_a_revision_passes_the_stages_in_order(store: Store, clock: FrozenClock) -> None:
+    cfg = staged()
+    key = drafted(store, clock, cfg)
+
+    first = approve(store, cfg, clock, key, ANA)
+    assert first.accepted, first
+    assert state_of(store, key) == DraftState.READY
+    assert first.item is not None and first.item.approvals is not None
+    assert (first.item.approvals.stage_number, first.item.approvals.stage) == (2, "legal")
+
+    assert approve(store, cfg, clock, key, CAL).accepted
+    assert state_of(store, key) == DraftState.APPROVED
+    assert approvals_by_stage(store, key) == [(1, "editor", ANA), (1, "legal", CAL)]
+
+
+def test_an_approval_for_a_stage_not_reached_is_refused_naming_the_stage_waiting(
+    store: Store, clock: FrozenClock
+) -> None:
+    cfg = staged()
+    key = drafted(store, clock, cfg)
+
+    early = approve(store, cfg, clock, key, CAL)
+
+    assert early.refusal == Refusal.STAGE_WAITING
+    assert "Stage 1 of 2 (editor) is waiting" in early.message
+    assert approvals_by_stage(store, key) == []
+    assert state_of(store, key) == DraftState.READY
+
+
+def test_an_edit_between_stages_starts_again_at_the_first(store: Store, clock: FrozenClock) -> None:
+    cfg = staged()
+    key = drafted(store, clock, cfg)
+    assert approve(store, cfg, clock, key, ANA).accepted
+    edited(store, cfg, clock, key, BEN)
+
+    legal = approve(store, cfg, clock, key, CAL, revision=2)
+
+    assert legal.refusal == Refusal.STAGE_WAITING, legal
+    assert "Stage 1 of 2 (editor)" in legal.message
+    assert approve(store, cfg, clock, key, ANA, revision=2).accepted
+    assert approve(store, cfg, clock, key, CAL, revision=2).accepted
+    assert state_of(store, key) == DraftState.APPROVED
+
+
+def test_a_rejection_at_the_second_stage_decides(store: Store, clock: FrozenClock) -> None:
+    cfg = staged()
+    key = drafted(store, clock, cfg)
+    assert approve(store, cfg, clock, key, ANA).accepted
+
+    assert reject(store, cfg, clock, key, CAL).accepted
+
+    assert state_of(store, key) == DraftState.REJECTED
+
+
+def test_the_editor_may_not_approve_at_the_second_stage_either(
+    store: Store, clock: FrozenClock
+) -> None:
+    cfg = staged("editor_may_approve = false")
+    key = drafted(store, clock, cfg)
+    edited(store, cfg, clock, key, CAL)
+    assert approve(store, cfg, clock, key, ANA, revision=2).accepted
+
+    barred = approve(store, cfg, clock, key, CAL, revision=2)
+
+    assert barred.refusal == Refusal.EDITOR_MAY_NOT_APPROVE
+    assert approve(store, cfg, clock, key, DAN, revision=2).accepted
+    assert state_of(store, key) == DraftState.APPROVED
+
+
+def test_the_approval_counts_from_the_last_stage(store: Store, clock: FrozenClock) -> None:
+    cfg = staged()
+    key = drafted(store, clock, cfg)
+    assert approve(store, cfg, clock, key, ANA).accepted
+    clock.advance(timedelta(hours=3))
+
+    assert approve(store, cfg, clock, key, CAL).accepted
+
+    with store.read() as session:
+        row = draft_row(session, key)
+        assert row is not None
+        assert (row.decided_by, row.decided_at) == (CAL, clock.now())
+
+
+def test_the_message_names_the_stage_who_approved_and_who_is_asked(
+    store: Store, clock: FrozenClock
+) -> None:
+    cfg = staged()
+    key = drafted(store, clock, cfg)
+    answer = approve(store, cfg, clock, key, ANA)
+    assert answer.item is not None
+
+    lines = fact_lines(annotate(store, cfg, clock.now(), answer.item))
+
+    [progress] = [line for line in lines if "Stage" in line]
+    assert f"Stage 2 of 2 (legal): approved by editor <@{ANA}>; asking <@{CAL}>, <@{DAN}>" in (
+        progress
+    )
+
+
+def test_approvers_of_two_stages_clicking_at_once_pass_them_in_order(
+    store: Store, clock: FrozenClock
+) -> None:
+    """The editor's approval is counted and held inside its transaction while the lawyer
+    clicks: the draft's lock keeps the lawyer out until stage 1 has committed, so the
+    lawyer's approval lands at stage 2 and decides; without the lock it would be judged
+    against no approvals and refused."""
+    cfg = staged()
+    key = drafted(store, clock, cfg)
+    first_inside, second_counted = threading.Event(), threading.Event()
+
+    def meet_the_other() -> None:
+        if first_inside.is_set():
+            second_counted.set()
+            return
+        first_inside.set()
+        second_counted.wait(timeout=2.0)
+
+    answers: dict[str, ReviewAnswer] = {}
+
+    def click(user: str, after: threading.Event | None) -> None:
+        if after is not None:
+            assert after.wait(timeout=30)
+        answers[user] = approve(store, cfg, clock, key, user)
+
+    with hook("after_approval_counted", meet_the_other):
+        threads = [
+            threading.Thread(target=click, args=(ANA, None)),
+            threading.Thread(target=click, args=(CAL, first_inside)),
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+
+    assert all(a.accepted for a in answers.values()), answers
+    assert state_of(store, key) == DraftState.APPROVED
+    assert approvals_by_stage(store, key) == [(1, "editor", ANA), (1, "legal", CAL)]
+
+
+def test_an_edit_while_the_last_stage_approves_waits_and_is_refused(
+    store: Store, clock: FrozenClock
+) -> None:
+    """The lawyer's approval, the last stage's, is held inside its transaction while an
+    editor saves an edit: the draft's lock keeps the edit out until the approval has
+    committed, so the draft is approved exactly as approved and the edit is refused."""
+    cfg = staged()
+    key = drafted(store, clock, cfg)
+    assert approve(store, cfg, clock, key, ANA).accepted
+    inside, edit_tried = threading.Event(), threading.Event()
+
+    def hold_the_approval() -> None:
+        inside.set()
+        edit_tried.wait(timeout=2.0)
+
+    answers: dict[str, ReviewAnswer] = {}
+
+    def approve_last() -> None:
+        answers["approval"] = approve(store, cfg, clock, key, CAL)
+
+    def save_edit() -> None:
+        assert inside.wait(timeout=30)
+        answers["edit"] = edit(
+            store, cfg, clock, draft_key=key, revision=1, text="Late.", user=BEN, permitted=True
+        )
+        edit_tried.set()
+
+    with hook("after_approval_counted", hold_the_approval):
+        threads = [threading.Thread(target=approve_last), threading.Thread(target=save_edit)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+
+    assert answers["approval"].accepted, answers
+    assert answers["edit"].refusal == Refusal.DECIDED, answers
+    assert state_of(store, key) == DraftState.APPROVED
+    with store.read() as session:
+        row = draft_row(session, key)
+        assert row is not None and (row.revision, row.text) != (2, "Late.")
+
+
+def test_the_decision_log_names_each_approval_s_stage(store: Store, clock: FrozenClock) -> None:
+    cfg = staged()
+    key = drafted(store, clock, cfg)
+    assert approve(store, cfg, clock, key, ANA).accepted
+    clock.advance(timedelta(minutes=1))
+    assert approve(store, cfg, clock, key, CAL).accepted
+
+    with store.read() as session:
+        logged = read_decisions(session, cfg)
+
+    assert [(d.decision, d.who, d.stage, d.outcome) for d in reversed(logged)] == [
+        ("approval", ANA, "editor", "counted"),
+        ("approval", CAL, "legal", "approved"),
+    ]
+
+
+def test_the_decision_log_names_the_stage_a_rejection_was_given_at(
+    store: Store, clock: FrozenClock
+) -> None:
+    cfg = staged()
+    key = drafted(store, clock, cfg)
+    assert approve(store, cfg, clock, key, ANA).accepted
+    clock.advance(timedelta(minutes=1))
+    assert reject(store, cfg, clock, key, CAL).accepted
+
+    with store.read() as session:
+        logged = read_decisions(session, cfg)
+
+    assert [(d.decision, d.who, d.stage) for d in reversed(logged)] == [
+        ("approval", ANA, "editor"),
+        ("rejection", CAL, "legal"),
+    ]
+
+
+def test_a_reminder_pings_the_approvers_of_the_stage_waiting(
+    worlds: MakeWorld, db_url: str
+) -> None:
+    stages = (
+        'approval_stages = [{ name = "editor", approvers = ["U0EDITOR", "S0EDITORS"] }, '
+        '{ name = "legal", approvers = ["U0LAWYER"] }]'
+    )
+    world = waiting(worlds, db_url, defaults=f"{REMIND}\n{stages}")
+    passed = decide(
+        world.store,
+        world.config,
+        world.clock,
+        draft_key=KEY,
+        revision=1,
+        verdict=Verdict.APPROVED,
+        user="U0EDITOR",
+        permitted=True,
+    )
+    assert passed.accepted, passed
+    after(world, 4.1)
+
+    assert remind(world) == 1
+
+    [sent] = replies(world)
+    assert "<@U0LAWYER>" in sent["text"]
+    assert "U0EDITOR" not in sent["text"] and "S0EDITORS" not in sent["text"]
+
+
+@pytest.mark.parametrize(
+    ("lines", "says"),
+    [
+        ((TWO_STAGES, "approvals_required = 2"), "either approval_stages or approvals_required"),
+        (
+            ('approval_stages = [{ name = "a", approvers = ["U0ANA"] }, { name = "a" }]',),
+            "stage 'a' named twice",
+        ),
+        (
+            ('approval_stages = [{ name = "a", approvers = ["U0ANA"], required = 2 }]',),
+            "stage 'a' needs 2 approvals but names only 1",
+        ),
+    ],
+)
+def test_the_stages_are_validated(lines: tuple[str, ...], says: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        config(*lines)
+    assert any(says in problem for problem in raised.value.problems), raised.value.problems
+
+
+def test_a_stage_approver_slack_does_not_allow_is_refused() -> None:
+    with pytest.raises(ConfigError) as raised:
+        config(TWO_STAGES, approvers=f'approvers = ["{ANA}", "{BEN}", "{CAL}"]')
+    said = f"stage 'legal' names {DAN}, who is not in [slack] approvers"
+    assert any(said in problem for problem in raised.value.problems), raised.value.problems
+    assert config(TWO_STAGES, approvers=f'approvers = ["{ANA}", "S0EDITORS"]').recipes
