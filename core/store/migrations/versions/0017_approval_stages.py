@@ -3,7 +3,7 @@ recipe's `approval_stages` it was given at. Approvals given before 0017 were giv
 one stage there was, named "approval".
 
 Revision ID: 0017
-Revises: 0015
+Revises: 0016
 Create Date: 2026-12-04
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0017"
-down_revision = "0015"
+down_revision = "0016"
 branch_labels = None
 depends_on = None
 
