@@ -5,7 +5,6 @@ On both backends; assertions on rows and on the message a reviewer would see."""
 
 from __future__ import annotations
 
-import threading
 from datetime import datetime
 
 import pytest
@@ -16,7 +15,6 @@ from bot.blocks import draft_message
 from bot.review_facts import fact_lines
 from core.drafting.service import DraftingService
 from core.errors import ConfigError
-from core.failpoints import hook
 from core.models import ApprovalRow, EventRow
 from core.policies import Refusal, Verdict
 from core.review.facts import annotate
@@ -28,6 +26,7 @@ from core.store.engine import Store
 from core.store.rows import draft_row
 from core.testing import FrozenClock, InstantDrafter
 from tests.conftest import config_text
+from tests.harness.races import two_clicks_at_once
 
 WALL = "2026-11-02T09:00"
 ANA, BEN, CAL = "U0ANA", "U0BEN", "U0CAL"
@@ -119,34 +118,7 @@ def test_two_approvers_clicking_at_once_approve_once_and_both_are_named(
 ) -> None:
     cfg = config("approvals_required = 2")
     key = drafted(store, clock, cfg)
-    first_inside, second_counted = threading.Event(), threading.Event()
-
-    def meet_the_other() -> None:
-        """The first approver waits, inside its transaction, for the second to count too:
-        the locks keep the second out until the first has committed, so the wait ends
-        by its timeout; without them both would count only their own approval."""
-        if first_inside.is_set():
-            second_counted.set()
-            return
-        first_inside.set()
-        second_counted.wait(timeout=2.0)
-
-    answers: dict[str, ReviewAnswer] = {}
-
-    def click(user: str, after: threading.Event | None) -> None:
-        if after is not None:
-            assert after.wait(timeout=30)
-        answers[user] = approve(store, cfg, clock, key, user)
-
-    with hook("after_approval_counted", meet_the_other):
-        threads = [
-            threading.Thread(target=click, args=(ANA, None)),
-            threading.Thread(target=click, args=(BEN, first_inside)),
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=30)
+    answers = two_clicks_at_once(lambda user: approve(store, cfg, clock, key, user), ANA, BEN)
 
     assert all(a.accepted for a in answers.values()), answers
     assert state_of(store, key) == DraftState.APPROVED

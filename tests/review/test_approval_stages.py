@@ -25,6 +25,7 @@ from core.states import DraftState
 from core.store.engine import Store
 from core.store.rows import draft_row
 from core.testing import FrozenClock
+from tests.harness.races import two_clicks_at_once
 from tests.harness.worlds import KEY, MakeWorld
 from tests.review.test_approval_policy import approve, config, drafted, edited, state_of
 from tests.review.test_reminders import REMIND, after, remind, replies, waiting
@@ -173,31 +174,7 @@ def test_approvers_of_two_stages_clicking_at_once_pass_them_in_order(
     against no approvals and refused."""
     cfg = staged()
     key = drafted(store, clock, cfg)
-    first_inside, second_counted = threading.Event(), threading.Event()
-
-    def meet_the_other() -> None:
-        if first_inside.is_set():
-            second_counted.set()
-            return
-        first_inside.set()
-        second_counted.wait(timeout=2.0)
-
-    answers: dict[str, ReviewAnswer] = {}
-
-    def click(user: str, after: threading.Event | None) -> None:
-        if after is not None:
-            assert after.wait(timeout=30)
-        answers[user] = approve(store, cfg, clock, key, user)
-
-    with hook("after_approval_counted", meet_the_other):
-        threads = [
-            threading.Thread(target=click, args=(ANA, None)),
-            threading.Thread(target=click, args=(CAL, first_inside)),
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=30)
+    answers = two_clicks_at_once(lambda user: approve(store, cfg, clock, key, user), ANA, CAL)
 
     assert all(a.accepted for a in answers.values()), answers
     assert state_of(store, key) == DraftState.APPROVED
