@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import re
+from abc import abstractmethod
 from pathlib import PurePosixPath
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
@@ -32,8 +33,9 @@ class _SourceBase(BaseModel):
         """The source's name as people see it: `name`, or one derived from what it reads."""
         return self.name or self.default_name()
 
+    @abstractmethod
     def default_name(self) -> str:
-        raise NotImplementedError
+        """The name a source of this kind goes by when it is given none."""
 
 
 class FeedSource(_SourceBase):
