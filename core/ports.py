@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 from core.policies import AlertKind, Backpressure
+from core.post_body import ImageRef
 
 
 class Clock(Protocol):
@@ -241,7 +242,11 @@ class ReviewThread(Protocol):
 
 @dataclass(frozen=True)
 class Publication:
-    """What leaves the building: approved text, bound to its effect key."""
+    """What leaves the building: approved text, bound to its effect key.
+
+    `text` is the first (or only) part of this target's version: what a post is matched
+    by when it is looked up. `replies` are the thread's later parts, in order, each
+    replying to the one before; `images` go with the first part (docs/design.md §16)."""
 
     effect_key: str
     draft_key: str
@@ -251,6 +256,13 @@ class Publication:
     text: str
     approver: str
     approved_at: datetime
+    replies: tuple[str, ...] = ()
+    images: tuple[ImageRef, ...] = ()
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        """Every part of the thread, the first one first."""
+        return (self.text, *self.replies)
 
 
 def _nothing_taken(external_id: str) -> bool:

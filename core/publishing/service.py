@@ -31,6 +31,7 @@ from core.identity import publish_effect_key
 from core.models import DraftRow, RunRow
 from core.policies import EffectOutcome, FailReason, PublishOutcome
 from core.ports import Clock, PostQuery, Publication, Publisher
+from core.post_body import PostBody
 from core.publishing.lookup_proof import post_query, publish_spec
 from core.publishing.missed_slots import miss_its_time
 from core.publishing.orphans import OrphanSettler, note_outcome
@@ -120,7 +121,7 @@ class PublishingService:
         publishers = publishers_of(self.publisher_for, recipe)
         for publisher in publishers:
             key = publish_effect_key(approved.draft_key, publisher.target)
-            publication = replace(approved, effect_key=key)
+            publication = shaped_for(replace(approved, effect_key=key), publisher.target)
             renamed = self._renamed(publication, publisher, [p.target for p in publishers])
             performed = renamed or self._publish_to(recipe, publisher, publication, run_id)
             done.append(TargetDone(publisher.target, performed))
@@ -339,3 +340,12 @@ def _send_back(
     draft.ready_at = now  # a full review window again, from now
     move_draft(session, draft, DraftState.READY, actor=PUBLISHER, at=now, reason=why)
     move_run(session, run, RunState.AWAITING_REVIEW, actor=PUBLISHER, at=now, detail=why)
+
+
+def shaped_for(approved: Publication, target: str) -> Publication:
+    """The approved draft as `target` publishes it: its own version of the body (or the
+    one for every target), split into the first part and the thread's replies, with the
+    body's images (docs/design.md §16). A plain draft comes out as it went in."""
+    body = PostBody.parse(approved.text)
+    first, *replies = body.parts_for(target)
+    return replace(approved, text=first, replies=tuple(replies), images=body.images)
