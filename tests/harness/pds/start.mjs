@@ -6,6 +6,7 @@
 // .cache/pds). It creates one account, prints one JSON line
 //   {"url": …, "handle": …, "did": …, "password": …}
 // and serves until it is sent SIGTERM or its stdin closes (the test process died).
+import { once } from 'node:events'
 import { createRequire } from 'node:module'
 import path from 'node:path'
 import { pathToFileURL } from 'node:url'
@@ -42,7 +43,13 @@ process.on('SIGINT', () => shutdown(0))
 process.stdin.on('end', () => shutdown(0))
 process.stdin.resume()
 
-const url = `http://127.0.0.1:${network.pds.port}`
+const server = network.pds.server.server // the node:http server PDS.start() made
+server.close()
+server.closeAllConnections()
+server.listen(0, '127.0.0.1')
+await once(server, 'listening')
+const listening = `http://127.0.0.1:${server.address().port}`
+const url = network.pds.url
 process.stdout.write(
-  JSON.stringify({ url, handle, did: account.data.did, password }) + '\n',
+  JSON.stringify({ url, listening, handle, did: account.data.did, password }) + '\n',
 )
