@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from core.setup.config import Config, parse_config
 from core.store.engine import Store, normalise_url
 from tests.fakes.anthropic_api import FakeAnthropic
-from tests.harness import slow_marks
+from tests.harness import real_pds, slow_marks
 
 PG_URL = os.environ.get("GALLEY_TEST_DATABASE_URL")
 TEMPLATE = f"galley_template_{os.getpid()}"
@@ -62,10 +62,14 @@ def make_config(**overrides: Any) -> Config:
     return parse_config(config_text(**overrides))
 
 
-def pytest_report_header() -> str:
+def pytest_report_header() -> list[str]:
     if PG_URL:
-        return f"galley: PostgreSQL tests run against {sa.make_url(PG_URL).render_as_string()}"
-    return "galley: GALLEY_TEST_DATABASE_URL is not set: PostgreSQL tests are SKIPPED"
+        postgres = f"galley: PostgreSQL tests run against {sa.make_url(PG_URL).render_as_string()}"
+    else:
+        postgres = "galley: GALLEY_TEST_DATABASE_URL is not set: PostgreSQL tests are SKIPPED"
+    missing = real_pds.not_installed()
+    pds = f"galley: {missing}: its tests are SKIPPED" if missing else "galley: real PDS tests run"
+    return [postgres, pds]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -8,7 +8,7 @@ Without the installed PDS (tests/harness/pds/install.sh) every test here is skip
 The two thread tests (`test_real_pds_publishes_a_five_part_thread_once`,
 `test_real_pds_a_thread_whose_apply_writes_answer_is_lost_is_published_once`) drive
 Publication.replies through the PublishingService: they pass once Bluesky threads
-(`applyWrites`, docs/design.md §16) are merged.
+(one `applyWrites`, issue 38) are merged from the branch that builds them.
 """
 
 from __future__ import annotations
