@@ -5,11 +5,14 @@ It answers as bsky.social does where it matters to Galley: a second `createRecor
 record key that exists is a bare ``500 {"error": "InternalServerError"}`` (the named
 `RecordAlreadyExists` is not released upstream); `getRecord` for a missing key is ``400
 RecordNotFound``, for a repository it does not host ``502 UpstreamFailure``; a request
-without a token is ``401 AuthMissing``; text over 300 graphemes is ``400 InvalidRequest``
-in the lexicon's words; access tokens are HS256 JWTs (as the reference `@atproto/pds`
-0.5.35 answers); `createSession` is rate-limited per account (`session_limit`); access
+without a token is ``401 AuthMissing``, with a token it did not issue ``400 InvalidToken``;
+text over 300 graphemes is ``400 InvalidRequest`` in the lexicon's words; access tokens
+are HS256 JWTs; `createSession` is rate-limited per account (`session_limit`); access
 tokens expire (`access_seconds`, or `expire_sessions()` at once) and are refreshed with
-`refreshSession`, whose refresh token is single-use. Posts are counted per account (DID).
+`refreshSession`: a refresh token used once still answers for a grace period, with the
+same next refresh token. Posts are counted per account (DID). The answers it shares with
+the reference `@atproto/pds` (0.6.x, through `@atproto/dev-env` 0.6.7) are checked against
+it, request for request, in tests/publishing/test_real_pds_contract.py.
 
 In-process: ``with FakeBluesky() as fake: fake.script("create", accept_then_drop())``.
 Separate process (first stdout line is the URL)::
@@ -41,6 +44,9 @@ MAX_BYTES = 3000
 GET_POSTS_LIMIT = 25
 MENTION_TYPE = "app.bsky.richtext.facet#mention"
 BARE_500 = {"error": "InternalServerError", "message": "Internal Server Error"}
+UNVERIFIED = {"error": "InvalidToken", "message": "Token could not be verified"}
+REVOKED = {"error": "ExpiredToken", "message": "Token has been revoked"}
+REFRESH_GRACE = 2 * 3600.0  # a used refresh token answers this long (the PDS's own grace)
 
 
 def rate_limited(reset_in: int = 300) -> Action:
@@ -67,6 +73,15 @@ def _jwt(payload: dict[str, Any], kind: str = "at+jwt") -> str:
         return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
 
     return f"{part({'typ': kind, 'alg': 'HS256'})}.{part(payload)}.c2ln"
+
+
+def _token_type(token: str) -> str | None:
+    """The `typ` of a JWT's header, or None if it is not one."""
+    try:
+        head = token.split(".")[0]
+        return str(json.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)))["typ"])
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def _tid_now() -> str:
@@ -97,7 +112,8 @@ class FakeBluesky(social.SocialFake):
         self.access_seconds = access_seconds
         self.session_limit = session_limit
         self._access: dict[str, tuple[str, float]] = {}  # token -> (did, expires at)
-        self._refresh: dict[str, str] = {}  # token -> did; used once
+        # refresh token -> (did, the next refresh token once used, used until)
+        self._refresh: dict[str, tuple[str, str | None, float]] = {}
         self._sessions_made: dict[str, int] = {}
         self._serial = itertools.count(1)
 
@@ -139,7 +155,8 @@ class FakeBluesky(social.SocialFake):
         name = names.get(code, "InternalServerError" if code >= 500 else "InvalidRequest")
         return {"error": name, "message": message or f"fake {code}"}
 
-    def _issue(self, handle: str) -> dict[str, Any]:
+    def _issue(self, handle: str, refresh: str | None = None) -> dict[str, Any]:
+        """A new session; with `refresh`, that refresh token (a used one's next) kept."""
         did = did_of(handle)
         now = time.time()
         serial = next(self._serial)
@@ -152,7 +169,7 @@ class FakeBluesky(social.SocialFake):
                 "jti": f"a{serial}",
             }
         )
-        refresh = _jwt(
+        refresh = refresh or _jwt(
             {
                 "scope": "com.atproto.refresh",
                 "sub": did,
@@ -164,7 +181,7 @@ class FakeBluesky(social.SocialFake):
         )
         with self._lock:
             self._access[access] = (did, now + self.access_seconds)
-            self._refresh[refresh] = did
+            self._refresh.setdefault(refresh, (did, None, now + 60 * 86400))
         return {
             "accessJwt": access,
             "refreshJwt": refresh,
@@ -194,14 +211,23 @@ class FakeBluesky(social.SocialFake):
         return 200, self._issue(handle), {}
 
     def _refresh_session(self, call: Call) -> Reply:
+        """Rotate the refresh token; one already rotated answers, within the grace period,
+        with the same next refresh token (a second replica's refresh is not refused)."""
         token = call.bearer or ""
+        if _token_type(token) != "refresh+jwt":
+            return 400, dict(UNVERIFIED), {}
+        now = time.time()
         with self._lock:
-            did = self._refresh.pop(token, None)
-        if did is None:
-            return 400, {"error": "ExpiredToken", "message": "Token has been revoked"}, {}
+            found = self._refresh.get(token)
+            if found is None or found[2] <= now:
+                return 400, dict(REVOKED), {}
+            did, following, _ = found
         handle = self._handle_of(did)
         assert handle is not None
-        return 200, self._issue(handle), {}
+        session = self._issue(handle, refresh=following)
+        with self._lock:
+            self._refresh[token] = (did, session["refreshJwt"], min(found[2], now + REFRESH_GRACE))
+        return 200, session, {}
 
     def _authorised(self, call: Call) -> str | Reply:
         """The caller's DID, or the error reply a PDS gives."""
@@ -210,8 +236,8 @@ class FakeBluesky(social.SocialFake):
             return 401, {"error": "AuthMissing", "message": "Authentication Required"}, {}
         with self._lock:
             found = self._access.get(token)
-        if found is None:
-            return 401, {"error": "InvalidToken", "message": "Bad token scope"}, {}
+        if found is None:  # not signed by this server: the PDS cannot verify it
+            return 400, dict(UNVERIFIED), {}
         did, expires = found
         if expires <= time.time():
             return 400, {"error": "ExpiredToken", "message": "Token has expired"}, {}
@@ -223,24 +249,32 @@ class FakeBluesky(social.SocialFake):
             return who
         body = call.body if isinstance(call.body, dict) else {}
         handle = self._handle_of(str(body.get("repo", "")))
-        if handle is None or did_of(handle) != who:
-            return 400, {"error": "InvalidRequest", "message": "Input/repo must be yours"}, {}
+        if handle is None:
+            return 403, {"error": "AccountNotFound", "message": "Account not found"}, {}
+        if did_of(handle) != who:
+            message = "Authentication Required"
+            return 401, {"error": "AuthenticationRequired", "message": message}, {}
         if body.get("collection") != POST_COLLECTION:
             return 400, {"error": "InvalidRequest", "message": "Unsupported collection"}, {}
         record = body.get("record")
         if not isinstance(record, dict) or not isinstance(record.get("text"), str):
             return 400, {"error": "InvalidRequest", "message": "Record/text is required"}, {}
         text = record["text"]
-        if _graphemes(text) > MAX_GRAPHEMES:  # the lexicon's own words, as the PDS says them
+        invalid = f"Invalid {POST_COLLECTION} record: "  # the lexicon's words, as the PDS says them
+        if _graphemes(text) > MAX_GRAPHEMES:
             count = _graphemes(text)
             message = f"grapheme too big (maximum {MAX_GRAPHEMES}, got {count}) at $.record.text"
-            return 400, {"error": "InvalidRequest", "message": message}, {}
+            return 400, {"error": "InvalidRequest", "message": invalid + message}, {}
         if len(text.encode()) > MAX_BYTES:
             message = f"string too long (maximum {MAX_BYTES}) at $.record.text"
-            return 400, {"error": "InvalidRequest", "message": message}, {}
+            return 400, {"error": "InvalidRequest", "message": invalid + message}, {}
         rkey = body.get("rkey") or _tid_now()
         if not TID_PATTERN.match(str(rkey)):
-            return 400, {"error": "InvalidRequest", "message": "Invalid record key"}, {}
+            got = json.dumps(rkey)
+            message = (
+                f"Invalid record key for {POST_COLLECTION}: Invalid TID string (got {got}) at $"
+            )
+            return 400, {"error": "InvalidRequest", "message": message}, {}
         call.pause()
         uri = f"at://{who}/{POST_COLLECTION}/{rkey}"
         with self._lock:  # one repo commit at a time: the key check and the write are atomic

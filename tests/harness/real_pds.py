@@ -220,10 +220,11 @@ def running_pds(workdir: Path) -> Iterator[RealPds]:
         log.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 @starts_a_server
 def real_pds(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealPds]:
-    """The reference PDS for a test module, or a skip saying why it cannot run here."""
+    """The reference PDS for the session (each test takes an account of its own), or a
+    skip saying why it cannot run here."""
     reason = not_installed()
     if reason is not None:
         pytest.skip(reason)

@@ -391,7 +391,10 @@ def test_the_fake_answers_as_the_reference_pds_does(fake: FakeBluesky) -> None:
     assert refused.status_code == 400
     assert refused.json() == {
         "error": "InvalidRequest",
-        "message": "grapheme too big (maximum 300, got 301) at $.record.text",
+        "message": (
+            "Invalid app.bsky.feed.post record: grapheme too big (maximum 300, got 301)"
+            " at $.record.text"
+        ),
     }
     unknown = httpx.get(
         xrpc + "com.atproto.repo.getRecord",
