@@ -1,6 +1,7 @@
 """The Bluesky fake answers as the reference PDS does (docs/design.md §20): the same raw
 XRPC request goes to both, for each call Galley makes (createSession, refreshSession,
-createRecord, getRecord), and their answers must agree.
+createRecord, getRecord; applyWrites, listRecords and uploadBlob once the fake serves
+them, skipped until then), and their answers must agree.
 
 An answer is compared as (status, XRPC error name, message) with the account's DID and
 handle written as `{did}` and `{handle}`, or, for a success, as the fields Galley and
@@ -164,6 +165,97 @@ def refresh_with_the_access_token(pds: Server) -> object:
     return pds.said(pds.refresh(pds.session["accessJwt"]))
 
 
+def write(rkey: str, text: str) -> dict[str, Any]:
+    return {
+        "$type": "com.atproto.repo.applyWrites#create",
+        "collection": POST,
+        "rkey": rkey,
+        "value": {**RECORD, "text": text},
+    }
+
+
+def keys(n: int) -> list[str]:
+    return [bluesky_record_key(f"{KEY}|part:{i}") for i in range(n)]
+
+
+def apply_writes(pds: Server, writes: list[dict[str, Any]]) -> httpx.Response:
+    body = {"repo": pds.account.did, "writes": writes}
+    return pds.call("com.atproto.repo.applyWrites", json=body, headers=pds.signed())
+
+
+def apply_writes_of_a_thread(pds: Server) -> object:
+    first, second = keys(2)
+    answer = apply_writes(pds, [write(first, "one"), write(second, "two")])
+    made = answer.json()
+    results = [
+        (r["$type"], r["uri"] == f"at://{pds.account.did}/{POST}/{k}", r["validationStatus"])
+        for r, k in zip(made["results"], (first, second), strict=True)
+    ]
+    return answer.status_code, results, sorted(made["commit"])
+
+
+def apply_writes_with_a_taken_key_writes_nothing(pds: Server) -> object:
+    fresh, taken = keys(2)
+    pds.create(RECORD, rkey=taken)
+    status, error, _ = pds.said(apply_writes(pds, [write(fresh, "new"), write(taken, "again")]))
+    return status, error, pds.get(pds.account.did, fresh).status_code
+
+
+def apply_writes_with_an_invalid_part_writes_nothing(pds: Server) -> object:
+    good, bad = keys(2)
+    status, error, _ = pds.said(apply_writes(pds, [write(good, "fine"), write(bad, "a" * 301)]))
+    return status, error, pds.get(pds.account.did, good).status_code
+
+
+def apply_writes_over_the_limit(pds: Server) -> object:
+    status, error, _ = pds.said(apply_writes(pds, [write(k, "x") for k in keys(201)]))
+    return status, error
+
+
+def list_records_page_by_page(pds: Server) -> object:
+    made = keys(3)
+    for rkey in made:
+        pds.create(RECORD, rkey=rkey)
+    pages: list[list[str]] = []
+    cursor: str | None = None
+    while True:
+        params = {"repo": pds.account.did, "collection": POST, "limit": "2"}
+        if cursor:
+            params["cursor"] = cursor
+        page = pds.call("com.atproto.repo.listRecords", params=params).json()
+        if not page["records"]:
+            break
+        pages.append([made.index(r["uri"].rsplit("/", 1)[1]) for r in page["records"]])
+        cursor = page.get("cursor")
+        if cursor is None:
+            break
+    return pages  # newest key first, two a page
+
+
+def upload_blob_twice(pds: Server) -> object:
+    png = b"\x89PNG\r\n\x1a\n" + bytes(100)
+    headers = {**pds.signed(), "Content-Type": "image/png"}
+    first, again = (
+        pds.call("com.atproto.repo.uploadBlob", content=png, headers=headers).json()["blob"]
+        for _ in range(2)
+    )
+    shape = (first["$type"], first["mimeType"], first["size"], sorted(first["ref"]))
+    unsigned = pds.call(
+        "com.atproto.repo.uploadBlob", content=png, headers={"Content-Type": "image/png"}
+    )
+    return shape, first["ref"] == again["ref"], pds.said(unsigned)
+
+
+# the method a case needs that the fake may not serve yet (threads and images add them)
+NEEDS = {
+    "apply_writes_of_a_thread": "com.atproto.repo.applyWrites",
+    "apply_writes_with_a_taken_key_writes_nothing": "com.atproto.repo.applyWrites",
+    "apply_writes_with_an_invalid_part_writes_nothing": "com.atproto.repo.applyWrites",
+    "apply_writes_over_the_limit": "com.atproto.repo.applyWrites",
+    "list_records_page_by_page": "com.atproto.repo.listRecords",
+    "upload_blob_twice": "com.atproto.repo.uploadBlob",
+}
+
 CASES: dict[str, Callable[[Server], object]] = {
     case.__name__: case
     for case in (
@@ -180,6 +272,12 @@ CASES: dict[str, Callable[[Server], object]] = {
         get_from_a_repo_nobody_hosts,
         refresh_twice_with_one_token,
         refresh_with_the_access_token,
+        apply_writes_of_a_thread,
+        apply_writes_with_a_taken_key_writes_nothing,
+        apply_writes_with_an_invalid_part_writes_nothing,
+        apply_writes_over_the_limit,
+        list_records_page_by_page,
+        upload_blob_twice,
     )
 }
 
@@ -193,6 +291,9 @@ def fake() -> Iterator[FakeBluesky]:
 
 @pytest.mark.parametrize("case", CASES)
 def test_the_fake_answers_as_the_real_pds(case: str, real_pds: RealPds, fake: FakeBluesky) -> None:
+    needed = NEEDS.get(case)
+    if needed and all(fake.route(m, f"/xrpc/{needed}") is None for m in ("GET", "POST")):
+        pytest.skip(f"the Bluesky fake does not serve {needed} yet")
     real = signed_in(real_pds.url, real_pds.new_account())
     ours = signed_in(fake.url, Account(HANDLE, did_of(HANDLE), PASSWORD))
     assert CASES[case](ours) == CASES[case](real)
