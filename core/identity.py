@@ -324,6 +324,16 @@ def bluesky_record_key(effect_key: str) -> str:
     return "".join(reversed(chars))
 
 
+def bluesky_part_record_key(effect_key: str, part: int) -> str:
+    """The record key of a thread's `part` (1-based) published under the target's effect
+    key: the first part's is `bluesky_record_key(effect_key)` itself, each later one that
+    of the part's own key, so a second attempt names the same records (docs/design.md §31)."""
+    if part == 1:
+        return bluesky_record_key(effect_key)
+    draft, target = draft_of_publish_key(effect_key), target_of_publish_key(effect_key)
+    return bluesky_record_key(publish_part_key(draft, target, part))
+
+
 def tid_time(tid: str) -> datetime:
     """The instant a TID's time part names (to microseconds)."""
     value = 0
