@@ -14,7 +14,12 @@ from typing import Any
 from sqlmodel import Session, col, select
 
 from core.errors import EffectNotSent, LookupUnavailable
-from core.identity import platform_of_target, publish_effect_key, target_of_publish_key
+from core.identity import (
+    part_of_publish_key,
+    platform_of_target,
+    publish_effect_key,
+    target_of_publish_key,
+)
 from core.models import EffectRow
 from core.policies import EffectOutcome, EffectStep, PublishOutcome
 from core.ports import PostQuery, PublishedLink, Publisher
@@ -140,7 +145,7 @@ def published_links(session: Session, draft_keys: Sequence[str]) -> dict[str, li
     links: dict[str, list[PublishedLink]] = {}
     for receipt in receipts:
         url = public_url(receipt.result)
-        if url is not None:
+        if url is not None and part_of_publish_key(receipt.key) == 1:  # a thread: its first
             target = target_of_publish_key(receipt.key)
             links.setdefault(receipt.draft_key, []).append(PublishedLink(target, url))
     return links

@@ -28,8 +28,11 @@ from core.policies import PublishOutcome
 from core.ports import PostQuery, Publication
 from core.post_body import PostBody
 from core.publishing.platforms.bluesky import BlueskyPublisher
+from core.publishing.post_checks import take_up_publications
+from core.publishing.targets import published_links
 from core.setup.config import BlueskyTarget
 from core.states import EffectState, RunState
+from core.store.leases import lease_now
 from tests.fakes import social
 from tests.fakes.bluesky import HANDLE, PASSWORD, FakeBluesky, did_of, record_cid
 from tests.fakes.mastodon import TOKEN, FakeMastodon
@@ -262,6 +265,13 @@ def test_a_mastodon_thread_is_four_statuses_each_replying_to_the_one_before(
         for r in receipts.values()
     )
     assert world.run_row().state == RunState.SUCCEEDED
+    with world.store.read() as session:
+        [link] = published_links(session, [KEY])[KEY]  # the thread's link: its first status
+    with world.store.transaction() as session:  # read back and counted by its first status
+        now = lease_now(session, world.clock)
+        assert take_up_publications(session, now, lambda _: timedelta(minutes=2)) == 1
+    first = min(mastodon.statuses_of(), key=lambda s: int(s["id"]))
+    assert link.url == first["url"]
 
 
 def test_a_mastodon_thread_refused_for_now_mid_way_resumes_at_that_part(
