@@ -17,16 +17,18 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
-from core.errors import EffectNotSent, EffectOutcomeUnknown
+from core.errors import EffectNotSent, EffectOutcomeUnknown, KeyPayloadConflict
 from core.identity import (
     bluesky_part_record_key,
     header_key,
     publish_effect_key,
     publish_part_key,
+    text_hash,
 )
 from core.policies import PublishOutcome
 from core.ports import PostQuery, Publication
 from core.post_body import PostBody
+from core.publishing.lookup_proof import publish_payload, publish_spec
 from core.publishing.platforms.bluesky import BlueskyPublisher
 from core.publishing.post_checks import take_up_publications
 from core.publishing.targets import published_links
@@ -207,14 +209,16 @@ def test_a_thread_key_sent_with_another_part_is_a_payload_conflict(
     db_url: str, worlds: MakeWorld, pds: FakeBluesky
 ) -> None:
     """The target's receipt binds every part: a version whose third part differs under the
-    same key is caught, though its first part is the same."""
-    from core.publishing.lookup_proof import publish_payload
-
-    same_first = publish_payload(EFFECT, KEY, PARTS)
-    other_third = publish_payload(EFFECT, KEY, (*PARTS[:2], "3/4 Something else.", PARTS[3]))
-    assert same_first["text"] == other_third["text"] and same_first != other_third
+    same key is refused by the ledger, though its first part is the same; a single plain
+    text keeps the payload receipts had before threads."""
+    world = bluesky_world(worlds, db_url, pds)
+    ledger = world.ledger()
+    other = (*PARTS[:2], "3/4 Something else.", PARTS[3])
+    ledger.begin(publish_spec(world.recipe, thread(), RUN))
+    with pytest.raises(KeyPayloadConflict):
+        ledger.begin(publish_spec(world.recipe, thread(other), RUN))
     single = publish_payload(EFFECT, KEY, (PARTS[0],))
-    assert single == {"target": BLUESKY, "draft_key": KEY, "text": same_first["text"]}
+    assert single == {"target": BLUESKY, "draft_key": KEY, "text": text_hash(PARTS[0])}
 
 
 # --- Mastodon: part after part -----------------------------------------------------------
