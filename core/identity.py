@@ -277,6 +277,18 @@ def slack_channel_of_publish_key(key: str) -> str:
     )
 
 
+MANUAL_PROOF = "manual:"  # a receipt a person marked published: no post id is known
+
+
+def manual_proof(actor: str) -> str:
+    """The external id of a publication a person marked published (`manual:U0ADMIN`)."""
+    return f"{MANUAL_PROOF}{actor}"
+
+
+def is_manual_proof(external_id: str) -> bool:
+    return external_id.startswith(MANUAL_PROOF)
+
+
 def parse_run_id(run: str) -> tuple[str, datetime, int]:
     """The inverse of `run_id`: (recipe, wall time, occurrence)."""
     recipe, _, wall = run.partition(RUN_MARK)

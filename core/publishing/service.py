@@ -48,7 +48,7 @@ from core.publishing.targets import (
     renamed_target,
     verdict,
 )
-from core.publishing.threads import publish_version
+from core.publishing.threads import proof_of_version, publish_version
 from core.setup.config import Config, Recipe
 from core.slots.publish_time import approval_stale, not_yet
 from core.states import DraftState, RunState, run_may_move
@@ -152,13 +152,19 @@ class PublishingService:
             external_id = publisher.publish(publication)
             # sent, not yet recorded: the lookup must find it
             failpoint(Failpoint.AFTER_PUBLISH_CALL)
-            return proof_of(publisher, external_id)
+            proof = proof_of_version(proof_of(publisher, external_id), publisher, publication)
+            assert proof is not None
+            return proof
+
+        def lookup() -> Proof | None:
+            found = found_at(publisher, self._query(publication))
+            return proof_of_version(found, publisher, publication)
 
         try:
             return self.ledger.perform(
                 spec,
                 send,
-                lookup=lambda: found_at(publisher, self._query(publication)),
+                lookup=lookup,
                 may_act=lambda session, _now: self._may_send(session, recipe, run_id, publication),
                 look_first=True,  # a restored database has no receipt: the destination knows
             )

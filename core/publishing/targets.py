@@ -18,11 +18,15 @@ from core.identity import (
     part_of_publish_key,
     platform_of_target,
     publish_effect_key,
+    publish_part_key,
     target_of_publish_key,
 )
-from core.models import EffectRow
+from core.models import DraftRow, EffectRow
 from core.policies import EffectOutcome, EffectStep, PublishOutcome
 from core.ports import PostQuery, PublishedLink, Publisher
+from core.post_body import BodyUnreadable
+from core.publishing.lookup_proof import version_of
+from core.publishing.threads import WHOLE_THREAD
 from core.setup.config import Recipe
 from core.states import EffectState
 from core.store.effects import Performed, Proof
@@ -153,13 +157,48 @@ def published_links(session: Session, draft_keys: Sequence[str]) -> dict[str, li
 
 def all_published(session: Session, recipe: Recipe, draft_key: str, proven: str = "") -> bool:
     """Every target of the recipe has a succeeded publish receipt for the draft (each
-    locked, in target order), `proven` counting as one (its proof is being recorded):
-    only then is the draft `published` (docs/design.md §24)."""
-    keys = [publish_effect_key(draft_key, target.target) for target in recipe.targets]
-    receipts = [(key, lock_effect(session, key)) for key in keys]
-    return bool(keys) and all(
+    locked, in target order), `proven` counting as one (its proof is being recorded), and
+    so has every later part of a thread published part after part: only then is the draft
+    `published` (docs/design.md §24, §31). A thread's first receipt whose one call sent the
+    whole thread (`WHOLE_THREAD`) answers for all its parts; one without that mark (a
+    person marked it published) needs its parts' receipts, or the next pass settles it."""
+    receipts: list[tuple[str, EffectRow | None]] = []
+    for key in receipt_keys(session, recipe, draft_key):
+        if part_of_publish_key(key) > 1 and _whole_thread(receipts[-1][1]):
+            receipts.append(receipts[-1])  # the first part's receipt answers for this one
+            continue
+        receipts.append((key, lock_effect(session, key)))
+    return bool(receipts) and all(
         key == proven or (r is not None and r.state == EffectState.SUCCEEDED) for key, r in receipts
     )
+
+
+def receipt_keys(session: Session, recipe: Recipe, draft_key: str) -> list[str]:
+    """The publish effect key of each target of the recipe, in its order, each followed
+    by its thread's later parts' keys (as many as the draft's version for it has)."""
+    draft = session.get(DraftRow, draft_key)
+    stored = "" if draft is None or draft.text is None else draft.text
+    keys: list[str] = []
+    for target in recipe.targets:
+        parts = _parts(stored, target.target)
+        keys += [publish_part_key(draft_key, target.target, n) for n in range(1, parts + 1)]
+    return keys
+
+
+def _parts(stored: str, target: str) -> int:
+    try:
+        return len(version_of(stored, target)[0])
+    except BodyUnreadable:
+        return 1
+
+
+def _whole_thread(receipt: EffectRow | None) -> bool:
+    if receipt is None or not receipt.result:
+        return False
+    try:
+        return bool(json.loads(receipt.result).get(WHOLE_THREAD))
+    except (ValueError, AttributeError):
+        return False
 
 
 REOPENED = "reopened by a retry"

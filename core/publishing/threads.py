@@ -13,10 +13,14 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from core.errors import EffectNotSent
-from core.identity import publish_part_key, target_of_publish_key
+from core.identity import is_manual_proof, publish_part_key, target_of_publish_key
 from core.policies import EffectOutcome, ThreadStyle
 from core.ports import Publication, Publisher, ThreadPlace, ThreadPublisher
-from core.store.effects import Performed
+from core.store.effects import Performed, Proof
+
+WHOLE_THREAD = "whole_thread"
+"""Kept in the result of a receipt whose one call published a whole thread (Bluesky): its
+proof is every part's, and no part receipt follows it (`targets.all_published`)."""
 
 PublishOne = Callable[[Publication, Publication], Performed]
 """One effect performed once: (the target's whole version under the part's key, for the
@@ -26,6 +30,15 @@ receipt's payload; what is sent), and what the ledger came to."""
 def thread_style(publisher: Publisher) -> ThreadStyle | None:
     """How `publisher` publishes a thread; None when it takes none."""
     return publisher.thread_style if isinstance(publisher, ThreadPublisher) else None
+
+
+def proof_of_version(
+    proof: Proof | None, publisher: Publisher, version: Publication
+) -> Proof | None:
+    """`proof` marked as the proof of a whole thread when one call sent it all."""
+    if proof is None or not version.replies or thread_style(publisher) != ThreadStyle.ONE_CALL:
+        return proof
+    return replace(proof, result={**(proof.result or {}), WHOLE_THREAD: True})
 
 
 def publish_version(
@@ -43,8 +56,7 @@ def publish_version(
     if style is None:
         parts = len(version.parts)
         said = f"{publisher.target} does not publish threads: this version has {parts} parts"
-        refusal = EffectNotSent(said, permanent=True)  # never split into unrelated posts
-        return Performed(EffectOutcome.NOT_SENT, detail=said, refusal=refusal)
+        return _refused(said)  # never split into unrelated posts
     return _part_by_part(version, publish_one)
 
 
@@ -55,6 +67,8 @@ def _part_by_part(version: Publication, publish_one: PublishOne) -> Performed:
     parent = first.external_id
     target = target_of_publish_key(version.effect_key)
     for number, text in enumerate(version.replies, start=2):
+        if is_manual_proof(parent):
+            return _no_place(number)
         key = publish_part_key(version.draft_key, target, number)
         place = ThreadPlace(parent=parent, root=first.external_id)
         sent = replace(version, effect_key=key, text=text, replies=(), images=(), reply_to=place)
@@ -63,3 +77,19 @@ def _part_by_part(version: Publication, publish_one: PublishOne) -> Performed:
             return replace(done, detail=f"part {number}: {done.detail or done.outcome.value}")
         parent = done.external_id
     return first
+
+
+def _no_place(number: int) -> Performed:
+    """A part whose part before was marked published by a person has nothing to reply to:
+    no post id is known. It is never posted outside the thread; the run fails, saying so."""
+    said = (
+        f"part {number} cannot be published: part {number - 1} was marked published by a "
+        "person, without its post's id, so there is nothing to reply to; check the thread"
+    )
+    return _refused(said)
+
+
+def _refused(said: str) -> Performed:
+    """Refused for good: retrying cannot help; the run fails and people decide."""
+    refusal = EffectNotSent(said, permanent=True)
+    return Performed(EffectOutcome.NOT_SENT, detail=said, refusal=refusal)

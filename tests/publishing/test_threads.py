@@ -25,7 +25,7 @@ from core.identity import (
     publish_part_key,
     text_hash,
 )
-from core.policies import PublishOutcome
+from core.policies import Finding, PublishOutcome
 from core.ports import PostQuery, Publication
 from core.post_body import PostBody
 from core.publishing.lookup_proof import publish_payload, publish_spec
@@ -303,6 +303,39 @@ def test_a_mastodon_part_whose_answer_was_lost_is_found_in_its_place_not_sent_tw
     assert world.service("w2").publish_run(RUN).outcome == PublishOutcome.PUBLISHED
     assert_a_mastodon_thread(mastodon)
     assert len(mastodon.requests_to("/api/v1/statuses", "POST")) == 4  # part 2 found, not re-sent
+
+
+def test_a_mastodon_part_marked_published_by_a_person_stops_the_thread_never_posts_outside_it(
+    db_url: str, worlds: MakeWorld, mastodon: FakeMastodon
+) -> None:
+    """Mark published on an uncertain part 2 is not the whole thread: the run publishes on,
+    and part 3, with no status id to reply to, fails the run instead of posting alone."""
+    world = mastodon_world(worlds, db_url, mastodon)
+    approved_thread(world)
+    mastodon.script("create", social.accept(), social.accept_then_drop())
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.UNCERTAIN
+    said = world.resolver().resolve(RUN, Finding.PUBLISHED, actor="U0ADMIN")
+    assert "other targets publish next" in said
+    assert world.run_row().state == RunState.PUBLISHING  # not succeeded: parts 3 and 4 are not out
+    result = world.service().publish_run(RUN)
+    assert result.outcome == PublishOutcome.FAILED and "part 3" in (result.detail or "")
+    assert len(mastodon.statuses_of()) == 2
+    assert world.run_row().state == RunState.FAILED
+
+
+def test_a_bluesky_thread_marked_published_by_a_person_is_settled_by_its_one_receipt(
+    db_url: str, worlds: MakeWorld, pds: FakeBluesky
+) -> None:
+    world = bluesky_world(worlds, db_url, pds)
+    approved_thread(world)
+    pds.script("read", social.status(503))  # the first look-up cannot tell: it sends
+    pds.script("create", social.accept_then_drop())
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.UNCERTAIN
+    world.resolver().resolve(RUN, Finding.PUBLISHED, actor="U0ADMIN")
+    world.service().publish_run(RUN)  # its receipt answers for every part: nothing is sent
+    assert world.run_row().state == RunState.SUCCEEDED
+    assert len(pds.posts_of(DID)) == 4
+    assert len(pds.requests_to("com.atproto.repo.applyWrites")) == 1
 
 
 # --- Slack: replies in the first message's thread ---------------------------------------
