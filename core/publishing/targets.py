@@ -245,7 +245,10 @@ def frozen_text(session: Session, draft_key: str) -> str | None:
     begun = sends_begun(session, draft_key)
     if not begun:
         return None
-    said = ", ".join(f"{target_of_publish_key(r.key)} ({_what_became(r)})" for r in begun)
+    latest: dict[str, EffectRow] = {}  # a thread: each target by its furthest part begun
+    for receipt in sorted(begun, key=lambda r: part_of_publish_key(r.key)):
+        latest[target_of_publish_key(receipt.key)] = receipt
+    said = ", ".join(f"{target} ({_what_became(r)})" for target, r in latest.items())
     return (
         f"Publishing has begun: {said}. The text cannot change now, or the targets would "
         "carry different posts; approve it as it is, or cancel the run."
@@ -253,6 +256,12 @@ def frozen_text(session: Session, draft_key: str) -> str | None:
 
 
 def _what_became(receipt: EffectRow) -> str:
+    part = part_of_publish_key(receipt.key)
+    what = _what_became_of_one(receipt)
+    return f"part {part} {what}" if part > 1 else what
+
+
+def _what_became_of_one(receipt: EffectRow) -> str:
     if receipt.state == EffectState.SUCCEEDED:
         return f"published as {receipt.external_id}"
     if receipt.state == EffectState.IN_FLIGHT:

@@ -31,7 +31,7 @@ from core.post_body import PostBody
 from core.publishing.lookup_proof import publish_payload, publish_spec
 from core.publishing.platforms.bluesky import BlueskyPublisher
 from core.publishing.post_checks import take_up_publications
-from core.publishing.targets import published_links
+from core.publishing.targets import frozen_text, published_links
 from core.setup.config import BlueskyTarget
 from core.states import EffectState, RunState
 from core.store.leases import lease_now
@@ -300,6 +300,9 @@ def test_a_mastodon_part_whose_answer_was_lost_is_found_in_its_place_not_sent_tw
     mastodon.script("create", social.accept(), social.accept_then_drop())
     assert world.service().publish_run(RUN).outcome == PublishOutcome.UNCERTAIN
     assert len(mastodon.statuses_of()) == 2
+    with world.store.read() as session:  # Edit is refused naming the target once, by its part
+        said = frozen_text(session, KEY) or ""
+    assert said.count(mastodon_target(mastodon)) == 1 and "part 2 sent, outcome unknown" in said
     assert world.service("w2").publish_run(RUN).outcome == PublishOutcome.PUBLISHED
     assert_a_mastodon_thread(mastodon)
     assert len(mastodon.requests_to("/api/v1/statuses", "POST")) == 4  # part 2 found, not re-sent
