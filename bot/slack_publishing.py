@@ -1,6 +1,7 @@
 """Slack as a destination (`publish = { to = "slack", channel = … }`) and as the alert
 channel. Publications carry metadata with their effect key, so a post whose outcome was
-unknown is found in the channel history before anything is sent again.
+unknown is found in the channel history before anything is sent again. A thread's later
+parts are replies in the first message's thread (docs/design.md §31).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from bot.blocks import DRAFT_TEXT_BUDGET
 from bot.mrkdwn import escape_mrkdwn
 from bot.slack_surface import SlackChannels
 from core.errors import EffectNotSent, LookupUnavailable, ReadRefused
+from core.policies import ThreadStyle
 from core.ports import (
     Fit,
     MessageRef,
@@ -35,6 +37,10 @@ alert_log = logging.getLogger("galley.alert")
 
 
 class SlackChannelPublisher:
+    # a thread's later parts are replies in the first message's thread, each its own
+    # effect and receipt, found again by its key among the thread's replies
+    thread_style = ThreadStyle.PART_BY_PART
+
     def __init__(self, channels: SlackChannels, channel: str) -> None:
         self.channels = channels
         self.channel = channel
@@ -48,10 +54,21 @@ class SlackChannelPublisher:
             message = publication_message(publication.text, publication.effect_key)
         except MessageTooLong as exc:  # refused before sending: repeating cannot help
             raise EffectNotSent(str(exc), permanent=True) from exc
+        place = publication.reply_to
+        if place is not None:
+            message["thread_ts"] = place.root
         return self.channels.post(self.channel, **message).ts
 
     def lookup(self, query: PostQuery) -> str | None:
-        found = self.channels.find(self.channel, PUBLISH_EVENT_TYPE, "effect_key", query.effect_key)
+        if query.reply_to is not None:
+            thread = MessageRef(self.channel, query.reply_to.root)
+            found = self.channels.find_in_thread(
+                thread, PUBLISH_EVENT_TYPE, "effect_key", query.effect_key
+            )
+        else:
+            found = self.channels.find(
+                self.channel, PUBLISH_EVENT_TYPE, "effect_key", query.effect_key
+            )
         return None if found is None else found.ts
 
     def link(self, external_id: str) -> str | None:

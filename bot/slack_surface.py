@@ -134,6 +134,32 @@ class SlackChannels:
             raise LookupUnavailable(f"conversations.history failed: {exc}") from exc
         raise LookupUnavailable(f"not in the newest {HISTORY_PAGES * 200} messages")
 
+    def find_in_thread(
+        self, ref: MessageRef, event_type: str, field: str, value: str
+    ) -> MessageRef | None:
+        """A reply in `ref`'s thread carrying this metadata (`conversations.replies`: the
+        parent, then the replies oldest first); None if clearly absent."""
+        cursor: str | None = None
+        try:
+            for _ in range(HISTORY_PAGES):
+                page = self.client.conversations_replies(
+                    channel=ref.channel,
+                    ts=ref.ts,
+                    limit=200,
+                    include_all_metadata=True,
+                    cursor=cursor,
+                )
+                messages: list[dict[str, Any]] = page.get("messages") or []
+                for message in messages:
+                    if _carries(message, event_type, field, value):
+                        return MessageRef(ref.channel, str(message["ts"]))
+                cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
+                if not cursor:
+                    return None
+        except (SlackApiError, urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+            raise LookupUnavailable(f"conversations.replies failed: {exc}") from exc
+        raise LookupUnavailable(f"not in the first {HISTORY_PAGES * 200} replies")
+
     def message_at(self, channel: str, ts: str) -> dict[str, Any] | None:
         """The message posted at `ts` (with its reactions and reply count); None when the
         channel no longer holds it (deleted). LookupUnavailable when Slack cannot say."""

@@ -218,18 +218,42 @@ def redraft_key(draft: str, revision: int) -> str:
 PUBLISH_MARK = "|publish:"
 
 
+PART_MARK = "|part:"  # a thread's later part: `<draft>|publish:<target>|part:2`
+
+
 def publish_effect_key(draft: str, target: str) -> str:
     return f"{draft}{PUBLISH_MARK}{target}"
 
 
+def publish_part_key(draft: str, target: str, part: int) -> str:
+    """The effect key of a thread's `part` (1-based) on `target` (docs/design.md §31): the
+    first part keeps the target's own key, so every receipt made before threads existed
+    stays valid; a later part adds a readable `|part:N`."""
+    if part < 1:
+        raise ValueError(f"thread parts count from 1, not {part}")
+    first = publish_effect_key(draft, target)
+    return first if part == 1 else f"{first}{PART_MARK}{part}"
+
+
+def part_of_publish_key(key: str) -> int:
+    """Which part of its thread a publish effect key names: 1 for a target's own key."""
+    head, mark, part = key.rpartition(PART_MARK)
+    return int(part) if mark and PUBLISH_MARK in head and part.isdigit() else 1
+
+
+def _without_part(key: str) -> str:
+    head, mark, part = key.rpartition(PART_MARK)
+    return head if mark and PUBLISH_MARK in head and part.isdigit() else key
+
+
 def draft_of_publish_key(key: str) -> str:
-    """The draft key inside a publish effect key (`<draft>|publish:<target>`)."""
-    return key.rpartition(PUBLISH_MARK)[0]
+    """The draft key inside a publish effect key (`<draft>|publish:<target>[|part:N]`)."""
+    return _without_part(key).rpartition(PUBLISH_MARK)[0]
 
 
 def target_of_publish_key(key: str) -> str:
-    """The target id inside a publish effect key (`<draft>|publish:<target>`)."""
-    return key.rpartition(PUBLISH_MARK)[2]
+    """The target id inside a publish effect key (`<draft>|publish:<target>[|part:N]`)."""
+    return _without_part(key).rpartition(PUBLISH_MARK)[2]
 
 
 def platform_of_target(target: str) -> str:
@@ -251,6 +275,18 @@ def slack_channel_of_publish_key(key: str) -> str:
     return (
         target.removeprefix(SLACK_TARGET_PREFIX) if target.startswith(SLACK_TARGET_PREFIX) else ""
     )
+
+
+MANUAL_PROOF = "manual:"  # a receipt a person marked published: no post id is known
+
+
+def manual_proof(actor: str) -> str:
+    """The external id of a publication a person marked published (`manual:U0ADMIN`)."""
+    return f"{MANUAL_PROOF}{actor}"
+
+
+def is_manual_proof(external_id: str) -> bool:
+    return external_id.startswith(MANUAL_PROOF)
 
 
 def parse_run_id(run: str) -> tuple[str, datetime, int]:
@@ -298,6 +334,16 @@ def bluesky_record_key(effect_key: str) -> str:
         chars.append(TID_ALPHABET[value & 31])
         value >>= 5
     return "".join(reversed(chars))
+
+
+def bluesky_part_record_key(effect_key: str, part: int) -> str:
+    """The record key of a thread's `part` (1-based) published under the target's effect
+    key: the first part's is `bluesky_record_key(effect_key)` itself, each later one that
+    of the part's own key, so a second attempt names the same records (docs/design.md §31)."""
+    if part == 1:
+        return bluesky_record_key(effect_key)
+    draft, target = draft_of_publish_key(effect_key), target_of_publish_key(effect_key)
+    return bluesky_record_key(publish_part_key(draft, target, part))
 
 
 def tid_time(tid: str) -> datetime:

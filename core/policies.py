@@ -267,6 +267,15 @@ class PublishOutcome(StrEnum):
     NOT_READY = "not_ready"  # nothing to publish for this run
 
 
+class ThreadStyle(StrEnum):
+    """How a destination publishes a thread (docs/design.md §31): the whole thread in one
+    call (Bluesky's applyWrites: all parts or none), or part after part, each its own
+    effect replying to the one before (Mastodon, a Slack channel)."""
+
+    ONE_CALL = "one_call"
+    PART_BY_PART = "part_by_part"
+
+
 class Finding(StrEnum):
     """What a person found at the destination of an uncertain publication."""
 

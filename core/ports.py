@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
-from core.policies import AlertKind, Backpressure
+from core.policies import AlertKind, Backpressure, ThreadStyle
 from core.post_body import ImageRef
 
 
@@ -258,11 +258,22 @@ class Publication:
     approved_at: datetime
     replies: tuple[str, ...] = ()
     images: tuple[ImageRef, ...] = ()
+    reply_to: ThreadPlace | None = None  # a later part sent alone: where it goes
 
     @property
     def parts(self) -> tuple[str, ...]:
         """Every part of the thread, the first one first."""
         return (self.text, *self.replies)
+
+
+@dataclass(frozen=True)
+class ThreadPlace:
+    """Where a thread's later part is published (docs/design.md §31): the destination's
+    ids of the part before it (Mastodon's `in_reply_to_id`) and of the first part (Slack's
+    `thread_ts`), each read from that part's receipt."""
+
+    parent: str
+    root: str
 
 
 def _nothing_taken(external_id: str) -> bool:
@@ -282,6 +293,7 @@ class PostQuery:
     text: str
     since: datetime
     taken: Callable[[str], bool] = _nothing_taken
+    reply_to: ThreadPlace | None = None  # a thread's later part: looked for in its thread
 
 
 @dataclass(frozen=True)
@@ -329,6 +341,17 @@ class Publisher(Protocol):
     def fit(self, text: str) -> Fit | None:
         """`text` measured against this destination's limit; None when it has none."""
         ...
+
+
+@runtime_checkable
+class ThreadPublisher(Protocol):
+    """A destination that publishes threads (docs/design.md §31). ONE_CALL: `publish`
+    takes the whole thread (`Publication.replies`) and its receipt proves every part.
+    PART_BY_PART: `publish` is called once per part, a later part with `reply_to` set.
+    A publisher without `thread_style` takes no thread: a version of several parts is
+    refused for it, never split into unrelated posts."""
+
+    thread_style: ThreadStyle
 
 
 @dataclass(frozen=True)

@@ -225,7 +225,7 @@ class AlertService:
                 )
                 .order_by(col(EffectRow.created_at))
             ).all()
-        return [target_of_publish_key(key) for key in keys]
+        return list(dict.fromkeys(target_of_publish_key(key) for key in keys))  # a thread: once
 
     def _alert_key(self, run: RunRow, now: datetime) -> str:
         """One key per episode (the run's state since it entered it), and one per reminder

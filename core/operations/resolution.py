@@ -13,11 +13,11 @@ from datetime import datetime
 from sqlmodel import Session, col, select
 
 from core.errors import UnknownRun
-from core.identity import publish_effect_key
+from core.identity import manual_proof
 from core.models import DraftRow, EffectRow, RunRow
 from core.policies import DecisionKind, EffectStep, FailReason, Finding
 from core.ports import Clock
-from core.publishing.targets import REOPENED, all_published
+from core.publishing.targets import REOPENED, all_published, receipt_keys
 from core.setup.config import Config
 from core.states import DraftState, EffectState, RunState, run_may_move
 from core.store.engine import Store
@@ -46,7 +46,7 @@ class Resolver:
             run, draft, effects = found
             now = self.clock.now()
             for effect in effects:
-                effect.external_id = f"manual:{actor}"
+                effect.external_id = manual_proof(actor)
                 effect.result = json.dumps({"resolved_by": actor})
                 move_effect(
                     session, effect, EffectState.SUCCEEDED, actor=actor, at=now, run_id=run_id
@@ -92,7 +92,9 @@ class Resolver:
         """A publication the destination refused: known not to have happened, so its
         receipt is failed already and the publish pass may act once more."""
         draft = lock_draft_of(session, run)
-        effects = [e for e in (lock_effect(session, k) for k in self._publish_keys(run)) if e]
+        effects = [
+            e for e in (lock_effect(session, k) for k in self._publish_keys(session, run)) if e
+        ]
         if draft is None or draft.state != DraftState.APPROVED:
             return (
                 f"`{run.id}`'s draft is {draft.state if draft else 'missing'}: nothing to publish."
@@ -173,7 +175,7 @@ class Resolver:
             return []
         reopened = [
             e
-            for e in (lock_effect(session, key) for key in self._publish_keys(run))
+            for e in (lock_effect(session, key) for key in self._publish_keys(session, run))
             if e is not None
             and e.state == EffectState.FAILED
             and (e.detail or "").startswith(REOPENED)
@@ -239,7 +241,7 @@ class Resolver:
         outcome is unknown), locked, if the run is uncertain; otherwise a sentence saying
         why there is nothing to settle."""
         run = _known_run(session, run_id)
-        keys = self._publish_keys(run)
+        keys = self._publish_keys(session, run)
         if run.state != RunState.UNCERTAIN or not keys:
             return f"`{run_id}` is {run.state}, not uncertain: nothing to settle."
         draft = lock_draft_of(session, run)  # run, draft, then effect: core/store/rows.py
@@ -254,12 +256,13 @@ class Resolver:
         run = _known_run(session, run_id)
         return run, lock_draft_of(session, run)
 
-    def _publish_keys(self, run: RunRow) -> list[str]:
-        """The publish effect key of each target of the run's recipe, in its order."""
+    def _publish_keys(self, session: Session, run: RunRow) -> list[str]:
+        """The publish effect key of each target of the run's recipe, in its order, each
+        with its thread's later parts (docs/design.md §31)."""
         recipe = self.config.recipes.get(run.recipe)
         if recipe is None or run.draft_key is None:
             return []
-        return [publish_effect_key(run.draft_key, target.target) for target in recipe.targets]
+        return receipt_keys(session, recipe, run.draft_key)
 
 
 def _resolution(draft: DraftRow | None) -> Decided:

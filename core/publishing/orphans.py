@@ -12,11 +12,11 @@ from sqlmodel import Session
 
 from core.errors import LookupUnavailable
 from core.failpoints import Failpoint, failpoint
-from core.identity import publish_effect_key
+from core.identity import target_of_publish_key
 from core.models import RunRow
 from core.policies import EffectOutcome, PublishOutcome
 from core.ports import Clock, PostQuery, Publisher
-from core.publishing.lookup_proof import post_query, publish_spec
+from core.publishing.lookup_proof import part_text, post_query, sent_from, stored_spec
 from core.publishing.queue import OrphanedSend
 from core.publishing.results import PublishResult
 from core.publishing.targets import all_published, found_at
@@ -43,17 +43,14 @@ class OrphanSettler:
         if recipe is None or recipe.publish is None:
             return None  # no destination left to ask
         publisher = next(
-            (
-                p
-                for p in publishers
-                if publish_effect_key(send.draft_key, p.target) == send.effect_key
-            ),
+            (p for p in publishers if target_of_publish_key(send.effect_key) == p.target),
             None,
         )
         if publisher is None:
             return None  # the recipe publishes elsewhere now
         try:
-            fallback = PostQuery(send.effect_key, send.text, send.since)
+            stored = sent_from(self.store, send.effect_key) or send.text
+            fallback = PostQuery(send.effect_key, part_text(stored, send.effect_key), send.since)
             query = post_query(self.store, send.effect_key, fallback)  # the text it was sent with
             probe = found_at(publisher, query)  # before anything is written
         except LookupUnavailable:
@@ -73,7 +70,7 @@ class OrphanSettler:
             noted.append(found)
 
         done = self.ledger.settle_by_lookup(
-            publish_spec(recipe, publisher.target, send.draft_key, query.text, send.run_id),
+            stored_spec(recipe, send.effect_key, send.draft_key, stored, send.run_id),
             lambda: probe or found_at(publisher, query),  # absent: ask again, holding it
             not_sent=ORPHAN_NOT_SENT,
             record=note,

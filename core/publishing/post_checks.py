@@ -18,7 +18,12 @@ import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from core.failpoints import Failpoint, failpoint
-from core.identity import recipe_of_run, run_of_draft_key, target_of_publish_key
+from core.identity import (
+    part_of_publish_key,
+    recipe_of_run,
+    run_of_draft_key,
+    target_of_publish_key,
+)
 from core.models import PUBLISHED_RECEIPT, EffectRow, PostCheckRow, PostReadingRow
 from core.policies import PostCheck
 from core.ports import PostCounts
@@ -100,8 +105,8 @@ def take_up_publications(
     receipts = [r for r in recent if r.key not in taken][:TAKE_UP_BATCH]
     made = 0
     for receipt in receipts:
-        if not receipt.external_id:
-            continue
+        if not receipt.external_id or part_of_publish_key(receipt.key) > 1:
+            continue  # a thread is read back and counted by its first post
         recipe = recipe_of_run(run_of_draft_key(receipt.draft_key))
         made += insert_ignore(
             session,

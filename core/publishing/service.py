@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import TypeVar
 
 from sqlmodel import Session
@@ -47,6 +48,7 @@ from core.publishing.targets import (
     renamed_target,
     verdict,
 )
+from core.publishing.threads import proof_of_version, publish_version
 from core.setup.config import Config, Recipe
 from core.slots.publish_time import approval_stale, not_yet
 from core.states import DraftState, RunState, run_may_move
@@ -123,32 +125,46 @@ class PublishingService:
             key = publish_effect_key(approved.draft_key, publisher.target)
             publication = shaped_for(replace(approved, effect_key=key), publisher.target)
             renamed = self._renamed(publication, publisher, [p.target for p in publishers])
-            performed = renamed or self._publish_to(recipe, publisher, publication, run_id)
+            performed = renamed or publish_version(
+                publisher, publication, partial(self._publish_to, recipe, publisher, run_id=run_id)
+            )
             done.append(TargetDone(publisher.target, performed))
             if performed.outcome == EffectOutcome.REFUSED:
                 break  # cancelled, or sent back to review: no other target may go either
         return self._after(run_id, verdict(done, stale=NOT_SENT_STALE))
 
     def _publish_to(
-        self, recipe: Recipe, publisher: Publisher, publication: Publication, run_id: str
+        self,
+        recipe: Recipe,
+        publisher: Publisher,
+        version: Publication,
+        publication: Publication,
+        *,
+        run_id: str,
     ) -> Performed:
-        """One target, looked up first, sent at most once; its receipt keeps the public URL."""
-        spec = publish_spec(
-            recipe, publisher.target, publication.draft_key, publication.text, run_id
-        )
+        """One effect (a target, or one part of its thread: `publication` is what is sent,
+        `version` the target's whole version under its key, for the receipt's payload),
+        looked up first, sent at most once; its receipt keeps the public URL."""
+        spec = publish_spec(recipe, version, run_id)
 
         def send() -> Proof:
             failpoint(Failpoint.BEFORE_PUBLISH_CALL)
             external_id = publisher.publish(publication)
             # sent, not yet recorded: the lookup must find it
             failpoint(Failpoint.AFTER_PUBLISH_CALL)
-            return proof_of(publisher, external_id)
+            proof = proof_of_version(proof_of(publisher, external_id), publisher, publication)
+            assert proof is not None
+            return proof
+
+        def lookup() -> Proof | None:
+            found = found_at(publisher, self._query(publication))
+            return proof_of_version(found, publisher, publication)
 
         try:
             return self.ledger.perform(
                 spec,
                 send,
-                lookup=lambda: found_at(publisher, self._query(publication)),
+                lookup=lookup,
                 may_act=lambda session, _now: self._may_send(session, recipe, run_id, publication),
                 look_first=True,  # a restored database has no receipt: the destination knows
             )
@@ -173,7 +189,12 @@ class PublishingService:
 
     def _query(self, publication: Publication) -> PostQuery:
         """The look-up of this target's receipt: what it was sent with, since when."""
-        fallback = PostQuery(publication.effect_key, publication.text, publication.approved_at)
+        fallback = PostQuery(
+            publication.effect_key,
+            publication.text,
+            publication.approved_at,
+            reply_to=publication.reply_to,
+        )
         return post_query(self.store, publication.effect_key, fallback)
 
     def _may_send(

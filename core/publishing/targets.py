@@ -14,10 +14,19 @@ from typing import Any
 from sqlmodel import Session, col, select
 
 from core.errors import EffectNotSent, LookupUnavailable
-from core.identity import platform_of_target, publish_effect_key, target_of_publish_key
-from core.models import EffectRow
+from core.identity import (
+    part_of_publish_key,
+    platform_of_target,
+    publish_effect_key,
+    publish_part_key,
+    target_of_publish_key,
+)
+from core.models import DraftRow, EffectRow
 from core.policies import EffectOutcome, EffectStep, PublishOutcome
 from core.ports import PostQuery, PublishedLink, Publisher
+from core.post_body import BodyUnreadable
+from core.publishing.lookup_proof import version_of
+from core.publishing.threads import WHOLE_THREAD
 from core.setup.config import Recipe
 from core.states import EffectState
 from core.store.effects import Performed, Proof
@@ -140,7 +149,7 @@ def published_links(session: Session, draft_keys: Sequence[str]) -> dict[str, li
     links: dict[str, list[PublishedLink]] = {}
     for receipt in receipts:
         url = public_url(receipt.result)
-        if url is not None:
+        if url is not None and part_of_publish_key(receipt.key) == 1:  # a thread: its first
             target = target_of_publish_key(receipt.key)
             links.setdefault(receipt.draft_key, []).append(PublishedLink(target, url))
     return links
@@ -148,13 +157,48 @@ def published_links(session: Session, draft_keys: Sequence[str]) -> dict[str, li
 
 def all_published(session: Session, recipe: Recipe, draft_key: str, proven: str = "") -> bool:
     """Every target of the recipe has a succeeded publish receipt for the draft (each
-    locked, in target order), `proven` counting as one (its proof is being recorded):
-    only then is the draft `published` (docs/design.md §24)."""
-    keys = [publish_effect_key(draft_key, target.target) for target in recipe.targets]
-    receipts = [(key, lock_effect(session, key)) for key in keys]
-    return bool(keys) and all(
+    locked, in target order), `proven` counting as one (its proof is being recorded), and
+    so has every later part of a thread published part after part: only then is the draft
+    `published` (docs/design.md §24, §31). A thread's first receipt whose one call sent the
+    whole thread (`WHOLE_THREAD`) answers for all its parts; one without that mark (a
+    person marked it published) needs its parts' receipts, or the next pass settles it."""
+    receipts: list[tuple[str, EffectRow | None]] = []
+    for key in receipt_keys(session, recipe, draft_key):
+        if part_of_publish_key(key) > 1 and _whole_thread(receipts[-1][1]):
+            receipts.append(receipts[-1])  # the first part's receipt answers for this one
+            continue
+        receipts.append((key, lock_effect(session, key)))
+    return bool(receipts) and all(
         key == proven or (r is not None and r.state == EffectState.SUCCEEDED) for key, r in receipts
     )
+
+
+def receipt_keys(session: Session, recipe: Recipe, draft_key: str) -> list[str]:
+    """The publish effect key of each target of the recipe, in its order, each followed
+    by its thread's later parts' keys (as many as the draft's version for it has)."""
+    draft = session.get(DraftRow, draft_key)
+    stored = "" if draft is None or draft.text is None else draft.text
+    keys: list[str] = []
+    for target in recipe.targets:
+        parts = _parts(stored, target.target)
+        keys += [publish_part_key(draft_key, target.target, n) for n in range(1, parts + 1)]
+    return keys
+
+
+def _parts(stored: str, target: str) -> int:
+    try:
+        return len(version_of(stored, target)[0])
+    except BodyUnreadable:
+        return 1
+
+
+def _whole_thread(receipt: EffectRow | None) -> bool:
+    if receipt is None or not receipt.result:
+        return False
+    try:
+        return bool(json.loads(receipt.result).get(WHOLE_THREAD))
+    except (ValueError, AttributeError):
+        return False
 
 
 REOPENED = "reopened by a retry"
@@ -201,7 +245,10 @@ def frozen_text(session: Session, draft_key: str) -> str | None:
     begun = sends_begun(session, draft_key)
     if not begun:
         return None
-    said = ", ".join(f"{target_of_publish_key(r.key)} ({_what_became(r)})" for r in begun)
+    latest: dict[str, EffectRow] = {}  # a thread: each target by its furthest part begun
+    for receipt in sorted(begun, key=lambda r: part_of_publish_key(r.key)):
+        latest[target_of_publish_key(receipt.key)] = receipt
+    said = ", ".join(f"{target} ({_what_became(r)})" for target, r in latest.items())
     return (
         f"Publishing has begun: {said}. The text cannot change now, or the targets would "
         "carry different posts; approve it as it is, or cancel the run."
@@ -209,6 +256,12 @@ def frozen_text(session: Session, draft_key: str) -> str | None:
 
 
 def _what_became(receipt: EffectRow) -> str:
+    part = part_of_publish_key(receipt.key)
+    what = _what_became_of_one(receipt)
+    return f"part {part} {what}" if part > 1 else what
+
+
+def _what_became_of_one(receipt: EffectRow) -> str:
     if receipt.state == EffectState.SUCCEEDED:
         return f"published as {receipt.external_id}"
     if receipt.state == EffectState.IN_FLIGHT:

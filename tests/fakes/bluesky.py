@@ -10,9 +10,12 @@ text over 300 graphemes is ``400 InvalidRequest`` in the lexicon's words; access
 are HS256 JWTs; `createSession` is rate-limited per account (`session_limit`); access
 tokens expire (`access_seconds`, or `expire_sessions()` at once) and are refreshed with
 `refreshSession`: a refresh token used once still answers for a grace period, with the
-same next refresh token. Posts are counted per account (DID). The answers it shares with
-the reference `@atproto/pds` (0.6.x, through `@atproto/dev-env` 0.6.7) are checked against
-it, request for request, in tests/publishing/test_real_pds_contract.py.
+same next refresh token. Posts are counted per account (DID). `applyWrites` (creates) is
+atomic: one refused write and nothing is written; records are named by their real CIDs
+(dag-cbor, sha-256), so a client's strong references can be checked against them. The
+answers it shares with the reference `@atproto/pds` (0.6.x, through `@atproto/dev-env`
+0.6.7) are checked against it, request for request, in
+tests/publishing/test_real_pds_contract.py.
 
 In-process: ``with FakeBluesky() as fake: fake.script("create", accept_then_drop())``.
 Separate process (first stdout line is the URL)::
@@ -47,6 +50,9 @@ BARE_500 = {"error": "InternalServerError", "message": "Internal Server Error"}
 UNVERIFIED = {"error": "InvalidToken", "message": "Token could not be verified"}
 REVOKED = {"error": "ExpiredToken", "message": "Token has been revoked"}
 REFRESH_GRACE = 2 * 3600.0  # a used refresh token answers this long (the PDS's own grace)
+MAX_WRITES = 200  # writes one applyWrites takes
+CREATE_WRITE = "com.atproto.repo.applyWrites#create"
+CREATE_RESULT = "com.atproto.repo.applyWrites#createResult"
 
 
 def rate_limited(reset_in: int = 300) -> Action:
@@ -143,6 +149,7 @@ class FakeBluesky(social.SocialFake):
             ("POST", "com.atproto.server.createSession"): ("session", self._create_session),
             ("POST", "com.atproto.server.refreshSession"): ("session", self._refresh_session),
             ("POST", "com.atproto.repo.createRecord"): ("create", self._create_record),
+            ("POST", "com.atproto.repo.applyWrites"): ("create", self._apply_writes),
             ("GET", "com.atproto.repo.getRecord"): ("read", self._get_record),
             ("GET", "app.bsky.feed.getPosts"): ("counts", self._get_posts),
         }
@@ -254,53 +261,95 @@ class FakeBluesky(social.SocialFake):
         if did_of(handle) != who:
             message = "Authentication Required"
             return 401, {"error": "AuthenticationRequired", "message": message}, {}
-        if body.get("collection") != POST_COLLECTION:
-            return 400, {"error": "InvalidRequest", "message": "Unsupported collection"}, {}
-        record = body.get("record")
-        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
-            return 400, {"error": "InvalidRequest", "message": "Record/text is required"}, {}
-        text = record["text"]
-        invalid = f"Invalid {POST_COLLECTION} record: "  # the lexicon's words, as the PDS says them
-        if _graphemes(text) > MAX_GRAPHEMES:
-            count = _graphemes(text)
-            message = f"grapheme too big (maximum {MAX_GRAPHEMES}, got {count}) at $.record.text"
-            return 400, {"error": "InvalidRequest", "message": invalid + message}, {}
-        if len(text.encode()) > MAX_BYTES:
-            message = f"string too long (maximum {MAX_BYTES}) at $.record.text"
-            return 400, {"error": "InvalidRequest", "message": invalid + message}, {}
         rkey = body.get("rkey") or _tid_now()
-        if not TID_PATTERN.match(str(rkey)):
-            got = json.dumps(rkey)
-            message = (
-                f"Invalid record key for {POST_COLLECTION}: Invalid TID string (got {got}) at $"
-            )
-            return 400, {"error": "InvalidRequest", "message": message}, {}
+        refused = _refusal(body.get("collection"), body.get("record"), rkey, "$.record")
+        if refused is not None:
+            return refused
         call.pause()
-        uri = f"at://{who}/{POST_COLLECTION}/{rkey}"
         with self._lock:  # one repo commit at a time: the key check and the write are atomic
-            if self._any(lambda p: p["owner"] == who and p["rkey"] == rkey) is not None:
+            if self._taken(who, [rkey]):
                 return 500, dict(BARE_500), {}
-            facets = record.get("facets") or []
-            mentions = [
-                feature
-                for facet in facets
-                for feature in facet.get("features", [])
-                if feature.get("$type") == MENTION_TYPE
-            ]
-            cid = "bafyrei" + hashlib.sha256(json.dumps(record).encode()).hexdigest()[:40]
-            post = {
-                "owner": who,
-                "handle": handle,
-                "rkey": rkey,
-                "uri": uri,
-                "cid": cid,
-                "record": record,
-                "text": text,
-                "mentions": mentions,
-            }
-            self._add_post(post, held=call.held)
-        commit = {"cid": cid, "rev": _tid_now()}
-        return 200, {"uri": uri, "cid": cid, "commit": commit, "validationStatus": "valid"}, {}
+            post = self._store(who, handle, rkey, body["record"], held=call.held)
+        commit = {"cid": post["cid"], "rev": _tid_now()}
+        answer = {"uri": post["uri"], "cid": post["cid"], "commit": commit}
+        return 200, answer | {"validationStatus": "valid"}, {}
+
+    def _apply_writes(self, call: Call) -> Reply:
+        """`com.atproto.repo.applyWrites`, creates only, atomic as the reference PDS's
+        (`@atproto/pds` api/com/atproto/repo/applyWrites.ts): every write is validated
+        first (a record the lexicon refuses is `400 InvalidRequest` naming
+        `$.writes[i]`), then one commit writes them all; a record key that exists fails
+        the commit in the repository's MST, which the PDS answers as a bare 500. Either
+        way nothing is written."""
+        who = self._authorised(call)
+        if not isinstance(who, str):
+            return who
+        body = call.body if isinstance(call.body, dict) else {}
+        handle = self._handle_of(str(body.get("repo", "")))
+        if handle is None or did_of(handle) != who:
+            return (
+                401,
+                {"error": "AuthenticationRequired", "message": "Authentication Required"},
+                {},
+            )
+        writes = body.get("writes")
+        if not isinstance(writes, list) or not writes:
+            return 400, {"error": "InvalidRequest", "message": "Input/writes is required"}, {}
+        if len(writes) > MAX_WRITES:
+            message = f"Too many writes. Max: {MAX_WRITES}"
+            return 400, {"error": "InvalidRequest", "message": message}, {}
+        creates: list[tuple[str, dict[str, Any]]] = []
+        for i, write in enumerate(writes):
+            if not isinstance(write, dict) or write.get("$type") != CREATE_WRITE:
+                kind = write.get("$type") if isinstance(write, dict) else write
+                return (
+                    400,
+                    {"error": "InvalidRequest", "message": f"Action not supported: {kind}"},
+                    {},
+                )
+            rkey = write.get("rkey") or _tid_now()
+            at = f"$.writes[{i}].value"
+            refused = _refusal(write.get("collection"), write.get("value"), rkey, at)
+            if refused is not None:
+                return refused
+            creates.append((str(rkey), write["value"]))
+        call.pause()
+        with self._lock:  # one commit: every key checked, then every record written
+            rkeys = [rkey for rkey, _ in creates]
+            if self._taken(who, rkeys) or len(set(rkeys)) != len(rkeys):
+                return 500, dict(BARE_500), {}
+            posts = [self._store(who, handle, k, record, held=call.held) for k, record in creates]
+        results = [
+            {"$type": CREATE_RESULT, "uri": p["uri"], "cid": p["cid"], "validationStatus": "valid"}
+            for p in posts
+        ]
+        return 200, {"commit": {"cid": posts[-1]["cid"], "rev": _tid_now()}, "results": results}, {}
+
+    def _taken(self, who: str, rkeys: list[str]) -> bool:
+        return self._any(lambda p: p["owner"] == who and p["rkey"] in rkeys) is not None
+
+    def _store(
+        self, who: str, handle: str, rkey: str, record: dict[str, Any], *, held: bool
+    ) -> dict[str, Any]:
+        """One record written (under the lock), with the CID a PDS gives it."""
+        facets = record.get("facets") or []
+        mentions = [
+            feature
+            for facet in facets
+            for feature in facet.get("features", [])
+            if feature.get("$type") == MENTION_TYPE
+        ]
+        post = {
+            "owner": who,
+            "handle": handle,
+            "rkey": rkey,
+            "uri": f"at://{who}/{POST_COLLECTION}/{rkey}",
+            "cid": record_cid(record),
+            "record": record,
+            "text": record["text"],
+            "mentions": mentions,
+        }
+        return self._add_post(post, held=held)
 
     def _get_record(self, call: Call) -> Reply:
         params = call.params()
@@ -328,6 +377,39 @@ class FakeBluesky(social.SocialFake):
             return 400, {"error": "InvalidRequest", "message": message}, {}
         posts = {p["uri"]: p for p in self._visible(lambda p: p["uri"] in uris)}
         return 200, {"posts": [_post_view(posts[u]) for u in uris if u in posts]}, {}
+
+
+def record_cid(record: dict[str, Any]) -> str:
+    """What a PDS names a record by: CIDv1 (0x01), dag-cbor (0x71), sha2-256 (0x12, 32
+    bytes) of the record's DAG-CBOR encoding, base32 lower-case with the `b` prefix."""
+    import libipld
+
+    digest = hashlib.sha256(libipld.encode_dag_cbor(record)).digest()
+    raw = bytes([0x01, 0x71, 0x12, 0x20]) + digest
+    return "b" + base64.b32encode(raw).decode().lower().rstrip("=")
+
+
+def _refusal(collection: Any, record: Any, rkey: Any, at: str) -> Reply | None:
+    """Why a PDS refuses one record before any write: the lexicon's own words, as the
+    reference PDS says them (prefixed with the record type)."""
+    if collection != POST_COLLECTION:
+        return 400, {"error": "InvalidRequest", "message": "Unsupported collection"}, {}
+    if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+        return 400, {"error": "InvalidRequest", "message": "Record/text is required"}, {}
+    text = record["text"]
+    invalid = f"Invalid {POST_COLLECTION} record: "
+    count = _graphemes(text)
+    if count > MAX_GRAPHEMES:
+        message = f"grapheme too big (maximum {MAX_GRAPHEMES}, got {count}) at {at}.text"
+        return 400, {"error": "InvalidRequest", "message": invalid + message}, {}
+    if len(text.encode()) > MAX_BYTES:
+        message = f"string too long (maximum {MAX_BYTES}) at {at}.text"
+        return 400, {"error": "InvalidRequest", "message": invalid + message}, {}
+    if not TID_PATTERN.match(str(rkey)):
+        got = json.dumps(rkey)
+        message = f"Invalid record key for {POST_COLLECTION}: Invalid TID string (got {got}) at $"
+        return 400, {"error": "InvalidRequest", "message": message}, {}
+    return None
 
 
 def _post_view(post: dict[str, Any]) -> dict[str, Any]:

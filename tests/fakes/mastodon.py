@@ -202,12 +202,26 @@ class FakeMastodon(social.SocialFake):
             )
         if visibility not in VISIBILITIES:
             return 422, {"error": "Validation failed: Visibility is not included in the list"}, {}
+        parent = self._thread_of(body.get("in_reply_to_id"))
+        if isinstance(parent, tuple):
+            return parent
         call.pause()  # Mastodon's window: the key is looked up here, written after the insert
-        status = self._create(account, text, visibility, held=call.held)
+        status = self._create(account, text, visibility, held=call.held, parent=parent)
         if key:
             with self._lock:
                 self._keys[(account["id"], key)] = (status["id"], time.time())
         return 200, status, {}
+
+    def _thread_of(self, in_reply_to_id: Any) -> dict[str, Any] | Reply | None:
+        """The status replied to, as StatusesController#set_thread finds it: absent or
+        deleted is `404` in Mastodon's words."""
+        if not in_reply_to_id:
+            return None
+        [found] = self._visible(lambda p: p["id"] == str(in_reply_to_id)) or [None]
+        if found is None:
+            message = "The post you are trying to reply to does not appear to exist."
+            return 404, {"error": message}, {}
+        return found
 
     def _remembered(self, account_id: str, key: str | None) -> dict[str, Any] | None:
         if not key:
@@ -219,7 +233,13 @@ class FakeMastodon(social.SocialFake):
         return self._any(lambda p: p["id"] == found[0])
 
     def _create(
-        self, account: dict[str, Any], text: str, visibility: str, *, held: bool
+        self,
+        account: dict[str, Any],
+        text: str,
+        visibility: str,
+        *,
+        held: bool,
+        parent: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         now = datetime.now(UTC)
         snowflake = (int(now.timestamp() * 1000) << 16) | (next(self._sequence) & 0xFFFF)
@@ -237,6 +257,8 @@ class FakeMastodon(social.SocialFake):
             "url": f"{self.url}/@{account['username']}/{status_id}",
             "uri": f"{self.url}/users/{account['username']}/statuses/{status_id}",
             "reblog": None,
+            "in_reply_to_id": None if parent is None else parent["id"],
+            "in_reply_to_account_id": None if parent is None else parent["owner"],
             "mentions": mentions,
             "sensitive": False,
             "spoiler_text": "",

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from slack_sdk import WebClient
@@ -27,8 +27,8 @@ from core.drafting.anthropic_drafter import AnthropicDrafter
 from core.models import DraftRow, EffectRow, EventRow, RunRow
 from core.operations.alerts import AlertService
 from core.operations.resolution import Resolver
-from core.policies import DraftOutcome, PublishOutcome
-from core.ports import Fit, PostQuery, Publication, Publisher
+from core.policies import DraftOutcome, PublishOutcome, ThreadStyle
+from core.ports import Fit, PostQuery, Publication, Publisher, ThreadPublisher
 from core.publishing.service import PublishingService, PublishResult
 from core.review.queue import ReviewAnswer
 from core.setup.config import Config, Recipe, parse_config
@@ -77,6 +77,11 @@ class WrappedPublisher:
     @property
     def target(self) -> str:
         return self.inner.target
+
+    @property
+    def thread_style(self) -> ThreadStyle:
+        """The inner publisher's (AttributeError when it takes no thread, as it would)."""
+        return cast(ThreadPublisher, self.inner).thread_style
 
     def publish(self, publication: Publication) -> str:
         return self.inner.publish(publication)

@@ -218,3 +218,36 @@ def test_a_misspelt_failpoint_hook_is_refused() -> None:
         pass
     with hook(Failpoint.AFTER_CLAIM_COMMIT, lambda: None):
         pass
+
+
+def test_a_threads_first_part_keeps_the_targets_key_and_later_parts_read_back() -> None:
+    """docs/design.md §31: every receipt made before threads stays valid; a later part's key
+    is readable and parses back to its draft, target and number."""
+    from core.identity import (
+        bluesky_part_record_key,
+        draft_of_publish_key,
+        part_of_publish_key,
+        publish_part_key,
+        slack_channel_of_publish_key,
+        target_of_publish_key,
+    )
+
+    draft = "social|weekly-update@2026-11-23T09:00|v1"
+    assert publish_part_key(draft, "mastodon:m.social", 1) == publish_effect_key(
+        draft, "mastodon:m.social"
+    )
+    third = publish_part_key(draft, "slack:C0ANNOUNCE", 3)
+    assert third == f"{draft}|publish:slack:C0ANNOUNCE|part:3"
+    assert (draft_of_publish_key(third), target_of_publish_key(third)) == (
+        draft,
+        "slack:C0ANNOUNCE",
+    )
+    assert part_of_publish_key(third) == 3
+    assert part_of_publish_key(publish_effect_key(draft, "webhook")) == 1
+    assert slack_channel_of_publish_key(third) == "C0ANNOUNCE"
+    with pytest.raises(ValueError):
+        publish_part_key(draft, "webhook", 0)
+    first = publish_effect_key(draft, "bluesky:acme.bsky.social")
+    keys = [bluesky_part_record_key(first, n) for n in (1, 2, 3, 4)]
+    assert keys[0] == bluesky_record_key(first) and len(set(keys)) == 4
+    assert keys == [bluesky_part_record_key(first, n) for n in (1, 2, 3, 4)]  # same every time

@@ -3,16 +3,19 @@
 Each publication names its record: the record key is a TID derived from the effect key
 (core/identity.py), so every attempt, replica or restored backup names one record, a
 second create fails (bsky.social answers a bare 500) and is never retried blindly, and
-the look-up is `getRecord` for that key. The session is made once and then refreshed:
+the look-up is `getRecord` for that key. A thread is one `applyWrites` (docs/design.md §31):
+every part under its own derived key, all or none, so the first record's look-up proves
+the whole thread. The session is made once and then refreshed:
 `createSession` is rate-limited per account, so it is never made per publish.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -26,7 +29,8 @@ from core.errors import (
     ReadRefused,
 )
 from core.http_calls import call_timeout, never_sent, retry_after_seconds
-from core.identity import bluesky_record_key
+from core.identity import bluesky_part_record_key, bluesky_record_key
+from core.policies import ThreadStyle
 from core.ports import (
     Fit,
     PostCounts,
@@ -37,16 +41,20 @@ from core.ports import (
     PostUnknown,
     Publication,
 )
-from core.publishing.platforms.post_text import comparable, graphemes, url_spans
+from core.publishing.platforms.bluesky_records import ThreadWrites, link_facets, thread_writes
+from core.publishing.platforms.post_text import comparable, graphemes
 from core.setup.config import BlueskyTarget
 
 GRAPHEME_LIMIT = 300
 BYTE_LIMIT = 3000
 POST_COLLECTION = "app.bsky.feed.post"
 CREATE = "com.atproto.repo.createRecord"
+APPLY_WRITES = "com.atproto.repo.applyWrites"
 POST_URI = re.compile(r"^at://(?P<repo>[^/]+)/app\.bsky\.feed\.post/(?P<rkey>[^/]+)$")
 RETRY_LATER = frozenset({429, 503})  # refused for now: nothing happened
 GET_POSTS_LIMIT = 25  # URIs one app.bsky.feed.getPosts takes
+
+log = logging.getLogger(__name__)
 
 
 class _Expired(Exception):
@@ -56,6 +64,8 @@ class _Expired(Exception):
 
 class BlueskyPublisher:
     """Posts plain text to one account; shared by every worker of the process."""
+
+    thread_style = ThreadStyle.ONE_CALL  # a thread is one applyWrites: all parts or none
 
     def __init__(
         self,
@@ -78,28 +88,46 @@ class BlueskyPublisher:
     # --- the port ---
 
     def publish(self, publication: Publication) -> str:
-        text = publication.text
-        too_long = self._too_long(text)
-        if too_long:
-            raise EffectNotSent(too_long, permanent=True)
+        """One post (createRecord), or a whole thread in one applyWrites: all parts or
+        none, each under the record key its part's effect key names."""
+        for text in publication.parts:
+            too_long = self._too_long(text)
+            if too_long:
+                raise EffectNotSent(too_long, permanent=True)
         try:
-            rkey = bluesky_record_key(publication.effect_key)
+            rkeys = [
+                bluesky_part_record_key(publication.effect_key, part)
+                for part in range(1, len(publication.parts) + 1)
+            ]
         except ValueError as exc:
             raise EffectNotSent(str(exc), permanent=True) from exc
         client, did = self._signed_in()
         from atproto_client import models
 
+        if publication.replies:
+            writes = thread_writes(
+                models, did, publication.parts, rkeys, client.get_current_time_iso()
+            )
+            return self._created(client, APPLY_WRITES, lambda: self._apply(client, writes))
         record = models.AppBskyFeedPost.Record(
-            text=text,
+            text=publication.text,
             created_at=client.get_current_time_iso(),
-            facets=_link_facets(models, text) or None,
+            facets=link_facets(models, publication.text) or None,
         )
+        return self._created(
+            client,
+            CREATE,
+            lambda: str(client.app.bsky.feed.post.create(did, record, rkey=rkeys[0]).uri),
+        )
+
+    def _created(self, client: Any, nsid: str, create: Callable[[], str]) -> str:
+        """`create` sent once; once more after a refresh when the token had expired."""
         for first in (True, False):
             self._sent.nsid = None
             try:
-                return str(client.app.bsky.feed.post.create(did, record, rkey=rkey).uri)
+                return create()
             except Exception as exc:
-                failure = self._create_failed(exc)
+                failure = self._create_failed(exc, nsid)
                 if not isinstance(failure, _Expired):
                     raise failure from exc
                 if not first:
@@ -107,6 +135,25 @@ class BlueskyPublisher:
                     raise EffectNotSent(refused) from exc
             self._refresh(client)  # the PDS's clock says the token expired: refused, not sent
         raise AssertionError("unreachable")
+
+    def _apply(self, client: Any, writes: ThreadWrites) -> str:
+        """The thread's applyWrites, sent as the exact bytes its CIDs were computed over.
+        The thread is the first record's URI; a CID the PDS computed otherwise is logged
+        (the replies' strong references would not resolve)."""
+        answer = client.invoke_procedure(
+            APPLY_WRITES, content=writes.content(), headers={"Content-Type": "application/json"}
+        )
+        results = answer.content.get("results") if isinstance(answer.content, dict) else None
+        if not isinstance(results, list) or len(results) != len(writes.uris):
+            raise EffectOutcomeUnknown(
+                f"Bluesky's applyWrites answer could not be read: {results!r}"
+            )
+        for result, cid in zip(results, writes.cids, strict=True):
+            if result.get("cid") != cid:
+                log.warning(
+                    "Bluesky stored %s as %s, not %s", result.get("uri"), result.get("cid"), cid
+                )
+        return writes.uris[0]
 
     def lookup(self, query: PostQuery) -> str | None:
         try:
@@ -270,9 +317,9 @@ class BlueskyPublisher:
 
     # --- classification (docs/design.md §8) ---
 
-    def _create_failed(self, exc: Exception) -> Exception:
+    def _create_failed(self, exc: Exception, nsid: str) -> Exception:
         status, name, message = _xrpc_error(exc)
-        sent = self._sent.nsid == CREATE  # else a refresh failed before the create left
+        sent = self._sent.nsid == nsid  # else a refresh failed before the create left
         if name == "ExpiredToken":
             return _Expired()
         if status is None:
@@ -306,23 +353,6 @@ class BlueskyPublisher:
                 f"this draft has {count} ({size} bytes)"
             )
         return None
-
-
-def _link_facets(models: Any, text: str) -> list[Any]:
-    """Links made clickable (a link facet notifies nobody); no mention facets, ever."""
-    facets = []
-    for start, end in url_spans(text):
-        byte_start = len(text[:start].encode("utf-8"))
-        byte_end = byte_start + len(text[start:end].encode("utf-8"))
-        facets.append(
-            models.AppBskyRichtextFacet.Main(
-                features=[models.AppBskyRichtextFacet.Link(uri=text[start:end])],
-                index=models.AppBskyRichtextFacet.ByteSlice(
-                    byte_start=byte_start, byte_end=byte_end
-                ),
-            )
-        )
-    return facets
 
 
 def _xrpc_error(exc: Exception) -> tuple[int | None, str | None, str]:

@@ -4,8 +4,10 @@
 A status is posted under an `Idempotency-Key` derived from the effect key, which the
 server remembers for about an hour after the status exists (not while it is being made:
 Galley's receipt keeps one request in flight). After an unknown answer the account's own
-statuses since the first attempt are read and matched by text before anything is sent
-again. Mastodon.py's traps are switched off: it would sleep and re-send on a 429
+statuses since the first attempt are read and matched by text (a thread's later part: and
+by the status it replies to) before anything is sent again. A thread is posted part after
+part, each its own effect, `in_reply_to_id` the part before (docs/design.md §31).
+Mastodon.py's traps are switched off: it would sleep and re-send on a 429
 (`ratelimit_method="throw"`) and wait 300 s for an answer (`request_timeout`).
 """
 
@@ -27,6 +29,7 @@ from core.errors import (
 )
 from core.http_calls import never_sent, retry_after_seconds
 from core.identity import header_key
+from core.policies import ThreadStyle
 from core.ports import (
     Fit,
     PostCounts,
@@ -76,6 +79,8 @@ class MastodonPublisher:
         self._account: Any = None  # verify_credentials, once
         self._links: dict[str, str] = {}
 
+    thread_style = ThreadStyle.PART_BY_PART  # each part its own status, key and receipt
+
     @property
     def target(self) -> str:
         return self.config.target
@@ -90,10 +95,12 @@ class MastodonPublisher:
         if count > limit:
             refused = f"{self._label()} takes {limit} characters; this draft has {count}"
             raise EffectNotSent(refused, permanent=True)
+        place = publication.reply_to  # a thread's later part: the status before it
         self._answers.response = None
         try:
             status = api.status_post(
                 text,
+                in_reply_to_id=None if place is None else place.parent,
                 visibility=self.config.visibility,
                 idempotency_key=header_key(publication.effect_key),
             )
@@ -123,7 +130,7 @@ class MastodonPublisher:
             for status in page:
                 status_id = str(status["id"])
                 text = comparable(mastodon_content_text(str(status.get("content") or "")))
-                if text == wanted and not query.taken(status_id):
+                if text == wanted and _in_place(status, query) and not query.taken(status_id):
                     if status.get("url"):
                         self._links[status_id] = str(status["url"])
                     return status_id
@@ -308,6 +315,14 @@ class MastodonPublisher:
         if status in PERMANENT:
             return EffectNotSent(said, permanent=True)
         return EffectOutcomeUnknown(said)  # 500, 502, 504 and the rest: it may have posted
+
+
+def _in_place(status: Any, query: PostQuery) -> bool:
+    """A thread's later part is only ever the reply to the part before it: the same words
+    elsewhere on the account are another post (docs/design.md §31)."""
+    if query.reply_to is None:
+        return True
+    return str(status.get("in_reply_to_id") or "") == query.reply_to.parent
 
 
 def _error_of(response: Any) -> str:
