@@ -117,6 +117,16 @@ class PostBody:
             PART_SEPARATOR.join(self.versions[target]) for target in sorted(self.versions)
         )
 
+    def labelled_parts(self) -> list[tuple[str, str]]:
+        """Every part with the words that place it, in stored order: the version's key
+        (`*` for every target), then "2/3" when its version is a thread. What people and
+        a redraft's model read of a set."""
+        return [
+            (key if len(parts) == 1 else f"{key} {n}/{len(parts)}", part)
+            for key, parts in self.versions.items()
+            for n, part in enumerate(parts, 1)
+        ]
+
     def with_versions(self, versions: Mapping[str, Sequence[str]]) -> PostBody:
         """The same images with new texts (an edit, a redraft)."""
         return PostBody({t: tuple(parts) for t, parts in versions.items()}, self.images)

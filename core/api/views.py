@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from core.post_body import PostBody
 from core.render import (
     Printable,
     Rows,
@@ -357,7 +358,7 @@ class DraftDetail(Printable):
         if warning:
             parts.insert(0, textwrap.fill(warning, width) if width else warning)
         if self.draft is not None:
-            parts.append("--- text ---\n" + self.draft.text)
+            parts.append(printed_text(self.draft.text))
         tables = (self.sources, self.revisions, self.decisions, self.attempts, self.effects)
         parts += [part.rendered(width) for part in tables if part]
         return "\n\n".join(parts)
@@ -378,3 +379,12 @@ class Answer(Printable):
 
     def __str__(self) -> str:
         return self.message
+
+
+def printed_text(text: str) -> str:
+    """A draft's text as `galley show` prints it: a plain draft as it is, a set
+    (docs/design.md §30) each version and thread part under its own heading."""
+    body = PostBody.parse(text)
+    if body.is_single():
+        return "--- text ---\n" + text
+    return "\n\n".join(f"--- {label} ---\n{part}" for label, part in body.labelled_parts())

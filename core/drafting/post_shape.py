@@ -160,20 +160,13 @@ def body_of_answer(shape: PostShape, answer: Mapping[str, object] | None) -> Pos
 
 def shown_to_model(text: str) -> str:
     """A stored draft as the model reads it in a redraft: the plain text as it is; a set
-    as each version under its key, its parts numbered."""
+    as each part under the version key it belongs to, numbered in a thread."""
     body = PostBody.parse(text)
     if body.is_single():
         return text
     return "\n\n".join(
-        f'<version for="{key}">\n' + "\n".join(_numbered(parts)) + "\n</version>"
-        for key, parts in body.versions.items()
+        f'<part of="{label}">\n{part}\n</part>' for label, part in body.labelled_parts()
     )
-
-
-def _numbered(parts: tuple[str, ...]) -> list[str]:
-    if len(parts) == 1:
-        return list(parts)
-    return [f"[{n}/{len(parts)}]\n{part}" for n, part in enumerate(parts, 1)]
 
 
 def _malformed(why: str) -> ModelCallFailed:
