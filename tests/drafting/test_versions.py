@@ -166,3 +166,32 @@ def test_a_thread_shows_its_parts_numbered_and_each_part_is_measured(
     refused = world.galley.approve(key, 1, user="U0EDITOR")
     assert not refused.accepted and "Bluesky, part 2/3: 320/300" in refused.message
     assert refused.refusal == Refusal.DOES_NOT_FIT
+
+
+def test_a_redraft_rewrites_the_whole_set_with_the_note_through_the_same_request(
+    db_url: str,
+    worlds: MakeWorld,
+    sites: tuple[FakeBluesky, FakeLinkedIn],
+    fake_anthropic: FakeAnthropic,
+) -> None:
+    world = per_target_world(worlds, db_url, sites)
+    fake_anthropic.script(
+        ok(text=answer({BLUESKY: ["Short."], LINKEDIN: ["Long."]})),
+        ok(text=answer({BLUESKY: ["Shorter."]})),  # a half set: retried, never stored
+        ok(text=answer({BLUESKY: ["Short, warmer."], LINKEDIN: ["Long, warmer."]})),
+    )
+    key = world.draft()
+    redrafted = world.galley.redraft(key, "Warmer, please.", 1, user="U0EDITOR")
+    assert redrafted.accepted, redrafted.message
+    first, _, third = [r.body for r in fake_anthropic.requests if r.path == "/v1/messages"]
+    assert third["tools"] == first["tools"]  # the same structured request
+    prompt = third["messages"][0]["content"]
+    assert f'<part of="{BLUESKY}">\nShort.\n</part>' in prompt and "Warmer, please." in prompt
+    row = world.draft_row(key)
+    assert row.revision == 2
+    assert PostBody.parse(row.text or "") == PostBody(
+        {BLUESKY: ("Short, warmer.",), LINKEDIN: ("Long, warmer.",)}
+    )
+    printed = world.galley.show(key).rendered()
+    assert f"--- {BLUESKY} ---\nShort, warmer." in printed
+    assert f"--- {LINKEDIN} ---\nLong, warmer." in printed
