@@ -577,7 +577,10 @@ def _validate_recipes(
         ids = [target.target for target in recipe.targets]
         for target_id in sorted({t for t in ids if ids.count(t) > 1}):
             problems.append(f"{label}: publish: duplicate target {target_id!r}")
-        problems.extend(f"{label}: {problem}" for problem in post_shape_problems(recipe))
+        problems.extend(
+            f"{label}: {problem}"
+            for problem in post_shape_problems(recipe.variants, recipe.thread, recipe.targets)
+        )
         names = [source.label for source in recipe.sources]
         for name in sorted({n for n in names if names.count(n) > 1}):
             problems.append(f"{label}: sources: two sources named {name!r}: give each a name")
