@@ -130,3 +130,21 @@ def test_a_redraft_shows_the_model_each_part_under_its_version() -> None:
         '<part of="webhook">\nw\n</part>'
     )
     assert shown_to_model("plain") == "plain"
+
+
+def test_a_target_without_a_version_of_its_own_cannot_be_approved() -> None:
+    class Counted:
+        def __init__(self, target: str) -> None:
+            self.target = target
+
+        def fit(self, text: str) -> Fit:
+            return Fit(self.target, self.target, len(text), 300)
+
+    rule = FitRule(lambda recipe: [Counted("bluesky:a"), Counted("mastodon:m")])  # type: ignore[arg-type, return-value]
+    recipe: Recipe = None  # type: ignore[assignment]  # the rule reads only its publishers
+    set_of_one = PostBody({"bluesky:a": ("one",)}).to_text()
+    assert rule.check(recipe, set_of_one).reason == (
+        "No version for mastodon:m. Redraft it to write one."
+    )
+    assert [f.target for f in rule.measure(recipe, set_of_one)] == ["bluesky:a"]
+    assert rule.check(recipe, PostBody({"*": ("a", "b")}).to_text()).reason is None
