@@ -16,6 +16,7 @@ from core.identity import publish_effect_key
 from core.models import RunRow
 from core.policies import EffectOutcome, PublishOutcome
 from core.ports import Clock, PostQuery, Publisher
+from core.post_body import PostBody
 from core.publishing.lookup_proof import post_query, publish_spec
 from core.publishing.queue import OrphanedSend
 from core.publishing.results import PublishResult
@@ -53,7 +54,9 @@ class OrphanSettler:
         if publisher is None:
             return None  # the recipe publishes elsewhere now
         try:
-            fallback = PostQuery(send.effect_key, send.text, send.since)
+            # what this target was sent: its own version's first part (docs/design.md §30)
+            sent = PostBody.parse(send.text).parts_for(publisher.target)[0]
+            fallback = PostQuery(send.effect_key, sent, send.since)
             query = post_query(self.store, send.effect_key, fallback)  # the text it was sent with
             probe = found_at(publisher, query)  # before anything is written
         except LookupUnavailable:

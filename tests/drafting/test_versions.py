@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from sqlmodel import col, select
@@ -18,7 +19,7 @@ from sqlmodel import col, select
 from bot.blocks import draft_message
 from core.identity import text_hash
 from core.models import AttemptRow
-from core.policies import AttemptOutcome, Refusal
+from core.policies import AttemptOutcome, PublishOutcome, Refusal
 from core.post_body import PostBody
 from core.publishing.platforms.post_text import graphemes
 from core.review.facts import annotate
@@ -27,8 +28,10 @@ from core.states import DraftState, RunState
 from tests.fakes.anthropic_api import FakeAnthropic, ok
 from tests.fakes.bluesky import HANDLE, PASSWORD, FakeBluesky, did_of
 from tests.fakes.linkedin import ORGANIZATION, TOKEN, FakeLinkedIn
+from tests.fakes.webhook import accept_then_hang
+from tests.harness.slack_harness import eventually
 from tests.harness.slow_marks import starts_a_server
-from tests.harness.worlds import RUN, MakeWorld, World
+from tests.harness.worlds import HANG, RUN, MakeWorld, World
 
 BLUESKY = f"bluesky:{HANDLE}"
 LINKEDIN = f"linkedin:{ORGANIZATION}"
@@ -195,3 +198,26 @@ def test_a_redraft_rewrites_the_whole_set_with_the_note_through_the_same_request
     printed = world.galley.show(key).rendered()
     assert f"--- {BLUESKY} ---\nShort, warmer." in printed
     assert f"--- {LINKEDIN} ---\nLong, warmer." in printed
+
+
+def test_a_versions_send_whose_run_was_cancelled_is_looked_up_by_the_text_it_was_sent_with(
+    db_url: str, worlds: MakeWorld
+) -> None:
+    """An orphaned send of a set is looked up by its target's own version, the text it
+    was sent with (its receipt's payload), never by the stored set."""
+    world = worlds(db_url, defaults='variants = "per_target"')
+    world.approved()
+    world.hook.script_post(accept_then_hang(HANG))
+    with ThreadPoolExecutor(1) as pool:
+        publishing = pool.submit(world.service().publish_run, RUN)
+        eventually(lambda: world.posts() == 1, "the POST to reach the webhook")
+        world.resolver().cancel(RUN, actor="U0ADMIN")
+        assert publishing.result(timeout=15).outcome == PublishOutcome.UNCERTAIN
+
+    world.service("w2").publish_pending()
+
+    run = world.run_row()
+    assert run.reason is not None and "→ pub_1" in run.reason
+    assert world.draft_row().state == DraftState.PUBLISHED
+    assert world.posts() == 1
+    assert PostBody.parse(world.draft_row().text or "").versions.keys() == {"webhook"}
