@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from core.drafting.attempts import usage_of
 from core.drafting.fit import FitRule, limit_instruction
 from core.errors import ModelCallFailed
 from core.policies import AttemptOutcome, Variants
@@ -134,7 +135,12 @@ def shaped_reply(shape: PostShape | None, reply: ModelReply) -> ModelReply:
     parse or misses a version, so the caller retries it as it retries a 5xx."""
     if shape is None:
         return reply
-    body = body_of_answer(shape, reply.structured)
+    try:
+        body = body_of_answer(shape, reply.structured)
+    except ModelCallFailed as malformed:
+        malformed.paid_usage = usage_of(reply)  # paid for all the same
+        malformed.request_id = reply.request_id
+        raise
     return replace(reply, text=body.to_text())
 
 

@@ -67,11 +67,18 @@ def answer(versions: dict[str, list[str]]) -> str:
 
 
 def attempts(world: World) -> list[str | None]:
+    return [row.outcome for row in attempt_rows(world)]
+
+
+def attempt_rows(world: World) -> list[AttemptRow]:
     with world.store.read() as session:
-        rows = session.exec(
-            select(AttemptRow).where(col(AttemptRow.run_id) == RUN).order_by(col(AttemptRow.number))
-        ).all()
-        return [row.outcome for row in rows]
+        return list(
+            session.exec(
+                select(AttemptRow)
+                .where(col(AttemptRow.run_id) == RUN)
+                .order_by(col(AttemptRow.number))
+            ).all()
+        )
 
 
 def test_each_version_is_drafted_in_one_call_and_published_intact_where_it_belongs(
@@ -114,6 +121,8 @@ def test_an_answer_missing_a_target_is_retried_and_never_stored(
     )
     key = world.draft()
     assert attempts(world) == [AttemptOutcome.MALFORMED_ANSWER, AttemptOutcome.OK]
+    malformed = attempt_rows(world)[0]
+    assert (malformed.input_tokens, malformed.output_tokens) == (12, 34)  # paid: counted
     stored = PostBody.parse(world.draft_row(key).text or "")
     assert set(stored.versions) == set(whole)  # a whole set, never the half one
     assert world.draft_row(key).state == DraftState.READY
