@@ -138,9 +138,12 @@ def shaped_reply(shape: PostShape | None, reply: ModelReply) -> ModelReply:
     try:
         body = body_of_answer(shape, reply.structured)
     except ModelCallFailed as malformed:
-        malformed.paid_usage = usage_of(reply)  # paid for all the same
-        malformed.request_id = reply.request_id
-        raise
+        why = str(malformed)
+        if reply.stop_reason == "max_tokens":  # a cut answer: people should raise it
+            why += f"; the answer stopped at max_tokens ({reply.output_tokens} tokens)"
+        failure = ModelCallFailed(malformed.outcome, why, request_id=reply.request_id)
+        failure.paid_usage = usage_of(reply)  # paid for all the same
+        raise failure from malformed
     return replace(reply, text=body.to_text())
 
 

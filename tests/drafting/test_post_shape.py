@@ -9,10 +9,16 @@ import re
 import pytest
 
 from core.drafting.fit import FitRule
-from core.drafting.post_shape import body_of_answer, shape_for, shown_to_model, tool_params
+from core.drafting.post_shape import (
+    body_of_answer,
+    shape_for,
+    shaped_reply,
+    shown_to_model,
+    tool_params,
+)
 from core.errors import ConfigError, ModelCallFailed
 from core.policies import AttemptOutcome
-from core.ports import Fit, PostShape, VersionAsk
+from core.ports import Fit, ModelReply, PostShape, VersionAsk
 from core.post_body import EVERY_TARGET, PostBody
 from core.setup.config import Recipe, parse_config
 from tests.conftest import config_text
@@ -148,3 +154,17 @@ def test_a_target_without_a_version_of_its_own_cannot_be_approved() -> None:
     )
     assert [f.target for f in rule.measure(recipe, set_of_one)] == ["bluesky:a"]
     assert rule.check(recipe, PostBody({"*": ("a", "b")}).to_text()).reason is None
+
+
+def test_a_malformed_answer_keeps_what_it_cost_and_says_when_it_was_cut() -> None:
+    cut = ModelReply("", "m", "req_1", "max_tokens", 10, 1024, 0, 0, structured={"versions": {}})
+    with pytest.raises(ModelCallFailed) as caught:
+        shaped_reply(SHAPE, cut)
+    assert caught.value.paid_usage == {
+        "input_tokens": 10,
+        "output_tokens": 1024,
+        "cache_creation_tokens": 0,
+        "cache_read_tokens": 0,
+    }
+    assert caught.value.request_id == "req_1"
+    assert "stopped at max_tokens (1024 tokens)" in str(caught.value)
