@@ -341,7 +341,8 @@ class DraftDetail(Printable):
             parts.append(html_block("p", warning, **{"class": "galley-alert"}))
         parts.append(html_table("draft", ("", ""), self._facts()))
         if self.draft is not None:
-            parts.append(html_block("pre", self.draft.text, **{"class": "galley-draft"}))
+            printed = printed_text(self.draft.text, plain_heading="")  # a set: headed parts
+            parts.append(html_block("pre", printed, **{"class": "galley-draft"}))
         for part in (self.sources, self.revisions, self.decisions, self.attempts, self.effects):
             if part:
                 parts.append(part._repr_html_())
@@ -381,10 +382,11 @@ class Answer(Printable):
         return self.message
 
 
-def printed_text(text: str) -> str:
-    """A draft's text as `galley show` prints it: a plain draft as it is, a set
-    (docs/design.md §30) each version and thread part under its own heading."""
+def printed_text(text: str, plain_heading: str = "--- text ---\n") -> str:
+    """A draft's text as `galley show` prints it: a plain draft as it is, after
+    `plain_heading`; a set (docs/design.md §30) each version and thread part under its
+    own heading."""
     body = PostBody.parse(text)
     if body.is_single():
-        return "--- text ---\n" + text
+        return plain_heading + text
     return "\n\n".join(f"--- {label} ---\n{part}" for label, part in body.labelled_parts())
