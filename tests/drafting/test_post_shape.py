@@ -9,6 +9,7 @@ import re
 import pytest
 
 from core.drafting.fit import FitRule
+from core.drafting.learning import published_text
 from core.drafting.post_shape import (
     body_of_answer,
     shape_for,
@@ -168,3 +169,10 @@ def test_a_malformed_answer_keeps_what_it_cost_and_says_when_it_was_cut() -> Non
     }
     assert caught.value.request_id == "req_1"
     assert "stopped at max_tokens (1024 tokens)" in str(caught.value)
+
+
+def test_a_best_post_is_shown_to_the_model_as_its_target_published_it() -> None:
+    text = PostBody({"bluesky:a": ("one", "two"), "webhook": ("w",)}).to_text()
+    assert published_text(text, "bluesky:a") == "one\n\ntwo"
+    assert published_text(text, "gone:x") == "one\n\ntwo\n\nw"  # no version: every part
+    assert published_text("plain", "bluesky:a") == "plain"
