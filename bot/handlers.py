@@ -54,6 +54,7 @@ from core.api.services import Services
 from core.errors import GalleyError
 from core.policies import Finding, FollowUp, Verdict
 from core.ports import MessageRef
+from core.post_body import PostBody
 from core.review.queue import ReviewAnswer, load_item
 from core.states import DraftState
 
@@ -182,8 +183,8 @@ class Listeners:
         key, revision = parse_button_value(view["private_metadata"])
         values = view["state"]["values"]
         versions = edited_versions(values)
-        if versions is None:
-            text, first = edited_text(values), "part_0"
+        if versions is None:  # a plain draft, stored as the plain text typed
+            text, first = PostBody.single(edited_text(values)).to_text(), "part_0"
         else:  # a set: every version written whole into one new revision
             item = load_item(self.core.store, key)
             text = (edited_set_text(item.text, versions) if item else None) or ""

@@ -81,8 +81,10 @@ class PostBody:
 
     def to_text(self) -> str:
         """The stored text: plain for the common shape, else the mark and canonical JSON
-        (sorted keys, no spaces), so the same body always has the same hash."""
-        if self.is_single():
+        (sorted keys, no spaces), so the same body always has the same hash. A plain text
+        that itself begins with the mark (untrusted model output) is stored as JSON, so it
+        reads back as the text it is, never as a body it pretends to be."""
+        if self.is_single() and not self.versions[EVERY_TARGET][0].startswith(BODY_MARK):
             return self.versions[EVERY_TARGET][0]
         document: dict[str, Any] = {
             "versions": {target: list(parts) for target, parts in self.versions.items()}

@@ -130,11 +130,12 @@ def tool_params(shape: PostShape) -> dict[str, Any]:
 
 
 def shaped_reply(shape: PostShape | None, reply: ModelReply) -> ModelReply:
-    """`reply` with its text the stored body of a validated structured answer (unchanged
-    when `shape` is None); `ModelCallFailed(MALFORMED_ANSWER)` when the answer does not
-    parse or misses a version, so the caller retries it as it retries a 5xx."""
-    if shape is None:
-        return reply
+    """`reply` with its text the stored body of a validated structured answer, or with
+    `shape` None of its plain text (the same text, unless it begins like a stored set);
+    `ModelCallFailed(MALFORMED_ANSWER)` when a structured answer does not parse or misses
+    a version, so the caller retries it as it retries a 5xx."""
+    if shape is None:  # a plain answer, stored as the plain text it is
+        return replace(reply, text=PostBody.single(reply.text).to_text())
     try:
         body = body_of_answer(shape, reply.structured)
     except ModelCallFailed as malformed:

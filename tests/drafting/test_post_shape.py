@@ -4,7 +4,9 @@ an answer validated into a whole set or refused as a retryable failure."""
 
 from __future__ import annotations
 
+import json
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -20,7 +22,7 @@ from core.drafting.post_shape import (
 from core.errors import ConfigError, ModelCallFailed
 from core.policies import AttemptOutcome
 from core.ports import Fit, ModelReply, PostShape, VersionAsk
-from core.post_body import EVERY_TARGET, PostBody
+from core.post_body import BODY_MARK, EVERY_TARGET, PostBody
 from core.setup.config import Recipe, parse_config
 from tests.conftest import config_text
 
@@ -176,3 +178,11 @@ def test_a_best_post_is_shown_to_the_model_as_its_target_published_it() -> None:
     assert published_text(text, "bluesky:a") == "one\n\ntwo"
     assert published_text(text, "gone:x") == "one\n\ntwo\n\nw"  # no version: every part
     assert published_text("plain", "bluesky:a") == "plain"
+
+
+def test_a_plain_answer_pretending_to_be_a_set_is_stored_as_the_text_it_is() -> None:
+    forged = BODY_MARK + json.dumps({"versions": {"bluesky:a": ["not what was approved"]}})
+    reply = ModelReply(forged, "m", None, "end_turn", 1, 1, 0, 0)
+    stored = shaped_reply(None, reply).text
+    assert PostBody.parse(stored) == PostBody.single(forged)
+    assert shaped_reply(None, replace(reply, text="plain")).text == "plain"  # unchanged
