@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from bot.blocks import draft_message, escape_mrkdwn
+from bot.review_facts import fit_line
 from bot.version_blocks import (
     ACTION_SHOW_ALL,
     edit_set_modal,
@@ -87,3 +88,11 @@ def test_edit_has_a_field_per_part_and_saves_the_whole_set() -> None:
     emptied = edited_versions(values)
     assert emptied is not None and edited_set_text(item.text, emptied) is None
     assert edited_versions({"part_0": {"text": {"value": "plain"}}}) is None
+
+
+def test_a_threads_fit_line_names_the_parts_over_a_limit_and_counts_the_rest() -> None:
+    counts = [320 if n == 7 else 200 for n in range(1, 26)]
+    fits = [Fit(BLUESKY, f"Bluesky, part {n}/25", c, 300) for n, c in enumerate(counts, 1)]
+    assert fit_line(fits) == "Bluesky, part 7/25 320/300 ✗ · 24 of 25 parts fit"
+    one_each = [Fit(BLUESKY, "Bluesky", 287, 300), Fit(MASTODON, "Mastodon", 512, 500)]
+    assert fit_line(one_each) == "Bluesky 287/300 · Mastodon 512/500 ✗"
