@@ -23,6 +23,7 @@ from bot.mrkdwn import (
 from bot.mrkdwn import split_for_sections as split_for_sections
 from core.policies import Backpressure, Refusal
 from core.ports import BackpressureNotice, ReviewItem
+from core.post_body import PostBody
 from core.review.queue import ReviewAnswer
 from core.states import DraftState
 
@@ -178,7 +179,7 @@ def redraft_note(view_state_values: dict[str, Any]) -> str:
 def edit_modal(draft_key: str, revision: int, text: str) -> dict[str, Any]:
     """A modal holding the raw draft in parts of at most 3,000 characters, plus an
     empty part for additions. ValueError if the draft needs more parts than fit."""
-    parts = _edit_parts(text)
+    parts = edit_pieces(text)
     hint = context(
         "Long drafts are split across boxes; the boxes are joined exactly as they are, "
         "with nothing added between them."
@@ -249,7 +250,12 @@ def _require_aware(moment: datetime, name: str) -> None:
 
 
 def _draft_blocks(view: ReviewItem, trailing: int) -> list[dict[str, Any]]:
-    """The heading and the draft's sections, leaving room for `trailing` blocks."""
+    """The heading and the draft's sections, leaving room for `trailing` blocks; a set of
+    versions or thread parts as bot/version_blocks.py lays it out."""
+    from bot.version_blocks import is_set, set_blocks  # it builds on this module's blocks
+
+    if is_set(view.text):
+        return set_blocks(view, trailing)
     heading = section(
         f"*Draft for review* · {inert(view.recipe, LABEL_LIMIT)} · "
         f"{inert(view.platform, LABEL_LIMIT)}"
@@ -335,15 +341,16 @@ def _slack_date(moment: datetime) -> str:
 
 
 def _snippet(text: str) -> str:
-    """Clipped raw, then escaped, so no entity is cut in half."""
-    return escape_mrkdwn(_clip(" ".join(text.split()), FALLBACK_SNIPPET))
+    """Clipped raw, then escaped, so no entity is cut in half; a set as its plain parts."""
+    readable = PostBody.parse(text).readable()
+    return escape_mrkdwn(_clip(" ".join(readable.split()), FALLBACK_SNIPPET))
 
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit].rstrip() + "…"
 
 
-def _edit_parts(text: str) -> list[str]:
+def edit_pieces(text: str) -> list[str]:
     """Raw text in pieces of at most INPUT_LIMIT characters. A cut never sits next to
     whitespace (when it can help it), so an input that trims its value loses nothing."""
     parts: list[str] = []

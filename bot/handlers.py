@@ -40,12 +40,21 @@ from bot.blocks import (
 )
 from bot.commands import CommandContext, answer, retry_run
 from bot.home_tab import HomeTab
+from bot.version_blocks import (
+    ACTION_SHOW_ALL,
+    edit_set_modal,
+    edited_set_text,
+    edited_versions,
+    is_set,
+    show_all_modal,
+)
 from bot.work import Work
 from core.api.desk import Desk
 from core.api.services import Services
 from core.errors import GalleyError
 from core.policies import Finding, FollowUp, Verdict
 from core.ports import MessageRef
+from core.post_body import PostBody
 from core.review.queue import ReviewAnswer, load_item
 from core.states import DraftState
 
@@ -69,6 +78,7 @@ LISTENERS: tuple[tuple[Kind, str | re.Pattern[str], str], ...] = (
     (Kind.VIEW, REJECT_MODAL, "on_reject_submitted"),
     (Kind.ACTION, ACTION_EDIT, "on_edit"),
     (Kind.VIEW, EDIT_MODAL, "on_edit_submitted"),
+    (Kind.ACTION, ACTION_SHOW_ALL, "on_show_all"),
     (Kind.ACTION, ACTION_REDRAFT, "on_redraft"),
     (Kind.VIEW, REDRAFT_MODAL, "on_redraft_submitted"),
     (Kind.ACTION, ACTION_ALERT_PUBLISHED, "on_alert_published"),
@@ -149,18 +159,41 @@ class Listeners:
         if item is None or item.state != DraftState.READY:
             _in_thread(respond)("This draft can no longer be edited.")
             return
-        client.views_open(trigger_id=body["trigger_id"], view=edit_modal(key, revision, item.text))
+        modal = (
+            edit_set_modal(item, revision)
+            if is_set(item.text)
+            else edit_modal(key, revision, item.text)
+        )
+        client.views_open(trigger_id=body["trigger_id"], view=modal)
+
+    def on_show_all(
+        self, ack: Ack, body: dict[str, Any], client: WebClient, respond: Respond
+    ) -> None:
+        """A set too long for its message, whole in a modal (docs/design.md §30)."""
+        ack()
+        key, _ = parse_button_value(body["actions"][0]["value"])
+        item = load_item(self.core.store, key)
+        if item is None:
+            _in_thread(respond)("This draft is gone.")
+            return
+        client.views_open(trigger_id=body["trigger_id"], view=show_all_modal(item))
 
     def on_edit_submitted(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
         view, user = body["view"], body["user"]["id"]
-        text = edited_text(view["state"]["values"])
+        key, revision = parse_button_value(view["private_metadata"])
+        values = view["state"]["values"]
+        versions = edited_versions(values)
+        if versions is None:  # a plain draft, stored as the plain text typed
+            text, first = PostBody.single(edited_text(values)).to_text(), "part_0"
+        else:  # a set: every version written whole into one new revision
+            item = load_item(self.core.store, key)
+            text = (edited_set_text(item.text, versions) if item else None) or ""
+            first = next(iter(values), "part_0")
         if not text.strip():
-            ack(
-                response_action="errors", errors={"part_0": "Empty text: reject the draft instead."}
-            )
+            why = "Every version needs some text: reject the draft instead."
+            ack(response_action="errors", errors={first: why})
             return
         ack()
-        key, revision = parse_button_value(view["private_metadata"])
         result = self.desk.edit(key, text, revision, user=user)
         self.settle(result, self._ephemeral_to(client, user))
 

@@ -85,10 +85,19 @@ def _basis_title(item: BasisItem) -> str:
 
 
 def fit_line(fits: Sequence[Fit]) -> str:
-    """`Bluesky 287/300 · Mastodon 512/500 ✗`: each target's count against its limit."""
+    """`Bluesky 287/300 · Mastodon 512/500 ✗`: each target's count against its limit. A
+    thread's parts (each counted beside its text, docs/design.md §30) are summed up: the
+    parts over a limit, then how many fit."""
+    if len({f.target for f in fits}) == len(fits):
+        return " · ".join(_fit(f) for f in fits)
+    over = [f for f in fits if not f.fits]
     return " · ".join(
-        f"{escape_mrkdwn(f.label)} {f.count}/{f.limit}" + ("" if f.fits else " ✗") for f in fits
+        [*(_fit(f) for f in over), f"{len(fits) - len(over)} of {len(fits)} parts fit"]
     )
+
+
+def _fit(fit: Fit) -> str:
+    return f"{escape_mrkdwn(fit.label)} {fit.count}/{fit.limit}" + ("" if fit.fits else " ✗")
 
 
 def published_line(links: Sequence[PublishedLink]) -> str:

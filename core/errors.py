@@ -94,6 +94,9 @@ class ModelCallFailed(GalleyError):
 
     latency_s: float | None = None
     before_send_s: float = 0.0
+    # tokens an answer was paid for although it could not be used (a malformed set):
+    # written to the attempt row, so the daily budget counts them (docs/design.md §30)
+    paid_usage: dict[str, int] | None = None
 
     def __init__(
         self,

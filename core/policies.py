@@ -127,6 +127,9 @@ class AttemptOutcome(StrEnum):
     OUTCOME_UNKNOWN = "outcome_unknown"  # read timeout / dropped after the request was sent
     INVALID_REQUEST = "invalid_request"  # 400, 404, 413, 422: our request is wrong
     AUTH = "auth"  # 401, 403: stop and tell people
+    # a structured answer that does not parse or misses a version (docs/design.md §30):
+    # paid for, but never stored as a half draft; asked again like a 5xx
+    MALFORMED_ANSWER = "malformed_answer"
 
     @property
     def retryable(self) -> bool:
@@ -134,6 +137,7 @@ class AttemptOutcome(StrEnum):
             AttemptOutcome.NOT_SENT,
             AttemptOutcome.REJECTED_RETRYABLE,
             AttemptOutcome.OUTCOME_UNKNOWN,
+            AttemptOutcome.MALFORMED_ANSWER,
         )
 
 
@@ -318,6 +322,13 @@ class Drafting(StrEnum):
         """The prompt cache's TTL for this way of calling: synchronous calls repeat within
         minutes if at all (a retry, a redraft); a batch's entries may run an hour apart."""
         return CacheTtl.ONE_HOUR if self is Drafting.BATCH else CacheTtl.FIVE_MINUTES
+
+
+class Variants(StrEnum):
+    """How many texts one draft holds (docs/design.md §30)."""
+
+    ONE = "one"  # one text every target publishes (today's draft)
+    PER_TARGET = "per_target"  # one version per target, each within its own limit
 
 
 class CacheTtl(StrEnum):

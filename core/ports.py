@@ -27,6 +27,26 @@ class SystemClock:
 
 
 @dataclass(frozen=True)
+class VersionAsk:
+    """One version the model is asked for (docs/design.md §30): the key it is stored under
+    (a target, or `EVERY_TARGET`), the words naming where it is read, and each part's
+    limit in that destination's own units (None: no limit)."""
+
+    key: str
+    label: str
+    limit: int | None
+    unit: str
+
+
+@dataclass(frozen=True)
+class PostShape:
+    """What a structured draft request asks for: these versions, each 1..`parts` parts."""
+
+    versions: tuple[VersionAsk, ...]
+    parts: int
+
+
+@dataclass(frozen=True)
 class DraftRequest:
     model: str
     system: str
@@ -34,6 +54,7 @@ class DraftRequest:
     max_tokens: int
     timeout: timedelta
     recipe: str = ""  # for metrics and logs only; never sent to the model
+    shape: PostShape | None = None  # asked for through a tool: a version per target, threads
 
 
 @dataclass(frozen=True)
@@ -48,6 +69,7 @@ class ModelReply:
     cache_read_tokens: int
     latency_s: float | None = None  # sent to answered, when the adapter timed it
     before_send_s: float = 0.0  # spent before the request left (SDK import, client set-up)
+    structured: Mapping[str, object] | None = None  # a tool_use answer's input, unvalidated
 
 
 class Drafter(Protocol):

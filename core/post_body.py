@@ -81,8 +81,10 @@ class PostBody:
 
     def to_text(self) -> str:
         """The stored text: plain for the common shape, else the mark and canonical JSON
-        (sorted keys, no spaces), so the same body always has the same hash."""
-        if self.is_single():
+        (sorted keys, no spaces), so the same body always has the same hash. A plain text
+        that itself begins with the mark (untrusted model output) is stored as JSON, so it
+        reads back as the text it is, never as a body it pretends to be."""
+        if self.is_single() and not self.versions[EVERY_TARGET][0].startswith(BODY_MARK):
             return self.versions[EVERY_TARGET][0]
         document: dict[str, Any] = {
             "versions": {target: list(parts) for target, parts in self.versions.items()}
@@ -116,6 +118,16 @@ class PostBody:
         return PART_SEPARATOR.join(
             PART_SEPARATOR.join(self.versions[target]) for target in sorted(self.versions)
         )
+
+    def labelled_parts(self) -> list[tuple[str, str]]:
+        """Every part with the words that place it, in stored order: the version's key
+        (`*` for every target), then "2/3" when its version is a thread. What people and
+        a redraft's model read of a set."""
+        return [
+            (key if len(parts) == 1 else f"{key} {n}/{len(parts)}", part)
+            for key, parts in self.versions.items()
+            for n, part in enumerate(parts, 1)
+        ]
 
     def with_versions(self, versions: Mapping[str, Sequence[str]]) -> PostBody:
         """The same images with new texts (an edit, a redraft)."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from core.post_body import PostBody
 from core.render import (
     Printable,
     Rows,
@@ -340,7 +341,8 @@ class DraftDetail(Printable):
             parts.append(html_block("p", warning, **{"class": "galley-alert"}))
         parts.append(html_table("draft", ("", ""), self._facts()))
         if self.draft is not None:
-            parts.append(html_block("pre", self.draft.text, **{"class": "galley-draft"}))
+            printed = printed_text(self.draft.text, plain_heading="")  # a set: headed parts
+            parts.append(html_block("pre", printed, **{"class": "galley-draft"}))
         for part in (self.sources, self.revisions, self.decisions, self.attempts, self.effects):
             if part:
                 parts.append(part._repr_html_())
@@ -357,7 +359,7 @@ class DraftDetail(Printable):
         if warning:
             parts.insert(0, textwrap.fill(warning, width) if width else warning)
         if self.draft is not None:
-            parts.append("--- text ---\n" + self.draft.text)
+            parts.append(printed_text(self.draft.text))
         tables = (self.sources, self.revisions, self.decisions, self.attempts, self.effects)
         parts += [part.rendered(width) for part in tables if part]
         return "\n\n".join(parts)
@@ -378,3 +380,13 @@ class Answer(Printable):
 
     def __str__(self) -> str:
         return self.message
+
+
+def printed_text(text: str, plain_heading: str = "--- text ---\n") -> str:
+    """A draft's text as `galley show` prints it: a plain draft as it is, after
+    `plain_heading`; a set (docs/design.md §30) each version and thread part under its
+    own heading."""
+    body = PostBody.parse(text)
+    if body.is_single():
+        return plain_heading + text
+    return "\n\n".join(f"--- {label} ---\n{part}" for label, part in body.labelled_parts())

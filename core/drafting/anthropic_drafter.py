@@ -89,12 +89,15 @@ class AnthropicDrafter:
         import anthropic
         import httpx2
 
+        from core.drafting.post_shape import shaped_reply, tool_params
         from core.drafting.prompt_cache import SYNC_TTL, system_param
 
         limits = call_timeout(request.timeout)
         timeout = httpx2.Timeout(limits.phase, connect=limits.connect)
         system = system_param(request.system, request.model, SYNC_TTL)
         optional: dict[str, Any] = {"system": system} if request.system else {}
+        if request.shape is not None:  # a version per target, threads: docs/design.md §30
+            optional |= tool_params(request.shape)
         client = self._client
         times.sent = time.monotonic()
         try:
@@ -107,7 +110,7 @@ class AnthropicDrafter:
             )
         except anthropic.AnthropicError as exc:
             raise classify(exc) from exc
-        return model_reply(message, message._request_id)
+        return shaped_reply(request.shape, model_reply(message, message._request_id))
 
 
 @dataclass
@@ -125,10 +128,12 @@ class _CallTimes:
 
 
 def model_reply(message: Message, request_id: str | None) -> ModelReply:
-    """A Messages API answer as the port's reply (a batch entry's too)."""
+    """A Messages API answer as the port's reply (a batch entry's too); a tool call's
+    input is kept as it came, for `shaped_reply` to validate."""
     usage = message.usage
     return ModelReply(
         text="".join(block.text for block in message.content if block.type == "text"),
+        structured=next((b.input for b in message.content if b.type == "tool_use"), None),
         model=message.model,
         request_id=request_id,
         stop_reason=message.stop_reason,

@@ -212,12 +212,13 @@ def attempt_outcome(failure: ModelCallFailed | None, reply: ModelReply | None) -
     """The attempt row's columns for how a model call ended: its failure, or its reply
     and usage."""
     if failure is not None:
-        return {
+        failed: dict[str, object] = {
             "outcome": failure.outcome,
             "error": str(failure)[:2000],
             "http_status": failure.status,
             "request_id": failure.request_id,
         }
+        return failed | (failure.paid_usage or {})
     if reply is None:
         return {}
     values: dict[str, object] = {

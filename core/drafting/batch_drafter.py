@@ -18,6 +18,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from core.drafting.anthropic_drafter import classify, model_reply, status_outcome
+from core.drafting.post_shape import tool_params
 from core.drafting.prompt_cache import BATCH_TTL, system_param
 from core.errors import ModelCallFailed
 from core.http_calls import call_timeout
@@ -251,6 +252,8 @@ class BatchDrafter:
             uses = shared[(request.model, request.system)]
             ttl = BATCH_TTL if self._cache and caching_pays(uses, BATCH_TTL) else None
             params["system"] = system_param(request.system, request.model, ttl)
+        if request.shape is not None:  # the same structured request as a synchronous call's
+            params |= tool_params(request.shape)
         return params
 
     def _holds_any(self, batch_id: str, wanted: frozenset[str]) -> bool:

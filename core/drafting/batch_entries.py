@@ -74,6 +74,11 @@ class BatchEntries:
         if isinstance(result, ModelReply):
             reply = replace(result, latency_s=waited)
             batch_entry_ended(entry.recipe, BatchEntryResult.SUCCEEDED, waited, reply)
+            try:  # validated as a synchronous call's answer is (docs/design.md §30)
+                reply = self.drafting.shaped(recipe, reply)
+            except ModelCallFailed as malformed:
+                self._failed(entry, recipe, slot, malformed)
+                return
             self.drafting.store_answer(recipe, slot, entry.claim(), entry.number, reply)
             return
         batch_entry_ended(entry.recipe, result.result if result else MISSING, waited)
@@ -82,6 +87,11 @@ class BatchEntries:
             if result is not None
             else ModelCallFailed(AttemptOutcome.REJECTED_RETRYABLE, "not in the batch's results")
         )
+        self._failed(entry, recipe, slot, failure)
+
+    def _failed(self, entry: Entry, recipe: Recipe, slot: Slot, failure: ModelCallFailed) -> None:
+        """An entry that brought no usable answer: failed for good, sent in the next batch,
+        or drafted at once."""
         self.finish(entry, failure=failure)
         if not failure.outcome.retryable:
             reason = FailReason.AUTH if failure.outcome == AttemptOutcome.AUTH else None

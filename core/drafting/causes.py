@@ -29,6 +29,8 @@ def attempt_cause(outcome: str | None, status: int | None, error: str | None) ->
     if outcome == AttemptOutcome.INVALID_REQUEST:  # the error starts with its status too
         detail = detail.removeprefix(f"HTTP {status}: ") if status else detail
         return f"the Anthropic API rejected the request (HTTP {status}): {detail}"
+    if outcome == AttemptOutcome.MALFORMED_ANSWER:
+        return f"the model's answer was not a whole set of versions ({detail})"
     if outcome == AttemptOutcome.ABANDONED:
         return "the process drafting it stopped mid-call"
     return detail or "no model call was made"

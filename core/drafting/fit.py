@@ -2,15 +2,18 @@
 the review message (each target's count), by every Approve (Slack, CLI, notebook: all
 through `core/review/queue.py` `decide`) and by the model's request (the tightest limit).
 It measures; it never sends, and a destination that cannot be measured is skipped.
+A draft with a version per target or a thread (docs/design.md §30) is measured per
+version and per part: each part is a post of its own where it is published.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from core.identity import text_hash
 from core.ports import Fit, Publisher
+from core.post_body import EVERY_TARGET, PostBody
 from core.setup.config import Config, Recipe
 from core.store.engine import Store
 from core.store.rows import draft_row
@@ -35,13 +38,35 @@ class FitRule:
         self.publishers_for = publishers_for
 
     def measure(self, recipe: Recipe, text: str) -> tuple[Fit, ...]:
-        """Each target's count against its limit, in the recipe's order; targets with no
-        limit (a webhook) are left out."""
-        fits = (publisher.fit(text) for publisher in self.publishers_for(recipe))
-        return tuple(fit for fit in fits if fit is not None)
+        """Each target's count against its limit, in the recipe's order, one per part of
+        the target's own version (labelled "part 2/3" in a thread); targets with no limit
+        (a webhook) or no version of their own (see `missing`) are left out."""
+        body = PostBody.parse(text)
+        fits: list[Fit] = []
+        for publisher in self.publishers_for(recipe):
+            if not body_reaches(body, publisher.target):
+                continue
+            parts = body.parts_for(publisher.target)
+            for number, part in enumerate(parts, 1):
+                fit = publisher.fit(part)
+                if fit is None:
+                    break
+                label = f"{fit.label}, part {number}/{len(parts)}"
+                fits.append(fit if len(parts) == 1 else replace(fit, label=label))
+        return tuple(fits)
+
+    def missing(self, recipe: Recipe, text: str) -> list[str]:
+        """The recipe's targets the draft has no version for (a target added since)."""
+        body = PostBody.parse(text)
+        targets = (publisher.target for publisher in self.publishers_for(recipe))
+        return [target for target in targets if not body_reaches(body, target)]
 
     def check(self, recipe: Recipe, text: str) -> Measured:
         """`text` measured against every target: why it cannot be approved, if it cannot."""
+        missing = self.missing(recipe, text)
+        if missing:
+            why = f"No version for {', '.join(missing)}. Redraft it to write one."
+            return Measured(text_hash(text), why)
         return Measured(text_hash(text), refusal(self.measure(recipe, text)))
 
     def check_draft(self, store: Store, config: Config, draft_key: str) -> Measured | None:
@@ -58,6 +83,11 @@ class FitRule:
     def tightest(self, recipe: Recipe) -> Fit | None:
         """The target with the smallest limit: what the model is told to write within."""
         return tightest(self.measure(recipe, ""))
+
+
+def body_reaches(body: PostBody, target: str) -> bool:
+    """Whether `body` has a version `target` publishes (its own, or the one for all)."""
+    return any(key in body.versions for key in (target, EVERY_TARGET))
 
 
 def over_limit(fits: Sequence[Fit]) -> list[Fit]:

@@ -18,6 +18,7 @@ from sqlmodel import Session, col, select
 from core.identity import draft_of_publish_key
 from core.models import DraftRow, PostCheckRow, RedraftRow
 from core.policies import PostCheck, RedraftState
+from core.post_body import PART_SEPARATOR, BodyUnreadable, PostBody
 from core.scoring import latest_readings, score
 from core.sources.lessons import Ask, Example, Lessons
 from core.states import DraftState
@@ -61,10 +62,23 @@ def _best_posts(session: Session, recipe: str, since: datetime) -> tuple[Example
     for draft, (points, _, post) in sorted(best.items(), key=lambda kv: kv[1][:2], reverse=True):
         row = session.get(DraftRow, draft)
         if row is not None and row.text:
-            examples.append(Example(row.text, post.target, post.published_at.isoformat(), points))
+            published = published_text(row.text, post.target)
+            examples.append(Example(published, post.target, post.published_at.isoformat(), points))
         if len(examples) == EXAMPLES:
             break
     return tuple(examples)
+
+
+def published_text(text: str, target: str) -> str:
+    """What `target` published of a stored draft: its own version of a set (docs/design.md
+    §30), parts blank-line apart; a plain draft as it is."""
+    body = PostBody.parse(text)
+    if body.is_single():
+        return text
+    try:
+        return PART_SEPARATOR.join(body.parts_for(target))
+    except BodyUnreadable:
+        return body.readable()
 
 
 def _asks(session: Session, recipe: str, since: datetime) -> tuple[Ask, ...]:

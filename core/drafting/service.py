@@ -24,7 +24,8 @@ from core.drafting.attempts import Backoff, UnderClaim, begin_attempt, finish_at
 from core.drafting.basis import Refused, RunBasis
 from core.drafting.causes import attempt_cause
 from core.drafting.claims import Claim, DraftResult, claim_slot, lock_recipe_row, renew_lease
-from core.drafting.fit import FitRule, limit_instruction
+from core.drafting.fit import FitRule
+from core.drafting.post_shape import shape_for, shaped_reply, system_ending
 from core.drafting.similarity import (
     Match,
     RedraftReason,
@@ -39,7 +40,7 @@ from core.failpoints import Failpoint, failpoint
 from core.identity import recipe_of_run, text_hash
 from core.models import DraftRow, EffectRow, RecipeRow, RunRow
 from core.policies import AttemptOutcome, DraftOutcome, EffectStep, FailReason, Overlap, SkipReason
-from core.ports import Clock, Drafter, DraftRequest, Fit, ModelReply, SystemClock
+from core.ports import Clock, Drafter, DraftRequest, Fit, ModelReply, PostShape, SystemClock
 from core.setup.config import Recipe, render_template
 from core.slots.schedule import Slot
 from core.sources.snapshot import Snapshot
@@ -153,7 +154,11 @@ class DraftingService:
         limit = self.fits.tightest(recipe) if self.fits is not None else None
         if snapshot is None:
             snapshot = self.basis.stored(recipe, slot.run_id(recipe.name))
-        return build_request(recipe, slot, version, limit, snapshot)
+        return build_request(recipe, slot, version, limit, snapshot, shape_for(recipe, self.fits))
+
+    def shaped(self, recipe: Recipe, reply: ModelReply) -> ModelReply:
+        """A batch entry's answer validated as a synchronous call's is (`shaped_reply`)."""
+        return shaped_reply(shape_for(recipe, self.fits), reply)
 
     def _basis(self, recipe: Recipe, slot: Slot, claim: Claim) -> Snapshot | DraftResult | None:
         """The run's snapshot, taken under the claim with its heartbeat running (reads can
@@ -432,10 +437,12 @@ def build_request(
     version: int,
     limit: Fit | None = None,
     snapshot: Snapshot | None = None,
+    shape: PostShape | None = None,
 ) -> DraftRequest:
     """The model's request; `limit`, the tightest of the recipe's targets, is its
-    system prompt's last line; the run's `snapshot`, if any, follows the prompt in the
-    user turn (core/drafting/source_prompt.py)."""
+    system prompt's last line, or with a `shape` the versions asked for and their limits
+    (docs/design.md §30); the run's `snapshot`, if any, follows the prompt in the user
+    turn (core/drafting/source_prompt.py)."""
 
     def render(template: str) -> str:
         return render_template(
@@ -449,12 +456,13 @@ def build_request(
     request = DraftRequest(
         model=recipe.model,
         system="\n\n".join(
-            part for part in (render(recipe.system), limit and limit_instruction(limit)) if part
+            part for part in (render(recipe.system), system_ending(limit, shape)) if part
         ),
         prompt=render(recipe.prompt),
         max_tokens=recipe.max_tokens,
         timeout=recipe.model_timeout,
         recipe=recipe.name,
+        shape=shape,
     )
     return with_basis(request, recipe, snapshot)
 

@@ -31,6 +31,7 @@ from core.identity import review_effect_key, slack_channel_of_publish_key
 from core.models import AttemptRow, DraftRow, EffectRow, UTCDateTime
 from core.policies import OnSimilar, SimilarityMethod
 from core.ports import DraftRequest, MessageRef, ModelReply, SimilarPost
+from core.post_body import BODY_MARK, PART_SEPARATOR, PostBody
 from core.setup.config import Recipe
 from core.states import DRAFT_APPROVED_STATES, DraftState, EffectState
 from core.store.engine import Store
@@ -134,17 +135,32 @@ def closest(text: str, candidates: list[Candidate]) -> Match | None:
     """The candidate `text` reads most like (the first one on a tie), or None."""
     if not candidates or not text.strip():
         return None
-    found = process.extractOne(
-        distinct_words(text),
-        [distinct_words(c.text) for c in candidates],
-        scorer=fuzz.token_set_ratio,
-        processor=None,
-    )
+    choices = [distinct_words(readable(c.text)) for c in candidates]
+    found = None
+    for version in version_texts(text):  # each version compared (docs/design.md §30)
+        closest_to_it = process.extractOne(
+            distinct_words(version), choices, scorer=fuzz.token_set_ratio, processor=None
+        )
+        if closest_to_it is not None and (found is None or closest_to_it[1] > found[1]):
+            found = closest_to_it
     if found is None:
         return None
     _, score, index = found
     best = candidates[index]
-    return Match(best.key, best.text, round(score))
+    return Match(best.key, readable(best.text), round(score))
+
+
+def readable(text: str) -> str:
+    """A stored draft as one plain text: every version and part of a set (its marked
+    JSON never scored), a plain draft as it is."""
+    return PostBody.parse(text).readable() if text.startswith(BODY_MARK) else text
+
+
+def version_texts(text: str) -> list[str]:
+    """Each version of a stored draft as one plain text, its parts blank-line apart."""
+    if not text.startswith(BODY_MARK):
+        return [text]
+    return [PART_SEPARATOR.join(parts) for parts in PostBody.parse(text).versions.values()]
 
 
 def record_similarity(

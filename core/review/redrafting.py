@@ -18,7 +18,8 @@ from datetime import datetime
 
 from core.drafting.attempts import Backoff, UnderClaim, begin_attempt, finish_attempt
 from core.drafting.causes import attempt_cause
-from core.drafting.fit import FitRule, limit_instruction
+from core.drafting.fit import FitRule
+from core.drafting.post_shape import shape_for, shown_to_model, system_ending
 from core.drafting.revisions import keep_revisions, model_author
 from core.drafting.service import worker_name
 from core.drafting.similarity import record_similarity
@@ -28,7 +29,7 @@ from core.failpoints import Failpoint, failpoint
 from core.identity import text_hash
 from core.models import DraftRow, RedraftRow, RunRow
 from core.policies import AttemptCause, RedraftState, Refusal
-from core.ports import Clock, Drafter, DraftRequest, Fit, ModelReply, ReviewItem
+from core.ports import Clock, Drafter, DraftRequest, Fit, ModelReply, PostShape, ReviewItem
 from core.review.queue import ReviewAnswer, open_for_change, review_item
 from core.review.redraft_claims import (
     RedraftClaim,
@@ -48,6 +49,10 @@ REDRAFT_INSTRUCTIONS = (
     "A reviewer read the draft below and asks for a new version. Rewrite it as they ask; "
     "answer with the post only."
 )
+REDRAFT_SET_INSTRUCTIONS = (
+    "A reviewer read the draft below, a version per destination, and asks for a new set. "
+    "Rewrite every version as they ask."
+)
 
 
 def redraft_request(
@@ -57,10 +62,12 @@ def redraft_request(
     text: str,
     note: str,
     limit: Fit | None = None,
+    shape: PostShape | None = None,
 ) -> DraftRequest:
     """The recipe's system prompt, ending, as a first draft's does, with the tightest
-    target's limit (a refusal to approve says "edit or redraft it to fit"); the current
-    text and the note."""
+    target's limit (a refusal to approve says "edit or redraft it to fit") or the set of
+    versions asked for (docs/design.md §30); the current text and the note. A set is
+    rewritten whole, through the same structured request as its first draft."""
     rendered = render_template(
         recipe.system,
         recipe=recipe.name,
@@ -68,9 +75,10 @@ def redraft_request(
         slot=slot_at.astimezone(recipe.zone),
         version=version,
     )
-    system = "\n\n".join(part for part in (rendered, limit and limit_instruction(limit)) if part)
+    system = "\n\n".join(part for part in (rendered, system_ending(limit, shape)) if part)
+    instructions = REDRAFT_INSTRUCTIONS if shape is None else REDRAFT_SET_INSTRUCTIONS
     prompt = (
-        f"{REDRAFT_INSTRUCTIONS}\n\n<draft>\n{text}\n</draft>\n\n"
+        f"{instructions}\n\n<draft>\n{shown_to_model(text)}\n</draft>\n\n"
         f"<reviewer_note>\n{note}\n</reviewer_note>"
     )
     return DraftRequest(
@@ -80,6 +88,7 @@ def redraft_request(
         max_tokens=recipe.max_tokens,
         timeout=recipe.model_timeout,
         recipe=recipe.name,
+        shape=shape,
     )
 
 
@@ -199,8 +208,8 @@ class RedraftService:
             if draft is None or run is None or draft.revision != claim.from_revision:
                 return None
             limit = self.fits.tightest(recipe) if self.fits is not None else None
-            text, note = draft.text or "", claim.note
-            request = redraft_request(recipe, run.slot_at, draft.version, text, note, limit)
+            text, note, shape = draft.text or "", claim.note, shape_for(recipe, self.fits)
+            request = redraft_request(recipe, run.slot_at, draft.version, text, note, limit, shape)
             basis = (
                 stored_snapshot(session, run.id) if recipe.takes_snapshot else None
             )  # docs/design.md §27

@@ -43,8 +43,10 @@ from core.policies import (
     OnSimilar,
     Overlap,
     SourceKind,
+    Variants,
 )
 from core.setup.durations import parse_duration
+from core.setup.post_shape import MAX_THREAD_PARTS, post_shape_problems
 from core.sources.specs import (
     CHANNEL_PATTERN,
     HTTP_URL_PATTERN,
@@ -340,6 +342,9 @@ class RecipeSettings(_Strict):
         timedelta(hours=24),
         timedelta(days=7),
     )
+    # docs/design.md §30: a version per target, threads (checked in core/setup/post_shape.py)
+    variants: Variants = Variants.ONE
+    thread: int = Field(default=1, ge=1, le=MAX_THREAD_PARTS)  # at most this many parts
 
     @field_validator("timezone")
     @classmethod
@@ -572,6 +577,10 @@ def _validate_recipes(
         ids = [target.target for target in recipe.targets]
         for target_id in sorted({t for t in ids if ids.count(t) > 1}):
             problems.append(f"{label}: publish: duplicate target {target_id!r}")
+        problems.extend(
+            f"{label}: {problem}"
+            for problem in post_shape_problems(recipe.variants, recipe.thread, recipe.targets)
+        )
         names = [source.label for source in recipe.sources]
         for name in sorted({n for n in names if names.count(n) > 1}):
             problems.append(f"{label}: sources: two sources named {name!r}: give each a name")

@@ -14,6 +14,11 @@ Separate process (first stdout line is the URL; serves until killed)::
 returns the requests logged (JSON lines) to ``PATH + ".log"``.
 
 The Message Batches API is served too (``fake.batches``: tests/fakes/anthropic_batches.py).
+A request with ``tools`` and ``tool_choice`` naming one of them is answered as the API
+answers a forced tool call: one ``tool_use`` block whose ``input`` is the scripted text
+when that text is a JSON object, else built from the tool's schema (each required array
+property holding the text as its one part), and ``stop_reason`` ``tool_use``.
+
 With ``count_tokens=True`` usage is counted from the request (4 characters a token) and a
 system prompt marked with ``cache_control`` is cached as the API would: written by the
 first request, read by the next within its TTL, if at least ``cache_min_tokens`` long.
@@ -21,8 +26,10 @@ first request, read by the next within its TTL, if at least ``cache_min_tokens``
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import re
 import time
 from collections import deque
 from collections.abc import Iterable
@@ -196,7 +203,64 @@ def _validate(body: Any) -> str | None:
         return "max_tokens: must be at least 1"
     if body.get("stream"):
         return "the fake does not implement streaming"
+    return _tools_problem(body)
+
+
+TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
+
+
+def _tools_problem(body: dict[str, Any]) -> str | None:
+    """What the API refuses in `tools` and `tool_choice` (the parts Galley sends)."""
+    tools = body.get("tools", [])
+    if not isinstance(tools, list):
+        return "tools: Input should be a valid list"
+    names = []
+    for index, tool in enumerate(tools):
+        if not isinstance(tool, dict) or not TOOL_NAME.match(str(tool.get("name", ""))):
+            return f"tools.{index}.name: String should match pattern '{TOOL_NAME.pattern}'"
+        schema = tool.get("input_schema")
+        if not isinstance(schema, dict) or schema.get("type") != "object":
+            return f"tools.{index}.input_schema.type: Input should be 'object'"
+        names.append(tool["name"])
+    choice = body.get("tool_choice")
+    if (
+        isinstance(choice, dict)
+        and choice.get("type") == "tool"
+        and choice.get("name") not in names
+    ):
+        return f"tool_choice.name: Tool '{choice.get('name')}' not found in tools"
     return None
+
+
+def _forced_tool(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The tool a request forces (`tool_choice` of type `tool`), if any."""
+    choice = body.get("tool_choice")
+    if not isinstance(choice, dict) or choice.get("type") != "tool":
+        return None
+    return next(t for t in body["tools"] if t["name"] == choice["name"])
+
+
+def tool_input(tool: dict[str, Any], text: str) -> dict[str, Any]:
+    """A forced tool call's input: `text` itself when it is a JSON object, else built from
+    the schema (arrays hold `text` as one part; objects recurse over required keys)."""
+    try:
+        scripted = json.loads(text)
+    except ValueError:
+        scripted = None
+    if isinstance(scripted, dict):
+        return scripted
+    built = _from_schema(tool["input_schema"], text)
+    return built if isinstance(built, dict) else {}
+
+
+def _from_schema(schema: dict[str, Any], text: str) -> Any:
+    kind = schema.get("type")
+    if kind == "object":
+        props = schema.get("properties", {})
+        return {key: _from_schema(props.get(key, {}), text) for key in schema.get("required", [])}
+    if kind == "array":
+        return [_from_schema(schema.get("items", {}), text)]
+    return text
 
 
 def _last_user_text(messages: list[Any]) -> str:
@@ -367,13 +431,27 @@ class FakeAnthropic(server.FakeServer):
                 usage = self.prompt_cache.usage(body, text, tier)
         else:
             usage = {**DEFAULT_USAGE, **defaults.get("usage", {})}
+        content: list[dict[str, Any]] = [{"type": "text", "text": text}]
+        stop_reason = "end_turn"
+        tool = _forced_tool(body)
+        if tool is not None:  # a forced tool call: one tool_use block, no text
+            block_id = f"toolu_{message_id.removeprefix('msg_')}"
+            content = [
+                {
+                    "type": "tool_use",
+                    "id": block_id,
+                    "name": tool["name"],
+                    "input": tool_input(tool, text),
+                }
+            ]
+            stop_reason = "tool_use"
         return {
             "id": message_id,
             "type": "message",
             "role": "assistant",
             "model": body["model"],
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": "end_turn",
+            "content": content,
+            "stop_reason": stop_reason,
             "stop_sequence": None,
             "usage": usage,
         }

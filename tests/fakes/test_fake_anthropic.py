@@ -268,3 +268,52 @@ def test_the_subprocess_fake_follows_its_state_file_script_and_logs_every_reques
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+TOOL = {
+    "name": "submit_post",
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "versions": {
+                "type": "object",
+                "properties": {"a": {"type": "array", "items": {"type": "string"}}},
+                "required": ["a"],
+            }
+        },
+        "required": ["versions"],
+    },
+}
+
+
+def test_a_forced_tool_call_is_answered_with_one_tool_use_block(fake: FakeAnthropic) -> None:
+    fake.script(ok(text=json.dumps({"versions": {"a": ["one", "two"]}})), ok(text="plain"))
+    c = client(fake.url)
+    answers = [
+        c.messages.create(
+            model="claude-test",
+            max_tokens=100,
+            messages=MESSAGES,
+            tools=[TOOL],  # type: ignore[list-item]
+            tool_choice={"type": "tool", "name": "submit_post"},
+        )
+        for _ in range(2)
+    ]
+    blocks = [answer.content[0] for answer in answers]
+    assert all(isinstance(b, anthropic.types.ToolUseBlock) for b in blocks)
+    assert [b.input for b in blocks] == [  # type: ignore[union-attr]
+        {"versions": {"a": ["one", "two"]}},
+        {"versions": {"a": ["plain"]}},  # a plain scripted text fills the schema
+    ]
+    assert {answer.stop_reason for answer in answers} == {"tool_use"}
+
+
+def test_a_tool_choice_naming_no_tool_is_refused_as_the_api_does(fake: FakeAnthropic) -> None:
+    with pytest.raises(anthropic.BadRequestError, match="not found in tools"):
+        client(fake.url).messages.create(
+            model="claude-test",
+            max_tokens=100,
+            messages=MESSAGES,
+            tools=[TOOL],  # type: ignore[list-item]
+            tool_choice={"type": "tool", "name": "other"},
+        )

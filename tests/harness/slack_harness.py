@@ -65,8 +65,10 @@ def actions_of(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def button(blocks: list[dict[str, Any]], action_id: str) -> str:
-    [actions] = actions_of(blocks)
-    [value] = [e["value"] for e in actions["elements"] if e["action_id"] == action_id]
+    """The value of the one button `action_id` in any actions block (a long set's
+    **Show all** has a block of its own)."""
+    elements = [e for actions in actions_of(blocks) for e in actions["elements"]]
+    [value] = [e["value"] for e in elements if e["action_id"] == action_id]
     return str(value)
 
 
