@@ -21,7 +21,7 @@ from sqlmodel import Session, col, select
 from core.drafting.attempts import attempts_of_key
 from core.drafting.gate import gate_reason, others_drafting
 from core.failpoints import Failpoint, failpoint
-from core.identity import draft_key, slot_wall_of_run
+from core.identity import draft_key
 from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
 from core.policies import (
     AttemptOutcome,
@@ -127,7 +127,7 @@ def open_run(
         RunRow,
         id=run_id,
         recipe=recipe.name,
-        slot_wall=slot_wall_of_run(run_id),
+        slot_wall=slot.wall_text,
         slot_at=slot.fire_at,
         state=RunState.PENDING,
         version=1,
