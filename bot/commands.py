@@ -16,7 +16,7 @@ from core.api.galley import plain_description
 from core.api.queries import list_runs, read_status
 from core.api.services import Services
 from core.errors import GalleyError
-from core.policies import Finding
+from core.policies import Finding, Trigger
 from core.setup.config import Recipe
 from core.slots.schedule import Slot
 from core.states import RunState
@@ -88,6 +88,8 @@ def _run(args: list[str], context: CommandContext) -> str:
     _no_more(args, 1)
     recipe = context.services.recipe(_first(args))
     context.work.start_draft(recipe, None, context.user, context.tell)
+    if recipe.trigger == Trigger.ITEMS:
+        return f"Polling *{recipe.name}* now; I will tell you what it found."
     return f"Drafting *{recipe.name}* for its most recent slot; I will tell you how it went."
 
 

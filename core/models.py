@@ -486,7 +486,7 @@ class PolledItemRow(SQLModel, table=True):
     item_id: str = Field(primary_key=True, max_length=500)
     run_id: str = Field(max_length=200)
     same_as: str | None = Field(default=None, max_length=500)  # a re-issue: the first's id
-    identity: str | None = Field(default=None, max_length=64)  # link and title hashed; no link: None
+    identity: str | None = Field(default=None, max_length=64)  # link and title hashed, or None
     title: str = Field(sa_type=sa.Text)
     link: str | None = Field(default=None, sa_type=sa.Text)
     published_at: datetime | None = _utc()
