@@ -222,7 +222,7 @@ def claim_slot(
             detail = f"{run.draft_key} is being drafted; this version follows once it is stored"
             return DraftResult(DraftOutcome.IN_PROGRESS, run.id, key, None, detail)
         refusal = gate_reason(session, recipe, recipe_row, now)
-        if refusal is not None and slot.item is not None:  # an item waits, never lost (§29)
+        if refusal is not None and slot.item is not None:  # an item waits (docs/design.md §29)
             item_waits(session, run, recipe_row, refusal, actor=actor, now=now)
             waits = PendingReason.ITEM_WAITS
             return DraftResult(DraftOutcome.QUEUED, run.id, key, waits, refusal[1])
