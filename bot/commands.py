@@ -11,10 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bot.blocks import help_text
+from bot.mrkdwn import escape_mrkdwn
 from bot.work import Work
 from core.api.galley import plain_description
 from core.api.queries import list_runs, read_status
 from core.api.services import Services
+from core.api.views import RunSummary
 from core.errors import GalleyError
 from core.policies import Finding, Trigger
 from core.setup.config import Recipe
@@ -121,7 +123,17 @@ def _runs(args: list[str], context: CommandContext) -> str:
         found = list_runs(session, state, 15, None)
     if not found:
         return "No runs."
-    return "\n".join(f"`{r.id}` {r.state}" + (f" ({r.reason})" if r.reason else "") for r in found)
+    return "\n".join(
+        f"`{r.id}` {r.state}" + (f" ({r.reason})" if r.reason else "") + _item_of(r) for r in found
+    )
+
+
+def _item_of(run: RunSummary) -> str:
+    """An item run's item (docs/design.md §29), inert: feed text is untrusted."""
+    if run.item_title is None:
+        return ""
+    link = f" {escape_mrkdwn(run.item_link)}" if run.item_link else ""
+    return f": {escape_mrkdwn(run.item_title)}{link}"
 
 
 def _resolve(args: list[str], context: CommandContext) -> str:

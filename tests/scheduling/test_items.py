@@ -325,3 +325,34 @@ def test_an_item_run_keeps_its_poll_slot_as_its_slot(store: Store) -> None:
     [run] = runs(store)
     slot = latest_slot_at_or_before(recipe, T0)
     assert isinstance(slot, Slot) and run.slot_at == slot.fire_at
+
+
+def test_surfaces_show_an_item_run_by_its_items_title_and_link(store: Store) -> None:
+    from core.api.calendar import read_calendar
+    from core.api.queries import list_runs
+    from core.setup.config import Config
+
+    feed = FeedStub(feed_of(1))
+    p = make_poller(store, feed)
+    recipe = items_recipe()
+    p.poll(recipe)
+    feed.entries = feed_of(1, 2)
+    p.clock.advance(timedelta(minutes=5))
+    p.poll(recipe)
+    drafted = item_run_id("weekly-update", item_token(entry(2).item_id))
+
+    with store.read() as session:
+        listed = {run.id: run for run in list_runs(session, None, 10)}
+        calendar = read_calendar(
+            session,
+            Config(slack=None, recipes={recipe.name: recipe}),
+            p.clock.now(),
+            7,  # type: ignore[arg-type]
+        )
+
+    assert listed[drafted].item_title == "Post 2"
+    assert listed[drafted].item_link == "https://blog.example.com/post-2"
+    assert "Post 2 <https://blog.example.com/post-2>" in listed[drafted].label()
+    assert [(e.run, e.item) for e in calendar] == [
+        (drafted, "Post 2 <https://blog.example.com/post-2>")
+    ]  # polls are no calendar slots; a backfilled item is not shown
