@@ -20,7 +20,7 @@ from core.models import DraftRow, PolledItemRow, RunRow, SnapshotItemRow
 from core.policies import DraftOutcome, PendingReason, SkipReason
 from core.scheduling.dispatch import SlotDispatcher
 from core.scheduling.items import ItemPoller
-from core.setup.config import Recipe, parse_config
+from core.setup.config import Config, Recipe, parse_config
 from core.slots.schedule import Slot, latest_slot_at_or_before
 from core.sources.items import ReadContext, SourceItem, Window
 from core.sources.specs import SourceSpec
@@ -71,11 +71,15 @@ def feed_of(*numbers: int) -> list[SourceItem]:
     return [entry(n) for n in sorted(numbers, reverse=True)]
 
 
-def items_recipe(pending_limit: int = 3, **keys: str) -> Recipe:
-    """The test config's recipe as an items recipe polling every 5 minutes."""
+def items_config(pending_limit: int = 3, **keys: str) -> Config:
+    """The test config with its recipe as an items recipe polling every 5 minutes."""
     text = config_text(pending_limit=pending_limit).replace("0 9 * * mon", "*/5 * * * *")
     extra = "".join(f"{key} = {value}\n" for key, value in keys.items())
-    return parse_config(text + ITEMS + extra).recipe("weekly-update")
+    return parse_config(text + ITEMS + extra)
+
+
+def items_recipe(pending_limit: int = 3, **keys: str) -> Recipe:
+    return items_config(pending_limit, **keys).recipe("weekly-update")
 
 
 @dataclass
@@ -330,7 +334,6 @@ def test_an_item_run_keeps_its_poll_slot_as_its_slot(store: Store) -> None:
 def test_surfaces_show_an_item_run_by_its_items_title_and_link(store: Store) -> None:
     from core.api.calendar import read_calendar
     from core.api.queries import list_runs
-    from core.setup.config import Config
 
     feed = FeedStub(feed_of(1))
     p = make_poller(store, feed)
