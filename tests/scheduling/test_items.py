@@ -346,12 +346,7 @@ def test_surfaces_show_an_item_run_by_its_items_title_and_link(store: Store) -> 
 
     with store.read() as session:
         listed = {run.id: run for run in list_runs(session, None, 10)}
-        calendar = read_calendar(
-            session,
-            Config(slack=None, recipes={recipe.name: recipe}),
-            p.clock.now(),
-            7,  # type: ignore[arg-type]
-        )
+        calendar = read_calendar(session, items_config(), p.clock.now(), 7)
 
     assert listed[drafted].item_title == "Post 2"
     assert listed[drafted].item_link == "https://blog.example.com/post-2"
