@@ -13,10 +13,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlmodel import col, select
 
+from bot.digest_text import digest_text
 from core.drafting.service import DraftingService
 from core.failpoints import Failpoint, hook
 from core.identity import item_run_id, item_token
 from core.models import DraftRow, PolledItemRow, RunRow, SnapshotItemRow
+from core.operations.digest import build_digest
 from core.policies import DraftOutcome, PendingReason, SkipReason
 from core.scheduling.dispatch import SlotDispatcher
 from core.scheduling.items import ItemPoller
@@ -230,9 +232,12 @@ def test_an_item_waiting_past_item_ttl_is_skipped_stale(store: Store) -> None:
 
     p.poll(tight)
 
-    [stale] = of_state(store, RunState.SKIPPED)[-1:]
+    [stale] = [run for run in of_state(store, RunState.SKIPPED) if run.reason != "backfill"]
     assert stale.reason == SkipReason.STALE_ITEM
     assert p.drafter.calls == 1 and not of_state(store, RunState.PENDING)
+    digest = build_digest(store, items_config(), p.clock.now())
+    assert digest.stale_items == {"weekly-update": 1}
+    assert "(stale_item, 24h): *weekly-update* 1" in digest_text(digest)
 
 
 def test_two_pollers_at_once_make_one_run_and_one_draft_per_item(store: Store) -> None:
