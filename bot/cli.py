@@ -491,6 +491,7 @@ def main() -> None:
 # Commands kept in their own modules register on `app` (they import it from here).
 from bot import cli_calendar as _calendar  # noqa: E402, F401
 from bot import cli_decisions as _decisions  # noqa: E402, F401
+from bot import cli_items as _items  # noqa: E402, F401
 from bot import cli_review  # noqa: E402, F401
 from bot import cli_sources as _sources  # noqa: E402, F401
 from bot import cli_stats as _stats  # noqa: E402, F401

@@ -13,6 +13,7 @@ import logging
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
@@ -63,6 +64,18 @@ class PollResult:
     recorded: Recorded = field(default_factory=Recorded)
     drafted: tuple[DraftResult, ...] = ()
     failed: str | None = None  # the source could not be read: nothing recorded
+
+    def to_json(self) -> dict[str, Any]:
+        """The `galley poll --json` shape."""
+        return {
+            "recipe": self.recipe,
+            "new": list(self.recorded.waiting),
+            "backfilled": self.recorded.backfilled,
+            "reissued": self.recorded.reissued,
+            "known": self.recorded.known,
+            "drafted": [result.to_json() for result in self.drafted],
+            "failed": self.failed,
+        }
 
     def describe(self) -> str:
         if self.failed is not None:
@@ -117,10 +130,10 @@ class ItemPoller:
         a run that waited past `item_ttl` is skipped (`stale_item`) instead."""
         results: list[DraftResult] = []
         gate_open = True
-        for run_id, created_at, slot_at in self._waiting(recipe):
+        for run_id, state, created_at, slot_at in self._waiting(recipe):
             if self.stopping.is_set():
                 break
-            if self.clock.now() - created_at > recipe.item_ttl:
+            if state == RunState.PENDING and self.clock.now() - created_at > recipe.item_ttl:
                 results.append(self._skip_stale(recipe, run_id))
                 continue
             slot = slot_of_run(recipe, run_id, slot_at)
@@ -131,16 +144,18 @@ class ItemPoller:
             gate_open = result.outcome != DraftOutcome.QUEUED
         return tuple(results)
 
-    def _waiting(self, recipe: Recipe) -> list[tuple[str, datetime, datetime]]:
-        """Pending item runs of the recipe, oldest item first (ix_runs_recipe_state)."""
+    def _waiting(self, recipe: Recipe) -> list[tuple[str, RunState, datetime, datetime]]:
+        """Pending item runs of the recipe, oldest item first (ix_runs_recipe_state), and
+        running ones: a claim whose holder died is taken over by the next request for its
+        run (docs/design.md §4), a live one answers `in_progress` and is left alone."""
         after, before = item_run_range(recipe.name)
         with self.store.read() as session:
             rows = session.exec(
-                select(RunRow.id, RunRow.created_at, RunRow.slot_at)
+                select(RunRow.id, RunRow.state, RunRow.created_at, RunRow.slot_at)
                 .join(PolledItemRow, col(PolledItemRow.run_id) == col(RunRow.id))
                 .where(
                     col(RunRow.recipe) == recipe.name,
-                    col(RunRow.state) == RunState.PENDING,
+                    col(RunRow.state).in_([RunState.PENDING, RunState.RUNNING]),
                     col(RunRow.id) > after,
                     col(RunRow.id) < before,
                     col(PolledItemRow.same_as).is_(None),
@@ -151,7 +166,9 @@ class ItemPoller:
                     col(RunRow.id),
                 )
             ).all()
-        return [(run_id, created_at, slot_at) for run_id, created_at, slot_at in rows]
+        return [
+            (run_id, RunState(state), created, slot_at) for run_id, state, created, slot_at in rows
+        ]
 
     def _skip_stale(self, recipe: Recipe, run_id: str) -> DraftResult:
         detail = f"waited longer than item_ttl ({recipe.item_ttl}) for room in the review queue"
