@@ -208,3 +208,26 @@ def test_two_replicas_polling_at_once_draft_each_new_item_once(world: World) -> 
     runs, drafts = rows(world.db_url)
     assert len(runs) == 5 and len(drafts) == 3
     assert len(world.requests()) == 3
+
+
+def test_a_real_feed_that_reorders_reserves_reissues_and_edits_drafts_each_item_once(
+    world: World,
+) -> None:
+    first_poll(world)
+    reissued = Entry("urn:uuid:4-again", "Post 4", entry(4).link, entry(4).published, "<p>4</p>")
+    edited = Entry(entry(3).guid, "Post 3 (updated)", entry(3).link, entry(3).published, "<p>!</p>")
+    documents = [
+        document(1, 2, 3, 4),  # two new entries
+        rss2([entry(n) for n in (1, 2, 3, 4)]),  # the same, oldest first
+        document(3, 4),  # old ones dropped ...
+        document(1, 2, 3, 4),  # ... and served again
+        rss2([reissued, entry(3), entry(2), entry(1)]),  # 4 under a new GUID
+        rss2([entry(4), edited, entry(2), entry(1)]),  # 3 edited after it was drafted
+    ]
+    for served in documents:
+        world.web.publish(FEED, served, RSS_TYPE)
+        code, _, stderr = world.poll()
+        assert code == 0, stderr
+
+    runs, drafts = rows(world.db_url)
+    assert len(runs) == 4 and len(drafts) == 2 and len(world.requests()) == 2
