@@ -19,7 +19,10 @@ from core.failpoints import Failpoint, hook
 from core.identity import item_run_id, item_token
 from core.models import DraftRow, PolledItemRow, RunRow, SnapshotItemRow
 from core.operations.digest import build_digest
-from core.policies import DraftOutcome, PendingReason, SkipReason
+from core.policies import DraftOutcome, PendingReason, SkipReason, Verdict
+from core.ports import Fit, PostQuery, Publication
+from core.publishing.service import PublishingService
+from core.review.queue import decide
 from core.scheduling.dispatch import SlotDispatcher
 from core.scheduling.items import ItemPoller
 from core.setup.config import Config, Recipe, parse_config
@@ -27,6 +30,7 @@ from core.slots.schedule import Slot, latest_slot_at_or_before
 from core.sources.items import ReadContext, SourceItem, Window
 from core.sources.specs import SourceSpec
 from core.states import DraftState, RunState
+from core.store.effects import EffectLedger
 from core.store.engine import Store
 from core.testing import FrozenClock, InstantDrafter
 from tests.conftest import config_text
@@ -359,3 +363,65 @@ def test_surfaces_show_an_item_run_by_its_items_title_and_link(store: Store) -> 
     assert [(e.run, e.item) for e in calendar] == [
         (drafted, "Post 2 <https://blog.example.com/post-2>")
     ]  # polls are no calendar slots; a backfilled item is not shown
+
+
+@dataclass
+class RecordingWebhook:
+    """A destination keyed by effect key, as a webhook with an Idempotency-Key is: a send
+    under a key it holds adds nothing; a look-up finds it."""
+
+    posts: dict[str, str] = field(default_factory=dict)
+    sends: int = 0
+
+    @property
+    def target(self) -> str:
+        return "webhook"
+
+    def publish(self, publication: Publication) -> str:
+        self.sends += 1
+        return self.posts.setdefault(publication.effect_key, f"post-{len(self.posts) + 1}")
+
+    def lookup(self, query: PostQuery) -> str | None:
+        return self.posts.get(query.effect_key)
+
+    def link(self, external_id: str) -> str | None:
+        return None
+
+    def fit(self, text: str) -> Fit | None:
+        return None
+
+
+def test_each_new_item_is_published_once_however_often_it_is_polled(store: Store) -> None:
+    hook_table = '\npublish = { to = "webhook", url = "https://hooks.example.com/in" }\n'
+    config = parse_config(config_text().replace("0 9 * * mon", "*/5 * * * *") + ITEMS + hook_table)
+    recipe = config.recipe("weekly-update")
+    feed = FeedStub(feed_of(1))
+    p = make_poller(store, feed)
+    p.poll(recipe)
+    feed.entries = feed_of(1, 2, 3)
+    webhook = RecordingWebhook()
+    ledger = EffectLedger(store, p.clock, "w1")
+    publishing = PublishingService(store, config, p.clock, ledger, lambda _recipe: webhook)
+
+    for _ in range(3):  # polled, approved and published; polled and published again
+        p.clock.advance(timedelta(minutes=5))
+        p.poll(recipe)
+        for draft in drafts(store):
+            if draft.state == DraftState.READY:
+                decide(
+                    store,
+                    config,
+                    p.clock,
+                    draft_key=draft.key,
+                    revision=draft.revision,
+                    verdict=Verdict.APPROVED,
+                    user="U0EDITOR",
+                    permitted=True,
+                )
+        publishing.publish_pending()
+
+    assert p.drafter.calls == 2 and webhook.sends == 2 and len(webhook.posts) == 2
+    assert sorted(r.state for r in runs(store) if r.reason != SkipReason.BACKFILL) == [
+        RunState.SUCCEEDED,
+        RunState.SUCCEEDED,
+    ]
