@@ -412,8 +412,11 @@ class Galley:
                 session, config, since=since, recipe=recipe, limit=limit, before=before
             )
 
-    def run_now(self, recipe_name: str) -> DraftResult:
-        """`/galley run`: draft the recipe's most recent slot now."""
+    def run_now(self, recipe_name: str) -> DraftResult | PollResult:
+        """`/galley run`: draft the recipe's most recent slot now; an items recipe's source
+        is polled now (docs/design.md §29)."""
+        if self._services.recipe(recipe_name).trigger == Trigger.ITEMS:
+            return self.poll(recipe_name)
         return self.draft(recipe_name)
 
     def calendar(self, days: int = 7) -> Calendar:

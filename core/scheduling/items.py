@@ -189,7 +189,10 @@ def record_poll(
     (pending; `backfill` skipped at the source's first poll, but the newest `backfill`);
     a known id nothing; a new id with a known link and title a re-issue, logged."""
     lock_recipe_row(session, recipe.name, now)  # polls of one recipe, one at a time
-    unique = list({item.item_id: item for item in reversed(items)}.values())[::-1]
+    first_of_id: dict[str, SourceItem] = {}
+    for item in items:  # a feed may list an entry twice: its first place counts
+        first_of_id.setdefault(item.item_id, item)
+    unique = list(first_of_id.values())
     if not unique:
         return Recorded()
     source = unique[0].source

@@ -425,3 +425,18 @@ def test_each_new_item_is_published_once_however_often_it_is_polled(store: Store
         RunState.SUCCEEDED,
         RunState.SUCCEEDED,
     ]
+
+
+def test_galley_draft_refuses_an_items_recipe_and_poll_a_scheduled_one(store: Store) -> None:
+    from core.api.galley import Galley
+    from core.errors import SlotError
+    from tests.conftest import make_config
+
+    items = Galley(items_config(), store, drafter=InstantDrafter(), clock=FrozenClock(T0))
+    scheduled = Galley(make_config(), store, drafter=InstantDrafter(), clock=FrozenClock(T0))
+
+    with pytest.raises(SlotError, match="galley poll weekly-update"):
+        items.draft("weekly-update")
+    with pytest.raises(SlotError, match='no trigger = "items"'):
+        scheduled.poll("weekly-update")
+    assert runs(store) == []
