@@ -440,3 +440,16 @@ def test_galley_draft_refuses_an_items_recipe_and_poll_a_scheduled_one(store: St
     with pytest.raises(SlotError, match='no trigger = "items"'):
         scheduled.poll("weekly-update")
     assert runs(store) == []
+
+
+def test_a_source_added_to_a_polled_recipe_backfills_what_it_already_has(store: Store) -> None:
+    feed = FeedStub(feed_of(1, 2))
+    p = make_poller(store, feed)
+    p.poll(items_recipe())
+    feed.entries = [replace(item, source="news") for item in feed_of(7, 8, 9)]
+    p.clock.advance(timedelta(minutes=5))
+
+    p.poll(items_recipe())  # the same recipe, now reading another source
+
+    assert p.drafter.calls == 0
+    assert {r.reason for r in runs(store)} == {SkipReason.BACKFILL} and len(runs(store)) == 5
