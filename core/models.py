@@ -459,6 +459,17 @@ class SeenSourceItemRow(SQLModel, table=True):
     first_seen_at: datetime = _utc(nullable=False)
 
 
+class PolledSourceRow(SQLModel, table=True):
+    """An items recipe's source polled once (docs/design.md §29): its first poll, even of an
+    empty source, is the one that backfills; a later poll drafts what is new."""
+
+    __tablename__ = "polled_sources"
+
+    recipe: str = Field(primary_key=True, max_length=64)
+    source: str = Field(primary_key=True, max_length=64)
+    first_polled_at: datetime = _utc(nullable=False)
+
+
 class PolledItemRow(SQLModel, table=True):
     """An item an items recipe's poll has seen (docs/design.md §29), keyed by its own stable
     id, with the run it became (a backfill's, skipped, included) and what the model is

@@ -30,11 +30,11 @@ from core.setup.config import Recipe
 from core.slots.schedule import Slot, slot_of_run
 from core.sources.items import SourceItem, Window
 from core.sources.polled import (
+    first_poll_of,
     firsts_by_identity,
     item_identity,
     known_item_ids,
     record_item,
-    source_polled_before,
 )
 from core.sources.reading import read_source
 from core.states import RunState
@@ -189,14 +189,14 @@ def record_poll(
     (pending; `backfill` skipped at the source's first poll, but the newest `backfill`);
     a known id nothing; a new id with a known link and title a re-issue, logged."""
     lock_recipe_row(session, recipe.name, now)  # polls of one recipe, one at a time
+    source = recipe.sources[0].label  # every item it reads is labelled so
+    first_poll = first_poll_of(session, recipe.name, source, now)
     first_of_id: dict[str, SourceItem] = {}
     for item in items:  # a feed may list an entry twice: its first place counts
         first_of_id.setdefault(item.item_id, item)
     unique = list(first_of_id.values())
     if not unique:
         return Recorded()
-    source = unique[0].source
-    first_poll = not source_polled_before(session, recipe.name, source)
     known = known_item_ids(session, recipe.name, source, [item.item_id for item in unique])
     fresh = [item for item in unique if item.item_id not in known]
     drafted_now = {item.item_id for item in fresh[: recipe.backfill]} if first_poll else None

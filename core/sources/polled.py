@@ -13,7 +13,7 @@ from datetime import datetime
 
 from sqlmodel import Session, col, select
 
-from core.models import PolledItemRow
+from core.models import PolledItemRow, PolledSourceRow
 from core.sources.items import SourceItem
 from core.store.engine import insert_ignore
 
@@ -75,14 +75,12 @@ def firsts_by_identity(
     return found
 
 
-def source_polled_before(session: Session, recipe: str, source: str) -> bool:
-    """Whether any poll of this recipe's source recorded an item (one primary-key probe)."""
-    seen = session.exec(
-        select(PolledItemRow.item_id)
-        .where(col(PolledItemRow.recipe) == recipe, col(PolledItemRow.source) == source)
-        .limit(1)
-    ).first()
-    return seen is not None
+def first_poll_of(session: Session, recipe: str, source: str, now: datetime) -> bool:
+    """Whether this is the first poll of this recipe's source: the database decides, by
+    the `polled_sources` key, so an empty first poll still counts as one."""
+    return insert_ignore(
+        session, PolledSourceRow, recipe=recipe, source=source, first_polled_at=now
+    )
 
 
 def record_item(

@@ -449,7 +449,20 @@ def test_a_source_added_to_a_polled_recipe_backfills_what_it_already_has(store: 
     feed.entries = [replace(item, source="news") for item in feed_of(7, 8, 9)]
     p.clock.advance(timedelta(minutes=5))
 
-    p.poll(items_recipe())  # the same recipe, now reading another source
+    news = items_config().recipe("weekly-update").sources[0].model_copy(update={"name": "news"})
+    p.poll(items_recipe().model_copy(update={"sources": (news,)}))  # now reading another source
 
     assert p.drafter.calls == 0
     assert {r.reason for r in runs(store)} == {SkipReason.BACKFILL} and len(runs(store)) == 5
+
+
+def test_an_empty_first_poll_is_the_first_poll_the_next_item_is_drafted(store: Store) -> None:
+    feed = FeedStub([])
+    p = make_poller(store, feed)
+    p.poll(items_recipe())  # a new project: no release yet
+    feed.entries = feed_of(1)
+    p.clock.advance(timedelta(minutes=5))
+
+    p.poll(items_recipe())
+
+    assert p.drafter.calls == 1 and len(drafts(store)) == 1

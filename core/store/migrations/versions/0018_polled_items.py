@@ -1,5 +1,5 @@
 """Items: one run per new item (issue 37, docs/design.md §29): the items an items recipe's
-polls have seen, each with the run it became.
+polls have seen, each with the run it became, and the sources polled once.
 
 Revision ID: 0018
 Revises: 0017
@@ -24,6 +24,12 @@ def _utc(name: str, nullable: bool = True) -> sa.Column[object]:
 
 
 def upgrade() -> None:
+    op.create_table(
+        "polled_sources",
+        sa.Column("recipe", sa.String(64), primary_key=True),
+        sa.Column("source", sa.String(64), primary_key=True),
+        _utc("first_polled_at", nullable=False),
+    )
     op.create_table(
         "polled_items",
         sa.Column("recipe", sa.String(64), primary_key=True),
@@ -53,3 +59,4 @@ def downgrade() -> None:
     op.drop_index("ix_polled_items_run", table_name="polled_items")
     op.drop_index("ix_polled_items_identity", table_name="polled_items")
     op.drop_table("polled_items")
+    op.drop_table("polled_sources")
