@@ -50,7 +50,7 @@ source = { kind = "feed", url = "https://blog.example.com/feed.xml", name = "blo
 
 def seed(engine: sa.Engine, upto: int, already: int) -> None:
     """Items seen before, as earlier polls recorded them (bulk, not through the poll)."""
-    from core.models import PolledItemRow
+    from core.models import PolledItemRow, PolledSourceRow
 
     rows = [
         {
@@ -69,6 +69,9 @@ def seed(engine: sa.Engine, upto: int, already: int) -> None:
         for n in range(already, upto)
     ]
     with engine.begin() as connection:
+        if already == 0:  # the source was polled before: this is no first poll
+            source = {"recipe": RECIPE, "source": SOURCE, "first_polled_at": AT}
+            connection.execute(sa.insert(PolledSourceRow.__table__), [source])  # type: ignore[attr-defined]
         for start in range(0, len(rows), 5000):
             connection.execute(sa.insert(PolledItemRow.__table__), rows[start : start + 5000])  # type: ignore[attr-defined]
     if engine.dialect.name == "postgresql":  # as autovacuum would after a history accrued
