@@ -16,7 +16,7 @@ from sqlmodel import col, select
 from core.drafting.claims import DraftResult, skip_if_pending, skip_slot
 from core.drafting.service import DraftingService
 from core.models import RunRow
-from core.policies import DraftOutcome, PendingReason, SkipReason
+from core.policies import DraftOutcome, PendingReason, SkipReason, Trigger
 from core.ports import Clock
 from core.setup.config import Recipe
 from core.slots.publish_time import too_late_to_draft
@@ -91,20 +91,22 @@ class SlotDispatcher:
     def stale_pending_runs(self) -> list[str]:
         """Pending runs nobody has moved for a while: a crash between the sweep and its
         re-dispatch, a bump, a queued run left at shutdown. Nothing else looks at them. An
-        item waiting its turn is not one: its recipe's polls draft those, oldest first."""
+        item waiting its turn is not one while its recipe polls: its polls draft those,
+        oldest first (docs/design.md §29); once the recipe left the config, it is."""
         now = self.clock.now()
         with self.store.read() as session:  # ix_runs_state_updated
             found = session.exec(
-                select(RunRow.id).where(
+                select(RunRow.id, RunRow.recipe, RunRow.reason).where(
                     col(RunRow.state) == RunState.PENDING,
                     col(RunRow.updated_at) < now - STALE_PENDING,
-                    sa.or_(
-                        col(RunRow.reason).is_(None),
-                        col(RunRow.reason) != PendingReason.ITEM_WAITS,
-                    ),
                 )
             ).all()
-        return list(found)
+        polled = {name for name, r in self.recipes.items() if r.trigger == Trigger.ITEMS}
+        return [
+            run_id
+            for run_id, recipe, reason in found
+            if reason != PendingReason.ITEM_WAITS or recipe not in polled
+        ]
 
     def people_waiting(self) -> list[str]:
         """Pending runs that are a person's request (a bump, `galley draft` in a process

@@ -466,3 +466,21 @@ def test_an_empty_first_poll_is_the_first_poll_the_next_item_is_drafted(store: S
     p.poll(items_recipe())
 
     assert p.drafter.calls == 1 and len(drafts(store)) == 1
+
+
+def test_items_waiting_for_a_recipe_that_left_the_config_are_closed(store: Store) -> None:
+    feed = FeedStub(feed_of(1))
+    p = make_poller(store, feed)
+    tight = items_recipe(pending_limit=1)
+    p.poll(tight)
+    feed.entries = feed_of(1, 2, 3)
+    p.clock.advance(timedelta(minutes=5))
+    p.poll(tight)
+    p.clock.advance(timedelta(hours=1))
+    dispatcher = SlotDispatcher(store, p.poller.drafting, p.clock, recipes={})
+
+    for run_id in dispatcher.stale_pending_runs():
+        dispatcher.settle_pending(run_id)
+
+    assert not of_state(store, RunState.PENDING)
+    assert [r.reason for r in runs(store)].count(SkipReason.RECIPE_REMOVED) == 1
