@@ -6,6 +6,7 @@ the runs and the drafts; never logs."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,9 +24,9 @@ from core.policies import SkipReason
 from core.states import DraftState, RunState
 from core.store.engine import Store
 from tests.conftest import config_text
-from tests.fakes.anthropic_api import read_requests
+from tests.fakes.anthropic_api import hang, read_requests, write_script
 from tests.fakes.web import RSS_TYPE, FakeWeb
-from tests.harness.processes import GALLEY, fake_server, galley_env
+from tests.harness.processes import GALLEY, fake_server, galley_env, wait_for
 from tests.harness.slow_marks import starts_a_server
 from tests.harness.timing import scaled
 from tests.sources.feed_documents import Entry, rss2
@@ -231,3 +232,27 @@ def test_a_real_feed_that_reorders_reserves_reissues_and_edits_drafts_each_item_
 
     runs, drafts = rows(world.db_url)
     assert len(runs) == 4 and len(drafts) == 2 and len(world.requests()) == 2
+
+
+def test_sigkilled_while_an_items_model_call_is_in_flight_the_item_is_drafted_once(
+    world: World,
+) -> None:
+    first_poll(world)
+    world.serve(1, 2, 3)
+    write_script(world.anthropic_state, [hang(30)])  # accept the request, never answer
+
+    proc = world.start()
+    try:
+        wait_for(lambda: bool(world.requests()), 30, "the model call to reach the fake")
+    finally:
+        proc.kill()  # SIGKILL mid-call: no cleanup, the claim stays as it was
+        code, _, _ = finish(proc)
+    assert code == -signal.SIGKILL
+    lapse_leases(world.db_url)  # as if its 120 s had passed
+
+    code, _, stderr = world.poll()
+
+    assert code == 0, stderr
+    _, [drafted] = rows(world.db_url)
+    assert drafted.state == DraftState.READY
+    assert len(world.requests()) == 2  # the abandoned call, and the one that drafted
