@@ -165,7 +165,8 @@ def _coming_up_part(model: HomeModel) -> _Part:
 def _coming_up_line(entry: CalendarEntry) -> str:
     target = f" → {escape_mrkdwn(entry.target)}" if entry.target else ""
     recipe, shown = escape_mrkdwn(entry.recipe), escape_mrkdwn(entry.shown)
-    return f"{_date(entry.slot_at)} · *{recipe}*{target} · {shown}"
+    item = f" · {escape_mrkdwn(entry.item)}" if entry.item else ""  # docs/design.md §29
+    return f"{_date(entry.slot_at)} · *{recipe}*{target}{item} · {shown}"
 
 
 def _published_part(model: HomeModel) -> _Part:
@@ -213,6 +214,9 @@ def _recipe_text(line: RecipeLine) -> str:
     if line.last_run:
         why = f" ({escape_mrkdwn(line.last_reason)})" if line.last_reason else ""
         text += f"\nLast run `{escape_mrkdwn(line.last_run)}`: {line.last_state}{why}"
+    if line.last_item is not None:  # docs/design.md §29: feed text is untrusted
+        link = f" {escape_mrkdwn(line.last_item.link)}" if line.last_item.link else ""
+        text += f"\nItem: {escape_mrkdwn(line.last_item.title)}{link}"
     if line.last_published:
         text += "\n" + published_line(line.last_published)
     return text

@@ -25,6 +25,7 @@ from apscheduler.triggers.base import BaseTrigger
 from bot.pools import Pool, WorkPool
 from core.api.services import Services
 from core.identity import run_of_draft_key
+from core.policies import Trigger
 from core.publishing.missed_slots import expire_missed_slots
 from core.review.queue import expire_overdue_drafts
 from core.scheduling.catch_up import (
@@ -36,6 +37,7 @@ from core.scheduling.catch_up import (
 from core.scheduling.dispatch import SlotDispatcher
 from core.setup.config import Recipe
 from core.slots.publish_time import drafting_fire, next_drafting, slots_due_by
+from core.slots.schedule import latest_slot_at_or_before, slot_at_instant
 from core.telemetry.metrics import SCHEDULER_FIRES, SCHEDULER_MISFIRES
 
 log = logging.getLogger(__name__)
@@ -183,11 +185,15 @@ class SchedulerHost:
         store, now = self.services.store, self.services.clock.now()
         with store.read() as session:
             recorded = latest_recorded_slots(session)
-        plan = plan_catch_up(recipes, recorded, now, SharedSchedules())
+        scheduled = [recipe for recipe in recipes if recipe.trigger == Trigger.SCHEDULE]
+        plan = plan_catch_up(scheduled, recorded, now, SharedSchedules())
         if plan.to_skip:
             self.drafting.take(record_skips, store, plan.to_skip, now)
         for recipe, slot in plan.to_run:
             self.drafting.take(self.dispatcher.run_slot, recipe, slot)
+        for recipe in recipes:  # a start polls: items left waiting by a crash are drafted
+            if recipe.trigger == Trigger.ITEMS:
+                self.drafting.take(self.poll_items, recipe, now)
         for run_id in self.dispatcher.people_waiting():  # a bump made while it was down
             self.drafting.take(self.dispatcher.settle_pending, run_id)
 
@@ -205,7 +211,15 @@ class SchedulerHost:
         recipe = self.services.config.recipes[recipe_name]
         SCHEDULER_FIRES.labels(recipe_name).inc()
         fired = scheduled_at or self.services.clock.now()
+        if recipe.trigger == Trigger.ITEMS:  # docs/design.md §29: a fire is a poll
+            self.drafting.take(self.poll_items, recipe, fired)
+            return
         self.drafting.take(self.dispatcher.fire, recipe, slots_due_by(recipe, fired))
+
+    def poll_items(self, recipe: Recipe, fired: datetime) -> None:
+        """Poll an items recipe at its latest slot by `fired` (a start polls too)."""
+        slot = latest_slot_at_or_before(recipe, fired) or slot_at_instant(recipe, fired)
+        self.services.items.poll(recipe, slot)
 
     def _on_missed(self, event: JobExecutionEvent) -> None:
         """APScheduler found a fire past misfire_grace: Galley records it as skipped."""
@@ -213,6 +227,8 @@ class SchedulerHost:
             return
         recipe = self.services.config.recipes[event.job_id.removeprefix(RECIPE_JOB_PREFIX)]
         SCHEDULER_MISFIRES.labels(recipe.name).inc()
+        if recipe.trigger == Trigger.ITEMS:
+            return  # a missed poll loses nothing: the next one reads what it would have
         log.info(
             "missed fire of %s at %s (past misfire_grace): recorded as skipped",
             recipe.name,

@@ -252,7 +252,7 @@ def runs(
         print_json({"runs": page.to_json()})
         return
     following = page[-1].id if len(found) > limit else None
-    rows = [[r.id, r.state, r.reason, r.draft_key, r.attempts] for r in page]
+    rows = [[r.label(), r.state, r.reason, r.draft_key, r.attempts] for r in page]
     out.print(table("runs", ["run", "state", "reason", "draft key", "attempts"], rows))
     if following is not None:
         out.print(f"older: galley runs --before {following}", highlight=False)
@@ -491,6 +491,7 @@ def main() -> None:
 # Commands kept in their own modules register on `app` (they import it from here).
 from bot import cli_calendar as _calendar  # noqa: E402, F401
 from bot import cli_decisions as _decisions  # noqa: E402, F401
+from bot import cli_items as _items  # noqa: E402, F401
 from bot import cli_review  # noqa: E402, F401
 from bot import cli_sources as _sources  # noqa: E402, F401
 from bot import cli_stats as _stats  # noqa: E402, F401

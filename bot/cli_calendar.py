@@ -24,8 +24,14 @@ def calendar(
         print_json({"calendar": found.to_json()})
         return
     rows = [
-        [e.slot_at.isoformat(timespec="minutes"), e.recipe, e.target, e.run, e.shown] for e in found
+        [e.slot_at.isoformat(timespec="minutes"), e.recipe, e.target, _run(e.run, e.item), e.shown]
+        for e in found
     ]
     out.print(
         table("publication calendar", ["slot (UTC)", "recipe", "target", "run", "state"], rows)
     )
+
+
+def _run(run: str, item: str | None) -> str:
+    """An item run's id with its item's title and link (docs/design.md §29)."""
+    return f"{run} {item}" if item else run

@@ -11,12 +11,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bot.blocks import help_text
+from bot.mrkdwn import escape_mrkdwn
 from bot.work import Work
 from core.api.galley import plain_description
 from core.api.queries import list_runs, read_status
 from core.api.services import Services
+from core.api.views import RunSummary
 from core.errors import GalleyError
-from core.policies import Finding
+from core.policies import Finding, Trigger
 from core.setup.config import Recipe
 from core.slots.schedule import Slot
 from core.states import RunState
@@ -88,6 +90,8 @@ def _run(args: list[str], context: CommandContext) -> str:
     _no_more(args, 1)
     recipe = context.services.recipe(_first(args))
     context.work.start_draft(recipe, None, context.user, context.tell)
+    if recipe.trigger == Trigger.ITEMS:
+        return f"Polling *{recipe.name}* now; I will tell you what it found."
     return f"Drafting *{recipe.name}* for its most recent slot; I will tell you how it went."
 
 
@@ -119,7 +123,17 @@ def _runs(args: list[str], context: CommandContext) -> str:
         found = list_runs(session, state, 15, None)
     if not found:
         return "No runs."
-    return "\n".join(f"`{r.id}` {r.state}" + (f" ({r.reason})" if r.reason else "") for r in found)
+    return "\n".join(
+        f"`{r.id}` {r.state}" + (f" ({r.reason})" if r.reason else "") + _item_of(r) for r in found
+    )
+
+
+def _item_of(run: RunSummary) -> str:
+    """An item run's item (docs/design.md §29), inert: feed text is untrusted."""
+    if run.item_title is None:
+        return ""
+    link = f" {escape_mrkdwn(run.item_link)}" if run.item_link else ""
+    return f": {escape_mrkdwn(run.item_title)}{link}"
 
 
 def _resolve(args: list[str], context: CommandContext) -> str:

@@ -27,6 +27,9 @@ def digest_text(digest: Digest) -> str:
     if digest.no_news:
         quiet = (f"{_bold(name)} {n}" for name, n in digest.no_news.items())
         lines.append(f"• Nothing new in their sources (no_news, 24h): {', '.join(quiet)}")
+    if digest.stale_items:
+        stale = (f"{_bold(name)} {n}" for name, n in digest.stale_items.items())
+        lines.append(f"• Items that waited past item_ttl (stale_item, 24h): {', '.join(stale)}")
     if digest.expiring:
         soon = (f"{_code(d.run_id)} (expires {d.expires:%m-%d %H:%M} UTC)" for d in digest.expiring)
         lines.append(f"• About to expire unreviewed: {', '.join(soon)}")

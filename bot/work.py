@@ -11,6 +11,7 @@ from collections.abc import Callable
 from bot.apscheduler_host import SchedulerHost
 from bot.blocks import review_reply
 from bot.wiring import BotServices
+from core.policies import Trigger
 from core.ports import ReviewItem
 from core.review.redraft_claims import RedraftClaim, expired_redrafts
 from core.setup.config import Recipe
@@ -62,6 +63,13 @@ class Work:
         why, failed and why)."""
         core = self.services.core
         chosen = slot or core.resolve_slot(recipe, None)
+        if slot is None and recipe.trigger == Trigger.ITEMS:  # docs/design.md §29: poll now
+
+            def poll_and_tell() -> None:
+                tell(core.items.poll(recipe, chosen).describe())
+
+            self.host.drafting.take(poll_and_tell)
+            return
 
         def draft_and_tell() -> None:
             result = core.drafting.draft_slot(recipe, chosen, manual=True, actor=actor)

@@ -22,6 +22,7 @@ FAILPOINT_EXIT_CODE = 86
 class Failpoint(StrEnum):
     """Every point a test may name, in the order a slot meets them."""
 
+    AFTER_POLL_COMMIT = "after_poll_commit"  # an items poll's new runs stored, none claimed
     AFTER_CLAIM_COMMIT = "after_claim_commit"
     AFTER_SNAPSHOT_COMMIT = (
         "after_snapshot_commit"  # a run's sources read and stored (docs/design.md §27)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 WALL_FORMAT = "%Y-%m-%dT%H:%M"
@@ -36,10 +36,54 @@ def run_id(recipe: str, slot_wall: datetime, occurrence: int = 1) -> str:
     The second pass of a repeated fall-back hour exists only under `dst_repeat = both`,
     and only then gets the `~2` suffix; otherwise the repeated hour is one run.
     """
+    return f"{recipe}{RUN_MARK}{wall_text(slot_wall, occurrence)}"
+
+
+def wall_text(slot_wall: datetime, occurrence: int = 1) -> str:
+    """A slot's wall time as a run id and `runs.slot_wall` write it (`2026-10-20T09:00`,
+    `~2` on a repeated hour's second pass)."""
     if slot_wall.tzinfo is not None:
         raise ValueError("slot_wall must be naive local wall time")
     suffix = SECOND_PASS_SUFFIX if occurrence == 2 else ""
-    return f"{recipe}{RUN_MARK}{slot_wall.strftime(WALL_FORMAT)}{suffix}"
+    return f"{slot_wall.strftime(WALL_FORMAT)}{suffix}"
+
+
+# An item run (docs/design.md §29): `release-notes@item:<item token>`. The token is the
+# item's own key when it is short and plain; otherwise a readable cut of it, `=` and a hash
+# of the whole key (`=` is never in a plain token, so the two forms cannot meet).
+ITEM_MARK = "item:"
+ITEM_TOKEN_MAX = 100
+ITEM_HASH_LENGTH = 16  # hex digits: 64 bits of SHA-256 per recipe's items
+_PLAIN_ITEM_TOKEN = re.compile(r"^[A-Za-z0-9._:/-]+$")  # no | # ~ @ = or spaces
+_NOT_IN_ITEM_TOKEN = re.compile(r"[^A-Za-z0-9._:/-]+")
+# Item runs name no slot, so a record key's time comes from the key (docs/design.md §29).
+_ITEM_TID_BASE = datetime(2024, 1, 1, tzinfo=UTC)
+_ITEM_TID_SPREAD_BITS = 40  # ~12.7 days of microseconds after the base
+
+
+def item_token(item_key: str) -> str:
+    """The part of an item run's id that names the item: readable, and hashed when long."""
+    if len(item_key) <= ITEM_TOKEN_MAX and _PLAIN_ITEM_TOKEN.match(item_key):
+        return item_key
+    digest = hashlib.sha256(item_key.encode("utf-8", "surrogatepass")).hexdigest()
+    readable = _NOT_IN_ITEM_TOKEN.sub("-", item_key)[: ITEM_TOKEN_MAX - ITEM_HASH_LENGTH - 1]
+    return f"{readable}={digest[:ITEM_HASH_LENGTH]}"
+
+
+def item_run_id(recipe: str, token: str) -> str:
+    """`release-notes@item:release:1234`: one run per item of an items recipe."""
+    return f"{recipe}{RUN_MARK}{ITEM_MARK}{token}"
+
+
+def item_token_of_run(run: str) -> str | None:
+    """The item token inside an item run's id; None for a slot's run."""
+    _, _, rest = run.partition(RUN_MARK)
+    return rest.removeprefix(ITEM_MARK) if rest.startswith(ITEM_MARK) else None
+
+
+def item_run_range(recipe: str) -> tuple[str, str]:
+    """Bounds (both exclusive) of a recipe's item runs, as `run_id_range`'s."""
+    return f"{recipe}{RUN_MARK}{ITEM_MARK}", f"{recipe}{RUN_MARK}{ITEM_MARK}{RUN_ID_END}"
 
 
 RUN_MARK = "@"  # between a run id's recipe and its slot's wall time
@@ -54,7 +98,10 @@ def recipe_of_run(run: str) -> str:
 
 def slot_wall_of_run(run: str) -> str:
     """The wall time inside a run id as stored in `runs.slot_wall` (`2026-10-20T09:00`,
-    `~2` kept on a repeated hour's second pass)."""
+    `~2` kept on a repeated hour's second pass). ValueError for an item run: its id names
+    no slot (its row's `slot_wall` is the poll's)."""
+    if item_token_of_run(run) is not None:
+        raise ValueError(f"an item run names no slot: {run!r}")
     return run.partition(RUN_MARK)[2]
 
 
@@ -290,8 +337,11 @@ def is_manual_proof(external_id: str) -> bool:
 
 
 def parse_run_id(run: str) -> tuple[str, datetime, int]:
-    """The inverse of `run_id`: (recipe, wall time, occurrence)."""
+    """The inverse of `run_id`: (recipe, wall time, occurrence). ValueError for an item
+    run (`item_token_of_run` reads those)."""
     recipe, _, wall = run.partition(RUN_MARK)
+    if wall.startswith(ITEM_MARK):
+        raise ValueError(f"an item run names no slot: {run!r}")
     occurrence = 2 if wall.endswith(SECOND_PASS_SUFFIX) else 1
     wall = wall.removesuffix(SECOND_PASS_SUFFIX)
     return recipe, datetime.strptime(wall, WALL_FORMAT), occurrence
@@ -315,15 +365,22 @@ def bluesky_record_key(effect_key: str) -> str:
     Its time is the slot named in the key's run id, its wall time read as UTC (a look-up
     has only the key, and a record key needs no zone), plus up to ~1 s from the key's
     hash so two keys of one slot differ; its clock id is the key's hash too: 30 bits that
-    tell keys apart. ValueError for a key without a run id in it.
+    tell keys apart. An item run names no slot: its time is a fixed base plus up to ~13
+    days from the key's hash. ValueError for a key without a run id in it.
     """
-    try:
-        _, wall, _ = parse_run_id(run_of_draft_key(effect_key))
-    except (IndexError, ValueError):
-        raise ValueError(f"not an effect key with a run id: {effect_key!r}") from None
     digest = int.from_bytes(hashlib.sha256(effect_key.encode("utf-8")).digest()[:8], "big")
     clock = digest & ((1 << TID_CLOCK_BITS) - 1)
     jitter = (digest >> TID_CLOCK_BITS) & ((1 << TID_JITTER_BITS) - 1)
+    try:
+        run = run_of_draft_key(effect_key)
+        if item_token_of_run(run) is not None:
+            spread = (digest >> TID_CLOCK_BITS) & ((1 << _ITEM_TID_SPREAD_BITS) - 1)
+            wall = (_ITEM_TID_BASE + timedelta(microseconds=spread)).replace(tzinfo=None)
+            jitter = 0
+        else:
+            _, wall, _ = parse_run_id(run)
+    except (IndexError, ValueError):
+        raise ValueError(f"not an effect key with a run id: {effect_key!r}") from None
     delta = wall.replace(tzinfo=UTC) - _EPOCH
     micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds + jitter
     if not 0 <= micros < 1 << 53:

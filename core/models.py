@@ -457,3 +457,49 @@ class SeenSourceItemRow(SQLModel, table=True):
     content_hash: str = Field(max_length=64)
     first_run_id: str = Field(max_length=200)
     first_seen_at: datetime = _utc(nullable=False)
+
+
+class PolledSourceRow(SQLModel, table=True):
+    """An items recipe's source polled once (docs/design.md §29): its first poll, even of an
+    empty source, is the one that backfills; a later poll drafts what is new."""
+
+    __tablename__ = "polled_sources"
+
+    recipe: str = Field(primary_key=True, max_length=64)
+    source: str = Field(primary_key=True, max_length=64)
+    first_polled_at: datetime = _utc(nullable=False)
+
+
+class PolledItemRow(SQLModel, table=True):
+    """An item an items recipe's poll has seen (docs/design.md §29), keyed by its own stable
+    id, with the run it became (a backfill's, skipped, included) and what the model is
+    shown of it. An item re-issued under a new id with the same link and title is a row
+    `same_as` the first, naming the first's run: never a second run. A later edit changes
+    nothing here."""
+
+    __tablename__ = "polled_items"
+    __table_args__ = (
+        # one item per link and title: a re-issue finds the first by index, never by scan
+        sa.Index(
+            "ix_polled_items_identity",
+            "recipe",
+            "source",
+            "identity",
+            unique=True,
+            sqlite_where=sa.text("same_as IS NULL AND identity IS NOT NULL"),
+            postgresql_where=sa.text("same_as IS NULL AND identity IS NOT NULL"),
+        ),
+        sa.Index("ix_polled_items_run", "run_id"),
+    )
+
+    recipe: str = Field(primary_key=True, max_length=64)
+    source: str = Field(primary_key=True, max_length=64)
+    item_id: str = Field(primary_key=True, max_length=500)
+    run_id: str = Field(max_length=200)
+    same_as: str | None = Field(default=None, max_length=500)  # a re-issue: the first's id
+    identity: str | None = Field(default=None, max_length=64)  # link and title hashed, or None
+    title: str = Field(sa_type=sa.Text)
+    link: str | None = Field(default=None, sa_type=sa.Text)
+    published_at: datetime | None = _utc()
+    text: str = Field(sa_type=sa.Text)
+    seen_at: datetime = _utc(nullable=False)

@@ -55,6 +55,8 @@ class SkipReason(StrEnum):
     BUDGET = "budget"
     RECIPE_REMOVED = "recipe_removed"  # a pending run whose recipe left the config
     NO_NEWS = "no_news"  # its sources had nothing in the window (on_empty = "skip")
+    BACKFILL = "backfill"  # an item already there at its source's first poll (docs/design.md §29)
+    STALE_ITEM = "stale_item"  # an item that waited on backpressure past item_ttl
 
 
 class PendingReason(StrEnum):
@@ -64,6 +66,7 @@ class PendingReason(StrEnum):
     QUEUED = "queued"  # overlap = queue_one: waits for the recipe's running draft
     CLAIM_EXPIRED = "claim expired"  # its holder stopped renewing; the sweeper gave it back
     CLAIM_TAKEN_OVER = "claim taken over"  # running again, under the claim's new holder
+    ITEM_WAITS = "item waits"  # an item's run waiting its turn, oldest first (docs/design.md §29)
 
 
 TAKEOVER_NOTE = "took over an expired claim of"  # a draft's event when its claim changes hands
@@ -378,6 +381,14 @@ class CalendarState(StrEnum):
     PUBLISHING = "publishing"  # under way, or its outcome being looked up
     PUBLISHED = "published"
     MISSED = "missed"  # its time passed without a publication (missed_slot, misfire)
+
+
+class Trigger(StrEnum):
+    """What makes a recipe's runs (docs/design.md §29): its slots, or each new item of its
+    one `source`, polled at its slots."""
+
+    SCHEDULE = "schedule"
+    ITEMS = "items"
 
 
 class SourceKind(StrEnum):

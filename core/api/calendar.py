@@ -6,6 +6,7 @@ the slots nobody has drafted yet come from the schedule.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -13,13 +14,14 @@ from datetime import datetime, timedelta
 
 from sqlmodel import Session, col, select
 
-from core.identity import publish_effect_key
+from core.identity import item_token_of_run, publish_effect_key
 from core.models import EffectRow, RunRow
-from core.policies import CalendarState, ExpiryReason, FailReason, SkipReason
+from core.policies import CalendarState, ExpiryReason, FailReason, SkipReason, Trigger
 from core.render import Rows
 from core.setup.config import Config, Recipe
 from core.slots.publish_time import publication_label
 from core.slots.schedule import slots_between
+from core.sources.polled import ItemLabel, labels_of_runs
 from core.states import EffectState, RunState
 
 LOOK_BACK = timedelta(days=1)  # slots this recent are shown too: published, missed
@@ -47,6 +49,7 @@ class CalendarEntry:
     draft_key: str | None
     link: str | None  # published: the post's URL, or its id at the destination
     shown: str  # the state in words: "approved, publishes Mon 2 Nov 09:00 (Europe/London)"
+    item: str | None = None  # an item run's item: its title and link (docs/design.md §29)
 
 
 class Calendar(Rows[CalendarEntry]):
@@ -54,7 +57,7 @@ class Calendar(Rows[CalendarEntry]):
 
     title = "publication calendar"
     row_type = CalendarEntry
-    columns = ("recipe", "target", "run", "shown")
+    columns = ("recipe", "target", "run", "item", "shown")
 
 
 def calendar_state(run: RunRow | None, receipt: EffectRow | None) -> str:
@@ -77,11 +80,16 @@ def read_calendar(session: Session, config: Config, now: datetime, days: int) ->
     recipes = sorted(config.recipes.values(), key=lambda r: r.name)
     runs = _runs(session, [r.name for r in recipes], start, end)
     receipts = _receipts(session, recipes, runs.values())
+    items = labels_of_runs(session, [i for i in runs if item_token_of_run(i) is not None])
     entries = [
         _entry(recipe, target, run_id, slot_at, runs.get(run_id), receipts)
         for recipe in recipes
         for run_id, slot_at in _slot_runs(recipe, runs, start, end)
         for target in (tuple(t.target for t in recipe.targets) or (None,))
+    ]
+    entries = [
+        dataclasses.replace(e, item=_item_words(label)) if (label := items.get(e.run)) else e
+        for e in entries
     ]
     entries.sort(key=lambda e: (e.slot_at, e.recipe, e.target or ""))
     return Calendar(entries)
@@ -91,9 +99,16 @@ def _slot_runs(
     recipe: Recipe, runs: dict[str, RunRow], start: datetime, end: datetime
 ) -> list[tuple[str, datetime]]:
     """The schedule's slots in the window, and any run of the recipe in it the schedule
-    no longer names (a changed cron, a manual run)."""
-    named = {s.run_id(recipe.name): s.fire_at for s in slots_between(recipe, start, end)}
-    named |= {run.id: run.slot_at for run in runs.values() if run.recipe == recipe.name}
+    no longer names (a changed cron, a manual run). An items recipe's slots are polls, not
+    publications: its item runs only, less those a first poll found already there."""
+    named: dict[str, datetime] = {}
+    if recipe.trigger == Trigger.SCHEDULE:
+        named = {s.run_id(recipe.name): s.fire_at for s in slots_between(recipe, start, end)}
+    named |= {
+        run.id: run.slot_at
+        for run in runs.values()
+        if run.recipe == recipe.name and run.reason != SkipReason.BACKFILL
+    }
     return sorted(named.items(), key=lambda item: (item[1], item[0]))
 
 
@@ -154,6 +169,10 @@ def _entry(
         link=link,
         shown=_in_words(recipe, state, publish_at, link),
     )
+
+
+def _item_words(label: ItemLabel) -> str:
+    return f"{label.title} <{label.link}>" if label.link else label.title
 
 
 def _link(receipt: EffectRow | None) -> str | None:

@@ -45,8 +45,9 @@ from core.api.views import (
     RunSummary,
     Status,
 )
+from core.errors import SlotError
 from core.models import DraftRow
-from core.policies import Finding, Role, Verdict
+from core.policies import Finding, Role, Trigger, Verdict
 from core.ports import Clock, Directory, Drafter, RecipeRecord, SimilarPost
 from core.review.feedback import (
     FeedbackList,
@@ -72,6 +73,7 @@ if TYPE_CHECKING:  # loaded by the operations that use them: reads stay light
     from core.drafting.claims import DraftResult
     from core.publishing.engagement import StatsList
     from core.scheduling.bumps import Bumped
+    from core.scheduling.items import PollResult
 
 __all__ = ["ALL", "Galley", "RecipeStatus", "RunSummary", "Status"]
 
@@ -171,10 +173,24 @@ class Galley:
         actor = self._acting(actor, Role.ADMIN) if actor or self._people.as_person else "cli"
         services = self._services
         recipe = services.recipe(recipe_name)
+        if recipe.trigger == Trigger.ITEMS:  # its runs are its items': docs/design.md §29
+            raise SlotError(f"{recipe.name} drafts each new item: `galley poll {recipe.name}`")
         resolved = services.resolve_slot(recipe, slot)
         return services.drafting.draft_slot(
             recipe, resolved, manual=True, actor=actor, batch=batch or None
         )
+
+    def poll(self, recipe_name: str, *, actor: str | None = None) -> PollResult:
+        """An items recipe's poll now (docs/design.md §29): its new items recorded and its
+        waiting items drafted, oldest first (`galley poll`, `/galley run`)."""
+        if actor or self._people.as_person:
+            self._acting(actor, Role.ADMIN)
+        services = self._services
+        recipe = services.recipe(recipe_name)
+        if recipe.trigger != Trigger.ITEMS:
+            said = f'{recipe.name} has no trigger = "items": `galley draft {recipe.name}`'
+            raise SlotError(said)
+        return services.items.poll(recipe, services.resolve_slot(recipe, None))
 
     def sources(self, recipe_name: str, slot: str | datetime | None = None) -> SourcesPreview:
         """What the run of `recipe_name` at `slot` (default: the latest due) would read,
@@ -396,8 +412,11 @@ class Galley:
                 session, config, since=since, recipe=recipe, limit=limit, before=before
             )
 
-    def run_now(self, recipe_name: str) -> DraftResult:
-        """`/galley run`: draft the recipe's most recent slot now."""
+    def run_now(self, recipe_name: str) -> DraftResult | PollResult:
+        """`/galley run`: draft the recipe's most recent slot now; an items recipe's source
+        is polled now (docs/design.md §29)."""
+        if self._services.recipe(recipe_name).trigger == Trigger.ITEMS:
+            return self.poll(recipe_name)
         return self.draft(recipe_name)
 
     def calendar(self, days: int = 7) -> Calendar:

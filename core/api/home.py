@@ -20,10 +20,12 @@ from core.api.views import RecipeStatus
 from core.identity import review_effect_key, run_id_range
 from core.models import DraftRow, EffectRow, RunRow
 from core.operations.stuck import is_stuck
+from core.policies import Trigger
 from core.ports import PublishedLink
 from core.publishing.engagement import PostStats, read_stats
 from core.publishing.targets import published_links
 from core.setup.config import Config
+from core.sources.polled import ItemLabel, labels_of_runs
 from core.states import RUN_WATCHED_STATES, DraftState, EffectState, RunState
 from core.store.history_pages import ready_counts
 
@@ -51,6 +53,7 @@ class RecipeLine:
     last_state: str | None
     last_reason: str | None
     last_published: tuple[PublishedLink, ...] = ()  # where the latest run's draft went out
+    last_item: ItemLabel | None = None  # an item run's item (docs/design.md §29)
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,10 @@ def read_home(services: Services) -> HomeModel:
             )
             for d in shown
         ]
-        recipes = [_recipe_line(session, status[name]) for name in names]
+        recipes = [
+            _recipe_line(session, status[n], config.recipes[n].trigger == Trigger.ITEMS)
+            for n in names
+        ]
         needing = _runs_needing_person(session, config, now)
         calendar = read_calendar(session, config, now, COMING_UP_DAYS)
         week = read_stats(session, now, WEEK_DAYS)
@@ -123,21 +129,25 @@ def _review_refs(session: Session, keys: list[str]) -> dict[str, tuple[str, str]
     return refs
 
 
-def _recipe_line(session: Session, status: RecipeStatus) -> RecipeLine:
+def _recipe_line(session: Session, status: RecipeStatus, items: bool) -> RecipeLine:
     # The primary key's order is the slots' order, so the latest run is one index probe
-    # however long the history.
+    # however long the history. An item run's id says no time: an items recipe's latest
+    # run is its latest poll's (ix_runs_recipe_slot), newest item first.
     after, before = run_id_range(status.name)
-    latest = session.exec(
-        select(RunRow)
-        .where(col(RunRow.id) > after, col(RunRow.id) < before)
-        .order_by(col(RunRow.id).desc())
-        .limit(1)
-    ).one_or_none()
+    query = select(RunRow).where(col(RunRow.id) > after, col(RunRow.id) < before)
+    if items:
+        query = query.where(col(RunRow.recipe) == status.name).order_by(
+            col(RunRow.slot_at).desc(), col(RunRow.created_at).desc()
+        )
+    else:
+        query = query.order_by(col(RunRow.id).desc())
+    latest = session.exec(query.limit(1)).one_or_none()
     if latest is None:
         return RecipeLine(status, None, None, None)
     links = published_links(session, [latest.draft_key] if latest.draft_key else [])
     published = tuple(links.get(latest.draft_key or "", ()))
-    return RecipeLine(status, latest.id, str(latest.state), latest.reason, published)
+    item = labels_of_runs(session, [latest.id]).get(latest.id) if items else None
+    return RecipeLine(status, latest.id, str(latest.state), latest.reason, published, item)
 
 
 def _runs_needing_person(session: Session, config: Config, now: datetime) -> list[RunNeedingPerson]:

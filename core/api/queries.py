@@ -7,6 +7,7 @@ second; counts are done by the database.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 from itertools import starmap
 from typing import Any
@@ -36,6 +37,7 @@ from core.api.views import (
 )
 from core.drafting.revisions import model_author
 from core.errors import UnknownRun
+from core.identity import item_token_of_run
 from core.models import (
     AttemptRow,
     BatchRow,
@@ -47,6 +49,7 @@ from core.models import (
 )
 from core.publishing.targets import public_url
 from core.setup.config import Config
+from core.sources.polled import labels_of_runs
 from core.sources.snapshot import stored_snapshot
 from core.states import DRAFT_PAST_REVIEW_STATES, DraftState, EffectState, RunState
 from core.store.history_pages import after_run
@@ -95,7 +98,22 @@ def list_runs(
     if before is not None:
         query = query.where(after_run(session, before))
     rows = session.connection().execute(query).all()  # plain rows: no ORM loading cost
-    return RunList(starmap(RunSummary, rows))
+    return with_items(session, RunList(starmap(RunSummary, rows)))
+
+
+def with_items(session: Session, runs: RunList) -> RunList:
+    """Item runs labelled by their item's title and link (docs/design.md §29): one indexed
+    read for the page's item runs, none when it has none."""
+    items = [run.id for run in runs if item_token_of_run(run.id) is not None]
+    if not items:
+        return runs
+    labels = labels_of_runs(session, items)
+    return RunList(
+        dataclasses.replace(run, item_title=label.title, item_link=label.link)
+        if (label := labels.get(run.id)) is not None
+        else run
+        for run in runs
+    )
 
 
 def run_summary(session: Session, run_id: str) -> RunSummary | None:
@@ -111,9 +129,12 @@ def list_runs_by_id(session: Session, run_ids: list[str]) -> RunList:
         .scalar_subquery()
     )
     rows = session.execute(sa.select(RunRow, attempts).where(col(RunRow.id).in_(run_ids))).all()
-    return RunList(
-        RunSummary(r.id, r.recipe, r.slot_wall, str(r.state), r.reason, r.draft_key, n)
-        for r, n in rows
+    return with_items(
+        session,
+        RunList(
+            RunSummary(r.id, r.recipe, r.slot_wall, str(r.state), r.reason, r.draft_key, n)
+            for r, n in rows
+        ),
     )
 
 

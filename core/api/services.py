@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from core.operations.resolution import Resolver
     from core.publishing.destinations import Destinations
     from core.review.redrafting import RedraftService
+    from core.scheduling.items import ItemPoller
     from core.scheduling.recipe_changes import RecipeChanges
 
 BATCH_CALL_TIMEOUT = timedelta(seconds=30)
@@ -124,6 +125,13 @@ class Services:
             self._drafting.batches = BatchQueue(self.store, self.clock)
             self._drafting.basis.access = SourceAccess.of(self.config)  # files beside the config
         return self._drafting
+
+    @cached_property
+    def items(self) -> ItemPoller:
+        """Polls of items recipes (docs/design.md §29), drafting through `drafting`."""
+        from core.scheduling.items import ItemPoller
+
+        return ItemPoller(self.store, self.drafting, self.clock)
 
     def batch_pass(self, later: Later | None = None) -> BatchPass | None:
         """The pass that sends, polls and stores Message Batches (docs/design.md §21);

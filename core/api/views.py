@@ -81,6 +81,14 @@ class RunSummary:
     reason: str | None
     draft_key: str | None
     attempts: int
+    item_title: str | None = None  # an item run's item (docs/design.md §29): its title
+    item_link: str | None = None  # and its link
+
+    def label(self) -> str:
+        """The run as people read it: its id, and an item run's title and link."""
+        if self.item_title is None:
+            return self.id
+        return f"{self.id} {self.item_title}" + (f" <{self.item_link}>" if self.item_link else "")
 
 
 class RunList(Rows[RunSummary]):

@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sqlmodel import Session
+
 from core.drafting.attempts import Backoff
 from core.drafting.claims import Claim
 from core.drafting.learning import read_lessons
@@ -28,6 +30,7 @@ from core.ports import Clock
 from core.setup.config import Config, Recipe
 from core.slots.schedule import Slot
 from core.sources.items import ReadContext, SourceItem, SourceReadError, Window
+from core.sources.polled import item_of_run
 from core.sources.reading import read_source
 from core.sources.snapshot import LeftOut, Snapshot, store_snapshot, stored_snapshot
 from core.sources.specs import SourceSpec
@@ -157,6 +160,9 @@ class RunBasis:
             return None
         # A run this claim opened has had no holder before it: nothing can be stored yet.
         snapshot = None if claim.opened_run else self.stored(recipe, claim.run_id)
+        if snapshot is None and slot.item is not None:  # an item run drafts from its item
+            snapshot = self._store_item(recipe, claim, slot)
+            failpoint(Failpoint.AFTER_SNAPSHOT_COMMIT)
         if snapshot is None:
             window = window_for(recipe, slot)
             read = read_sources(
@@ -175,13 +181,32 @@ class RunBasis:
             return Refused(SkipReason.NO_NEWS, _nothing_new(recipe, snapshot))
         return snapshot
 
+    def _store_item(self, recipe: Recipe, claim: Claim, slot: Slot) -> Snapshot:
+        """An item run's snapshot is its item as the poll recorded it (docs/design.md §29):
+        nothing is read again, and an edit upstream since does not change it."""
+        with self.store.transaction() as session:
+            self._fence(session, recipe, claim)
+            item = item_of_run(session, claim.run_id)
+            return store_snapshot(
+                session,
+                recipe=recipe.name,
+                run_id=claim.run_id,
+                owner=claim.owner,
+                window=Window(start=None, end=slot.fire_at),
+                read=Snapshot(items=() if item is None else (item,)),
+                now=self.clock.now(),
+            )
+
+    def _fence(self, session: Session, recipe: Recipe, claim: Claim) -> None:
+        now = lease_now(session, self.clock)  # the fence's UPDATE locks the claimed draft
+        if not fence(
+            session, DRAFT_CLAIMS, claim.draft_key, claim.owner, recipe.takeover_after, now
+        ):
+            raise LostClaim(f"claim on {claim.draft_key} is no longer held by {claim.owner}")
+
     def _store(self, recipe: Recipe, claim: Claim, window: Window, read: Snapshot) -> Snapshot:
         with self.store.transaction() as session:
-            now = lease_now(session, self.clock)  # the fence's UPDATE locks the claimed draft
-            if not fence(
-                session, DRAFT_CLAIMS, claim.draft_key, claim.owner, recipe.takeover_after, now
-            ):
-                raise LostClaim(f"claim on {claim.draft_key} is no longer held by {claim.owner}")
+            self._fence(session, recipe, claim)
             if recipe.learn_from == LearnFrom.TOP:  # docs/design.md §27: read with the items
                 read = dataclasses.replace(
                     read, lessons=read_lessons(session, recipe.name, self.clock.now())

@@ -20,8 +20,9 @@ from sqlmodel import Session, col, select
 
 from core.drafting.attempts import attempts_of_key
 from core.drafting.gate import gate_reason, others_drafting
+from core.drafting.waits import item_waits, open_episode
 from core.failpoints import Failpoint, failpoint
-from core.identity import draft_key, slot_wall_of_run
+from core.identity import draft_key
 from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
 from core.policies import (
     AttemptOutcome,
@@ -127,7 +128,7 @@ def open_run(
         RunRow,
         id=run_id,
         recipe=recipe.name,
-        slot_wall=slot_wall_of_run(run_id),
+        slot_wall=slot.wall_text,
         slot_at=slot.fire_at,
         state=RunState.PENDING,
         version=1,
@@ -145,9 +146,15 @@ def open_run(
         to_state=RunState.PENDING,
         actor=actor,
         at=now,
-        reason=f"slot {opened.slot_wall} fires at {slot.fire_at.isoformat()}",
+        reason=_opened_why(opened, slot),
     )
     return opened, True
+
+
+def _opened_why(run: RunRow, slot: Slot) -> str:
+    if slot.item is not None:  # docs/design.md §29
+        return f"new item seen by the poll of {run.slot_wall} ({slot.fire_at.isoformat()})"
+    return f"slot {run.slot_wall} fires at {slot.fire_at.isoformat()}"
 
 
 def skip_slot(
@@ -215,6 +222,10 @@ def claim_slot(
             detail = f"{run.draft_key} is being drafted; this version follows once it is stored"
             return DraftResult(DraftOutcome.IN_PROGRESS, run.id, key, None, detail)
         refusal = gate_reason(session, recipe, recipe_row, now)
+        if refusal is not None and slot.item is not None:  # an item waits (docs/design.md §29)
+            item_waits(session, run, recipe_row, refusal, actor=actor, now=now)
+            waits = PendingReason.ITEM_WAITS
+            return DraftResult(DraftOutcome.QUEUED, run.id, key, waits, refusal[1])
         if refusal is not None:
             _record_skip(session, run, recipe_row, refusal, actor=actor, now=now)
             return DraftResult(DraftOutcome.SKIPPED, run.id, key, refusal[0], refusal[1])
@@ -332,12 +343,7 @@ def _record_skip(
     now: datetime,
 ) -> None:
     reason, detail = refusal
-    episode_open = (
-        recipe_row.backpressure_since is not None and recipe_row.backpressure_resumed_at is None
-    )
-    if reason == SkipReason.BACKPRESSURE and not episode_open:
-        recipe_row.backpressure_since, recipe_row.backpressure_resumed_at = now, None
-        session.add(recipe_row)
+    open_episode(session, recipe_row, reason, now)
     if run.state != RunState.RUNNING and run_may_move(run.state, RunState.SKIPPED):
         _skip(session, run, reason, detail, actor=actor, now=now)
         return

@@ -99,6 +99,8 @@ class Digest:
     missed: list[str] = field(default_factory=list)
     # recipe → runs skipped in 24h because their sources had nothing new (docs/design.md §27)
     no_news: dict[str, int] = field(default_factory=dict)
+    # recipe → items skipped in 24h after waiting past item_ttl (docs/design.md §29)
+    stale_items: dict[str, int] = field(default_factory=dict)
     expired_unread: dict[str, int] = field(default_factory=dict)  # recipe → nobody clicked, 24h
     best_post: PostStats | None = (
         None  # docs/design.md §28: the best-scored post published this week
@@ -160,7 +162,8 @@ def build_digest(store: Store, config: Config, now: datetime) -> Digest:
         approvals=_approvals(decided),
         feedback={f.recipe: f for f in said if f.redrafts or f.rejections},
         missed=list(missed),
-        no_news=_no_news(recent),
+        no_news=_skips_of_recipes(recent, SkipReason.NO_NEWS),
+        stale_items=_skips_of_recipes(recent, SkipReason.STALE_ITEM),
         expired_unread=unread,
         best_post=best,
     )
@@ -228,13 +231,14 @@ def _skipped(recent: list[tuple[Any, ...]]) -> dict[str, int]:
     return dict(sorted(reasons.items()))
 
 
-def _no_news(recent: list[tuple[Any, ...]]) -> dict[str, int]:
-    """Per recipe: the quiet periods, counted apart from other skips (nothing went wrong)."""
-    quiet: Counter[str] = Counter()
+def _skips_of_recipes(recent: list[tuple[Any, ...]], why: SkipReason) -> dict[str, int]:
+    """Per recipe: skips for one reason, counted apart from the others (the quiet periods,
+    `no_news`; items that waited too long, `stale_item`)."""
+    counted: Counter[str] = Counter()
     for recipe, state, reason, count in recent:
-        if state == RunState.SKIPPED and reason == SkipReason.NO_NEWS:
-            quiet[recipe] += count
-    return dict(sorted(quiet.items()))
+        if state == RunState.SKIPPED and reason == why:
+            counted[recipe] += count
+    return dict(sorted(counted.items()))
 
 
 def _expiring(

@@ -16,7 +16,7 @@ from sqlmodel import col, select
 from core.drafting.claims import DraftResult, skip_if_pending, skip_slot
 from core.drafting.service import DraftingService
 from core.models import RunRow
-from core.policies import DraftOutcome, SkipReason
+from core.policies import DraftOutcome, PendingReason, SkipReason, Trigger
 from core.ports import Clock
 from core.setup.config import Recipe
 from core.slots.publish_time import too_late_to_draft
@@ -81,23 +81,32 @@ class SlotDispatcher:
         return None if slot is None else self._redispatch(recipe, slot, manual=run.manual)
 
     def _redispatch(self, recipe: Recipe, slot: Slot, *, manual: bool) -> DraftResult:
-        """A person's request stays a person's request: no misfire_grace, no overlap."""
-        if manual:
+        """A person's request stays a person's request: no misfire_grace, no overlap. An
+        item's run given back by its claim's holder is drafted again whatever its age: it
+        already had its turn (docs/design.md §29)."""
+        if manual or slot.item is not None:
             return self.drafting.draft_slot(recipe, slot, manual=True, actor=SCHEDULER)
         return self.run_slot(recipe, slot)
 
     def stale_pending_runs(self) -> list[str]:
         """Pending runs nobody has moved for a while: a crash between the sweep and its
-        re-dispatch, a bump, a queued run left at shutdown. Nothing else looks at them."""
+        re-dispatch, a bump, a queued run left at shutdown. Nothing else looks at them. An
+        item waiting its turn is not one while its recipe polls: its polls draft those,
+        oldest first (docs/design.md §29); once the recipe left the config, it is."""
         now = self.clock.now()
         with self.store.read() as session:  # ix_runs_state_updated
             found = session.exec(
-                select(RunRow.id).where(
+                select(RunRow.id, RunRow.recipe, RunRow.reason).where(
                     col(RunRow.state) == RunState.PENDING,
                     col(RunRow.updated_at) < now - STALE_PENDING,
                 )
             ).all()
-        return list(found)
+        polled = {name for name, r in self.recipes.items() if r.trigger == Trigger.ITEMS}
+        return [
+            run_id
+            for run_id, recipe, reason in found
+            if reason != PendingReason.ITEM_WAITS or recipe not in polled
+        ]
 
     def people_waiting(self) -> list[str]:
         """Pending runs that are a person's request (a bump, `galley draft` in a process

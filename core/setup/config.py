@@ -45,7 +45,8 @@ from core.policies import (
     SourceKind,
     Variants,
 )
-from core.setup.durations import parse_duration
+from core.setup.durations import Duration, ZeroOrDuration
+from core.setup.item_keys import ItemKeys, item_trigger_problems, lift_source, name_source
 from core.setup.post_shape import MAX_THREAD_PARTS, post_shape_problems
 from core.sources.specs import (
     CHANNEL_PATTERN,
@@ -55,9 +56,6 @@ from core.sources.specs import (
     SourceSpec,
 )
 
-Duration = Annotated[
-    timedelta, BeforeValidator(lambda v: parse_duration(v) if isinstance(v, str) else v)
-]
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 DIGEST_AT_PATTERN = r"^([01]\d|2[0-3]):[0-5]\d$"
 SLACK_ID_PATTERN = re.compile(r"^[UWS][A-Z0-9]+$")
@@ -79,11 +77,6 @@ HANDLE_PATTERN = re.compile(
 DID_PATTERN = re.compile(r"^did:[a-z]+:[A-Za-z0-9._:%-]+$")
 BASE_URL_PATTERN = re.compile(r"^https?://[^\s/?#|]+(/[^\s?#|]*)?$")
 M = TypeVar("M", bound=BaseModel)
-# `0s` is a value here ("none"), not a mistake: draft_ahead = "0s" drafts at the slot.
-ZeroOrDuration = Annotated[
-    timedelta,
-    BeforeValidator(lambda v: parse_duration(v, zero_allowed=True) if isinstance(v, str) else v),
-]
 
 
 def _known_zone(name: str) -> str:
@@ -358,7 +351,7 @@ class RecipeSettings(_Strict):
         return tuple(sorted(set(offsets)))
 
 
-class Recipe(RecipeSettings):
+class Recipe(RecipeSettings, ItemKeys):
     """One recipe with the defaults already applied: everything a run needs."""
 
     name: str = Field(pattern=NAME_PATTERN.pattern, max_length=NAME_MAX_LENGTH)
@@ -560,9 +553,13 @@ def _validate_recipes(
             if isinstance(raw.get("name"), str)
             else f"recipe #{index + 1}"
         )
+        raw, lifted = lift_source(raw)  # docs/design.md §29: `source` read as one of `sources`
+        before = len(problems)
         recipe = _validate(Recipe, {**defaults, **raw}, label, problems)
+        problems[before:] = [name_source(problem, lifted) for problem in problems[before:]]
         if recipe is None:
             continue
+        problems += item_trigger_problems(recipe, label, lifted)
         if recipe.name in recipes:
             problems.append(f"{label}: name: duplicate recipe name")
             continue

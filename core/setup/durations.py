@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from typing import Annotated
+
+from pydantic import BeforeValidator
 
 _PART = re.compile(r"(\d+)([smhdw])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -19,6 +22,20 @@ def parse_duration(text: str, *, zero_allowed: bool = False) -> timedelta:
     if seconds < 0 or (seconds == 0 and not zero_allowed):
         raise ValueError(f"bad duration {text!r}: must be longer than zero")
     return timedelta(seconds=seconds)
+
+
+def _parsed(value: object) -> object:
+    return parse_duration(value) if isinstance(value, str) else value
+
+
+def _parsed_or_zero(value: object) -> object:
+    return parse_duration(value, zero_allowed=True) if isinstance(value, str) else value
+
+
+# A config key holding a duration, written as text (`"48h"`); `0s` is refused.
+Duration = Annotated[timedelta, BeforeValidator(_parsed)]
+# `0s` is a value here ("none"), not a mistake: draft_ahead = "0s" drafts at the slot.
+ZeroOrDuration = Annotated[timedelta, BeforeValidator(_parsed_or_zero)]
 
 
 def format_duration(value: timedelta) -> str:

@@ -57,9 +57,18 @@ class Slot:
     fire_at: datetime  # aware, UTC
     occurrence: int = 1  # 2 only for the second pass of a repeat under dst_repeat=both
     dst: DstNote | None = None
+    # an item run's token (docs/design.md §29): the run is the item's, at its poll's slot
+    item: str | None = None
 
     def run_id(self, recipe_name: str) -> str:
+        if self.item is not None:
+            return identity.item_run_id(recipe_name, self.item)
         return identity.run_id(recipe_name, self.wall, self.occurrence)
+
+    @property
+    def wall_text(self) -> str:
+        """`runs.slot_wall`: the slot's wall time (an item run's is its poll's)."""
+        return identity.wall_text(self.wall, self.occurrence)
 
 
 def is_dst_affected(slot: Slot) -> bool:
@@ -281,6 +290,11 @@ def _require_aware(value: datetime, name: str) -> None:
 
 def slot_of_run(spec: ScheduleSpec, run_id: str, fire_at: datetime) -> Slot | None:
     """The slot a run was made for, from its id and the instant it fires (a DST repeat
-    gives two slots one instant apart in wall time; the id tells them apart)."""
+    gives two slots one instant apart in wall time; the id tells them apart). An item
+    run's slot is the poll's that recorded it, whatever the schedule says now."""
+    token = identity.item_token_of_run(run_id)
+    if token is not None:
+        wall = fire_at.astimezone(spec.zone).replace(tzinfo=None, second=0, microsecond=0)
+        return Slot(wall=wall, fire_at=fire_at, item=token)
     candidates = slots_between(spec, fire_at - timedelta(microseconds=1), fire_at)
     return next((s for s in candidates if s.run_id(identity.recipe_of_run(run_id)) == run_id), None)

@@ -191,6 +191,7 @@ FACADE = {
     "over",
     "pause",
     "plots",
+    "poll",
     "recipe_record",
     "redraft",
     "reject",

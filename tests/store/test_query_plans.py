@@ -35,11 +35,23 @@ from core.review.queue import expire_overdue_drafts
 from core.review.reminders import remind_waiting
 from core.scheduling.catch_up import latest_recorded_slots
 from core.scheduling.dispatch import SlotDispatcher
+from core.scheduling.items import ItemPoller
 from core.setup.config import parse_config
+from core.slots.schedule import latest_slot_at_or_before
+from core.sources.items import SourceItem
 from core.store.effects import EffectLedger
 from core.store.engine import Store
 
-HISTORY_TABLES = {"runs", "drafts", "attempts", "effects", "events", "post_checks", "post_readings"}
+HISTORY_TABLES = {
+    "runs",
+    "drafts",
+    "attempts",
+    "effects",
+    "events",
+    "post_checks",
+    "post_readings",
+    "polled_items",
+}
 PARTIAL_INDEXES = {
     str(index.name)
     for table in SQLModel.metadata.sorted_tables
@@ -143,7 +155,29 @@ def _passes(store: Store) -> dict[str, Callable[[], object]]:
         "decision log: a recipe's": decision_log(recipe=recipe_name(1)),
         "readings": readings.read_due,  # docs/design.md §28
         "learn_from": learning,
+        "items: poll": _items_poll(store, drafting, clock),  # docs/design.md §29
     }
+
+
+def _items_poll(store: Store, drafting: DraftingService, clock: Any) -> Callable[[], object]:
+    """An items recipe's poll of a feed with one new entry, against the seeded history."""
+    items = parse_config(
+        config_text(recipes=1).replace(f'name = "{recipe_name(0)}"', 'name = "items-01"')
+        + '\ntrigger = "items"\nsource = { kind = "feed", url = "https://blog.example.com/" }\n'
+    ).recipe("items-01")
+    poller = ItemPoller(store, drafting, clock)
+    entries = [
+        SourceItem("blog.example.com", f"guid-{n}", f"Post {n}", f"https://b/{n}", NOW, "text")
+        for n in range(3)
+    ]
+    poller.reader = lambda *_: list(entries)
+
+    def poll() -> object:
+        slot = latest_slot_at_or_before(items, NOW)
+        assert slot is not None
+        return poller.poll(items, slot)
+
+    return poll
 
 
 def _selects(store: Store, run: Callable[[], object]) -> list[tuple[str, Any]]:

@@ -1,0 +1,239 @@
+"""An items recipe's poll (docs/design.md §29): its one source read at each slot, each new
+item recorded as its own run in one transaction, then the waiting item runs drafted oldest
+first through the same claim as a slot's run.
+
+The poll's transaction holds the recipe row's lock, so two replicas polling at once record
+each item once; what an item becomes (a run waiting, a `backfill` skip, a re-issue of a
+known item) is decided there. Nothing here calls the model but through the drafting service.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import Session, col, select
+
+from core.drafting.basis import Refused, SourceAccess, read_sources
+from core.drafting.claims import DraftResult, lock_recipe_row, open_run, skip_if_pending
+from core.drafting.service import DraftingService
+from core.failpoints import Failpoint, failpoint
+from core.identity import item_run_id, item_run_range, item_token
+from core.models import PolledItemRow, RunRow
+from core.policies import DraftOutcome, PendingReason, SkipReason
+from core.ports import Clock
+from core.setup.config import Recipe
+from core.slots.schedule import Slot, slot_of_run
+from core.sources.items import SourceItem, Window
+from core.sources.polled import (
+    first_poll_of,
+    firsts_by_identity,
+    item_identity,
+    known_item_ids,
+    record_item,
+)
+from core.sources.reading import read_source
+from core.states import RunState
+from core.store.engine import Store
+from core.store.leases import SCHEDULER
+from core.store.rows import lock_run
+from core.store.transitions import guarded_update
+
+log = logging.getLogger("galley.items")
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What one poll's transaction made of the items it read."""
+
+    waiting: tuple[str, ...] = ()  # new item runs, pending, oldest first
+    backfilled: int = 0  # items already there at the source's first poll: skipped
+    reissued: int = 0  # known items under a new id (same link and title): no run
+    known: int = 0  # items an earlier poll recorded
+
+
+@dataclass(frozen=True)
+class PollResult:
+    """What one poll came to (`/galley run` and `galley draft` on an items recipe say it)."""
+
+    recipe: str
+    recorded: Recorded = field(default_factory=Recorded)
+    drafted: tuple[DraftResult, ...] = ()
+    failed: str | None = None  # the source could not be read: nothing recorded
+
+    def to_json(self) -> dict[str, Any]:
+        """The `galley poll --json` shape."""
+        return {
+            "recipe": self.recipe,
+            "new": list(self.recorded.waiting),
+            "backfilled": self.recorded.backfilled,
+            "reissued": self.recorded.reissued,
+            "known": self.recorded.known,
+            "drafted": [result.to_json() for result in self.drafted],
+            "failed": self.failed,
+        }
+
+    def describe(self) -> str:
+        if self.failed is not None:
+            return f"`{self.recipe}`: poll failed ({self.failed})"
+        seen = self.recorded
+        said = f"`{self.recipe}`: {len(seen.waiting)} new item(s), {seen.known} known"
+        if seen.backfilled:
+            said += f", {seen.backfilled} already there (backfill)"
+        if seen.reissued:
+            said += f", {seen.reissued} re-issued under a new id"
+        drafted = sum(1 for result in self.drafted if result.outcome == DraftOutcome.DRAFTED)
+        return said + f"; {drafted} drafted"
+
+
+class ItemPoller:
+    """Polls items recipes and drafts their waiting items, oldest first."""
+
+    def __init__(
+        self,
+        store: Store,
+        drafting: DraftingService,
+        clock: Clock,
+        *,
+        access: SourceAccess | None = None,
+        stopping: threading.Event | None = None,
+    ) -> None:
+        self.store, self.drafting, self.clock = store, drafting, clock
+        self.access = access or drafting.basis.access
+        self.reader = read_source
+        self.stopping = stopping or threading.Event()
+
+    def poll(self, recipe: Recipe, slot: Slot) -> PollResult:
+        """Read the source once (outside any transaction), record what is new, draft."""
+        read = read_sources(
+            recipe,
+            Window(start=None, end=self.clock.now()),  # every item the source serves now
+            self.access.context(recipe),
+            reader=self.reader,
+            backoff=self.drafting.backoff,
+        )
+        if isinstance(read, Refused) or read.left_out:  # an optional source's too
+            failed = read.detail if isinstance(read, Refused) else read.left_out[0].line()
+            log.warning("poll of %s: source not read: %s", recipe.name, failed)
+            return PollResult(recipe.name, failed=failed, drafted=self.draft_waiting(recipe))
+        with self.store.transaction() as session:
+            recorded = record_poll(session, recipe, slot, list(read.items), self.clock.now())
+        failpoint(Failpoint.AFTER_POLL_COMMIT)
+        return PollResult(recipe.name, recorded, drafted=self.draft_waiting(recipe))
+
+    def draft_waiting(self, recipe: Recipe) -> tuple[DraftResult, ...]:
+        """Draft the recipe's waiting item runs, oldest first, until the gate says wait;
+        a run that waited past `item_ttl` is skipped (`stale_item`) instead."""
+        results: list[DraftResult] = []
+        gate_open = True
+        for run_id, state, created_at, slot_at in self._waiting(recipe):
+            if self.stopping.is_set():
+                break
+            if state == RunState.PENDING and self.clock.now() - created_at > recipe.item_ttl:
+                results.append(self._skip_stale(recipe, run_id))
+                continue
+            slot = slot_of_run(recipe, run_id, slot_at)
+            if not gate_open or slot is None:
+                continue  # still waiting: only item_ttl can end it before the gate opens
+            result = self.drafting.draft_slot(recipe, slot, actor=SCHEDULER)
+            results.append(result)
+            gate_open = result.outcome != DraftOutcome.QUEUED
+        return tuple(results)
+
+    def _waiting(self, recipe: Recipe) -> list[tuple[str, RunState, datetime, datetime]]:
+        """Pending item runs of the recipe, oldest item first (ix_runs_recipe_state), and
+        running ones: a claim whose holder died is taken over by the next request for its
+        run (docs/design.md §4), a live one answers `in_progress` and is left alone."""
+        after, before = item_run_range(recipe.name)
+        with self.store.read() as session:
+            rows = session.exec(
+                select(RunRow.id, RunRow.state, RunRow.created_at, RunRow.slot_at)
+                .join(PolledItemRow, col(PolledItemRow.run_id) == col(RunRow.id))
+                .where(
+                    col(RunRow.recipe) == recipe.name,
+                    col(RunRow.state).in_([RunState.PENDING, RunState.RUNNING]),
+                    col(RunRow.id) > after,
+                    col(RunRow.id) < before,
+                    col(PolledItemRow.same_as).is_(None),
+                )
+                .order_by(
+                    col(RunRow.created_at),
+                    sa.nulls_first(col(PolledItemRow.published_at)),
+                    col(RunRow.id),
+                )
+            ).all()
+        return [
+            (run_id, RunState(state), created, slot_at) for run_id, state, created, slot_at in rows
+        ]
+
+    def _skip_stale(self, recipe: Recipe, run_id: str) -> DraftResult:
+        detail = f"waited longer than item_ttl ({recipe.item_ttl}) for room in the review queue"
+        with self.store.transaction() as session:
+            run = lock_run(session, run_id)
+            if run is not None:
+                now = self.clock.now()
+                skip_if_pending(
+                    session, run, SkipReason.STALE_ITEM, detail, actor=SCHEDULER, now=now
+                )
+        return DraftResult(DraftOutcome.SKIPPED, run_id, None, SkipReason.STALE_ITEM, detail)
+
+
+def record_poll(
+    session: Session, recipe: Recipe, slot: Slot, items: list[SourceItem], now: datetime
+) -> Recorded:
+    """One poll's items recorded, with the recipe row locked: each new item a run
+    (pending; `backfill` skipped at the source's first poll, but the newest `backfill`);
+    a known id nothing; a new id with a known link and title a re-issue, logged."""
+    lock_recipe_row(session, recipe.name, now)  # polls of one recipe, one at a time
+    source = recipe.sources[0].label  # every item it reads is labelled so
+    first_poll = first_poll_of(session, recipe.name, source, now)
+    first_of_id: dict[str, SourceItem] = {}
+    for item in items:  # a feed may list an entry twice: its first place counts
+        first_of_id.setdefault(item.item_id, item)
+    unique = list(first_of_id.values())
+    if not unique:
+        return Recorded()
+    known = known_item_ids(session, recipe.name, source, [item.item_id for item in unique])
+    fresh = [item for item in unique if item.item_id not in known]
+    drafted_now = {item.item_id for item in fresh[: recipe.backfill]} if first_poll else None
+    identities = [ident for item in fresh if (ident := item_identity(item)) is not None]
+    firsts = {
+        ident: (row.item_id, row.run_id)
+        for ident, row in firsts_by_identity(session, recipe.name, source, identities).items()
+    }
+    waiting: list[str] = []
+    backfilled = reissued = 0
+    for item in reversed(fresh):  # oldest first: runs are made, and drafted, in item order
+        ident = item_identity(item)
+        if ident is not None and ident in firsts:
+            first_id, first_run = firsts[ident]
+            record_item(session, recipe.name, item, run_id=first_run, now=now, same_as=first_id)
+            log.info(
+                "item %r of %s re-issued as %r (same link and title): no second run",
+                first_id,
+                recipe.name,
+                item.item_id,
+            )
+            reissued += 1
+            continue
+        token = item_token(item.item_id)
+        run_id = item_run_id(recipe.name, token)
+        if not record_item(session, recipe.name, item, run_id=run_id, now=now):
+            continue
+        if ident is not None:
+            firsts[ident] = (item.item_id, run_id)
+        item_slot = Slot(wall=slot.wall, fire_at=slot.fire_at, item=token)
+        run, _ = open_run(session, recipe, item_slot, manual=False, actor=SCHEDULER, now=now)
+        if drafted_now is not None and item.item_id not in drafted_now:
+            detail = f"already there at the first poll of {source} (backfill = {recipe.backfill})"
+            skip_if_pending(session, run, SkipReason.BACKFILL, detail, actor=SCHEDULER, now=now)
+            backfilled += 1
+        elif run.state == RunState.PENDING:
+            run.reason = PendingReason.ITEM_WAITS
+            guarded_update(session, run, state=RunState.PENDING)
+            waiting.append(run.id)
+    return Recorded(tuple(waiting), backfilled, reissued, known=len(known))

@@ -1,0 +1,147 @@
+"""The items an items recipe's polls have seen (`polled_items`, docs/design.md §29): which
+of a poll's items are known, which are a re-issue of a known one (same link and title,
+new id), and what a run's item says. Every read is by index, so a poll costs its own
+items, not the history. Knows nothing of runs' states; never reads a source.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlmodel import Session, col, select
+
+from core.models import PolledItemRow, PolledSourceRow
+from core.sources.items import SourceItem
+from core.store.engine import insert_ignore
+
+IN_BATCH = 500  # ids per IN list: a poll's items in one or two index probes
+
+
+@dataclass(frozen=True)
+class ItemLabel:
+    """An item run as people are shown it: its item's title and link."""
+
+    title: str
+    link: str | None
+
+
+def item_identity(item: SourceItem) -> str | None:
+    """What makes a re-issued item the same item: its link and title. An item without a
+    link has none (a title alone, "Weekly notes", is no identity)."""
+    if not item.link:
+        return None
+    digest = hashlib.sha256()
+    for part in (item.link.strip(), item.title.strip()):
+        digest.update(part.encode("utf-8"))
+        digest.update(b"\x00")
+    return digest.hexdigest()
+
+
+def known_item_ids(session: Session, recipe: str, source: str, ids: Sequence[str]) -> set[str]:
+    """The ids among `ids` a poll of this recipe's source already recorded (primary key)."""
+    found: set[str] = set()
+    for start in range(0, len(ids), IN_BATCH):
+        found.update(
+            session.exec(
+                select(PolledItemRow.item_id).where(
+                    col(PolledItemRow.recipe) == recipe,
+                    col(PolledItemRow.source) == source,
+                    col(PolledItemRow.item_id).in_(ids[start : start + IN_BATCH]),
+                )
+            ).all()
+        )
+    return found
+
+
+def firsts_by_identity(
+    session: Session, recipe: str, source: str, identities: Iterable[str]
+) -> dict[str, PolledItemRow]:
+    """The first item recorded under each identity (ix_polled_items_identity)."""
+    wanted = sorted(set(identities))
+    found: dict[str, PolledItemRow] = {}
+    for start in range(0, len(wanted), IN_BATCH):
+        rows = session.exec(
+            select(PolledItemRow).where(
+                col(PolledItemRow.recipe) == recipe,
+                col(PolledItemRow.source) == source,
+                col(PolledItemRow.identity).in_(wanted[start : start + IN_BATCH]),
+                col(PolledItemRow.same_as).is_(None),
+            )
+        ).all()
+        found.update((row.identity, row) for row in rows if row.identity is not None)
+    return found
+
+
+def first_poll_of(session: Session, recipe: str, source: str, now: datetime) -> bool:
+    """Whether this is the first poll of this recipe's source: the database decides, by
+    the `polled_sources` key, so an empty first poll still counts as one."""
+    return insert_ignore(
+        session, PolledSourceRow, recipe=recipe, source=source, first_polled_at=now
+    )
+
+
+def record_item(
+    session: Session,
+    recipe: str,
+    item: SourceItem,
+    *,
+    run_id: str,
+    now: datetime,
+    same_as: str | None = None,
+) -> bool:
+    """Record one item (or a re-issue, `same_as` its first); True when this call did. A
+    first whose identity another first holds is not recorded (the unique index)."""
+    return insert_ignore(
+        session,
+        PolledItemRow,
+        recipe=recipe,
+        source=item.source,
+        item_id=item.item_id,
+        run_id=run_id,
+        same_as=same_as,
+        identity=None if same_as is not None else item_identity(item),
+        title=item.title,
+        link=item.link,
+        published_at=item.published_at,
+        text=item.text,
+        seen_at=now,
+    )
+
+
+def item_of_run(session: Session, run_id: str) -> SourceItem | None:
+    """The item an item run drafts from, as its first poll recorded it: a later edit of
+    the item is not a new run, and does not change what the run was about."""
+    row = session.exec(
+        select(PolledItemRow).where(
+            col(PolledItemRow.run_id) == run_id, col(PolledItemRow.same_as).is_(None)
+        )
+    ).first()
+    if row is None:
+        return None
+    return SourceItem(
+        source=row.source,
+        item_id=row.item_id,
+        title=row.title,
+        link=row.link,
+        published_at=row.published_at,
+        text=row.text,
+    )
+
+
+def labels_of_runs(session: Session, run_ids: Iterable[str]) -> dict[str, ItemLabel]:
+    """Each item run's title and link, for the surfaces that list runs (ix_polled_items_run);
+    a slot's run has none."""
+    wanted = sorted(set(run_ids))
+    labels: dict[str, ItemLabel] = {}
+    for start in range(0, len(wanted), IN_BATCH):
+        rows = session.exec(
+            select(PolledItemRow.run_id, PolledItemRow.title, PolledItemRow.link).where(
+                col(PolledItemRow.run_id).in_(wanted[start : start + IN_BATCH]),
+                col(PolledItemRow.same_as).is_(None),
+            )
+        ).all()
+        labels.update((run, ItemLabel(title, link)) for run, title, link in rows)
+    return labels
