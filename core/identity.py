@@ -185,7 +185,8 @@ def draft_alert_key(kind: str, draft: str) -> str:
 
 NOTICE_PREFIX = "backpressure"
 DIGEST_PREFIX = "digest"
-_NO_RUN_PREFIXES = (NOTICE_PREFIX, DIGEST_PREFIX)
+UPLOAD_PREFIX = "upload"  # an image uploaded to a target: shared by drafts, names no run
+_NO_RUN_PREFIXES = (NOTICE_PREFIX, DIGEST_PREFIX, UPLOAD_PREFIX)
 
 
 def notice_key(recipe: str, episode: str, kind: str) -> str:
@@ -230,6 +231,12 @@ def draft_of_publish_key(key: str) -> str:
 def target_of_publish_key(key: str) -> str:
     """The target id inside a publish effect key (`<draft>|publish:<target>`)."""
     return key.rpartition(PUBLISH_MARK)[2]
+
+
+def upload_effect_key(target: str, sha256: str) -> str:
+    """`upload|<target>|<sha256>`: one image's bytes uploaded to one target, once for
+    every draft, retry and thread part that shows it (docs/design.md §32)."""
+    return f"{UPLOAD_PREFIX}{KEY_MARK}{target}{KEY_MARK}{sha256}"
 
 
 def platform_of_target(target: str) -> str:

@@ -6,16 +6,24 @@ It measures; it never sends, and a destination that cannot be measured is skippe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from core.identity import text_hash
+from core.images.limits import ImageFacts
+from core.images.review_fit import image_problems
 from core.ports import Fit, Publisher
+from core.post_body import BodyUnreadable, PostBody
 from core.setup.config import Config, Recipe
 from core.store.engine import Store
 from core.store.rows import draft_row
 
 PublishersFor = Callable[[Recipe], Sequence[Publisher]]
+ImageFactsOf = Callable[[Sequence[str]], Mapping[str, ImageFacts]]
+
+
+def _no_images_stored(sha256s: Sequence[str]) -> Mapping[str, ImageFacts]:
+    return {}
 
 
 @dataclass(frozen=True)
@@ -31,18 +39,36 @@ class Measured:
 class FitRule:
     """Measures texts against a recipe's targets through their publishers' `fit`."""
 
-    def __init__(self, publishers_for: PublishersFor) -> None:
+    def __init__(
+        self, publishers_for: PublishersFor, image_facts: ImageFactsOf = _no_images_stored
+    ) -> None:
         self.publishers_for = publishers_for
+        self.image_facts = image_facts  # the stored images' facts (core/images/library.py)
 
     def measure(self, recipe: Recipe, text: str) -> tuple[Fit, ...]:
         """Each target's count against its limit, in the recipe's order; targets with no
         limit (a webhook) are left out."""
-        fits = (publisher.fit(text) for publisher in self.publishers_for(recipe))
+        fits = (_longest_part(publisher, text) for publisher in self.publishers_for(recipe))
         return tuple(fit for fit in fits if fit is not None)
 
     def check(self, recipe: Recipe, text: str) -> Measured:
-        """`text` measured against every target: why it cannot be approved, if it cannot."""
-        return Measured(text_hash(text), refusal(self.measure(recipe, text)))
+        """`text` measured against every target, its images too (docs/design.md §32): why
+        it cannot be approved, if it cannot."""
+        reasons = [refusal(self.measure(recipe, text)), *self.image_refusals(recipe, text)]
+        found = [reason for reason in reasons if reason]
+        return Measured(text_hash(text), " ".join(found) if found else None)
+
+    def image_refusals(self, recipe: Recipe, text: str) -> list[str]:
+        """Why the images of the body `text` holds cannot be approved (none, alt text
+        missing, too many or too big for a target)."""
+        try:
+            images = PostBody.parse(text).images
+        except BodyUnreadable as exc:
+            return [str(exc)]
+        if not images:
+            return []
+        targets = [publisher.target for publisher in self.publishers_for(recipe)]
+        return image_problems(images, targets, self.image_facts([i.sha256 for i in images]))
 
     def check_draft(self, store: Store, config: Config, draft_key: str) -> Measured | None:
         """The draft's current text checked (read in its own short transaction: measuring
@@ -58,6 +84,18 @@ class FitRule:
     def tightest(self, recipe: Recipe) -> Fit | None:
         """The target with the smallest limit: what the model is told to write within."""
         return tightest(self.measure(recipe, ""))
+
+
+def _longest_part(publisher: Publisher, text: str) -> Fit | None:
+    """The part of the target's version furthest over (or nearest to) its limit: a body
+    with images or parts is measured by what the target publishes, never by its stored
+    JSON (docs/design.md §32)."""
+    try:
+        parts = PostBody.parse(text).parts_for(publisher.target)
+    except BodyUnreadable:
+        parts = (text,)
+    fits = [fit for fit in (publisher.fit(part) for part in parts) if fit is not None]
+    return max(fits, key=lambda fit: fit.count - fit.limit, default=None)
 
 
 def over_limit(fits: Sequence[Fit]) -> list[Fit]:
