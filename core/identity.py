@@ -185,8 +185,7 @@ def draft_alert_key(kind: str, draft: str) -> str:
 
 NOTICE_PREFIX = "backpressure"
 DIGEST_PREFIX = "digest"
-UPLOAD_PREFIX = "upload"  # an image uploaded to a target: shared by drafts, names no run
-_NO_RUN_PREFIXES = (NOTICE_PREFIX, DIGEST_PREFIX, UPLOAD_PREFIX)
+_NO_RUN_PREFIXES = (NOTICE_PREFIX, DIGEST_PREFIX)
 
 
 def notice_key(recipe: str, episode: str, kind: str) -> str:
@@ -233,10 +232,15 @@ def target_of_publish_key(key: str) -> str:
     return key.rpartition(PUBLISH_MARK)[2]
 
 
-def upload_effect_key(target: str, sha256: str) -> str:
-    """`upload|<target>|<sha256>`: one image's bytes uploaded to one target, once for
-    every draft, retry and thread part that shows it (docs/design.md §32)."""
-    return f"{UPLOAD_PREFIX}{KEY_MARK}{target}{KEY_MARK}{sha256}"
+UPLOAD_MARK = "|upload:"
+
+
+def upload_effect_key(draft: str, target: str, sha256: str) -> str:
+    """`<draft key>|upload:<target>|<sha256>`: one image's bytes uploaded to one target for
+    one draft, once for every retry and thread part (docs/design.md §32). The draft is in
+    the key because a media id serves one post: Mastodon attaches only media no status
+    holds yet, and Bluesky deletes a blob no record references within minutes."""
+    return f"{draft}{UPLOAD_MARK}{target}{KEY_MARK}{sha256}"
 
 
 def platform_of_target(target: str) -> str:

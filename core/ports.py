@@ -7,9 +7,9 @@ Slack). The domain depends only on these Protocols, so a notebook or a test can 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from core.policies import AlertKind, Backpressure
 from core.post_body import ImageRef
@@ -258,11 +258,51 @@ class Publication:
     approved_at: datetime
     replies: tuple[str, ...] = ()
     images: tuple[ImageRef, ...] = ()
+    media: tuple[UploadedMedia, ...] = ()  # the images as this target holds them, uploaded
 
     @property
     def parts(self) -> tuple[str, ...]:
         """Every part of the thread, the first one first."""
         return (self.text, *self.replies)
+
+
+@dataclass(frozen=True)
+class ImageBytes:
+    """One image of a post, its stored bytes and its alt text, as an upload sends it."""
+
+    sha256: str
+    name: str
+    alt: str
+    media_type: str
+    width: int
+    height: int
+    data: bytes
+
+
+@dataclass(frozen=True)
+class UploadedMedia:
+    """One image as a target holds it once uploaded (docs/design.md §32): `media_id` is
+    Bluesky's blob CID, Mastodon's media id, LinkedIn's image URN; `detail` what the post
+    needs beyond it (Bluesky's blob: its mimeType and size). Kept on the upload receipt
+    and read from there by every retry."""
+
+    sha256: str
+    media_id: str
+    alt: str
+    width: int = 0
+    height: int = 0
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class ImageUploader(Protocol):
+    """A publisher that can carry images (docs/design.md §32): each upload is its own
+    effect, performed once per draft, target and image by `core/images/uploads.py`."""
+
+    def upload_image(self, image: ImageBytes) -> UploadedMedia:
+        """Upload once, no retries; raise EffectNotSent (known not uploaded) or
+        EffectOutcomeUnknown."""
+        ...
 
 
 def _nothing_taken(external_id: str) -> bool:

@@ -11,18 +11,21 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 from sqlmodel import col
 
 from core.errors import ImageRefused
 from core.images.limits import ImageFacts, ImageLimits, limits_for, strictest
-from core.images.shaping import Shaped, shape
 from core.models import ImageRow
 from core.policies import ImageProblem, ImageSource
 from core.ports import Clock
 from core.post_body import ImageRef
 from core.store.engine import Store, insert_ignore
+
+if TYPE_CHECKING:
+    from core.images.shaping import Shaped
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,8 @@ class ImageLibrary:
 
 
 def _shaped_for(data: bytes, targets: Sequence[str]) -> Shaped:
+    from core.images.shaping import shape  # Pillow, imported by whoever takes an image
+
     every = [lim for lim in (limits_for(t) for t in targets) if lim is not None]
     limits = strictest(every) or _ANY_TARGET
     if not limits.media_types:

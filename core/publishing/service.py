@@ -27,10 +27,12 @@ from core.errors import (
     KeyPayloadConflict,
 )
 from core.failpoints import Failpoint, failpoint
-from core.identity import publish_effect_key
+from core.identity import publish_effect_key, run_of_draft_key
+from core.images.library import ImageLibrary
+from core.images.uploads import ImageUploads
 from core.models import DraftRow, RunRow
 from core.policies import EffectOutcome, FailReason, PublishOutcome
-from core.ports import Clock, PostQuery, Publication, Publisher
+from core.ports import Clock, ImageUploader, PostQuery, Publication, Publisher
 from core.post_body import PostBody
 from core.publishing.lookup_proof import post_query, publish_spec
 from core.publishing.missed_slots import miss_its_time
@@ -139,7 +141,7 @@ class PublishingService:
 
         def send() -> Proof:
             failpoint(Failpoint.BEFORE_PUBLISH_CALL)
-            external_id = publisher.publish(publication)
+            external_id = publisher.publish(self._with_media(recipe, publisher, publication))
             # sent, not yet recorded: the lookup must find it
             failpoint(Failpoint.AFTER_PUBLISH_CALL)
             return proof_of(publisher, external_id)
@@ -155,6 +157,25 @@ class PublishingService:
         except KeyPayloadConflict as exc:  # sent with another text: never sent again; told
             said = f"{publisher.target} was sent another text of this draft: {exc}"
             return Performed(EffectOutcome.NOT_SENT, detail=said, refusal=_refused_for_good(said))
+
+    def _with_media(
+        self, recipe: Recipe, publisher: Publisher, publication: Publication
+    ) -> Publication:
+        """The publication with its images as the target holds them, each uploaded once
+        (docs/design.md §32); a target that takes no bytes (a webhook) gets the references."""
+        if not publication.images or not isinstance(publisher, ImageUploader):
+            return publication
+        uploads = ImageUploads(self.ledger, ImageLibrary(self.store, self.clock))
+        media = uploads.upload_all(
+            publisher,
+            publisher.target,
+            publication.draft_key,
+            publication.images,
+            run_id=run_of_draft_key(publication.draft_key),
+            call_timeout=recipe.call_timeout,
+        )
+        failpoint(Failpoint.AFTER_IMAGE_UPLOADS)
+        return replace(publication, media=media)
 
     def _renamed(
         self, publication: Publication, publisher: Publisher, current: list[str]

@@ -29,6 +29,7 @@ from core.http_calls import call_timeout, never_sent, retry_after_seconds
 from core.identity import bluesky_record_key
 from core.ports import (
     Fit,
+    ImageBytes,
     PostCounts,
     PostFound,
     PostGone,
@@ -36,7 +37,9 @@ from core.ports import (
     PostRead,
     PostUnknown,
     Publication,
+    UploadedMedia,
 )
+from core.publishing.platforms.bluesky_images import images_embed, upload_blob
 from core.publishing.platforms.post_text import comparable, graphemes, url_spans
 from core.setup.config import BlueskyTarget
 
@@ -93,6 +96,7 @@ class BlueskyPublisher:
             text=text,
             created_at=client.get_current_time_iso(),
             facets=_link_facets(models, text) or None,
+            embed=images_embed(models, publication.media) if publication.media else None,
         )
         for first in (True, False):
             self._sent.nsid = None
@@ -107,6 +111,11 @@ class BlueskyPublisher:
                     raise EffectNotSent(refused) from exc
             self._refresh(client)  # the PDS's clock says the token expired: refused, not sent
         raise AssertionError("unreachable")
+
+    def upload_image(self, image: ImageBytes) -> UploadedMedia:
+        """One uploadBlob (docs/design.md §32); its receipt is kept by the caller."""
+        client, _ = self._signed_in()
+        return upload_blob(client, image, _xrpc_error)
 
     def lookup(self, query: PostQuery) -> str | None:
         try:
