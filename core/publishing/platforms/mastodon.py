@@ -29,6 +29,7 @@ from core.http_calls import never_sent, retry_after_seconds
 from core.identity import header_key
 from core.ports import (
     Fit,
+    ImageBytes,
     PostCounts,
     PostFound,
     PostGone,
@@ -36,7 +37,9 @@ from core.ports import (
     PostRead,
     PostUnknown,
     Publication,
+    UploadedMedia,
 )
+from core.publishing.platforms.mastodon_images import MastodonMedia
 from core.publishing.platforms.post_text import (
     comparable,
     mastodon_content_text,
@@ -90,12 +93,16 @@ class MastodonPublisher:
         if count > limit:
             refused = f"{self._label()} takes {limit} characters; this draft has {count}"
             raise EffectNotSent(refused, permanent=True)
+        media_ids = [item.media_id for item in publication.media] or None
+        if publication.media:
+            self._media().ready(publication.media)
         self._answers.response = None
         try:
             status = api.status_post(
                 text,
                 visibility=self.config.visibility,
                 idempotency_key=header_key(publication.effect_key),
+                media_ids=media_ids,
             )
         except Exception as exc:
             raise self._post_failed(exc) from exc
@@ -103,6 +110,14 @@ class MastodonPublisher:
         if status.get("url"):
             self._links[status_id] = str(status["url"])
         return status_id
+
+    def upload_image(self, image: ImageBytes) -> UploadedMedia:
+        """`POST /api/v2/media`, polled until processed (docs/design.md §32)."""
+        return self._media().upload(image)
+
+    def _media(self) -> MastodonMedia:
+        token = self.config.secret(self._environ)
+        return MastodonMedia(self.config.instance, token, timedelta(seconds=self._timeout))
 
     def lookup(self, query: PostQuery) -> str | None:
         try:
