@@ -12,6 +12,7 @@ import re
 from datetime import datetime
 from typing import Any
 
+from bot.image_blocks import image_blocks
 from bot.mrkdwn import (
     SECTION_LIMIT,
     clip_mrkdwn,
@@ -116,11 +117,13 @@ def review_message(
         ],
     }
     notice = item.decision_reason if item.state == DraftState.READY else None
-    trailing = 2 + (1 if notice else 0) + len(facts)
+    pictures = image_blocks(item, removable=True)  # docs/design.md §32
+    trailing = 2 + (1 if notice else 0) + len(facts) + len(pictures)
     blocks = [*_draft_blocks(item, trailing=trailing), _details(item)]
     if notice:
         blocks.append(context(f":leftwards_arrow_with_hook: {escape_mrkdwn(notice)}"))
     blocks += [context(fact) for fact in facts]  # right above the buttons
+    blocks += pictures
     return "Draft for review: " + _snippet(item.text), [*blocks, actions]
 
 

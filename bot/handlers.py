@@ -9,6 +9,7 @@ import logging
 import re
 from collections.abc import Callable
 from enum import StrEnum
+from functools import partial
 from typing import Any
 
 from slack_bolt import Ack, App, Respond
@@ -40,8 +41,11 @@ from bot.blocks import (
 )
 from bot.commands import CommandContext, answer, retry_run
 from bot.home_tab import HomeTab
+from bot.image_blocks import ACTION_REMOVE_IMAGE, parse_remove_value
+from bot.image_drops import Drop, drops_in, take_drop
 from bot.work import Work
 from core.api.desk import Desk
+from core.api.draft_images import DraftImages
 from core.api.services import Services
 from core.errors import GalleyError
 from core.policies import Finding, FollowUp, Verdict
@@ -78,6 +82,8 @@ LISTENERS: tuple[tuple[Kind, str | re.Pattern[str], str], ...] = (
     (Kind.COMMAND, "/galley", "on_command"),
     (Kind.EVENT, "app_home_opened", "on_home_opened"),
     (Kind.ACTION, re.compile(r"^galley_home_"), "on_home_button"),
+    (Kind.EVENT, "message", "on_message"),  # an image dropped in a review thread
+    (Kind.ACTION, ACTION_REMOVE_IMAGE, "on_remove_image"),
 )
 
 
@@ -102,6 +108,7 @@ class Listeners:
         self.core: Services = work.services.core
         self.slack = self.core.config.slack
         self.desk: Desk = self.core.desk()
+        self.images = DraftImages(self.core.store, self.core.config, self.core.images, self.desk)
 
     # --- review buttons and modals --------------------------------------------------------
 
@@ -128,6 +135,25 @@ class Listeners:
         ack()
         key, revision = parse_button_value(body["actions"][0]["value"])
         result = self.desk.unapprove(key, revision, user=body["user"]["id"])
+        self.settle(result, _in_thread(respond))
+
+    # --- images (docs/design.md §32) ------------------------------------------------------
+
+    def on_message(self, event: dict[str, Any], client: WebClient) -> None:
+        """Image files shared in a review message's thread, each added to its draft."""
+        for drop in drops_in(event, self.slack.review_channel, self.images):
+            tell = _ephemeral_in_thread(client, drop.channel, drop.thread_ts, drop.user)
+            self.work.take_image_soon(partial(self._take_drop, drop, tell, client))
+
+    def _take_drop(self, drop: Drop, tell: Callable[[str], object], client: WebClient) -> None:
+        answer = take_drop(drop, self.images, str(client.token), tell)
+        if answer is not None:
+            self.settle(answer, tell)
+
+    def on_remove_image(self, ack: Ack, body: dict[str, Any], respond: Respond) -> None:
+        ack()
+        key, revision, sha256 = parse_remove_value(body["actions"][0]["value"])
+        result = self.images.remove(key, revision, sha256, user=body["user"]["id"])
         self.settle(result, _in_thread(respond))
 
     def on_reject(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
@@ -290,6 +316,15 @@ def last_resort_reply(error: Exception) -> str:
 
 def _ephemeral(client: WebClient, channel: str, user: str, text: str) -> None:
     client.chat_postEphemeral(channel=channel, user=user, text=text)
+
+
+def _ephemeral_in_thread(
+    client: WebClient, channel: str, thread_ts: str, user: str
+) -> Callable[[str], object]:
+    """An answer only `user` sees, in the thread they dropped an image into."""
+    return lambda text: client.chat_postEphemeral(
+        channel=channel, user=user, thread_ts=thread_ts, text=text
+    )
 
 
 def _in_thread(respond: Respond) -> Callable[[str], object]:

@@ -153,6 +153,18 @@ class DraftBasis:
 
 
 @dataclass(frozen=True)
+class ShownImage:
+    """One image of a draft as its review message shows it (docs/design.md §32)."""
+
+    sha256: str
+    name: str
+    alt: str
+    size: int | None  # bytes; None when its bytes are not stored
+    width: int = 0
+    height: int = 0
+
+
+@dataclass(frozen=True)
 class ReviewItem:
     """One draft as a review message shows it, with its decision once there is one."""
 
@@ -184,6 +196,8 @@ class ReviewItem:
     basis: DraftBasis | None = (
         None  # docs/design.md §27: a recipe with sources: the items it drafted from
     )
+    images: tuple[ShownImage, ...] = ()  # docs/design.md §32: the draft's images
+    image_problems: tuple[str, ...] = ()  # waiting drafts: why its images block approval
 
 
 @dataclass(frozen=True)

@@ -89,17 +89,22 @@ class ImageLibrary:
 
     def facts(self, sha256s: Sequence[str]) -> dict[str, ImageFacts]:
         """What each stored image is, without its bytes (the review's fit lines)."""
-        if not sha256s:
-            return {}
-        columns = ("sha256", "media_type", "width", "height", "size")
-        query = sa.select(*(col(getattr(ImageRow, name)) for name in columns)).where(
-            col(ImageRow.sha256).in_(list(sha256s))
-        )
-        with self.store.read() as session:
-            return {
-                str(sha): ImageFacts(str(media_type), int(width), int(height), int(size))
-                for sha, media_type, width, height, size in session.execute(query)
-            }
+        return image_facts(self.store, sha256s)
+
+
+def image_facts(store: Store, sha256s: Sequence[str]) -> dict[str, ImageFacts]:
+    """What each stored image is, by hash, without reading its bytes."""
+    if not sha256s:
+        return {}
+    columns = ("sha256", "media_type", "width", "height", "size")
+    query = sa.select(*(col(getattr(ImageRow, name)) for name in columns)).where(
+        col(ImageRow.sha256).in_(list(sha256s))
+    )
+    with store.read() as session:
+        return {
+            str(sha): ImageFacts(str(media_type), int(width), int(height), int(size))
+            for sha, media_type, width, height, size in session.execute(query)
+        }
 
 
 def _shaped_for(data: bytes, targets: Sequence[str]) -> Shaped:

@@ -34,6 +34,7 @@ from urllib.parse import parse_qsl
 
 from tests.fakes import server
 
+FILES_PATH = "/files-pri/"  # where a shared file's bytes are downloaded
 RESPONSE_URL = "response_url"  # the method name recorded for POSTs to /response/<name>
 JSON_FIELDS = ("blocks", "metadata", "view", "attachments")  # form fields carrying JSON
 BOT = {"user": "UBOT", "bot_id": "BBOT", "team": "T1"}
@@ -166,6 +167,9 @@ class _Handler(server.Handler["FakeSlack"]):
     def do_POST(self) -> None:  # noqa: N802
         fake = self.server.fake
         path, _, query = self.path.partition("?")
+        if path.startswith(FILES_PATH):
+            self._send_file(fake, path)
+            return
         params = _parse(query, self._read_body(), self.headers.get("Content-Type", ""))
         if path.startswith("/api/"):
             method = path.removeprefix("/api/")
@@ -195,6 +199,26 @@ class _Handler(server.Handler["FakeSlack"]):
             return
         self._send_json(code, payload, extra.items())
 
+    def _send_file(self, fake: FakeSlack, path: str) -> None:
+        """A file's `url_private_download`: its bytes for a bot token; without one Slack
+        answers 200 with its sign-in page, as it does, never an error."""
+        headers = self._lower_headers()
+        fake._record(RecordedCall("files-pri", path, {}, headers))
+        file_id = path.removeprefix(FILES_PATH).split("/", 1)[0].rpartition("-")[2]
+        found = fake.files.get(file_id)
+        authorised = headers.get("authorization", "").startswith("Bearer xoxb-")
+        if found is None or not authorised:
+            page = b"<!DOCTYPE html><html><title>Slack</title><body>Sign in</body></html>"
+            data, mimetype = page, "text/html; charset=utf-8"
+        else:
+            data, mimetype = found
+        self.send_response(200)
+        self.send_header("Content-Type", mimetype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
 
 class FakeSlack(server.FakeServer):
     """The fake server. Use as a context manager, or call start()/stop()."""
@@ -214,6 +238,7 @@ class FakeSlack(server.FakeServer):
         self.home_views: dict[str, dict[str, Any]] = {}  # user -> the last published Home
         self.users: dict[str, dict[str, Any]] = {}  # user id -> users.info's "user"
         self.socket_mode: Any = None  # a tests.fakes.socket_mode.FakeSocketMode, once attached
+        self.files: dict[str, tuple[bytes, str]] = {}  # file id -> (bytes, mimetype)
         if self.state_file is not None:
             for channel, msgs in read_messages(self.state_file).items():
                 self._messages[channel] = msgs
@@ -264,6 +289,23 @@ class FakeSlack(server.FakeServer):
         return self.add_message(
             channel, text, user=user, thread_ts=parent_ts, parent_user_id=user, **fields
         )
+
+    def add_file(self, file_id: str, name: str, data: bytes, mimetype: str) -> dict[str, Any]:
+        """A file someone shared: its bytes served at its `url_private_download`, and the
+        file object a `message` event carries."""
+        self.files[file_id] = (data, mimetype)
+        url = f"{self.url}{FILES_PATH}T1-{file_id}/download/{name}"
+        return {
+            "id": file_id,
+            "name": name,
+            "title": name,
+            "mimetype": mimetype,
+            "filetype": mimetype.rpartition("/")[2],
+            "size": len(data),
+            "url_private": url.replace("/download/", "/"),
+            "url_private_download": url,
+            "mode": "hosted",
+        }
 
     def add_user(self, user_id: str, real_name: str, display_name: str = "") -> None:
         """A person users.info knows, shaped as Slack's user object."""
