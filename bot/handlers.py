@@ -41,7 +41,12 @@ from bot.blocks import (
 )
 from bot.commands import CommandContext, answer, retry_run
 from bot.home_tab import HomeTab
-from bot.image_blocks import ACTION_REMOVE_IMAGE, parse_remove_value
+from bot.image_blocks import (
+    ACTION_REMOVE_IMAGE,
+    alts_of,
+    parse_remove_value,
+    with_alt_fields,
+)
 from bot.image_drops import Drop, drops_in, take_drop
 from bot.work import Work
 from core.api.desk import Desk
@@ -175,7 +180,9 @@ class Listeners:
         if item is None or item.state != DraftState.READY:
             _in_thread(respond)("This draft can no longer be edited.")
             return
-        client.views_open(trigger_id=body["trigger_id"], view=edit_modal(key, revision, item.text))
+        text, images = self.images.editable(item.text)
+        modal = with_alt_fields(edit_modal(key, revision, text), images)
+        client.views_open(trigger_id=body["trigger_id"], view=modal)
 
     def on_edit_submitted(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
         view, user = body["view"], body["user"]["id"]
@@ -187,6 +194,7 @@ class Listeners:
             return
         ack()
         key, revision = parse_button_value(view["private_metadata"])
+        text = self.images.edited_body(key, text, alts_of(view["state"]["values"]))
         result = self.desk.edit(key, text, revision, user=user)
         self.settle(result, self._ephemeral_to(client, user))
 

@@ -6,11 +6,13 @@ none) with a Remove button, then why the images block approval, if they do.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from bot.mrkdwn import inert
 from core.images.limits import size_in_words
 from core.ports import ReviewItem, ShownImage
+from core.post_body import ImageRef
 
 ACTION_REMOVE_IMAGE = "galley_remove_image"
 NAME_LIMIT = 80
@@ -59,3 +61,42 @@ def _image_line(item: ReviewItem, image: ShownImage, removable: bool) -> dict[st
             "value": remove_value(item.draft_key, item.revision, image.sha256),
         }
     return block
+
+
+ALT_FIELD = "alt_"  # an Edit modal's alt text field: `alt_<first 16 hex of the image's hash>`
+ALT_INPUT_LIMIT = 1500  # Mastodon's, the tightest a platform states
+
+
+def with_alt_fields(modal: dict[str, Any], images: Sequence[ImageRef]) -> dict[str, Any]:
+    """The Edit modal with a field per image for its alt text (docs/design.md §32)."""
+    fields = [_alt_field(image) for image in images]
+    return modal | {"blocks": [*modal["blocks"], *fields]} if fields else modal
+
+
+def alts_of(values: dict[str, Any]) -> dict[str, str]:
+    """The alt texts an Edit modal was submitted with, by hash prefix."""
+    found = {}
+    for block_id, actions in values.items():
+        if block_id.startswith(ALT_FIELD):
+            value = (actions.get("alt") or {}).get("value")
+            found[block_id.removeprefix(ALT_FIELD)] = value if isinstance(value, str) else ""
+    return found
+
+
+def _alt_field(image: ImageRef) -> dict[str, Any]:
+    element: dict[str, Any] = {
+        "type": "plain_text_input",
+        "action_id": "alt",
+        "multiline": True,
+        "max_length": ALT_INPUT_LIMIT,
+    }
+    if image.alt:
+        element["initial_value"] = image.alt
+    label = f"Alt text: {image.name}"[:150]  # Slack's limit for a label
+    return {
+        "type": "input",
+        "block_id": f"{ALT_FIELD}{image.sha256[:16]}",
+        "optional": True,
+        "label": {"type": "plain_text", "text": label, "emoji": True},
+        "element": element,
+    }

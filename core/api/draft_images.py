@@ -79,6 +79,28 @@ class DraftImages:
         ]
         return self._edit(draft_key, revision, body, images, user)
 
+    def edited_body(self, draft_key: str, text: str, alts: dict[str, str] | None) -> str:
+        """What an Edit of a draft with images saves: the text as its one version, with
+        the images kept and their alt texts as submitted (`alts`, by hash prefix). A
+        body with versions of its own, or with no image, is left to the text as sent."""
+        current = self._current(draft_key)
+        if current is None or not current[2].images or len(current[2].versions) != 1:
+            return text
+        images = [ImageRef(i.sha256, i.name, _submitted(alts, i)) for i in current[2].images]
+        return PostBody.single(text).with_images(images).to_text()
+
+    def editable(self, text: str) -> tuple[str, tuple[ImageRef, ...]]:
+        """What the Edit modal shows of a stored body: its one text (never its JSON) and
+        its images, each with a field for its alt text."""
+        try:
+            body = PostBody.parse(text)
+        except BodyUnreadable:
+            return text, ()
+        parts = list(body.versions.values())
+        if len(parts) == 1 and len(parts[0]) == 1:
+            return parts[0][0], body.images
+        return text, ()
+
     def _edit(
         self,
         draft_key: str,
@@ -99,6 +121,12 @@ class DraftImages:
             return found[0], found[1], PostBody.parse(found[2])
         except BodyUnreadable:
             return None
+
+
+def _submitted(alts: dict[str, str] | None, image: ImageRef) -> str:
+    if alts is None:
+        return image.alt
+    return alts.get(image.sha256[:16], image.alt).strip()
 
 
 def _refused(draft_key: str, message: str) -> ReviewAnswer:

@@ -19,8 +19,8 @@ from core.post_body import PostBody
 from core.states import DraftState
 from tests.fakes.anthropic_api import FakeAnthropic, ok
 from tests.fakes.slack_api import FakeSlack
-from tests.harness.slack_harness import APPROVE, CHANNEL, KEY, Harness, StartBot, eventually
-from tests.harness.slack_requests import TEAM
+from tests.harness.slack_harness import APPROVE, CHANNEL, EDIT, KEY, Harness, StartBot, eventually
+from tests.harness.slack_requests import TEAM, text_input, view_submission
 from tests.images.pictures import photo
 
 BLUESKY = (
@@ -142,3 +142,40 @@ def test_a_file_the_bot_cannot_download_is_not_added_and_the_person_is_told(
     )
     assert "sign-in page" in str(told.params["text"])
     assert h.draft_row().revision == 1 and stored_images(h) == []
+
+
+def test_edit_shows_the_text_and_a_field_per_image_and_saves_the_alt_text(
+    db_url: str, start_bot: StartBot, fake_anthropic: FakeAnthropic, environ: None
+) -> None:
+    h = start_bot(db_url, slack='approvers = ["U0EDITOR"]', publish=BLUESKY)
+    fake_anthropic.script(ok(text=TEXT))
+    _, message = h.draft_and_post()
+    file = h.slack.add_file("F0CHART", "chart.jpg", photo(800, 600), "image/jpeg")
+    assert h.sender.event(file_shared(h, message["ts"], file)).status_code == 200  # type: ignore[attr-defined]
+    eventually(lambda: h.draft_row().revision == 2 or None, "the image")
+    [image] = PostBody.parse(h.draft_row().text or "").images
+    eventually(lambda: "chart.jpg" in str(h.message_for(KEY)["blocks"]) or None, "the line")
+    assert h.click(EDIT, "U0EDITOR").status_code == 200
+    [opened] = eventually(lambda: h.calls("views.open"), "the edit modal")
+    view = opened.params["view"]
+    inputs = {b["block_id"]: b for b in view["blocks"] if b["type"] == "input"}
+    assert inputs["part_0"]["element"]["initial_value"] == TEXT  # the text, never the JSON
+    alt_field = f"alt_{image.sha256[:16]}"
+    assert inputs[alt_field]["label"]["text"] == "Alt text: chart.jpg"
+    submitted = view_submission(
+        user="U0EDITOR",
+        callback_id="galley_edit_modal",
+        private_metadata=view["private_metadata"],
+        values={
+            "part_0": {"text": text_input(TEXT + " Edited.")},
+            alt_field: {"alt": text_input("Sales by week, rising")},
+        },
+    )
+    assert h.sender.interactive(submitted).status_code == 200
+    eventually(lambda: h.draft_row().revision == 3 or None, "the edit")
+    body = PostBody.parse(h.draft_row().text or "")
+    assert body.parts_for("*") == (TEXT + " Edited.",)
+    assert [(i.sha256, i.alt) for i in body.images] == [(image.sha256, "Sales by week, rising")]
+    eventually(lambda: '"rev":3' in str(h.message_for(KEY)["blocks"]) or None, "revision 3")
+    assert h.click(APPROVE, "U0EDITOR").status_code == 200
+    eventually(lambda: h.draft_row().state == DraftState.APPROVED or None, "the approval")
