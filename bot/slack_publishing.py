@@ -16,10 +16,12 @@ from bot.alert_blocks import (
 )
 from bot.blocks import DRAFT_TEXT_BUDGET
 from bot.mrkdwn import escape_mrkdwn
+from bot.slack_images import image_blocks, upload_file
 from bot.slack_surface import SlackChannels
 from core.errors import EffectNotSent, LookupUnavailable, ReadRefused
 from core.ports import (
     Fit,
+    ImageBytes,
     MessageRef,
     PostCounts,
     PostFound,
@@ -29,6 +31,7 @@ from core.ports import (
     PostUnknown,
     Publication,
     RunAlert,
+    UploadedMedia,
 )
 
 alert_log = logging.getLogger("galley.alert")
@@ -48,7 +51,13 @@ class SlackChannelPublisher:
             message = publication_message(publication.text, publication.effect_key)
         except MessageTooLong as exc:  # refused before sending: repeating cannot help
             raise EffectNotSent(str(exc), permanent=True) from exc
+        if publication.media:  # the files uploaded for it (docs/design.md §32)
+            message["blocks"] = [*message["blocks"], *image_blocks(publication.media)]
         return self.channels.post(self.channel, **message).ts
+
+    def upload_image(self, image: ImageBytes) -> UploadedMedia:
+        """The image as a file of the app's, shown by the post's image block."""
+        return upload_file(self.channels.client, image)
 
     def lookup(self, query: PostQuery) -> str | None:
         found = self.channels.find(self.channel, PUBLISH_EVENT_TYPE, "effect_key", query.effect_key)

@@ -35,6 +35,7 @@ from urllib.parse import parse_qsl
 from tests.fakes import server
 
 FILES_PATH = "/files-pri/"  # where a shared file's bytes are downloaded
+UPLOAD_PATH = "/upload/v1/"  # where files.getUploadURLExternal sends a file's bytes
 RESPONSE_URL = "response_url"  # the method name recorded for POSTs to /response/<name>
 JSON_FIELDS = ("blocks", "metadata", "view", "attachments")  # form fields carrying JSON
 BOT = {"user": "UBOT", "bot_id": "BBOT", "team": "T1"}
@@ -170,6 +171,11 @@ class _Handler(server.Handler["FakeSlack"]):
         if path.startswith(FILES_PATH):
             self._send_file(fake, path)
             return
+        if path.startswith(UPLOAD_PATH):  # files.getUploadURLExternal's upload_url
+            fake._record(RecordedCall("upload", path, {}, self._lower_headers()))
+            stored = fake.receive_upload(path.removeprefix(UPLOAD_PATH), self._read_body())
+            self._send_json(200 if stored else 404, f"OK - {stored}" if stored else "Not found")
+            return
         params = _parse(query, self._read_body(), self.headers.get("Content-Type", ""))
         if path.startswith("/api/"):
             method = path.removeprefix("/api/")
@@ -239,6 +245,9 @@ class FakeSlack(server.FakeServer):
         self.users: dict[str, dict[str, Any]] = {}  # user id -> users.info's "user"
         self.socket_mode: Any = None  # a tests.fakes.socket_mode.FakeSocketMode, once attached
         self.files: dict[str, tuple[bytes, str]] = {}  # file id -> (bytes, mimetype)
+        # external uploads: file id -> {"name", "length", "alt_txt", "received", "complete"}
+        self.uploads: dict[str, dict[str, Any]] = {}
+        self._file_ids = itertools.count(1)
         if self.state_file is not None:
             for channel, msgs in read_messages(self.state_file).items():
                 self._messages[channel] = msgs
@@ -334,6 +343,15 @@ class FakeSlack(server.FakeServer):
         with self._lock:
             self._messages[channel] = [m for m in self._messages[channel] if m["ts"] != ts]
             self._persist()
+
+    def receive_upload(self, file_id: str, data: bytes) -> int:
+        """The bytes POSTed to an upload URL: their size, or 0 for an unknown URL."""
+        with self._lock:
+            upload = self.uploads.get(file_id)
+            if upload is None:
+                return 0
+            upload["received"] = len(data)
+            return len(data)
 
     # --- used by the handler ---
 
@@ -509,7 +527,37 @@ class FakeSlack(server.FakeServer):
         return {"ok": True, "view": {**view, "id": f"V{next(self._view_ids):08d}"}}
 
 
+def _get_upload_url(fake: FakeSlack, p: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    """files.getUploadURLExternal: a file id and where to POST its bytes."""
+    if not p.get("filename") or int(p.get("length") or 0) <= 0:
+        return {"ok": False, "error": "invalid_arguments"}
+    file_id = f"F0UP{next(fake._file_ids):06d}"
+    fake.uploads[file_id] = {
+        "name": p["filename"],
+        "length": int(p["length"]),
+        "alt_txt": p.get("alt_txt"),
+        "received": 0,
+        "complete": False,
+    }
+    return {"ok": True, "file_id": file_id, "upload_url": f"{fake.url}{UPLOAD_PATH}{file_id}"}
+
+
+def _complete_upload(fake: FakeSlack, p: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    """files.completeUploadExternal: each file's bytes must have arrived, all of them."""
+    files = p["files"] if isinstance(p.get("files"), list) else json.loads(str(p.get("files")))
+    done = []
+    for entry in files:
+        upload = fake.uploads.get(str(entry.get("id")))
+        if upload is None or upload["received"] != upload["length"]:
+            return {"ok": False, "error": "file_not_found"}
+        upload["complete"] = True
+        done.append({"id": entry["id"], "title": entry.get("title") or upload["name"]})
+    return {"ok": True, "files": done}
+
+
 _METHODS: dict[str, Any] = {
+    "files.getUploadURLExternal": _get_upload_url,
+    "files.completeUploadExternal": _complete_upload,
     "auth.test": FakeSlack._auth_test,
     "chat.postMessage": FakeSlack._post_message,
     "chat.update": FakeSlack._update,
