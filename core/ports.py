@@ -273,6 +273,7 @@ class Publication:
     replies: tuple[str, ...] = ()
     images: tuple[ImageRef, ...] = ()
     media: tuple[UploadedMedia, ...] = ()  # the images as this target holds them, uploaded
+    card: LinkCard | None = None  # a link card, or why there is none (docs/design.md §32)
 
     @property
     def parts(self) -> tuple[str, ...]:
@@ -306,6 +307,25 @@ class UploadedMedia:
     width: int = 0
     height: int = 0
     detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LinkCard:
+    """The card of a post's link (docs/design.md §32): the page's title, description and
+    uploaded thumbnail, or (`missing`) why the post goes without one."""
+
+    url: str
+    title: str = ""
+    description: str = ""
+    thumb: UploadedMedia | None = None
+    missing: str = ""
+
+
+@runtime_checkable
+class LinkCardTaker(Protocol):
+    """A publisher that shows a link card on a post with a link and no image."""
+
+    takes_link_cards: bool
 
 
 @runtime_checkable

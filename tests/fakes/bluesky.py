@@ -41,6 +41,7 @@ MAX_BYTES = 3000
 GET_POSTS_LIMIT = 25
 MENTION_TYPE = "app.bsky.richtext.facet#mention"
 IMAGES_EMBED = "app.bsky.embed.images"
+EXTERNAL_EMBED = "app.bsky.embed.external"
 UPLOAD_LIMIT = 5 * 1024 * 1024  # the reference PDS's default blobUploadLimit (5mb)
 IMAGE_MAX_SIZE = 1_000_000  # app.bsky.embed.images#image: blob maxSize
 MAX_IMAGES = 4
@@ -317,6 +318,9 @@ class FakeBluesky(social.SocialFake):
     def _embed_refused(self, embed: Any) -> Reply | None:
         """A post's images as the PDS validates them: at most 4, each a blob it holds,
         each within the lexicon's maxSize (`BlobTooLarge`)."""
+        if isinstance(embed, dict) and embed.get("$type") == EXTERNAL_EMBED:
+            thumb = (embed.get("external") or {}).get("thumb")
+            return None if thumb is None else self._blob_refused(thumb)
         if not isinstance(embed, dict) or embed.get("$type") != IMAGES_EMBED:
             return None
         images = embed.get("images") or []
@@ -324,18 +328,25 @@ class FakeBluesky(social.SocialFake):
             message = f"Array is too long (maximum {MAX_IMAGES}) at $.record.embed.images"
             return 400, {"error": "InvalidRequest", "message": message}, {}
         for image in images:
-            cid = str(((image.get("image") or {}).get("ref") or {}).get("$link", ""))
-            with self._lock:
-                blob = self.blobs.get(cid)
-            if blob is None:
-                missing = f"Could not find blob: {cid}"
-                return 400, {"error": "InvalidRequest", "message": missing}, {}
-            if blob["size"] > IMAGE_MAX_SIZE:
-                message = (
-                    f"This file is too large. It is {blob['size']} bytes but the maximum "
-                    f"size is {IMAGE_MAX_SIZE} bytes."
-                )
-                return 400, {"error": "BlobTooLarge", "message": message}, {}
+            refused = self._blob_refused(image.get("image") or {})
+            if refused is not None:
+                return refused
+        return None
+
+    def _blob_refused(self, ref: dict[str, Any]) -> Reply | None:
+        """A blob a record names: one the PDS holds, within the lexicon's maxSize."""
+        cid = str((ref.get("ref") or {}).get("$link", ""))
+        with self._lock:
+            blob = self.blobs.get(cid)
+        if blob is None:
+            missing = f"Could not find blob: {cid}"
+            return 400, {"error": "InvalidRequest", "message": missing}, {}
+        if blob["size"] > IMAGE_MAX_SIZE:
+            message = (
+                f"This file is too large. It is {blob['size']} bytes but the maximum "
+                f"size is {IMAGE_MAX_SIZE} bytes."
+            )
+            return 400, {"error": "BlobTooLarge", "message": message}, {}
         return None
 
     def _get_record(self, call: Call) -> Reply:

@@ -39,7 +39,7 @@ from core.ports import (
     Publication,
     UploadedMedia,
 )
-from core.publishing.platforms.bluesky_images import images_embed, upload_blob
+from core.publishing.platforms.bluesky_images import external_embed, images_embed, upload_blob
 from core.publishing.platforms.post_text import comparable, graphemes, url_spans
 from core.setup.config import BlueskyTarget
 
@@ -74,6 +74,8 @@ class BlueskyPublisher:
         self._lock = threading.Lock()  # one sign-in or refresh at a time
         self._sent = threading.local()  # the XRPC method this thread last sent
 
+    takes_link_cards = True  # a link and no image: its card (docs/design.md §32)
+
     @property
     def target(self) -> str:
         return self.config.target
@@ -96,7 +98,7 @@ class BlueskyPublisher:
             text=text,
             created_at=client.get_current_time_iso(),
             facets=_link_facets(models, text) or None,
-            embed=images_embed(models, publication.media) if publication.media else None,
+            embed=_embed_of(models, publication),
         )
         for first in (True, False):
             self._sent.nsid = None
@@ -315,6 +317,16 @@ class BlueskyPublisher:
                 f"this draft has {count} ({size} bytes)"
             )
         return None
+
+
+def _embed_of(models: Any, publication: Publication) -> Any:
+    """The post's images, else its link's card, else nothing (docs/design.md §32)."""
+    if publication.media:
+        return images_embed(models, publication.media)
+    card = publication.card
+    if card is not None and not card.missing:
+        return external_embed(models, card)
+    return None
 
 
 def _link_facets(models: Any, text: str) -> list[Any]:

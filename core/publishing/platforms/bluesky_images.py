@@ -13,7 +13,7 @@ from typing import Any
 
 from core.errors import EffectNotSent, EffectOutcomeUnknown
 from core.http_calls import never_sent
-from core.ports import ImageBytes, UploadedMedia
+from core.ports import ImageBytes, LinkCard, UploadedMedia
 
 UPLOAD = "com.atproto.repo.uploadBlob"
 RETRY_LATER = frozenset({429, 503})
@@ -38,21 +38,37 @@ def upload_blob(client: Any, image: ImageBytes, error_of: ErrorOf) -> UploadedMe
 
 def images_embed(models: Any, media: Sequence[UploadedMedia]) -> Any:
     """`app.bsky.embed.images`: each blob the receipts kept, with its alt text and shape."""
-    from atproto_client.models.blob_ref import BlobRef, IpldLink
-
     return models.AppBskyEmbedImages.Main(
         images=[
             models.AppBskyEmbedImages.Image(
                 alt=item.alt,
-                image=BlobRef(
-                    mime_type=str(item.detail["mimeType"]),
-                    size=int(item.detail["size"]),
-                    ref=IpldLink(link=item.media_id),
-                ),
+                image=_blob(item),
                 aspect_ratio=_aspect(models, item),
             )
             for item in media
         ]
+    )
+
+
+def external_embed(models: Any, card: LinkCard) -> Any:
+    """`app.bsky.embed.external`: the link's card, its thumbnail the uploaded blob."""
+    return models.AppBskyEmbedExternal.Main(
+        external=models.AppBskyEmbedExternal.External(
+            uri=card.url,
+            title=card.title,
+            description=card.description,
+            thumb=None if card.thumb is None else _blob(card.thumb),
+        )
+    )
+
+
+def _blob(item: UploadedMedia) -> Any:
+    from atproto_client.models.blob_ref import BlobRef, IpldLink
+
+    return BlobRef(
+        mime_type=str(item.detail["mimeType"]),
+        size=int(item.detail["size"]),
+        ref=IpldLink(link=item.media_id),
     )
 
 
