@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from bot.mrkdwn import inert
 from core.images.limits import size_in_words
 from core.ports import ReviewItem, ShownImage
-from core.post_body import ImageRef
+from core.post_body import BodyUnreadable, ImageRef, PostBody
 
 ACTION_REMOVE_IMAGE = "galley_remove_image"
 NAME_LIMIT = 80
@@ -29,6 +30,19 @@ def image_blocks(item: ReviewItem, *, removable: bool) -> list[dict[str, Any]]:
             {"type": "context", "elements": [{"type": "mrkdwn", "text": f":warning: {text}"}]}
         )
     return blocks
+
+
+def text_beside_images(item: ReviewItem) -> ReviewItem:
+    """A draft of one text with images shown as that text (its images have their own
+    lines), never as the stored body's JSON. Any other shape is left as it is."""
+    try:
+        body = PostBody.parse(item.text)
+    except BodyUnreadable:
+        return item
+    parts = list(body.versions.values())
+    if not body.images or len(parts) != 1 or len(parts[0]) != 1:
+        return item
+    return replace(item, text=parts[0][0])
 
 
 def remove_value(draft_key: str, revision: int, sha256: str) -> str:

@@ -98,6 +98,7 @@ def test_a_12_mb_photo_dropped_in_the_thread_is_resized_and_needs_alt_text_befor
         "the image line",
     )
     assert "no alt text yet" in shown and "Remove" in shown
+    assert TEXT in shown and "galley-post/1" not in shown  # the text, never the stored body
     assert h.click(APPROVE, "U0EDITOR").status_code == 200
     [reply] = eventually(
         lambda: [r for r in h.replies("U0EDITOR") if "alt text" in r], "the refusal"
