@@ -18,9 +18,10 @@ import httpx
 
 from core.errors import ImageRefused
 from core.images.library import ImageLibrary
+from core.images.media import ImageUploader, LinkCard
 from core.images.uploads import ImageUploads
 from core.policies import ImageSource
-from core.ports import ImageUploader, LinkCard, Publication
+from core.ports import Publication
 from core.publishing.platforms.post_text import url_spans
 from core.store.effects import Proof
 

@@ -27,9 +27,9 @@ from core.errors import (
 )
 from core.http_calls import call_timeout, never_sent, retry_after_seconds
 from core.identity import bluesky_record_key
+from core.images.media import ImageBytes, UploadedMedia
 from core.ports import (
     Fit,
-    ImageBytes,
     PostCounts,
     PostFound,
     PostGone,
@@ -37,7 +37,6 @@ from core.ports import (
     PostRead,
     PostUnknown,
     Publication,
-    UploadedMedia,
 )
 from core.publishing.platforms.bluesky_images import external_embed, images_embed, upload_blob
 from core.publishing.platforms.post_text import comparable, graphemes, url_spans
