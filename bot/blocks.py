@@ -12,6 +12,7 @@ import re
 from datetime import datetime
 from typing import Any
 
+from bot.image_blocks import image_blocks, text_beside_images
 from bot.mrkdwn import (
     SECTION_LIMIT,
     clip_mrkdwn,
@@ -105,6 +106,7 @@ def review_message(
     """(fallback text, blocks) of a draft waiting for review, with its four buttons; a
     decision_reason on a waiting draft says why it is back for review."""
     _require_aware(item.slot_at, "slot_at")
+    item = text_beside_images(item)
     value = button_value(item.draft_key, item.revision)
     actions = {
         "type": "actions",
@@ -117,11 +119,13 @@ def review_message(
         ],
     }
     notice = item.decision_reason if item.state == DraftState.READY else None
-    trailing = 2 + (1 if notice else 0) + len(facts)
+    pictures = image_blocks(item, removable=True)  # docs/design.md §32
+    trailing = 2 + (1 if notice else 0) + len(facts) + len(pictures)
     blocks = [*_draft_blocks(item, trailing=trailing), _details(item)]
     if notice:
         blocks.append(context(f":leftwards_arrow_with_hook: {escape_mrkdwn(notice)}"))
     blocks += [context(fact) for fact in facts]  # right above the buttons
+    blocks += pictures
     return "Draft for review: " + _snippet(item.text), [*blocks, actions]
 
 
@@ -131,6 +135,7 @@ def decided_message(
     """The review message once decided: the buttons give way to who decided and when.
     ValueError for a draft that is not decided."""
     _require_aware(item.slot_at, "slot_at")
+    item = text_beside_images(item)
     line, verdict = _decision_line(item)
     outcome = context(line, block_id="galley_decision")
     waiting = unapprove_actions(item)  # approved ahead of its slot (docs/design.md §23)

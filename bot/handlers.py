@@ -9,6 +9,7 @@ import logging
 import re
 from collections.abc import Callable
 from enum import StrEnum
+from functools import partial
 from typing import Any
 
 from slack_bolt import Ack, App, Respond
@@ -40,6 +41,13 @@ from bot.blocks import (
 )
 from bot.commands import CommandContext, answer, retry_run
 from bot.home_tab import HomeTab
+from bot.image_blocks import (
+    ACTION_REMOVE_IMAGE,
+    alts_of,
+    parse_remove_value,
+    with_alt_fields,
+)
+from bot.image_drops import Drop, drops_in, take_drop
 from bot.version_blocks import (
     ACTION_SHOW_ALL,
     edit_set_modal,
@@ -50,6 +58,7 @@ from bot.version_blocks import (
 )
 from bot.work import Work
 from core.api.desk import Desk
+from core.api.draft_images import DraftImages
 from core.api.services import Services
 from core.errors import GalleyError
 from core.policies import Finding, FollowUp, Verdict
@@ -88,6 +97,8 @@ LISTENERS: tuple[tuple[Kind, str | re.Pattern[str], str], ...] = (
     (Kind.COMMAND, "/galley", "on_command"),
     (Kind.EVENT, "app_home_opened", "on_home_opened"),
     (Kind.ACTION, re.compile(r"^galley_home_"), "on_home_button"),
+    (Kind.EVENT, "message", "on_message"),  # an image dropped in a review thread
+    (Kind.ACTION, ACTION_REMOVE_IMAGE, "on_remove_image"),
 )
 
 
@@ -112,6 +123,7 @@ class Listeners:
         self.core: Services = work.services.core
         self.slack = self.core.config.slack
         self.desk: Desk = self.core.desk()
+        self.images = DraftImages(self.core.store, self.core.config, self.core.images, self.desk)
 
     # --- review buttons and modals --------------------------------------------------------
 
@@ -140,6 +152,25 @@ class Listeners:
         result = self.desk.unapprove(key, revision, user=body["user"]["id"])
         self.settle(result, _in_thread(respond))
 
+    # --- images (docs/design.md §32) ------------------------------------------------------
+
+    def on_message(self, event: dict[str, Any], client: WebClient) -> None:
+        """Image files shared in a review message's thread, each added to its draft."""
+        for drop in drops_in(event, self.slack.review_channel, self.images):
+            tell = _ephemeral_in_thread(client, drop.channel, drop.thread_ts, drop.user)
+            self.work.take_image_soon(partial(self._take_drop, drop, tell, client))
+
+    def _take_drop(self, drop: Drop, tell: Callable[[str], object], client: WebClient) -> None:
+        answer = take_drop(drop, self.images, str(client.token), tell)
+        if answer is not None:
+            self.settle(answer, tell)
+
+    def on_remove_image(self, ack: Ack, body: dict[str, Any], respond: Respond) -> None:
+        ack()
+        key, revision, sha256 = parse_remove_value(body["actions"][0]["value"])
+        result = self.images.remove(key, revision, sha256, user=body["user"]["id"])
+        self.settle(result, _in_thread(respond))
+
     def on_reject(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
         ack()
         key, revision = parse_button_value(body["actions"][0]["value"])
@@ -159,12 +190,9 @@ class Listeners:
         if item is None or item.state != DraftState.READY:
             _in_thread(respond)("This draft can no longer be edited.")
             return
-        modal = (
-            edit_set_modal(item, revision)
-            if is_set(item.text)
-            else edit_modal(key, revision, item.text)
-        )
-        client.views_open(trigger_id=body["trigger_id"], view=modal)
+        text, images = self.images.editable(item.text)  # one text with images: that text
+        modal = edit_set_modal(item, revision) if is_set(text) else edit_modal(key, revision, text)
+        client.views_open(trigger_id=body["trigger_id"], view=with_alt_fields(modal, images))
 
     def on_show_all(
         self, ack: Ack, body: dict[str, Any], client: WebClient, respond: Respond
@@ -194,6 +222,7 @@ class Listeners:
             ack(response_action="errors", errors={first: why})
             return
         ack()
+        text = self.images.edited_body(key, text, alts_of(values))  # alt texts as typed
         result = self.desk.edit(key, text, revision, user=user)
         self.settle(result, self._ephemeral_to(client, user))
 
@@ -323,6 +352,15 @@ def last_resort_reply(error: Exception) -> str:
 
 def _ephemeral(client: WebClient, channel: str, user: str, text: str) -> None:
     client.chat_postEphemeral(channel=channel, user=user, text=text)
+
+
+def _ephemeral_in_thread(
+    client: WebClient, channel: str, thread_ts: str, user: str
+) -> Callable[[str], object]:
+    """An answer only `user` sees, in the thread they dropped an image into."""
+    return lambda text: client.chat_postEphemeral(
+        channel=channel, user=user, thread_ts=thread_ts, text=text
+    )
 
 
 def _in_thread(respond: Respond) -> Callable[[str], object]:

@@ -17,8 +17,10 @@ from bot.alert_blocks import (
 )
 from bot.blocks import DRAFT_TEXT_BUDGET
 from bot.mrkdwn import escape_mrkdwn
+from bot.slack_images import image_blocks, upload_file
 from bot.slack_surface import SlackChannels
 from core.errors import EffectNotSent, LookupUnavailable, ReadRefused
+from core.images.media import ImageBytes, UploadedMedia
 from core.policies import ThreadStyle
 from core.ports import (
     Fit,
@@ -57,7 +59,13 @@ class SlackChannelPublisher:
         place = publication.reply_to
         if place is not None:
             message["thread_ts"] = place.root
+        if publication.media:  # the files uploaded for it (docs/design.md §32)
+            message["blocks"] = [*message["blocks"], *image_blocks(publication.media)]
         return self.channels.post(self.channel, **message).ts
+
+    def upload_image(self, image: ImageBytes) -> UploadedMedia:
+        """The image as a file of the app's, shown by the post's image block."""
+        return upload_file(self.channels.client, image)
 
     def lookup(self, query: PostQuery) -> str | None:
         if query.reply_to is not None:

@@ -57,6 +57,11 @@ class Work:
             if claim is not None:
                 self.redraft_soon(claim, None)
 
+    def take_image_soon(self, take: Callable[[], object]) -> None:
+        """An image dropped in a review thread, downloaded and shaped (Pillow: seconds of
+        CPU for a large photo) on the drafting pool, never on the listener's thread."""
+        self.host.drafting.take(take)
+
     def start_draft(self, recipe: Recipe, slot: Slot | None, actor: str, tell: Tell) -> None:
         """A person's `/galley run` (the most recent slot) or `retry` of a failed one, on
         the drafting pool; the person is told the outcome (drafted, exists, skipped and

@@ -6,7 +6,7 @@ catch `GalleyError` to show a clean message instead of a stack trace.
 
 from __future__ import annotations
 
-from core.policies import AttemptOutcome
+from core.policies import AttemptOutcome, ImageProblem
 
 
 class GalleyError(Exception):
@@ -185,3 +185,12 @@ class ReadRefused(GalleyError):
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class ImageRefused(GalleyError):
+    """An image cannot go where it was meant to (docs/design.md §32): `problem` says
+    which rule it breaks, the message says why in words for people."""
+
+    def __init__(self, problem: ImageProblem, message: str) -> None:
+        super().__init__(message)
+        self.problem = problem

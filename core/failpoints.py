@@ -42,6 +42,7 @@ class Failpoint(StrEnum):
     PUBLISH_START_READ = "publish_start_read"
     AFTER_PUBLISHING_COMMIT = "after_publishing_commit"
     BEFORE_PUBLISH_CALL = "before_publish_call"
+    AFTER_IMAGE_UPLOADS = "after_image_uploads"  # every image uploaded, the post not sent
     AFTER_PUBLISH_CALL = "after_publish_call"
     ORPHAN_NOTED = "orphan_noted"
     SWEEPER_AFTER_READ = "sweeper_after_read"

@@ -303,6 +303,17 @@ def target_of_publish_key(key: str) -> str:
     return _without_part(key).rpartition(PUBLISH_MARK)[2]
 
 
+UPLOAD_MARK = "|upload:"
+
+
+def upload_effect_key(draft: str, target: str, sha256: str) -> str:
+    """`<draft key>|upload:<target>|<sha256>`: one image's bytes uploaded to one target for
+    one draft, once for every retry and thread part (docs/design.md §32). The draft is in
+    the key because a media id serves one post: Mastodon attaches only media no status
+    holds yet, and Bluesky deletes a blob no record references within minutes."""
+    return f"{draft}{UPLOAD_MARK}{target}{KEY_MARK}{sha256}"
+
+
 def platform_of_target(target: str) -> str:
     """The platform a target id names (`bluesky` of `bluesky:acme.bsky.social`)."""
     return target.partition(":")[0]

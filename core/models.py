@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 from sqlmodel import Field, SQLModel, col
 
-from core.policies import EffectStep, PostCheck
+from core.policies import EffectStep, ImageSource, PostCheck
 from core.states import DraftState, EffectState, RunState
 
 
@@ -315,6 +315,23 @@ class EffectRow(SQLModel, table=True):
     tries: int = 1
     created_at: datetime = _utc(nullable=False)
     updated_at: datetime = _utc(nullable=False)
+
+
+class ImageRow(SQLModel, table=True):
+    """An image's bytes, stored once by their content hash (docs/design.md §32): already
+    shaped to the limits of the targets it was taken for, so the bytes a reviewer
+    approved are the bytes every target is sent. Written once, never changed."""
+
+    __tablename__ = "images"
+
+    sha256: str = Field(primary_key=True, max_length=64)
+    media_type: str = Field(max_length=64)
+    size: int  # bytes
+    width: int
+    height: int
+    data: bytes = Field(sa_type=sa.LargeBinary)
+    source: ImageSource = Field(sa_type=_state_type(ImageSource))
+    created_at: datetime = _utc(nullable=False)
 
 
 class PostCheckRow(SQLModel, table=True):

@@ -201,6 +201,7 @@ class EffectStep(StrEnum):
     REMINDER = (
         "reminder"  # a waiting draft announced again in its review thread (docs/design.md §11)
     )
+    UPLOAD = "upload"  # one image's bytes uploaded to one target (docs/design.md §32)
 
 
 class Verdict(StrEnum):
@@ -427,3 +428,21 @@ class PostCheck(StrEnum):
     VERIFIED = "verified"  # found where it was published
     GONE = "gone"  # the platform says it is no longer there (deleted, removed)
     UNREADABLE = "unreadable"  # its target cannot be read back (no status URL, no scope)
+
+
+class ImageSource(StrEnum):
+    """Where an image's bytes came from, as `images.source` stores it (docs/design.md §32)."""
+
+    SLACK_FILE = "slack_file"  # a reviewer dropped it in the review message's thread
+    FEED_ENCLOSURE = "feed_enclosure"  # a feed item's enclosure or media:content
+    OG_IMAGE = "og_image"  # the linked page's OpenGraph image
+
+
+class ImageProblem(StrEnum):
+    """Why an image cannot go to a target as it is (docs/design.md §32)."""
+
+    UNREADABLE = "unreadable"  # Pillow cannot open it: not an image, or a damaged one
+    FORMAT = "format"  # a format the platform does not take, and it cannot be converted
+    TOO_BIG = "too_big"  # over the platform's size even at the smallest legible size
+    TOO_MANY = "too_many"  # more images than the platform takes on one post
+    NO_ALT = "no_alt"  # no alt text yet: nobody may approve it

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
+from core.images.media import LinkCard, ShownImage, UploadedMedia
 from core.policies import AlertKind, Backpressure, ThreadStyle
 from core.post_body import ImageRef
 
@@ -206,6 +207,8 @@ class ReviewItem:
     basis: DraftBasis | None = (
         None  # docs/design.md §27: a recipe with sources: the items it drafted from
     )
+    images: tuple[ShownImage, ...] = ()  # docs/design.md §32: the draft's images
+    image_problems: tuple[str, ...] = ()  # waiting drafts: why its images block approval
 
 
 @dataclass(frozen=True)
@@ -281,6 +284,8 @@ class Publication:
     replies: tuple[str, ...] = ()
     images: tuple[ImageRef, ...] = ()
     reply_to: ThreadPlace | None = None  # a later part sent alone: where it goes
+    media: tuple[UploadedMedia, ...] = ()  # the images as this target holds them, uploaded
+    card: LinkCard | None = None  # a link card, or why there is none (docs/design.md §32)
 
     @property
     def parts(self) -> tuple[str, ...]:

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from core.drafting.claims import DraftResult
     from core.drafting.fit import FitRule
     from core.drafting.service import DraftingService
+    from core.images.library import ImageLibrary
     from core.operations.resolution import Resolver
     from core.publishing.destinations import Destinations
     from core.review.redrafting import RedraftService
@@ -187,7 +188,14 @@ class Services:
         (core/drafting/fit.py): one rule over `destinations`, built on first use."""
         from core.drafting.fit import FitRule
 
-        return FitRule(self.destinations.publishers_for)
+        return FitRule(self.destinations.publishers_for, self.images.facts)
+
+    @cached_property
+    def images(self) -> ImageLibrary:
+        """Image bytes kept once by hash (docs/design.md §32)."""
+        from core.images.library import ImageLibrary
+
+        return ImageLibrary(self.store, self.clock)
 
     def prepare_drafting(self) -> float | None:
         """Build the drafting service and load the model client now, before any slot is

@@ -8,17 +8,24 @@ version and per part: each part is a post of its own where it is published.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from core.identity import text_hash
+from core.images.limits import ImageFacts
+from core.images.review_fit import image_problems
 from core.ports import Fit, Publisher
-from core.post_body import EVERY_TARGET, PostBody
+from core.post_body import EVERY_TARGET, BodyUnreadable, PostBody
 from core.setup.config import Config, Recipe
 from core.store.engine import Store
 from core.store.rows import draft_row
 
 PublishersFor = Callable[[Recipe], Sequence[Publisher]]
+ImageFactsOf = Callable[[Sequence[str]], Mapping[str, ImageFacts]]
+
+
+def _no_images_stored(sha256s: Sequence[str]) -> Mapping[str, ImageFacts]:
+    return {}
 
 
 @dataclass(frozen=True)
@@ -34,8 +41,11 @@ class Measured:
 class FitRule:
     """Measures texts against a recipe's targets through their publishers' `fit`."""
 
-    def __init__(self, publishers_for: PublishersFor) -> None:
+    def __init__(
+        self, publishers_for: PublishersFor, image_facts: ImageFactsOf = _no_images_stored
+    ) -> None:
         self.publishers_for = publishers_for
+        self.image_facts = image_facts  # the stored images' facts (core/images/library.py)
 
     def measure(self, recipe: Recipe, text: str) -> tuple[Fit, ...]:
         """Each target's count against its limit, in the recipe's order, one per part of
@@ -62,12 +72,27 @@ class FitRule:
         return [target for target in targets if not body_reaches(body, target)]
 
     def check(self, recipe: Recipe, text: str) -> Measured:
-        """`text` measured against every target: why it cannot be approved, if it cannot."""
+        """`text` measured against every target, its images too (docs/design.md §32): why
+        it cannot be approved, if it cannot."""
         missing = self.missing(recipe, text)
         if missing:
             why = f"No version for {', '.join(missing)}. Redraft it to write one."
             return Measured(text_hash(text), why)
-        return Measured(text_hash(text), refusal(self.measure(recipe, text)))
+        reasons = [refusal(self.measure(recipe, text)), *self.image_refusals(recipe, text)]
+        found = [reason for reason in reasons if reason]
+        return Measured(text_hash(text), " ".join(found) if found else None)
+
+    def image_refusals(self, recipe: Recipe, text: str) -> list[str]:
+        """Why the images of the body `text` holds cannot be approved (none, alt text
+        missing, too many or too big for a target)."""
+        try:
+            images = PostBody.parse(text).images
+        except BodyUnreadable as exc:
+            return [str(exc)]
+        if not images:
+            return []
+        targets = [publisher.target for publisher in self.publishers_for(recipe)]
+        return image_problems(images, targets, self.image_facts([i.sha256 for i in images]))
 
     def check_draft(self, store: Store, config: Config, draft_key: str) -> Measured | None:
         """The draft's current text checked (read in its own short transaction: measuring

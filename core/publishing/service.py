@@ -28,11 +28,15 @@ from core.errors import (
     KeyPayloadConflict,
 )
 from core.failpoints import Failpoint, failpoint
-from core.identity import publish_effect_key
+from core.identity import publish_effect_key, run_of_draft_key
+from core.images.library import ImageLibrary
+from core.images.media import ImageUploader, LinkCardTaker
+from core.images.uploads import ImageUploads
 from core.models import DraftRow, RunRow
 from core.policies import EffectOutcome, FailReason, PublishOutcome
 from core.ports import Clock, PostQuery, Publication, Publisher
 from core.post_body import PostBody
+from core.publishing.link_cards import card_for, with_card_note
 from core.publishing.lookup_proof import post_query, publish_spec
 from core.publishing.missed_slots import miss_its_time
 from core.publishing.orphans import OrphanSettler, note_outcome
@@ -149,10 +153,12 @@ class PublishingService:
 
         def send() -> Proof:
             failpoint(Failpoint.BEFORE_PUBLISH_CALL)
-            external_id = publisher.publish(publication)
+            shaped = self._with_media(recipe, publisher, publication)
+            external_id = publisher.publish(shaped)
             # sent, not yet recorded: the lookup must find it
             failpoint(Failpoint.AFTER_PUBLISH_CALL)
-            proof = proof_of_version(proof_of(publisher, external_id), publisher, publication)
+            sent = with_card_note(proof_of(publisher, external_id), shaped.card)
+            proof = proof_of_version(sent, publisher, publication)
             assert proof is not None
             return proof
 
@@ -171,6 +177,41 @@ class PublishingService:
         except KeyPayloadConflict as exc:  # sent with another text: never sent again; told
             said = f"{publisher.target} was sent another text of this draft: {exc}"
             return Performed(EffectOutcome.NOT_SENT, detail=said, refusal=_refused_for_good(said))
+
+    def _with_media(
+        self, recipe: Recipe, publisher: Publisher, publication: Publication
+    ) -> Publication:
+        """The publication with its images as the target holds them, each uploaded once,
+        or its link card (docs/design.md §32); a target that takes no bytes (a webhook)
+        gets the references."""
+        if not isinstance(publisher, ImageUploader):
+            return publication
+        library = ImageLibrary(self.store, self.clock)
+        uploads = ImageUploads(self.ledger, library)
+        run_id = run_of_draft_key(publication.draft_key)
+        if publication.images:
+            media = uploads.upload_all(
+                publisher,
+                publisher.target,
+                publication.draft_key,
+                publication.images,
+                run_id=run_id,
+                call_timeout=recipe.call_timeout,
+            )
+            failpoint(Failpoint.AFTER_IMAGE_UPLOADS)
+            return replace(publication, media=media)
+        if isinstance(publisher, LinkCardTaker) and publisher.takes_link_cards:
+            card = card_for(
+                publication,
+                publisher,
+                publisher.target,
+                library,
+                uploads,
+                run_id=run_id,
+                call_timeout=recipe.call_timeout,
+            )
+            return replace(publication, card=card)
+        return publication
 
     def _renamed(
         self, publication: Publication, publisher: Publisher, current: list[str]

@@ -17,6 +17,8 @@ from sqlmodel import Session, col, select
 
 from core.drafting.fit import FitRule
 from core.drafting.similarity import similar_post
+from core.images.library import image_facts
+from core.images.media import ShownImage
 from core.models import DraftRow
 from core.ports import (
     BackpressureNotice,
@@ -28,6 +30,7 @@ from core.ports import (
     ReviewItem,
     ReviewSurface,
 )
+from core.post_body import BodyUnreadable, PostBody
 from core.publishing.targets import published_links
 from core.review.approvals import approval_progress
 from core.review.redraft_claims import redraft_note
@@ -93,7 +96,37 @@ def annotate(
         similar = similar_post(session, draft, warn) if draft else None
         record = recipe_record(session, item.recipe, now)
     measured = () if fits is None or recipe is None else fits.measure(recipe, item.text)
-    return dataclasses.replace(item, similar=similar, record=record, fits=measured)
+    problems = () if fits is None or recipe is None else fits.image_refusals(recipe, item.text)
+    return dataclasses.replace(
+        _with_images(store, item),
+        similar=similar,
+        record=record,
+        fits=measured,
+        image_problems=tuple(problems),
+    )
+
+
+def _with_images(store: Store, item: ReviewItem) -> ReviewItem:
+    """Each image of the draft with its stored size (docs/design.md §32)."""
+    try:
+        images = PostBody.parse(item.text).images
+    except BodyUnreadable:
+        return item
+    if not images:
+        return item
+    facts = image_facts(store, [image.sha256 for image in images])
+    shown = tuple(
+        ShownImage(
+            i.sha256,
+            i.name,
+            i.alt,
+            facts[i.sha256].size if i.sha256 in facts else None,
+            facts[i.sha256].width if i.sha256 in facts else 0,
+            facts[i.sha256].height if i.sha256 in facts else 0,
+        )
+        for i in images
+    )
+    return dataclasses.replace(item, images=shown)
 
 
 def _with_basis(store: Store, config: Config, item: ReviewItem) -> ReviewItem:

@@ -46,6 +46,11 @@ MAX_GRAPHEMES = 300
 MAX_BYTES = 3000
 GET_POSTS_LIMIT = 25
 MENTION_TYPE = "app.bsky.richtext.facet#mention"
+IMAGES_EMBED = "app.bsky.embed.images"
+EXTERNAL_EMBED = "app.bsky.embed.external"
+UPLOAD_LIMIT = 5 * 1024 * 1024  # the reference PDS's default blobUploadLimit (5mb)
+IMAGE_MAX_SIZE = 1_000_000  # app.bsky.embed.images#image: blob maxSize
+MAX_IMAGES = 4
 BARE_500 = {"error": "InternalServerError", "message": "Internal Server Error"}
 UNVERIFIED = {"error": "InvalidToken", "message": "Token could not be verified"}
 REVOKED = {"error": "ExpiredToken", "message": "Token has been revoked"}
@@ -95,6 +100,12 @@ def _tid_now() -> str:
     return "".join(TID_ALPHABET[(value >> (5 * i)) & 31] for i in reversed(range(13)))
 
 
+def _blob_cid(digest: bytes) -> str:
+    """A blob's CID as the PDS makes it: CIDv1, raw codec, sha2-256, base32 (`bafkrei…`)."""
+    raw = bytes([0x01, 0x55, 0x12, 0x20]) + digest
+    return "b" + base64.b32encode(raw).decode().lower().rstrip("=")
+
+
 def _graphemes(text: str) -> int:
     import regex
 
@@ -122,6 +133,8 @@ class FakeBluesky(social.SocialFake):
         self._refresh: dict[str, tuple[str, str | None, float]] = {}
         self._sessions_made: dict[str, int] = {}
         self._serial = itertools.count(1)
+        self.blobs: dict[str, dict[str, Any]] = {}  # cid -> {"mimeType", "size"}
+        self.upload_limit = UPLOAD_LIMIT
 
     # --- what tests use ---
 
@@ -150,10 +163,22 @@ class FakeBluesky(social.SocialFake):
             ("POST", "com.atproto.server.refreshSession"): ("session", self._refresh_session),
             ("POST", "com.atproto.repo.createRecord"): ("create", self._create_record),
             ("POST", "com.atproto.repo.applyWrites"): ("create", self._apply_writes),
+            ("POST", "com.atproto.repo.uploadBlob"): ("upload", self._upload_blob),
             ("GET", "com.atproto.repo.getRecord"): ("read", self._get_record),
             ("GET", "app.bsky.feed.getPosts"): ("counts", self._get_posts),
         }
         return table.get((method, nsid))
+
+    def uploads(self) -> int:
+        """uploadBlob requests that reached the PDS (answered or not)."""
+        return len(self.requests_to("com.atproto.repo.uploadBlob", "POST"))
+
+    def parse_body(self, raw: bytes, headers: dict[str, str]) -> Any:
+        """A blob is kept by its content address; the request log keeps its size and hash."""
+        if headers.get("content-type", "").startswith("application/json"):
+            return super().parse_body(raw, headers)
+        digest = hashlib.sha256(raw).hexdigest()
+        return {"blob_size": len(raw), "blob_sha256": digest}
 
     def error_body(self, code: int, message: str | None = None) -> Any:
         if code == 500:
@@ -263,6 +288,8 @@ class FakeBluesky(social.SocialFake):
             return 401, {"error": "AuthenticationRequired", "message": message}, {}
         rkey = body.get("rkey") or _tid_now()
         refused = _refusal(body.get("collection"), body.get("record"), rkey, "$.record")
+        if refused is None:
+            refused = self._embed_refused(body["record"].get("embed"))
         if refused is not None:
             return refused
         call.pause()
@@ -310,6 +337,8 @@ class FakeBluesky(social.SocialFake):
             rkey = write.get("rkey") or _tid_now()
             at = f"$.writes[{i}].value"
             refused = _refusal(write.get("collection"), write.get("value"), rkey, at)
+            if refused is None:
+                refused = self._embed_refused(write["value"].get("embed"))
             if refused is not None:
                 return refused
             creates.append((str(rkey), write["value"]))
@@ -350,6 +379,59 @@ class FakeBluesky(social.SocialFake):
             "mentions": mentions,
         }
         return self._add_post(post, held=held)
+
+    def _upload_blob(self, call: Call) -> Reply:
+        """`com.atproto.repo.uploadBlob`: the blob kept (untethered) under a CID of its
+        content, so the same bytes are the same blob; over the PDS's upload limit it is
+        `413 PayloadTooLarge`. The lexicon's per-image limits are checked when a record
+        references the blob, as the PDS does."""
+        who = self._authorised(call)
+        if not isinstance(who, str):
+            return who
+        body = call.body if isinstance(call.body, dict) else {}
+        size = int(body.get("blob_size", 0))
+        if size > self.upload_limit:
+            return 413, {"error": "PayloadTooLarge", "message": "request entity too large"}, {}
+        cid = _blob_cid(bytes.fromhex(str(body.get("blob_sha256", ""))))
+        mime = call.headers.get("content-type", "application/octet-stream")
+        with self._lock:
+            self.blobs[cid] = {"mimeType": mime, "size": size}
+        blob = {"$type": "blob", "ref": {"$link": cid}, "mimeType": mime, "size": size}
+        return 200, {"blob": blob}, {}
+
+    def _embed_refused(self, embed: Any) -> Reply | None:
+        """A post's images as the PDS validates them: at most 4, each a blob it holds,
+        each within the lexicon's maxSize (`BlobTooLarge`)."""
+        if isinstance(embed, dict) and embed.get("$type") == EXTERNAL_EMBED:
+            thumb = (embed.get("external") or {}).get("thumb")
+            return None if thumb is None else self._blob_refused(thumb)
+        if not isinstance(embed, dict) or embed.get("$type") != IMAGES_EMBED:
+            return None
+        images = embed.get("images") or []
+        if len(images) > MAX_IMAGES:
+            message = f"Array is too long (maximum {MAX_IMAGES}) at $.record.embed.images"
+            return 400, {"error": "InvalidRequest", "message": message}, {}
+        for image in images:
+            refused = self._blob_refused(image.get("image") or {})
+            if refused is not None:
+                return refused
+        return None
+
+    def _blob_refused(self, ref: dict[str, Any]) -> Reply | None:
+        """A blob a record names: one the PDS holds, within the lexicon's maxSize."""
+        cid = str((ref.get("ref") or {}).get("$link", ""))
+        with self._lock:
+            blob = self.blobs.get(cid)
+        if blob is None:
+            missing = f"Could not find blob: {cid}"
+            return 400, {"error": "InvalidRequest", "message": missing}, {}
+        if blob["size"] > IMAGE_MAX_SIZE:
+            message = (
+                f"This file is too large. It is {blob['size']} bytes but the maximum "
+                f"size is {IMAGE_MAX_SIZE} bytes."
+            )
+            return 400, {"error": "BlobTooLarge", "message": message}, {}
+        return None
 
     def _get_record(self, call: Call) -> Reply:
         params = call.params()

@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from tests.fakes import server, social
+from tests.fakes.linkedin_images import LinkedInImages
 from tests.fakes.social import Action, Call, Reply, Route
 
 TOKEN = "linkedin-token-galley"
@@ -71,7 +72,7 @@ def _denied(what: str) -> Reply:
     return 403, body, {}
 
 
-class FakeLinkedIn(social.SocialFake):
+class FakeLinkedIn(LinkedInImages, social.SocialFake):
     """The Posts API with tokens that may post as some authors (`tokens`: token -> URNs)."""
 
     def __init__(
@@ -85,6 +86,7 @@ class FakeLinkedIn(social.SocialFake):
         self.tokens = dict(tokens or {TOKEN: {ORGANIZATION, PERSON}})
         self.statistics_denied = False  # True: the token lacks the statistics scope
         self._serial = itertools.count(len(self._posts) + 1)
+        self._init_images()
 
     @property
     def api(self) -> str:
@@ -93,6 +95,9 @@ class FakeLinkedIn(social.SocialFake):
     # --- routes ---
 
     def route(self, method: str, path: str) -> tuple[str, Route] | None:
+        images = self.images_route(method, path)
+        if images is not None:
+            return images
         if method == "GET" and path.startswith("/rest/posts/"):
             urn = unquote(path.removeprefix("/rest/posts/"))
             return "post", lambda call: self._get_post(call, urn)
@@ -106,6 +111,11 @@ class FakeLinkedIn(social.SocialFake):
 
     def error_body(self, code: int, message: str | None = None) -> Any:
         return {"status": code, "message": message or f"fake {code}"}
+
+    def parse_body(self, raw: bytes, headers: dict[str, str]) -> Any:
+        if headers.get("content-type", "").startswith("image/"):
+            return self.image_body(raw)
+        return super().parse_body(raw, headers)
 
     def _checked(self, call: Call) -> set[str] | Reply:
         """The authors the caller may act as, or LinkedIn's refusal of the request."""
@@ -140,6 +150,9 @@ class FakeLinkedIn(social.SocialFake):
             )
         if author not in authors:
             return _denied("CREATE")
+        refused = self.media_refused(str(author), body.get("content"))
+        if refused is not None:
+            return refused
         assert isinstance(commentary, str)
         if len(_ESCAPE.sub(r"\1", commentary)) > MAX_COMMENTARY:
             message = f"ERROR :: /commentary :: length exceeds {MAX_COMMENTARY} characters"
@@ -165,6 +178,7 @@ class FakeLinkedIn(social.SocialFake):
                 "publishedAt": now,
                 "lastModifiedAt": now,
                 "mentions": mentions,
+                "content": body.get("content"),
             }
             self._add_post(post, held=call.held)
         return 201, "", {"x-restli-id": urn, "x-linkedin-id": urn}

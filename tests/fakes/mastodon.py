@@ -30,6 +30,7 @@ from typing import Any
 from urllib.parse import parse_qs, parse_qsl
 
 from tests.fakes import server, social
+from tests.fakes.mastodon_media import MastodonMedia, parse_multipart
 from tests.fakes.social import Action, Call, Reply, Route
 
 TOKEN = "mastodon-token-galley"
@@ -92,7 +93,7 @@ def _render(text: str) -> str:
     return "".join(paragraphs)
 
 
-class FakeMastodon(social.SocialFake):
+class FakeMastodon(MastodonMedia, social.SocialFake):
     """One instance with accounts by token (`accounts`: token -> username)."""
 
     def __init__(
@@ -108,6 +109,7 @@ class FakeMastodon(social.SocialFake):
         self.max_characters = max_characters
         self._keys: dict[tuple[str, str], tuple[str, float]] = {}  # (account, key) -> status
         self._sequence = itertools.count(1)
+        self._init_media()
 
     # --- what tests use ---
 
@@ -122,6 +124,9 @@ class FakeMastodon(social.SocialFake):
 
     def route(self, method: str, path: str) -> tuple[str, Route] | None:
         path = path.rstrip("/")
+        media = self.media_route(method, path)
+        if media is not None:
+            return media
         if (method, path) == ("GET", "/api/v2/instance"):
             return "instance", self._instance
         if (method, path) == ("GET", "/api/v1/accounts/verify_credentials"):
@@ -139,8 +144,16 @@ class FakeMastodon(social.SocialFake):
         return None
 
     def parse_body(self, raw: bytes, headers: dict[str, str]) -> Any:
-        if "application/x-www-form-urlencoded" in headers.get("content-type", ""):
-            return dict(parse_qsl(raw.decode("utf-8"), keep_blank_values=True))
+        content_type = headers.get("content-type", "")
+        if "application/x-www-form-urlencoded" in content_type:
+            pairs = parse_qsl(raw.decode("utf-8"), keep_blank_values=True)
+            form: dict[str, Any] = {k: v for k, v in pairs if not k.endswith("[]")}
+            for key, value in pairs:  # `media_ids[]=1&media_ids[]=2`: a list, as Rails reads it
+                if key.endswith("[]"):
+                    form.setdefault(key, []).append(value)
+            return form
+        if content_type.startswith("multipart/form-data"):
+            return parse_multipart(raw, content_type)
         return super().parse_body(raw, headers)
 
     def _account(self, call: Call) -> dict[str, Any] | Reply:
@@ -205,8 +218,15 @@ class FakeMastodon(social.SocialFake):
         parent = self._thread_of(body.get("in_reply_to_id"))
         if isinstance(parent, tuple):
             return parent
+        media = self.attach(account["id"], [str(i) for i in body.get("media_ids[]", [])])
+        if isinstance(media, tuple):
+            return media
         call.pause()  # Mastodon's window: the key is looked up here, written after the insert
-        status = self._create(account, text, visibility, held=call.held, parent=parent)
+        attachments = [self._attachment(item) for item in media]
+        status = self._create(
+            account, text, visibility, held=call.held, parent=parent, media=attachments
+        )
+        self.hold_media(media, status["id"])
         if key:
             with self._lock:
                 self._keys[(account["id"], key)] = (status["id"], time.time())
@@ -240,6 +260,7 @@ class FakeMastodon(social.SocialFake):
         *,
         held: bool,
         parent: dict[str, Any] | None = None,
+        media: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         now = datetime.now(UTC)
         snowflake = (int(now.timestamp() * 1000) << 16) | (next(self._sequence) & 0xFFFF)
@@ -262,7 +283,7 @@ class FakeMastodon(social.SocialFake):
             "mentions": mentions,
             "sensitive": False,
             "spoiler_text": "",
-            "media_attachments": [],
+            "media_attachments": list(media or []),
             "tags": [],
             "emojis": [],
         }

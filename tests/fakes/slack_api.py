@@ -34,6 +34,8 @@ from urllib.parse import parse_qsl
 
 from tests.fakes import server
 
+FILES_PATH = "/files-pri/"  # where a shared file's bytes are downloaded
+UPLOAD_PATH = "/upload/v1/"  # where files.getUploadURLExternal sends a file's bytes
 RESPONSE_URL = "response_url"  # the method name recorded for POSTs to /response/<name>
 JSON_FIELDS = ("blocks", "metadata", "view", "attachments")  # form fields carrying JSON
 BOT = {"user": "UBOT", "bot_id": "BBOT", "team": "T1"}
@@ -166,6 +168,14 @@ class _Handler(server.Handler["FakeSlack"]):
     def do_POST(self) -> None:  # noqa: N802
         fake = self.server.fake
         path, _, query = self.path.partition("?")
+        if path.startswith(FILES_PATH):
+            self._send_file(fake, path)
+            return
+        if path.startswith(UPLOAD_PATH):  # files.getUploadURLExternal's upload_url
+            fake._record(RecordedCall("upload", path, {}, self._lower_headers()))
+            stored = fake.receive_upload(path.removeprefix(UPLOAD_PATH), self._read_body())
+            self._send_json(200 if stored else 404, f"OK - {stored}" if stored else "Not found")
+            return
         params = _parse(query, self._read_body(), self.headers.get("Content-Type", ""))
         if path.startswith("/api/"):
             method = path.removeprefix("/api/")
@@ -195,6 +205,26 @@ class _Handler(server.Handler["FakeSlack"]):
             return
         self._send_json(code, payload, extra.items())
 
+    def _send_file(self, fake: FakeSlack, path: str) -> None:
+        """A file's `url_private_download`: its bytes for a bot token; without one Slack
+        answers 200 with its sign-in page, as it does, never an error."""
+        headers = self._lower_headers()
+        fake._record(RecordedCall("files-pri", path, {}, headers))
+        file_id = path.removeprefix(FILES_PATH).split("/", 1)[0].rpartition("-")[2]
+        found = fake.files.get(file_id)
+        authorised = headers.get("authorization", "").startswith("Bearer xoxb-")
+        if found is None or not authorised:
+            page = b"<!DOCTYPE html><html><title>Slack</title><body>Sign in</body></html>"
+            data, mimetype = page, "text/html; charset=utf-8"
+        else:
+            data, mimetype = found
+        self.send_response(200)
+        self.send_header("Content-Type", mimetype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
 
 class FakeSlack(server.FakeServer):
     """The fake server. Use as a context manager, or call start()/stop()."""
@@ -214,6 +244,10 @@ class FakeSlack(server.FakeServer):
         self.home_views: dict[str, dict[str, Any]] = {}  # user -> the last published Home
         self.users: dict[str, dict[str, Any]] = {}  # user id -> users.info's "user"
         self.socket_mode: Any = None  # a tests.fakes.socket_mode.FakeSocketMode, once attached
+        self.files: dict[str, tuple[bytes, str]] = {}  # file id -> (bytes, mimetype)
+        # external uploads: file id -> {"name", "length", "alt_txt", "received", "complete"}
+        self.uploads: dict[str, dict[str, Any]] = {}
+        self._file_ids = itertools.count(1)
         if self.state_file is not None:
             for channel, msgs in read_messages(self.state_file).items():
                 self._messages[channel] = msgs
@@ -265,6 +299,23 @@ class FakeSlack(server.FakeServer):
             channel, text, user=user, thread_ts=parent_ts, parent_user_id=user, **fields
         )
 
+    def add_file(self, file_id: str, name: str, data: bytes, mimetype: str) -> dict[str, Any]:
+        """A file someone shared: its bytes served at its `url_private_download`, and the
+        file object a `message` event carries."""
+        self.files[file_id] = (data, mimetype)
+        url = f"{self.url}{FILES_PATH}T1-{file_id}/download/{name}"
+        return {
+            "id": file_id,
+            "name": name,
+            "title": name,
+            "mimetype": mimetype,
+            "filetype": mimetype.rpartition("/")[2],
+            "size": len(data),
+            "url_private": url.replace("/download/", "/"),
+            "url_private_download": url,
+            "mode": "hosted",
+        }
+
     def add_user(self, user_id: str, real_name: str, display_name: str = "") -> None:
         """A person users.info knows, shaped as Slack's user object."""
         profile = {"real_name": real_name, "display_name": display_name, "team": "T1"}
@@ -292,6 +343,15 @@ class FakeSlack(server.FakeServer):
         with self._lock:
             self._messages[channel] = [m for m in self._messages[channel] if m["ts"] != ts]
             self._persist()
+
+    def receive_upload(self, file_id: str, data: bytes) -> int:
+        """The bytes POSTed to an upload URL: their size, or 0 for an unknown URL."""
+        with self._lock:
+            upload = self.uploads.get(file_id)
+            if upload is None:
+                return 0
+            upload["received"] = len(data)
+            return len(data)
 
     # --- used by the handler ---
 
@@ -467,7 +527,37 @@ class FakeSlack(server.FakeServer):
         return {"ok": True, "view": {**view, "id": f"V{next(self._view_ids):08d}"}}
 
 
+def _get_upload_url(fake: FakeSlack, p: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    """files.getUploadURLExternal: a file id and where to POST its bytes."""
+    if not p.get("filename") or int(p.get("length") or 0) <= 0:
+        return {"ok": False, "error": "invalid_arguments"}
+    file_id = f"F0UP{next(fake._file_ids):06d}"
+    fake.uploads[file_id] = {
+        "name": p["filename"],
+        "length": int(p["length"]),
+        "alt_txt": p.get("alt_txt"),
+        "received": 0,
+        "complete": False,
+    }
+    return {"ok": True, "file_id": file_id, "upload_url": f"{fake.url}{UPLOAD_PATH}{file_id}"}
+
+
+def _complete_upload(fake: FakeSlack, p: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    """files.completeUploadExternal: each file's bytes must have arrived, all of them."""
+    files = p["files"] if isinstance(p.get("files"), list) else json.loads(str(p.get("files")))
+    done = []
+    for entry in files:
+        upload = fake.uploads.get(str(entry.get("id")))
+        if upload is None or upload["received"] != upload["length"]:
+            return {"ok": False, "error": "file_not_found"}
+        upload["complete"] = True
+        done.append({"id": entry["id"], "title": entry.get("title") or upload["name"]})
+    return {"ok": True, "files": done}
+
+
 _METHODS: dict[str, Any] = {
+    "files.getUploadURLExternal": _get_upload_url,
+    "files.completeUploadExternal": _complete_upload,
     "auth.test": FakeSlack._auth_test,
     "chat.postMessage": FakeSlack._post_message,
     "chat.update": FakeSlack._update,

@@ -111,6 +111,9 @@ class SocialHandler(server.Handler["SocialFake"]):
     def do_POST(self) -> None:  # noqa: N802
         self._serve("POST", self._read_body())
 
+    def do_PUT(self) -> None:  # noqa: N802
+        self._serve("PUT", self._read_body())
+
     def _serve(self, method: str, raw: bytes | None) -> None:
         fake = self.server.fake
         path, _, query = self.path.partition("?")

@@ -30,6 +30,7 @@ from core.errors import (
 )
 from core.http_calls import call_timeout, never_sent, retry_after_seconds
 from core.identity import bluesky_part_record_key, bluesky_record_key
+from core.images.media import ImageBytes, UploadedMedia
 from core.policies import ThreadStyle
 from core.ports import (
     Fit,
@@ -41,6 +42,7 @@ from core.ports import (
     PostUnknown,
     Publication,
 )
+from core.publishing.platforms.bluesky_images import external_embed, images_embed, upload_blob
 from core.publishing.platforms.bluesky_records import ThreadWrites, link_facets, thread_writes
 from core.publishing.platforms.post_text import comparable, graphemes
 from core.setup.config import BlueskyTarget
@@ -81,6 +83,8 @@ class BlueskyPublisher:
         self._lock = threading.Lock()  # one sign-in or refresh at a time
         self._sent = threading.local()  # the XRPC method this thread last sent
 
+    takes_link_cards = True  # a link and no image: its card (docs/design.md §32)
+
     @property
     def target(self) -> str:
         return self.config.target
@@ -106,13 +110,19 @@ class BlueskyPublisher:
 
         if publication.replies:
             writes = thread_writes(
-                models, did, publication.parts, rkeys, client.get_current_time_iso()
+                models,
+                did,
+                publication.parts,
+                rkeys,
+                client.get_current_time_iso(),
+                first_embed=_embed_of(models, publication),
             )
             return self._created(client, APPLY_WRITES, lambda: self._apply(client, writes))
         record = models.AppBskyFeedPost.Record(
             text=publication.text,
             created_at=client.get_current_time_iso(),
             facets=link_facets(models, publication.text) or None,
+            embed=_embed_of(models, publication),
         )
         return self._created(
             client,
@@ -154,6 +164,11 @@ class BlueskyPublisher:
                     "Bluesky stored %s as %s, not %s", result.get("uri"), result.get("cid"), cid
                 )
         return writes.uris[0]
+
+    def upload_image(self, image: ImageBytes) -> UploadedMedia:
+        """One uploadBlob (docs/design.md §32); its receipt is kept by the caller."""
+        client, _ = self._signed_in()
+        return upload_blob(client, image, _xrpc_error)
 
     def lookup(self, query: PostQuery) -> str | None:
         try:
@@ -353,6 +368,16 @@ class BlueskyPublisher:
                 f"this draft has {count} ({size} bytes)"
             )
         return None
+
+
+def _embed_of(models: Any, publication: Publication) -> Any:
+    """The post's images, else its link's card, else nothing (docs/design.md §32)."""
+    if publication.media:
+        return images_embed(models, publication.media)
+    card = publication.card
+    if card is not None and not card.missing:
+        return external_embed(models, card)
+    return None
 
 
 def _xrpc_error(exc: Exception) -> tuple[int | None, str | None, str]:

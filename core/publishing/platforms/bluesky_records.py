@@ -9,6 +9,7 @@ over exactly the JSON that is sent. It never sends anything.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from collections.abc import Sequence
@@ -38,10 +39,16 @@ class ThreadWrites:
 
 
 def thread_writes(
-    models: Any, did: str, texts: Sequence[str], rkeys: Sequence[str], created_at: str
+    models: Any,
+    did: str,
+    texts: Sequence[str],
+    rkeys: Sequence[str],
+    created_at: str,
+    first_embed: Any = None,
 ) -> ThreadWrites:
     """Every part a create under its own record key; each after the first replies to the
-    one before it (`parent`) in the thread of the first (`root`)."""
+    one before it (`parent`) in the thread of the first (`root`). The first part carries
+    `first_embed` (its images or link card, docs/design.md §32)."""
     writes: list[dict[str, Any]] = []
     uris: list[str] = []
     cids: list[str] = []
@@ -57,6 +64,7 @@ def thread_writes(
                 created_at=created_at,
                 facets=link_facets(models, text) or None,
                 reply=reply,
+                embed=None if uris else first_embed,
             )
         )
         uris.append(f"at://{did}/{POST_COLLECTION}/{rkey}")
@@ -80,8 +88,22 @@ def record_cid(record: dict[str, Any]) -> str:
         import libipld
     except ImportError:
         raise MissingExtra("atproto", "bluesky") from None
-    digest = hashlib.sha256(libipld.encode_dag_cbor(record)).digest()
+    digest = hashlib.sha256(libipld.encode_dag_cbor(_as_ipld(record, libipld))).digest()
     return str(libipld.encode_cid(CID_PREFIX + digest))
+
+
+def _as_ipld(value: Any, libipld: Any) -> Any:
+    """A record's JSON in the data model the PDS hashes: a `{"$link": cid}` (an image's
+    blob ref) is a CID link, a `{"$bytes": …}` is bytes; the rest is as sent."""
+    if isinstance(value, dict):
+        if set(value) == {"$link"}:
+            return libipld.decode_multibase(value["$link"])[1]  # raw CID: a tag-42 link
+        if set(value) == {"$bytes"}:
+            return base64.b64decode(value["$bytes"] + "=" * (-len(value["$bytes"]) % 4))
+        return {key: _as_ipld(item, libipld) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_as_ipld(item, libipld) for item in value]
+    return value
 
 
 def link_facets(models: Any, text: str) -> list[Any]:

@@ -27,14 +27,9 @@ from core.errors import (
     ReadRefused,
 )
 from core.http_calls import call_timeout, never_sent, retry_after_seconds
-from core.ports import (
-    Fit,
-    PostCounts,
-    PostQuery,
-    PostRead,
-    PostUnknown,
-    Publication,
-)
+from core.images.media import ImageBytes, UploadedMedia
+from core.ports import Fit, PostCounts, PostQuery, PostRead, PostUnknown, Publication
+from core.publishing.platforms.linkedin_images import media_content, upload_image
 from core.publishing.platforms.post_text import (
     comparable,
     linkedin_commentary,
@@ -95,6 +90,8 @@ class LinkedInPublisher:
             "lifecycleState": "PUBLISHED",
             "isReshareDisabledByAuthor": False,
         }
+        if publication.media:  # one image: the review refused more (docs/design.md §32)
+            body["content"] = media_content(publication.media[0].media_id, publication.media[0].alt)
         try:
             response = self._client.post(
                 self.config.api + "posts",
@@ -122,6 +119,11 @@ class LinkedInPublisher:
         if duplicate is not None:
             raise self._duplicate(duplicate)
         raise self._refused(response)
+
+    def upload_image(self, image: ImageBytes) -> UploadedMedia:
+        """The Images API's initializeUpload and PUT (docs/design.md §32)."""
+        owner, api = self.config.author, self.config.api
+        return upload_image(self._client, api, owner, self._headers, self._timeout, image)
 
     def _duplicate(self, urn: str) -> EffectNotSent | EffectOutcomeUnknown:
         """LinkedIn refuses the same text by the same author and names the post it has. It

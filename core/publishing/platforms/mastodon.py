@@ -29,6 +29,7 @@ from core.errors import (
 )
 from core.http_calls import never_sent, retry_after_seconds
 from core.identity import header_key
+from core.images.media import ImageBytes, UploadedMedia
 from core.policies import ThreadStyle
 from core.ports import (
     Fit,
@@ -40,6 +41,7 @@ from core.ports import (
     PostUnknown,
     Publication,
 )
+from core.publishing.platforms.mastodon_images import MastodonMedia
 from core.publishing.platforms.post_text import (
     comparable,
     mastodon_content_text,
@@ -96,6 +98,9 @@ class MastodonPublisher:
             refused = f"{self._label()} takes {limit} characters; this draft has {count}"
             raise EffectNotSent(refused, permanent=True)
         place = publication.reply_to  # a thread's later part: the status before it
+        media_ids = [item.media_id for item in publication.media] or None
+        if publication.media:
+            self._media().ready(publication.media)
         self._answers.response = None
         try:
             status = api.status_post(
@@ -103,6 +108,7 @@ class MastodonPublisher:
                 in_reply_to_id=None if place is None else place.parent,
                 visibility=self.config.visibility,
                 idempotency_key=header_key(publication.effect_key),
+                media_ids=media_ids,
             )
         except Exception as exc:
             raise self._post_failed(exc) from exc
@@ -110,6 +116,14 @@ class MastodonPublisher:
         if status.get("url"):
             self._links[status_id] = str(status["url"])
         return status_id
+
+    def upload_image(self, image: ImageBytes) -> UploadedMedia:
+        """`POST /api/v2/media`, polled until processed (docs/design.md §32)."""
+        return self._media().upload(image)
+
+    def _media(self) -> MastodonMedia:
+        token = self.config.secret(self._environ)
+        return MastodonMedia(self.config.instance, token, timedelta(seconds=self._timeout))
 
     def lookup(self, query: PostQuery) -> str | None:
         try:

@@ -1,0 +1,182 @@
+"""A reviewer drops a 12 MB photo into the review message's thread (docs/design.md §32):
+the bot downloads it with its token from the fake Slack, the photo is resized under
+every target's limit and added to the draft as its next revision; the review message
+shows its name, size and that it has no alt text; Approve is refused until the alt text
+is written; Remove takes it off again. Through Bolt's dispatch, signed as Slack signs.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from bot.image_blocks import ACTION_REMOVE_IMAGE
+from core.images.limits import ImageFacts
+from core.models import ImageRow
+from core.post_body import PostBody
+from core.states import DraftState
+from tests.fakes.anthropic_api import FakeAnthropic, ok
+from tests.fakes.slack_api import FakeSlack
+from tests.harness.slack_harness import APPROVE, CHANNEL, EDIT, KEY, Harness, StartBot, eventually
+from tests.harness.slack_requests import TEAM, text_input, view_submission
+from tests.images.pictures import photo
+
+BLUESKY = (
+    'publish = [{ to = "bluesky", handle = "acme.bsky.social", service = "http://127.0.0.1:9" },'
+    ' { to = "mastodon", instance = "http://127.0.0.1:9" }]'
+)
+TEXT = "A week of shipping."
+
+
+def file_shared(
+    h: Harness, thread_ts: str, file: dict[str, Any], user: str = "U0EDITOR"
+) -> dict[str, Any]:
+    """A `message` event of subtype `file_share` in a thread, as the Events API sends it."""
+    now = time.time()
+    return {
+        "token": "legacy",
+        "team_id": TEAM,
+        "api_app_id": "A0GALLEY",
+        "event": {
+            "type": "message",
+            "subtype": "file_share",
+            "text": "",
+            "user": user,
+            "channel": CHANNEL,
+            "channel_type": "channel",
+            "thread_ts": thread_ts,
+            "ts": f"{now:.6f}",
+            "event_ts": f"{now:.6f}",
+            "files": [file],
+            "upload": False,
+        },
+        "type": "event_callback",
+        "event_id": f"Ev{int(now * 1000)}",
+        "event_time": int(now),
+        "authorizations": [
+            {"team_id": TEAM, "user_id": "UBOT", "is_bot": True, "is_enterprise_install": False}
+        ],
+    }
+
+
+def stored_images(h: Harness) -> list[ImageFacts]:
+    with h.store.read() as session:
+        rows = session.query(ImageRow).all()
+        return [ImageFacts(r.media_type, r.width, r.height, r.size) for r in rows]
+
+
+@pytest.fixture
+def environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GALLEY_BLUESKY_PASSWORD", "app-pass")
+    monkeypatch.setenv("GALLEY_MASTODON_TOKEN", "token")
+
+
+def test_a_12_mb_photo_dropped_in_the_thread_is_resized_and_needs_alt_text_before_approval(
+    db_url: str, start_bot: StartBot, fake_anthropic: FakeAnthropic, environ: None
+) -> None:
+    h = start_bot(db_url, slack='approvers = ["U0EDITOR"]', publish=BLUESKY)
+    fake_anthropic.script(ok(text=TEXT))
+    _, message = h.draft_and_post()
+    slack: FakeSlack = h.slack
+    data = photo(3700, 2800)
+    assert len(data) > 11_000_000
+    file = slack.add_file("F0PHOTO", "launch.jpg", data, "image/jpeg")
+    assert h.sender.event(file_shared(h, message["ts"], file)).status_code == 200  # type: ignore[attr-defined]
+    draft = eventually(lambda: h.draft_row() if h.draft_row().revision == 2 else None, "the image")
+    [image] = PostBody.parse(draft.text or "").images
+    assert image.name == "launch.jpg" and image.alt == ""
+    [stored] = stored_images(h)
+    assert stored.size <= 1_000_000 and stored.width >= 640  # under Bluesky's blob limit
+    shown = eventually(
+        lambda: (
+            str(h.message_for(KEY)["blocks"])
+            if "launch.jpg" in str(h.message_for(KEY)["blocks"])
+            else None
+        ),
+        "the image line",
+    )
+    assert "no alt text yet" in shown and "Remove" in shown
+    assert TEXT in shown and "galley-post/1" not in shown  # the text, never the stored body
+    assert h.click(APPROVE, "U0EDITOR").status_code == 200
+    [reply] = eventually(
+        lambda: [r for r in h.replies("U0EDITOR") if "alt text" in r], "the refusal"
+    )
+    assert "Image launch.jpg has no alt text" in reply
+    assert h.draft_row().state == DraftState.READY
+    downloads = h.calls("files-pri")
+    assert len(downloads) == 1 and downloads[0].headers["authorization"] == "Bearer xoxb-test"
+
+
+def test_remove_takes_the_image_off_as_a_new_revision(
+    db_url: str, start_bot: StartBot, fake_anthropic: FakeAnthropic, environ: None
+) -> None:
+    h = start_bot(db_url, slack='approvers = ["U0EDITOR"]', publish=BLUESKY)
+    fake_anthropic.script(ok(text=TEXT))
+    _, message = h.draft_and_post()
+    file = h.slack.add_file("F0CHART", "chart.jpg", photo(800, 600), "image/jpeg")
+    assert h.sender.event(file_shared(h, message["ts"], file)).status_code == 200  # type: ignore[attr-defined]
+    eventually(lambda: h.draft_row().revision == 2 or None, "the image")
+    blocks = eventually(
+        lambda: [b for b in h.message_for(KEY)["blocks"] if "accessory" in b] or None, "Remove"
+    )
+    [remove] = [b["accessory"]["value"] for b in blocks]
+    assert h.click(ACTION_REMOVE_IMAGE, "U0EDITOR", value=remove).status_code == 200
+    eventually(lambda: h.draft_row().revision == 3 or None, "the removal")
+    assert PostBody.parse(h.draft_row().text or "").images == ()
+    assert h.draft_row().text == TEXT  # back to the plain text: the body's common shape
+
+
+def test_a_file_the_bot_cannot_download_is_not_added_and_the_person_is_told(
+    db_url: str, start_bot: StartBot, fake_anthropic: FakeAnthropic, environ: None
+) -> None:
+    h = start_bot(db_url, slack='approvers = ["U0EDITOR"]', publish=BLUESKY)
+    fake_anthropic.script(ok(text=TEXT))
+    _, message = h.draft_and_post()
+    file = h.slack.add_file("F0GONE", "gone.jpg", photo(800, 600), "image/jpeg")
+    del h.slack.files["F0GONE"]  # deleted before the bot fetched it: Slack's sign-in page
+    assert h.sender.event(file_shared(h, message["ts"], file)).status_code == 200  # type: ignore[attr-defined]
+    [told] = eventually(
+        lambda: [c for c in h.calls("chat.postEphemeral") if "gone.jpg" in str(c.params)] or None,
+        "the answer",
+    )
+    assert "sign-in page" in str(told.params["text"])
+    assert h.draft_row().revision == 1 and stored_images(h) == []
+
+
+def test_edit_shows_the_text_and_a_field_per_image_and_saves_the_alt_text(
+    db_url: str, start_bot: StartBot, fake_anthropic: FakeAnthropic, environ: None
+) -> None:
+    h = start_bot(db_url, slack='approvers = ["U0EDITOR"]', publish=BLUESKY)
+    fake_anthropic.script(ok(text=TEXT))
+    _, message = h.draft_and_post()
+    file = h.slack.add_file("F0CHART", "chart.jpg", photo(800, 600), "image/jpeg")
+    assert h.sender.event(file_shared(h, message["ts"], file)).status_code == 200  # type: ignore[attr-defined]
+    eventually(lambda: h.draft_row().revision == 2 or None, "the image")
+    [image] = PostBody.parse(h.draft_row().text or "").images
+    eventually(lambda: "chart.jpg" in str(h.message_for(KEY)["blocks"]) or None, "the line")
+    assert h.click(EDIT, "U0EDITOR").status_code == 200
+    [opened] = eventually(lambda: h.calls("views.open"), "the edit modal")
+    view = opened.params["view"]
+    inputs = {b["block_id"]: b for b in view["blocks"] if b["type"] == "input"}
+    assert inputs["part_0"]["element"]["initial_value"] == TEXT  # the text, never the JSON
+    alt_field = f"alt_{image.sha256[:16]}"
+    assert inputs[alt_field]["label"]["text"] == "Alt text: chart.jpg"
+    submitted = view_submission(
+        user="U0EDITOR",
+        callback_id="galley_edit_modal",
+        private_metadata=view["private_metadata"],
+        values={
+            "part_0": {"text": text_input(TEXT + " Edited.")},
+            alt_field: {"alt": text_input("Sales by week, rising")},
+        },
+    )
+    assert h.sender.interactive(submitted).status_code == 200
+    eventually(lambda: h.draft_row().revision == 3 or None, "the edit")
+    body = PostBody.parse(h.draft_row().text or "")
+    assert body.parts_for("*") == (TEXT + " Edited.",)
+    assert [(i.sha256, i.alt) for i in body.images] == [(image.sha256, "Sales by week, rising")]
+    eventually(lambda: '"rev":3' in str(h.message_for(KEY)["blocks"]) or None, "revision 3")
+    assert h.click(APPROVE, "U0EDITOR").status_code == 200
+    eventually(lambda: h.draft_row().state == DraftState.APPROVED or None, "the approval")
