@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
+from sqlmodel import select
 
 from core.identity import upload_effect_key
 from core.models import EffectRow
@@ -66,7 +67,7 @@ def embedded(pds: FakeBluesky) -> list[dict[str, object]]:
 
 def upload_receipts(world: World) -> list[EffectRow]:
     with world.store.read() as session:
-        rows = session.query(EffectRow).filter(EffectRow.step == EffectStep.UPLOAD).all()
+        rows = list(session.exec(select(EffectRow).where(EffectRow.step == EffectStep.UPLOAD)))
         return sorted(rows, key=lambda row: row.key)
 
 

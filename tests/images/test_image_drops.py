@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import pytest
+from sqlmodel import select
 
 from bot.image_blocks import ACTION_REMOVE_IMAGE
 from core.images.limits import ImageFacts
@@ -63,7 +64,7 @@ def file_shared(
 
 def stored_images(h: Harness) -> list[ImageFacts]:
     with h.store.read() as session:
-        rows = session.query(ImageRow).all()
+        rows = list(session.exec(select(ImageRow)))
         return [ImageFacts(r.media_type, r.width, r.height, r.size) for r in rows]
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlmodel import select
 
 from core.failpoints import FAILPOINT_EXIT_CODE, Failpoint
 from core.images.library import ImageLibrary
@@ -74,7 +75,7 @@ def uploads(deployment: Deployment) -> int:
 
 def upload_receipts(deployment: Deployment) -> list[EffectRow]:
     with deployment.store.read() as session:
-        return session.query(EffectRow).filter(EffectRow.step == EffectStep.UPLOAD).all()
+        return list(session.exec(select(EffectRow).where(EffectRow.step == EffectStep.UPLOAD)))
 
 
 def test_a_bot_killed_after_the_upload_and_before_the_post_uploads_once_and_posts_once(

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
+from sqlmodel import select
 
 from core.models import EffectRow
 from core.policies import EffectStep, ImageSource, PublishOutcome
@@ -55,7 +56,7 @@ def test_an_image_is_initialized_put_once_and_named_by_the_post_with_its_alt_tex
     puts = [r for r in page.requests if r.method == "PUT"]
     assert len(puts) == 1 and puts[0].headers["authorization"] == f"Bearer {linkedin.TOKEN}"
     with world.store.read() as session:
-        [receipt] = session.query(EffectRow).filter(EffectRow.step == EffectStep.UPLOAD).all()
+        [receipt] = list(session.exec(select(EffectRow).where(EffectRow.step == EffectStep.UPLOAD)))
     assert receipt.state == EffectState.SUCCEEDED
     [post] = page.posts
     assert post["content"] == {"media": {"id": receipt.external_id, "altText": "Our new office"}}

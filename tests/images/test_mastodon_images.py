@@ -13,6 +13,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
+from sqlmodel import select
 
 from core.errors import EffectNotSent
 from core.identity import upload_effect_key
@@ -63,7 +64,7 @@ def approved_with_image(
 
 def upload_receipt(world: World) -> EffectRow:
     with world.store.read() as session:
-        [row] = session.query(EffectRow).filter(EffectRow.step == EffectStep.UPLOAD).all()
+        [row] = list(session.exec(select(EffectRow).where(EffectRow.step == EffectStep.UPLOAD)))
         return row
 
 
