@@ -22,11 +22,12 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
-from rapidfuzz import fuzz, process, utils
+from rapidfuzz import fuzz, utils
 from sqlmodel import Session, col, select
 
 from core.drafting.claims import Claim
 from core.drafting.gate import tokens_today
+from core.drafting.token_set import best_of, words_of
 from core.identity import review_effect_key, slack_channel_of_publish_key
 from core.models import AttemptRow, DraftRow, EffectRow, UTCDateTime
 from core.policies import OnSimilar, SimilarityMethod
@@ -121,28 +122,16 @@ def comparison_set(
     return [c for c in [*waiting, *seen[: limit - len(waiting)]] if c.text]
 
 
-@functools.lru_cache(maxsize=4 * MAX_COMPARED)
-def distinct_words(text: str) -> str:
-    """`text` as the token-set ratio reads it: its distinct lower-cased words without
-    punctuation, sorted. The ratio depends on nothing else, so scores are unchanged, and a
-    recipe's posts, compared again at every check, are split and sorted once while they
-    stay in the cache (a fifth of the scoring: bench/similarity.py)."""
-    return " ".join(sorted(set(utils.default_process(text).split())))
-
-
 def closest(text: str, candidates: list[Candidate]) -> Match | None:
-    """The candidate `text` reads most like (the first one on a tie), or None."""
+    """The candidate `text` reads most like (the first one on a tie), or None. Each
+    text's words are split once and cached (core/drafting/token_set.py), as a recipe's
+    posts are compared again at every check."""
     if not candidates or not text.strip():
         return None
-    found = process.extractOne(
-        distinct_words(text),
-        [distinct_words(c.text) for c in candidates],
-        scorer=fuzz.token_set_ratio,
-        processor=None,
-    )
+    found = best_of(words_of(text), [words_of(c.text) for c in candidates])
     if found is None:
         return None
-    _, score, index = found
+    score, index = found
     best = candidates[index]
     return Match(best.key, best.text, round(score))
 
