@@ -47,9 +47,21 @@ def words_of(text: str) -> Words:
     return Words(frozenset(ordered), ordered, sum(map(len, ordered)))
 
 
-def token_set_ratio(a: Words, b: Words, score_cutoff: float = 0) -> float:
-    """`fuzz.token_set_ratio(a.text, b.text, score_cutoff=score_cutoff)`, step by step as
-    rapidfuzz.fuzz_py computes it; 0 below `score_cutoff`."""
+class Split(NamedTuple):
+    """What the ratio of two texts takes from their word sets alone, before any Indel
+    distance: the joined lengths, the two ratios of the shared words to each text, and
+    the most the Indel ratio of the differences could be (its distance is at least
+    their length difference)."""
+
+    ab_len: int
+    ba_len: int
+    lensum: int
+    shared_ratio: float  # rapidfuzz's sect+ab and sect+ba ratios, the greater
+    indel_bound: float
+
+
+def split_of(a: Words, b: Words) -> Split | float:
+    """The split of `a` against `b`, or the ratio itself when it needs no distance."""
     if not a.distinct or not b.distinct:
         return 0.0
     shared = a.distinct & b.distinct
@@ -63,39 +75,62 @@ def token_set_ratio(a: Words, b: Words, score_cutoff: float = 0) -> float:
     sect_ab_len = sect_len + (sect_len != 0) + ab_len
     sect_ba_len = sect_len + (sect_len != 0) + ba_len
     lensum = sect_ab_len + sect_ba_len
-    result = 0.0
-    # The Indel distance is at least the length difference: skip it when that alone
-    # keeps the ratio below the cutoff (rapidfuzz would return 0 for it too).
-    if 100 - 100 * abs(ab_len - ba_len) / lensum >= score_cutoff:
-        cutoff_distance = ceil(lensum * (1 - score_cutoff / 100))
-        dist = Indel.distance(
-            " ".join(filterfalse(b.distinct.__contains__, a.ordered)),
-            " ".join(filterfalse(a.distinct.__contains__, b.ordered)),
-            score_cutoff=cutoff_distance,
+    shared_ratio = 0.0
+    if sect_len:
+        shared_ratio = max(
+            100 - 100 * (1 + ab_len) / (sect_len + sect_ab_len),
+            100 - 100 * (1 + ba_len) / (sect_len + sect_ba_len),
         )
-        if dist <= cutoff_distance:
-            result = _at_least(100 - 100 * dist / lensum, score_cutoff)
-    if not sect_len:
-        return result
-    sect_ab = _at_least(100 - 100 * (1 + ab_len) / (sect_len + sect_ab_len), score_cutoff)
-    sect_ba = _at_least(100 - 100 * (1 + ba_len) / (sect_len + sect_ba_len), score_cutoff)
-    return max(result, sect_ab, sect_ba)
+    bound = 100 - 100 * abs(ab_len - ba_len) / lensum
+    return Split(ab_len, ba_len, lensum, shared_ratio, bound)
 
 
-def _at_least(score: float, cutoff: float) -> float:
-    return score if score >= cutoff else 0.0
+def token_set_ratio(a: Words, b: Words, score_cutoff: float = 0) -> float:
+    """`fuzz.token_set_ratio(a.text, b.text, score_cutoff=score_cutoff)`, step by step as
+    rapidfuzz.fuzz_py computes it; 0 below `score_cutoff`."""
+    split = split_of(a, b)
+    score = split if isinstance(split, float) else _ratio(a, b, split, score_cutoff)
+    return score if score >= score_cutoff else 0.0
+
+
+def _ratio(a: Words, b: Words, split: Split, score_cutoff: float) -> float:
+    """The greater of the shared-word ratios and the Indel ratio of the differences;
+    the distance is skipped when its bound cannot reach the cutoff or beat the
+    shared-word ratios (rapidfuzz's answer is then the same)."""
+    bound = split.indel_bound
+    if bound < score_cutoff or bound <= split.shared_ratio:
+        return split.shared_ratio
+    cutoff_distance = ceil(split.lensum * (1 - score_cutoff / 100))
+    dist = Indel.distance(
+        " ".join(filterfalse(b.distinct.__contains__, a.ordered)),
+        " ".join(filterfalse(a.distinct.__contains__, b.ordered)),
+        score_cutoff=cutoff_distance,
+    )
+    if dist > cutoff_distance:
+        return split.shared_ratio
+    return max(split.shared_ratio, 100 - 100 * dist / split.lensum)
 
 
 def best_of(query: Words, choices: Sequence[Words]) -> tuple[float, int] | None:
     """(score, index) of the first choice that reads most like `query`, as
     `process.extractOne(query.text, [c.text for c in choices],
-    scorer=fuzz.token_set_ratio, processor=None)` gives them; None without choices."""
-    best = -1.0
-    scores = []
-    for choice in choices:
-        score = token_set_ratio(query, choice, max(best - TIE, 0.0))
-        scores.append(score)
-        best = max(best, score)
+    scorer=fuzz.token_set_ratio, processor=None)` gives them; None without choices.
+
+    Branch and bound: every choice's split first (the shared-word ratio is a floor of
+    its score, the Indel bound a ceiling), then the distances, greatest ceiling first,
+    until no ceiling left reaches the best score found."""
+    if not choices:
+        return None
+    splits = [split_of(query, choice) for choice in choices]
+    scores = [s if isinstance(s, float) else s.shared_ratio for s in splits]
+    best = max(scores)
+    undecided = [(i, s) for i, s in enumerate(splits) if not isinstance(s, float)]
+    undecided.sort(key=lambda pair: -_ceiling(pair[1]))
+    for index, split in undecided:
+        if _ceiling(split) < best - TIE:
+            break  # sorted: no choice left can come within a tie of the best
+        scores[index] = _ratio(query, choices[index], split, max(best - TIE, 0.0))
+        best = max(best, scores[index])
     finalists = [i for i, score in enumerate(scores) if score >= best - TIE]
     found: tuple[float, int] | None = None
     for index in finalists:  # rapidfuzz's own score decides, the first on a tie
@@ -103,3 +138,7 @@ def best_of(query: Words, choices: Sequence[Words]) -> tuple[float, int] | None:
         if found is None or score > found[0]:
             found = (score, index)
     return found
+
+
+def _ceiling(split: Split) -> float:
+    return max(split.shared_ratio, split.indel_bound)
