@@ -34,6 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 GALLEY = Path(sys.prefix) / "bin" / "galley"
 GOAL_SECONDS = 0.5
+RECIPES = 50  # bench/history_seed.py's team: 50 hourly recipes
 REFERENCE_FLOOR_S = 0.0151  # issue 35's run: status 0.757 s was 50 x python -c pass
 HELD = ("galley --help", "galley status")
 FLOOR = "python -c pass"
@@ -52,9 +53,9 @@ def timed(argv: list[str], env: dict[str, str], cwd: Path) -> float:
     return time.perf_counter() - started
 
 
-def prepare(work: Path, env: dict[str, str], history: int) -> None:
-    """A migrated database holding `history` runs (and its config), or an empty one with
-    the example config."""
+def prepare(work: Path, env: dict[str, str], history: int, recipes: int) -> None:
+    """A migrated database holding `history` runs of `recipes` recipes (and their
+    config), or an empty one with the example config."""
     subprocess.run([str(GALLEY), "db", "upgrade"], env=env, cwd=work, check=True)
     if not history:
         shutil.copy(REPO / "examples" / "galley.toml", work / "galley.toml")
@@ -62,9 +63,9 @@ def prepare(work: Path, env: dict[str, str], history: int) -> None:
     from bench.history_seed import config_text, load
     from core.store.engine import Store
 
-    (work / "galley.toml").write_text(config_text())
+    (work / "galley.toml").write_text(config_text(recipes))
     store = Store(env["GALLEY_DATABASE_URL"])
-    counts = load(store, history)
+    counts = load(store, history, recipes)
     store.dispose()
     print("history: " + ", ".join(f"{n:,} {table}" for table, n in counts.items()))
 
@@ -85,6 +86,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--history", type=int, default=50_000, help="runs in the database")
+    parser.add_argument("--recipes", type=int, default=RECIPES, help="recipes in the config")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="galley-cli-bench-") as tmp:
         work = Path(tmp)
@@ -95,7 +97,7 @@ def main() -> int:
             "GALLEY_DATABASE_URL": f"sqlite:///{work / 'galley.db'}",
             "ANTHROPIC_API_KEY": "bench-key",
         }
-        prepare(work, env, args.history)
+        prepare(work, env, args.history, args.recipes)
         times = rounds(env, work, args.runs)
     goal = GOAL_SECONDS / REFERENCE_FLOOR_S
     floor = statistics.median(times[FLOOR])
@@ -116,7 +118,7 @@ def main() -> int:
     load = os.getloadavg()[0]
     python = sys.version.split()[0]
     print(
-        f"{args.runs} rounds; {args.history:,} runs in the database; "
+        f"{args.runs} rounds; {args.history:,} runs of {args.recipes} recipes in the database; "
         f"1-minute load average {load:.2f}; Python {python}"
     )
     print(f"goal: {GOAL_SECONDS} s where the floor is {REFERENCE_FLOOR_S} s, so {goal:.1f} floors")

@@ -5,7 +5,6 @@ the command-line app is built (bot/launch.py; bench/cli_startup.py measures it).
 from __future__ import annotations
 
 import gc
-import json
 import sys
 import traceback
 from typing import TYPE_CHECKING, Any
@@ -66,6 +65,8 @@ def imports_done() -> None:
 
 
 def print_json(document: Any) -> None:
+    import json
+
     sys.stdout.write(json.dumps(document, default=str) + "\n")
 
 
