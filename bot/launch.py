@@ -56,7 +56,15 @@ def answer_status(*, debug: bool, as_json: bool) -> int:
     debugging["on"] = debug or os.environ.get("GALLEY_LOG_LEVEL", "").lower() == "debug"
     try:
         report = read_status()
+        print_status(report, as_json)
     except GalleyError as exc:
         return explained(exc)
-    print_status(report, as_json)
+    except KeyboardInterrupt:
+        return 130  # as the app ends each of these (typer.core.TyperCommand.main)
+    except EOFError:
+        print("\nAborted!", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # `galley status | head -1`: no error at exit's flush
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return 0

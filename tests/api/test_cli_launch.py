@@ -116,3 +116,26 @@ def test_the_quick_status_loads_no_typer_click_or_pydantic_settings(
     )
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize(("interruption", "exit_code"), [(KeyboardInterrupt, 130), (EOFError, 1)])
+@pytest.mark.usefixtures("collector_restored")
+def test_an_interrupted_quick_status_ends_as_the_app_ends_it(
+    env: dict[str, str],
+    interruption: type[BaseException],
+    exit_code: int,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import bot.cli
+    import bot.cli_status
+
+    def interrupted() -> None:
+        raise interruption
+
+    monkeypatch.setattr(bot.cli_status, "read_status", interrupted)
+    monkeypatch.setattr(bot.cli, "read_status", interrupted)
+    code, out, err = launched(["status"], monkeypatch, capsys)
+    result = CliRunner().invoke(app, ["status"], env=env)
+    assert (code, out, err) == (result.exit_code, result.stdout, result.stderr)
+    assert code == exit_code
