@@ -14,9 +14,9 @@ from core.drafting.token_set import Words, best_of, token_set_ratio, words_of
 
 PAIRS = Path(__file__).resolve().parents[1] / "data" / "similar_pairs.jsonl"
 WORDS = ["alpha", "beta", "gamma", "release", "notes", "v2", "é", "東京", "x", "the"]
-texts = st.lists(
-    st.sampled_from([*WORDS, ",", "!", " ", "\n", "A", "Beta."]), max_size=25
-).map(" ".join) | st.text(max_size=60)
+texts = st.lists(st.sampled_from([*WORDS, ",", "!", " ", "\n", "A", "Beta."]), max_size=25).map(
+    " ".join
+) | st.text(max_size=60)
 
 
 def rapidfuzz_score(a: str, b: str, cutoff: float = 0) -> float:
