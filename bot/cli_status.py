@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from bot.cli_output import imports_done, out, print_json, table
 
 if TYPE_CHECKING:
-    from core.api.views import Status
+    from core.api.status_views import Status
 
 
 def read_status() -> Status:
