@@ -7,11 +7,11 @@ database of realistic size: `--history` runs (20,000: over a year of two hourly
 recipes) of `--recipes` hourly recipes from `bench/history_seed.py`, bulk-loaded before
 timing, with their config: two recipes by default, as many as `examples/galley.toml`
 that issue 35 measured (`--recipes 50`, history_scale's team, costs status its 50 rows
-and next slots; `--history 0`: the empty database and the example config). Each command runs `--runs`
-times after one untimed warm-up, in rounds (each round runs every command once, the
-floor first), so the floor and the figures share the same minutes of a shared
-machine's load; it prints min, median and max wall time and the median's ratio to
-`python -c pass`. Compiled bytecode goes to a temporary
+and next slots; `--history 0`: the empty database and the example config). Each
+command runs `--runs` times after one untimed warm-up, in rounds (each round runs every
+command once, the floor first), so the floor and the figures share the same minutes of
+a shared machine's load; it prints min, median and max wall time and the median's ratio
+to `python -c pass`. Compiled bytecode goes to a temporary
 PYTHONPYCACHEPREFIX, filled by the warm-up, so a figure is the import and run cost,
 not compiling (as in the Docker image, which compiles at build time). Goal:
 `--help` and `status` under 0.5 s on a machine where the floor below takes
