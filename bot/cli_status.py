@@ -17,7 +17,7 @@ def read_status() -> Status:
     """`Galley.status()` through SQLAlchemy Core: no ORM, SQLModel or service wiring to
     load first (bench/cli_startup.py measures it)."""
     from core.api.status_read import read_status as read
-    from core.ports import SystemClock
+    from core.clock import SystemClock
     from core.setup.config import load_config
     from core.setup.settings import load_settings
     from core.store.engine import Store
