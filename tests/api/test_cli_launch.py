@@ -25,6 +25,8 @@ def env(tmp_path: Path, db_url: str, monkeypatch: pytest.MonkeyPatch) -> dict[st
     values = {"GALLEY_CONFIG": str(config), "GALLEY_DATABASE_URL": db_url}
     for name, value in values.items():
         monkeypatch.setenv(name, value)
+    monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", "")  # so that the undo removes it:
+    monkeypatch.delenv("PYDANTIC_DISABLE_PLUGINS")  # the quick path sets it
     return values
 
 
