@@ -11,57 +11,33 @@ loads only what it uses (the Anthropic SDK only when a model is called).
 
 from __future__ import annotations
 
-import gc
-import json
 import logging
 import os
 import shutil
 import sys
-import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
-from core.errors import (
-    BadDecisionQuery,
-    ConfigError,
-    DatabaseNotReady,
-    DatabaseUnavailable,
-    GalleyError,
-    PortUnavailable,
-    SlackUnavailable,
-    SlotError,
-    UnknownRecipe,
-    UnknownRun,
-)
+from bot.cli_output import EXIT_FAILED as EXIT_FAILED
+from bot.cli_output import EXIT_USAGE as EXIT_USAGE
+from bot.cli_output import debugging, explained, imports_done
+from bot.cli_output import err as err
+from bot.cli_output import out as out
+from bot.cli_output import print_json as print_json
+from bot.cli_output import table as table
+from bot.cli_status import print_status, read_status
+from core.errors import ConfigError, GalleyError
 from core.policies import DraftOutcome, FailReason, Finding
 from core.states import RunState
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
     from core.api.galley import Galley
     from core.api.services import Services
-    from core.api.views import Status
     from core.drafting.claims import DraftResult
-
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-USAGE_ERRORS = (
-    BadDecisionQuery,
-    ConfigError,
-    UnknownRecipe,
-    UnknownRun,
-    SlotError,
-    DatabaseNotReady,
-    DatabaseUnavailable,
-    SlackUnavailable,
-    PortUnavailable,
-)
 
 
 app = typer.Typer(
@@ -74,10 +50,6 @@ app = typer.Typer(
 )
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(db_app, name="db")
-# Piped output is read by scripts and people's terminals alike: never cut a run id.
-out = Console(width=None if sys.stdout.isatty() else 200, soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
-_debug = {"on": False}
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
 Actor = Annotated[str, typer.Option("--as", help="Who is acting (recorded in history).")]
@@ -90,7 +62,7 @@ def options(
     ] = False,
 ) -> None:
     """Galley drafts posts with Claude on a schedule, and never twice."""
-    _debug["on"] = debug or os.environ.get("GALLEY_LOG_LEVEL", "").lower() == "debug"
+    debugging["on"] = debug or os.environ.get("GALLEY_LOG_LEVEL", "").lower() == "debug"
 
 
 @contextmanager
@@ -99,11 +71,7 @@ def explained_errors() -> Iterator[None]:
     try:
         yield
     except GalleyError as exc:
-        if _debug["on"]:
-            traceback.print_exc()
-        for line in str(exc).splitlines():
-            err.print(line, markup=False, highlight=False, style="red")
-        raise typer.Exit(EXIT_USAGE if isinstance(exc, USAGE_ERRORS) else EXIT_FAILED) from None
+        raise typer.Exit(explained(exc)) from None
 
 
 def open_galley() -> Galley:
@@ -114,24 +82,6 @@ def open_galley() -> Galley:
     return Galley.from_settings(load_settings())
 
 
-def read_status() -> Status:
-    """`Galley.status()` through SQLAlchemy Core: no ORM, SQLModel or service wiring to
-    load first (core/api/status_read.py; bench/cli_startup.py measures it)."""
-    from core.api.status_read import read_status as read
-    from core.ports import SystemClock
-    from core.setup.config import load_config
-    from core.setup.settings import load_settings
-    from core.store.engine import Store
-
-    imports_done()
-    settings = load_settings()
-    config = load_config(settings.galley_config)
-    store = Store(settings.galley_database_url)
-    store.ensure_schema()
-    with store.reachable(), store.read_core() as connection:
-        return read(connection, config, SystemClock().now())
-
-
 def open_services() -> Services:
     """Core's services without the facade: what `check` and `retry` need."""
     from core.api.services import Services
@@ -139,27 +89,6 @@ def open_services() -> Services:
 
     imports_done()
     return Services.from_settings(load_settings())
-
-
-def imports_done() -> None:
-    """Collect garbage again from here on, sparing the objects start-up built (see main)."""
-    gc.freeze()
-    gc.enable()
-
-
-def print_json(document: Any) -> None:
-    sys.stdout.write(json.dumps(document, default=str) + "\n")
-
-
-def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
-    from rich.table import Table
-
-    grid = Table(title=title, title_justify="left")
-    for column in columns:
-        grid.add_column(column)
-    for row in rows:
-        grid.add_row(*["" if v is None else str(v) for v in row])
-    return grid
 
 
 @app.command()
@@ -210,24 +139,7 @@ def status(as_json: JsonFlag = False) -> None:
     """Each recipe's version, pause flag, review queue and next slot; uncertain runs."""
     with explained_errors():
         report = read_status()
-    if as_json:
-        print_json(report.to_json())
-        return
-    rows = [
-        [
-            r.name,
-            f"v{r.version}",
-            "paused" if r.paused else "",
-            f"{r.pending}/{r.pending_limit}",
-            str(r.in_batch) if r.in_batch else "",
-            r.next_slot,
-        ]
-        for r in report.recipes
-    ]
-    columns = ["recipe", "version", "paused", "pending", "in a batch", "next slot"]
-    out.print(table("recipes", columns, rows))
-    if report.uncertain:
-        out.print("uncertain runs: " + ", ".join(report.uncertain), highlight=False)
+    print_status(report, as_json)
 
 
 @app.command()
@@ -369,7 +281,7 @@ def run(
     with explained_errors():
         settings = load_settings()
         configure_logging(settings.galley_log_format, settings.galley_log_level)
-        with library_lines_held(_debug["on"]) as held:
+        with library_lines_held(debugging["on"]) as held:
             from bot.run import Bot  # Slack and uvicorn load only for the bot itself
 
             bot = Bot(settings, shutdown_grace=timedelta(seconds=shutdown_grace))
@@ -474,16 +386,11 @@ def db_upgrade() -> None:
 
 
 def main() -> None:
-    # A command imports some 400 modules (SQLAlchemy, SQLModel, pydantic) and builds
-    # tens of thousands of long-lived objects: the cyclic collector would scan them ~200
-    # times during start-up and once more at exit, a large share of `galley status`'s
-    # time (bench/cli_startup.py measures it). It stays off until the command's modules are loaded
-    # (imports_done), and what is left is frozen before the interpreter's exit sweep.
-    gc.disable()
-    try:
-        app()
-    finally:
-        gc.freeze()
+    """The `galley` executable's entry (bot/launch.py: `status` answers before this app
+    is built; the collector is held off while a command imports its modules)."""
+    from bot.launch import main as launch
+
+    launch()
 
 
 # The reviewer's commands (approve, reject, redraft) live beside this module; importing

@@ -8,23 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
+from core.clock import Clock as Clock
+from core.clock import SystemClock as SystemClock
 from core.images.media import LinkCard, ShownImage, UploadedMedia
 from core.policies import AlertKind, Backpressure, ThreadStyle
 from core.post_body import ImageRef
-
-
-class Clock(Protocol):
-    def now(self) -> datetime:
-        """The current instant, aware, in UTC."""
-        ...
-
-
-class SystemClock:
-    def now(self) -> datetime:
-        return datetime.now(UTC)
 
 
 @dataclass(frozen=True)

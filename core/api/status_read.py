@@ -14,7 +14,7 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from core.api.views import RecipeStatus, Status
+from core.api.status_views import RecipeStatus, Status
 from core.setup.config import Config
 from core.slots.schedule import next_slots
 from core.states import RunState

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from core.api.status_views import RecipeStatus as RecipeStatus
+from core.api.status_views import Status as Status
 from core.post_body import PostBody
 from core.render import (
     Printable,
@@ -20,56 +22,9 @@ from core.render import (
     html_block,
     html_table,
     jsonable,
-    text_table,
 )
 from core.sources.items import SourceItem
 from core.states import RUN_SETTLED_BY_PEOPLE, RunState
-
-
-@dataclass(frozen=True)
-class RecipeStatus:
-    name: str
-    version: int
-    paused: bool
-    pending: int
-    pending_limit: int
-    next_slot: str | None
-    paused_reason: str | None = None
-    in_batch: int = 0  # drafts waiting on a Message Batch (docs/design.md §21)
-
-
-@dataclass(frozen=True)
-class Status(Printable):
-    recipes: list[RecipeStatus]
-    uncertain: list[str]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"recipes": [jsonable(r) for r in self.recipes], "uncertain": self.uncertain}
-
-    def _rows(self) -> list[tuple[Any, ...]]:
-        return [
-            (
-                r.name,
-                f"v{r.version}",
-                f"paused ({r.paused_reason or 'no reason'})" if r.paused else "",
-                f"{r.pending}/{r.pending_limit}",
-                str(r.in_batch) if r.in_batch else "",
-                r.next_slot,
-            )
-            for r in self.recipes
-        ]
-
-    _COLUMNS = ("recipe", "version", "paused", "waiting/limit", "in a batch", "next slot")
-
-    def _repr_html_(self) -> str:
-        table = html_table("status", self._COLUMNS, self._rows())
-        if not self.uncertain:
-            return table
-        return table + html_block("p", "Uncertain runs: " + ", ".join(self.uncertain))
-
-    def __str__(self) -> str:
-        text = text_table("status", self._COLUMNS, self._rows())
-        return text + ("\nuncertain runs: " + ", ".join(self.uncertain) if self.uncertain else "")
 
 
 @dataclass(frozen=True, slots=True)

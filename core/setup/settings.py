@@ -1,20 +1,36 @@
-"""Environment variables (docs/design.md §15): secrets and where things are; nothing else."""
+"""Environment variables (docs/design.md §15): secrets and where things are; nothing else.
+
+Read with pydantic alone, which the config needs anyway: pydantic-settings would add
+a fifth of `galley status`'s start-up (bench/cli_startup.py) to read a dozen plain
+variables. What it did for them is done here: a field is the variable of the same
+name in any case, a value given to the constructor wins over the environment, and a
+bad value is a validation error naming the field.
+"""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from pydantic import SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from core.errors import ConfigError
 from core.policies import LogFormat, LogLevel
 
 
-class Settings(BaseSettings):
+class Settings(BaseModel):
     """Read from the environment; each field is the variable of the same name."""
 
-    model_config = SettingsConfigDict(case_sensitive=False, extra="ignore")
+    model_config = ConfigDict(extra="ignore", validate_default=True)
 
     slack_bot_token: SecretStr | None = None
     slack_app_token: SecretStr | None = None
@@ -28,6 +44,14 @@ class Settings(BaseSettings):
     galley_http_port: int = 3000
     galley_log_format: LogFormat = LogFormat.TEXT
     galley_log_level: LogLevel = LogLevel.INFO
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_environment(cls, given: Any) -> Any:
+        """Each field not given to the constructor, from its variable (any case)."""
+        if not isinstance(given, Mapping):
+            return given
+        return {**environment_values(cls.model_fields), **given}
 
     @field_validator("galley_log_format", "galley_log_level", mode="before")
     @classmethod
@@ -43,6 +67,14 @@ class Settings(BaseSettings):
         )
         url = sqlite_url_against(self.galley_database_url, base)
         return self.model_copy(update={"galley_config": config, "galley_database_url": url})
+
+
+def environment_values(fields: Mapping[str, object]) -> dict[str, str]:
+    """The variables named by `fields`, matched without regard to case (as a shell
+    user may write GALLEY_CONFIG or galley_config); an unset one is left out, so its
+    default holds."""
+    by_name = {name.lower(): value for name, value in os.environ.items()}
+    return {field: by_name[field] for field in fields if field in by_name}
 
 
 def sqlite_url_against(url: str, base: Path) -> str:

@@ -13,7 +13,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
-from cron_descriptor import ExpressionDescriptor, Options
 from croniter import CroniterBadDateError, croniter
 
 from core import identity
@@ -76,7 +75,10 @@ def is_dst_affected(slot: Slot) -> bool:
 
 
 def describe(cron: str) -> str:
-    """Plain English, 24-hour clock: `0 9 * * mon` -> "At 09:00, only on Monday"."""
+    """Plain English, 24-hour clock: `0 9 * * mon` -> "At 09:00, only on Monday".
+    cron-descriptor loads here: `galley status` computes slots but describes none."""
+    from cron_descriptor import ExpressionDescriptor, Options
+
     options = Options(locale_code="en_US", use_24hour_time_format=True)
     return str(ExpressionDescriptor(cron, options).get_description())
 
