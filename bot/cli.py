@@ -221,13 +221,15 @@ def status(as_json: JsonFlag = False) -> None:
             f"{r.pending}/{r.pending_limit}",
             str(r.in_batch) if r.in_batch else "",
             r.next_slot,
+            r.last_poll or "",
         ]
         for r in report.recipes
     ]
-    columns = ["recipe", "version", "paused", "pending", "in a batch", "next slot"]
+    columns = ["recipe", "version", "paused", "pending", "in a batch", "next slot", "last poll"]
     out.print(table("recipes", columns, rows))
     if report.uncertain:
-        out.print("uncertain runs: " + ", ".join(report.uncertain), highlight=False)
+        labels = report.uncertain_labels()
+        out.print("uncertain runs: " + ", ".join(labels), markup=False, highlight=False)
 
 
 @app.command()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -29,6 +30,7 @@ from core.ports import Clock
 from core.setup.config import Recipe
 from core.slots.schedule import Slot, slot_of_run
 from core.sources.items import SourceItem, Window
+from core.sources.poll_health import PollFailure, note_poll
 from core.sources.polled import (
     first_poll_of,
     firsts_by_identity,
@@ -37,6 +39,7 @@ from core.sources.polled import (
     record_item,
 )
 from core.sources.reading import read_source
+from core.sources.snapshot import Snapshot
 from core.states import RunState
 from core.store.engine import Store
 from core.store.leases import SCHEDULER
@@ -106,6 +109,7 @@ class ItemPoller:
         self.access = access or drafting.basis.access
         self.reader = read_source
         self.stopping = stopping or threading.Event()
+        self.told: Callable[[str], None] = _nobody  # the poll alerts' pass, once wired
 
     def poll(self, recipe: Recipe, slot: Slot) -> PollResult:
         """Read the source once (outside any transaction), record what is new, draft."""
@@ -117,12 +121,18 @@ class ItemPoller:
             backoff=self.drafting.backoff,
         )
         if isinstance(read, Refused) or read.left_out:  # an optional source's too
-            failed = read.detail if isinstance(read, Refused) else read.left_out[0].line()
-            log.warning("poll of %s: source not read: %s", recipe.name, failed)
-            return PollResult(recipe.name, failed=failed, drafted=self.draft_waiting(recipe))
+            failure = _failure_of(read)
+            log.warning("poll of %s: source not read: %s", recipe.name, failure.detail)
+            with self.store.transaction() as session:  # only that it failed: no items
+                lock_recipe_row(session, recipe.name, self.clock.now())
+                note_poll(session, recipe.name, self.clock.now(), failure)
+            self.told(recipe.name)
+            drafted = self.draft_waiting(recipe)
+            return PollResult(recipe.name, failed=failure.detail, drafted=drafted)
         with self.store.transaction() as session:
             recorded = record_poll(session, recipe, slot, list(read.items), self.clock.now())
         failpoint(Failpoint.AFTER_POLL_COMMIT)
+        self.told(recipe.name)
         return PollResult(recipe.name, recorded, drafted=self.draft_waiting(recipe))
 
     def draft_waiting(self, recipe: Recipe) -> tuple[DraftResult, ...]:
@@ -182,6 +192,19 @@ class ItemPoller:
         return DraftResult(DraftOutcome.SKIPPED, run_id, None, SkipReason.STALE_ITEM, detail)
 
 
+def _failure_of(read: Refused | Snapshot) -> PollFailure:
+    """A poll's read that failed, as its alert needs it: the answer, and whether waiting
+    may fix it."""
+    if isinstance(read, Refused):
+        return PollFailure(read.detail, read.retryable)
+    left_out = read.left_out[0]
+    return PollFailure(left_out.line(), left_out.retryable)
+
+
+def _nobody(recipe: str) -> None:
+    """No alerts wired (a test's poller): the next alerts pass tells people."""
+
+
 def record_poll(
     session: Session, recipe: Recipe, slot: Slot, items: list[SourceItem], now: datetime
 ) -> Recorded:
@@ -189,6 +212,7 @@ def record_poll(
     (pending; `backfill` skipped at the source's first poll, but the newest `backfill`);
     a known id nothing; a new id with a known link and title a re-issue, logged."""
     lock_recipe_row(session, recipe.name, now)  # polls of one recipe, one at a time
+    note_poll(session, recipe.name, now)  # read: a failing episode, if any, ends here
     source = recipe.sources[0].label  # every item it reads is labelled so
     first_poll = first_poll_of(session, recipe.name, source, now)
     first_of_id: dict[str, SourceItem] = {}
