@@ -393,6 +393,14 @@ class Trigger(StrEnum):
     ITEMS = "items"
 
 
+class ItemFate(StrEnum):
+    """What a poll makes of an item it has not seen (docs/design.md §29)."""
+
+    NEW = "new"  # a run, drafted in its turn
+    BACKFILL = "backfill"  # there at its source's first poll: a run skipped (`backfill`)
+    REISSUE = "reissue"  # a known item's link and title under a new id: no run
+
+
 class PollOutcome(StrEnum):
     """How an items recipe's latest poll went (docs/design.md §29): its source read, or not."""
 
