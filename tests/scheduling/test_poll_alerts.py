@@ -8,20 +8,23 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
-from sqlmodel import col
+from sqlmodel import col, select
 
 from bot.slack_publishing import SlackAlerter
 from core.api.status_read import read_status
-from core.models import ItemPollRow, RunRow
+from core.identity import alert_settled_key, poll_alert_key
+from core.models import EffectRow, ItemPollRow, RunRow
 from core.operations.poll_alerts import PollAlerts
 from core.policies import PollOutcome
 from core.setup.config import Config
 from core.sources.items import ReadContext, SourceItem, SourceReadError, Window
+from core.sources.poll_health import FAILING_ALERTED, is_alert_due
 from core.sources.specs import SourceSpec
-from core.states import RunState
+from core.states import EffectState, RunState
 from core.store.effects import EffectLedger
 from core.store.engine import Store
 from tests.fakes.slack_api import FakeSlack
@@ -115,6 +118,14 @@ def test_a_refused_poll_is_alerted_once_and_settled_when_the_source_reads_again(
     assert len(slack.calls("chat.update")) == 1
     row = polls.row()
     assert (row.outcome, row.failures, row.failing_since) == (PollOutcome.READ, 0, None)
+    assert row.ended_since is not None
+    told = poll_alert_key("weekly-update", row.ended_since)
+    with store.read() as session:  # the alert and its settling: one receipt each
+        receipts = session.exec(select(EffectRow.key, EffectRow.state)).all()
+    assert sorted(receipts) == [
+        (told, EffectState.SUCCEEDED),
+        (alert_settled_key(told), EffectState.SUCCEEDED),
+    ]
 
 
 def test_timeouts_and_5xx_are_alerted_after_three_failed_polls_in_a_row(
@@ -172,3 +183,17 @@ def test_status_shows_the_latest_poll_and_an_uncertain_item_run_by_its_title(
     with store.read_core() as connection:
         status = read_status(connection, config, polls.poller.clock.now())
     assert "failed: source 'blog': 404 Not Found" in (status.recipes[0].last_poll or "")
+
+
+def test_a_failing_episode_is_due_after_an_hour_whatever_the_count() -> None:
+    since = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    row = ItemPollRow(
+        recipe="weekly-update",
+        polled_at=since,
+        outcome=PollOutcome.FAILED,
+        failures=1,
+        failing_since=since,
+    )
+
+    assert not is_alert_due(row, since + FAILING_ALERTED - timedelta(seconds=1))
+    assert is_alert_due(row, since + FAILING_ALERTED)
