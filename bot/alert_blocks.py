@@ -69,10 +69,15 @@ def alert_message(alert: RunAlert, *, actionable: bool = True) -> dict[str, Any]
     if actionable and BUTTONS[alert.kind]:
         blocks.append(alert_actions(alert.run_id, alert.kind))
     return {
-        "text": inert(f"Galley needs a person: run {alert.run_id}", FALLBACK_LIMIT),
+        "text": inert(f"Galley needs a person: {_subject(alert)}", FALLBACK_LIMIT),
         "blocks": blocks,
         "metadata": {"event_type": ALERT_EVENT_TYPE, "event_payload": {"run": alert.run_id}},
     }
+
+
+def _subject(alert: RunAlert) -> str:
+    """What the alert is about: its run, or an items recipe whose polls fail (no run)."""
+    return f"run {alert.run_id}" if alert.run_id else f"recipe {alert.recipe}"
 
 
 # The buttons that fit what an alert asks people to settle.
@@ -93,6 +98,7 @@ BUTTONS: dict[AlertKind, list[tuple[str, str, str | None]]] = {
     ],
     AlertKind.REVIEW_POST: [],
     AlertKind.POST_GONE: [],  # published, then gone: nothing Galley may do about it
+    AlertKind.POLL_FAILING: [],  # a source to fix: no run to act on
 }
 
 

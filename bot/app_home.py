@@ -211,6 +211,8 @@ def _recipe_text(line: RecipeLine) -> str:
     if s.next_slot:
         parts.append(f"next {_date(datetime.fromisoformat(s.next_slot))}")
     text = " · ".join(parts)
+    if s.last_poll:  # docs/design.md §29: a failure's answer quotes a server
+        text += f"\nLast poll: {escape_mrkdwn(s.last_poll)}"
     if line.last_run:
         why = f" ({escape_mrkdwn(line.last_reason)})" if line.last_reason else ""
         text += f"\nLast run `{escape_mrkdwn(line.last_run)}`: {line.last_state}{why}"

@@ -20,7 +20,8 @@ def sources(
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """What a run would read from its sources, without drafting: the window and the items."""
+    """What a run would read from its sources, without drafting: the window and the items
+    (an items recipe: what its next poll would find new)."""
     with explained_errors():
         preview = open_galley().sources(recipe, slot)
     if as_json:

@@ -44,10 +44,12 @@ def print_status(report: Status, as_json: bool) -> None:
             f"{r.pending}/{r.pending_limit}",
             str(r.in_batch) if r.in_batch else "",
             r.next_slot,
+            r.last_poll or "",
         ]
         for r in report.recipes
     ]
-    columns = ["recipe", "version", "paused", "pending", "in a batch", "next slot"]
+    columns = ["recipe", "version", "paused", "pending", "in a batch", "next slot", "last poll"]
     out.print(table("recipes", columns, rows))
     if report.uncertain:
-        out.print("uncertain runs: " + ", ".join(report.uncertain), highlight=False)
+        labels = report.uncertain_labels()  # an item run with its item (docs/design.md §29)
+        out.print("uncertain runs: " + ", ".join(labels), markup=False, highlight=False)

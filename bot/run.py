@@ -213,6 +213,7 @@ class Bot:
         finally:
             self.services.alerts.sweep()
             self.services.alerts.settle_resolved()
+            self.services.poll_alerts.sweep()
 
     def remind_reviewers(self) -> None:
         """Reminders and escalations due now, in their review messages' threads."""

@@ -15,6 +15,7 @@ from bot.slack_publishing import SlackAlerter, SlackChannelPublisher
 from bot.slack_surface import SlackChannels, SlackReviewSurface
 from core.api.services import Services
 from core.operations.alerts import AlertService
+from core.operations.poll_alerts import PollAlerts
 from core.ports import Clock, Directory
 from core.publishing.destinations import Destinations
 from core.publishing.readings import PostReadings
@@ -42,6 +43,7 @@ class Publishers(Destinations):
 class PublishingServices:
     alerts: AlertService
     publishing: PublishingService
+    poll_alerts: PollAlerts  # items recipes whose source fails (docs/design.md §29)
 
 
 def publishing_services(
@@ -54,18 +56,14 @@ def publishing_services(
 ) -> PublishingServices:
     """Alerts in the alert channel (else the review channel), and publishing that alerts
     people there when a run needs them."""
+    alerter = SlackAlerter(channels, config.slack.alert_channel_or_review)
     alerts = AlertService(
-        store,
-        config,
-        clock,
-        ledger,
-        SlackAlerter(channels, config.slack.alert_channel_or_review),
-        reminder_every=config.slack.alert_reminder,
+        store, config, clock, ledger, alerter, reminder_every=config.slack.alert_reminder
     )
     publishing = PublishingService(
         store, config, clock, ledger, publisher_for, alert=alerts.alert_run
     )
-    return PublishingServices(alerts, publishing)
+    return PublishingServices(alerts, publishing, PollAlerts(store, config, clock, ledger, alerter))
 
 
 @dataclass(frozen=True)
@@ -83,7 +81,8 @@ class BotServices:
     outbox: ReviewOutbox
     alerts: AlertService
     publishing: PublishingService
-    readings: PostReadings  # published posts read back and counted (docs/design.md §28)
+    readings: PostReadings
+    poll_alerts: PollAlerts  # published posts read back and counted (docs/design.md §28)
 
     @property
     def directory(self) -> Directory:
@@ -126,6 +125,7 @@ def wire(
         publishers.publishers_for,
         services.alerts.alert_post_gone,
     )
+    core.items.told = services.poll_alerts.tell  # a poll's failure is told as it happens
     client = channels.client
     return BotServices(
         core,
@@ -137,4 +137,5 @@ def wire(
         services.alerts,
         services.publishing,
         readings,
+        services.poll_alerts,
     )

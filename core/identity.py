@@ -232,7 +232,14 @@ def draft_alert_key(kind: str, draft: str) -> str:
 
 NOTICE_PREFIX = "backpressure"
 DIGEST_PREFIX = "digest"
-_NO_RUN_PREFIXES = (NOTICE_PREFIX, DIGEST_PREFIX)
+POLL_ALERT_PREFIX = "poll-failing"
+_NO_RUN_PREFIXES = (NOTICE_PREFIX, DIGEST_PREFIX, POLL_ALERT_PREFIX)
+
+
+def poll_alert_key(recipe: str, failing_since: datetime) -> str:
+    """`poll-failing|<recipe>|<first failure>`: one alert per failing episode of an items
+    recipe's polls (docs/design.md §29); `alert_settled_key` of it when it ends."""
+    return KEY_MARK.join((POLL_ALERT_PREFIX, recipe, failing_since.isoformat()))
 
 
 def notice_key(recipe: str, episode: str, kind: str) -> str:

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 from sqlmodel import Field, SQLModel, col
 
-from core.policies import EffectStep, ImageSource, PostCheck
+from core.policies import EffectStep, ImageSource, PollOutcome, PostCheck
 from core.states import DraftState, EffectState, RunState
 
 
@@ -485,6 +485,23 @@ class PolledSourceRow(SQLModel, table=True):
     recipe: str = Field(primary_key=True, max_length=64)
     source: str = Field(primary_key=True, max_length=64)
     first_polled_at: datetime = _utc(nullable=False)
+
+
+class ItemPollRow(SQLModel, table=True):
+    """An items recipe's latest poll and its failing episode (docs/design.md §29): what
+    `galley status` and Home show, and what its one alert per episode is keyed by. Written
+    with the recipe row locked, so replicas polling at once count each failure once."""
+
+    __tablename__ = "item_polls"
+
+    recipe: str = Field(primary_key=True, max_length=64)
+    polled_at: datetime = _utc(nullable=False)  # the latest poll's end
+    outcome: PollOutcome = Field(sa_type=_state_type(PollOutcome))
+    detail: str | None = Field(default=None, sa_type=sa.Text)  # a failure's answer, one line
+    failures: int = 0  # failed polls in a row, this episode
+    failing_since: datetime | None = _utc()  # this failing episode's first failure: its key
+    lasting: bool = False  # a failure waiting cannot fix (401, 403, 404, not a feed)
+    ended_since: datetime | None = _utc()  # the last episode to end (its alert is settled)
 
 
 class PolledItemRow(SQLModel, table=True):

@@ -300,6 +300,7 @@ class AlertKind(StrEnum):
     STRANDED = "stranded"  # a run nothing will move (its recipe left the config): Cancel
     MISSED = "missed"  # docs/design.md §23: approved, not published by its time: Retry / Cancel
     POST_GONE = "post_gone"  # docs/design.md §28: published, then gone when read back
+    POLL_FAILING = "poll_failing"  # docs/design.md §29: an items recipe's source unreadable
 
 
 class OnSimilar(StrEnum):
@@ -390,6 +391,21 @@ class Trigger(StrEnum):
 
     SCHEDULE = "schedule"
     ITEMS = "items"
+
+
+class ItemFate(StrEnum):
+    """What a poll makes of an item it has not seen (docs/design.md §29)."""
+
+    NEW = "new"  # a run, drafted in its turn
+    BACKFILL = "backfill"  # there at its source's first poll: a run skipped (`backfill`)
+    REISSUE = "reissue"  # a known item's link and title under a new id: no run
+
+
+class PollOutcome(StrEnum):
+    """How an items recipe's latest poll went (docs/design.md §29): its source read, or not."""
+
+    READ = "read"  # the source answered: its items were recorded
+    FAILED = "failed"  # the source could not be read (three tries): nothing recorded
 
 
 class SourceKind(StrEnum):

@@ -67,6 +67,7 @@ if TYPE_CHECKING:  # loaded by the operations that use them: reads stay light
     from core.api.calendar import Calendar
     from core.api.decisions import DecisionList
     from core.api.desk import Desk
+    from core.api.item_preview import ItemsPreview
     from core.api.plots import Plots
     from core.api.source_preview import SourcesPreview
     from core.drafting.attempts import Backoff
@@ -192,14 +193,23 @@ class Galley:
             raise SlotError(said)
         return services.items.poll(recipe, services.resolve_slot(recipe, None))
 
-    def sources(self, recipe_name: str, slot: str | datetime | None = None) -> SourcesPreview:
+    def sources(
+        self, recipe_name: str, slot: str | datetime | None = None
+    ) -> SourcesPreview | ItemsPreview:
         """What the run of `recipe_name` at `slot` (default: the latest due) would read,
-        read now: `galley sources`. Drafts nothing, stores nothing (docs/design.md §27)."""
+        read now: `galley sources`. Drafts nothing, stores nothing (docs/design.md §27).
+        An items recipe: what its next poll would find new (docs/design.md §29)."""
+        from core.api.item_preview import preview_items
         from core.api.source_preview import preview_sources
         from core.drafting.basis import SourceAccess
 
         services = self._services
         recipe = services.recipe(recipe_name)
+        if recipe.trigger == Trigger.ITEMS:
+            if slot is not None:
+                raise SlotError(f"{recipe.name}: an items recipe's runs are its items: no --slot")
+            access = SourceAccess.of(services.config)
+            return preview_items(services.store, recipe, access, services.clock.now())
         resolved = services.resolve_slot(recipe, slot)
         return preview_sources(recipe, resolved, SourceAccess.of(services.config))
 

@@ -10,11 +10,13 @@ primary key), so a change to the models that this read would miss fails there.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
-from core.api.status_views import RecipeStatus, Status
+from core.api.status_views import RecipeStatus, Status, describe_poll, item_label
+from core.identity import item_token_of_run
+from core.policies import Trigger
 from core.setup.config import Config
 from core.slots.schedule import next_slots
 from core.states import RunState
@@ -53,7 +55,26 @@ attempts = sa.Table(
     sa.Column("mode", sa.String(16), nullable=False),
     sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
 )
-TABLES = (recipes, runs, drafts, attempts)
+item_polls = sa.Table(  # docs/design.md §29: an items recipe's latest poll
+    "item_polls",
+    _metadata,
+    sa.Column("recipe", sa.String(64), primary_key=True),
+    sa.Column("polled_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("outcome", _STATE, nullable=False),
+    sa.Column("detail", sa.Text, nullable=True),
+)
+polled_items = sa.Table(  # an item run's title and link (ix_polled_items_run)
+    "polled_items",
+    _metadata,
+    sa.Column("recipe", sa.String(64), primary_key=True),
+    sa.Column("source", sa.String(64), primary_key=True),
+    sa.Column("item_id", sa.String(500), primary_key=True),
+    sa.Column("run_id", sa.String(200), nullable=False),
+    sa.Column("same_as", sa.String(500), nullable=True),
+    sa.Column("title", sa.Text, nullable=False),
+    sa.Column("link", sa.Text, nullable=True),
+)
+TABLES = (recipes, runs, drafts, attempts, item_polls, polled_items)
 
 
 def read_status(connection: sa.Connection, config: Config, now: datetime) -> Status:
@@ -64,8 +85,10 @@ def read_status(connection: sa.Connection, config: Config, now: datetime) -> Sta
     pending = _counts(connection, drafts, waiting_for_review(drafts.c.state))
     waiting = unfinished_batch_entry_of(attempts.c.mode, attempts.c.finished_at)
     in_batch = _counts(connection, attempts, waiting)  # through ix_attempts_waiting
+    polls = {r.recipe: r for r in connection.execute(sa.select(item_polls))}  # one per recipe
     statuses = []
     for recipe in config.recipes.values():
+        poll = polls.get(recipe.name) if recipe.trigger == Trigger.ITEMS else None
         row = rows.get(recipe.name)
         upcoming = next_slots(recipe, now, 1)
         statuses.append(
@@ -80,12 +103,33 @@ def read_status(connection: sa.Connection, config: Config, now: datetime) -> Sta
                 else None,
                 paused_reason=row.paused_reason if row else None,
                 in_batch=in_batch.get(recipe.name, 0),
+                last_poll=describe_poll(poll.outcome, _utc(poll.polled_at), poll.detail)
+                if poll
+                else None,
             )
         )
-    uncertain = connection.execute(
-        sa.select(runs.c.id).where(runs.c.state == RunState.UNCERTAIN).order_by(runs.c.slot_at)
-    ).scalars()
-    return Status(recipes=statuses, uncertain=list(uncertain))
+    uncertain = list(
+        connection.execute(
+            sa.select(runs.c.id).where(runs.c.state == RunState.UNCERTAIN).order_by(runs.c.slot_at)
+        ).scalars()
+    )
+    return Status(recipes=statuses, uncertain=uncertain, items=_item_labels(connection, uncertain))
+
+
+def _item_labels(connection: sa.Connection, run_ids: list[str]) -> dict[str, str]:
+    """Item runs among `run_ids` as people know them: title and link (docs/design.md §29)."""
+    wanted = [run for run in run_ids if item_token_of_run(run) is not None]
+    if not wanted:
+        return {}
+    query = sa.select(polled_items.c.run_id, polled_items.c.title, polled_items.c.link).where(
+        polled_items.c.run_id.in_(wanted), polled_items.c.same_as.is_(None)
+    )
+    return {run: item_label(title, link) for run, title, link in connection.execute(query)}
+
+
+def _utc(at: datetime) -> datetime:
+    """SQLite hands back naive UTC (the models' UTCDateTime does this for the ORM)."""
+    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
 
 
 def _counts(

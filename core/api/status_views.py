@@ -4,9 +4,11 @@ re-exports both; bench/cli_startup.py measures the start-up)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+from core.policies import PollOutcome
 from core.render import Printable, html_block, html_table, jsonable, text_table
 
 
@@ -20,15 +22,27 @@ class RecipeStatus:
     next_slot: str | None
     paused_reason: str | None = None
     in_batch: int = 0  # drafts waiting on a Message Batch (docs/design.md §21)
+    last_poll: str | None = (
+        None  # an items recipe's latest poll: when, and how it went (docs/design.md §29)
+    )
 
 
 @dataclass(frozen=True)
 class Status(Printable):
     recipes: list[RecipeStatus]
     uncertain: list[str]
+    items: dict[str, str] = field(default_factory=dict)  # item run -> its title and link
 
     def to_json(self) -> dict[str, Any]:
-        return {"recipes": [jsonable(r) for r in self.recipes], "uncertain": self.uncertain}
+        return {
+            "recipes": [jsonable(r) for r in self.recipes],
+            "uncertain": self.uncertain,
+            "items": self.items,
+        }
+
+    def uncertain_labels(self) -> list[str]:
+        """Uncertain runs as people read them: an item run with its item (docs/design.md §29)."""
+        return [f"{run} {self.items[run]}" if run in self.items else run for run in self.uncertain]
 
     def _rows(self) -> list[tuple[Any, ...]]:
         return [
@@ -39,18 +53,39 @@ class Status(Printable):
                 f"{r.pending}/{r.pending_limit}",
                 str(r.in_batch) if r.in_batch else "",
                 r.next_slot,
+                r.last_poll or "",
             )
             for r in self.recipes
         ]
 
-    _COLUMNS = ("recipe", "version", "paused", "waiting/limit", "in a batch", "next slot")
+    _COLUMNS = (
+        "recipe",
+        "version",
+        "paused",
+        "waiting/limit",
+        "in a batch",
+        "next slot",
+        "last poll",
+    )
 
     def _repr_html_(self) -> str:
         table = html_table("status", self._COLUMNS, self._rows())
         if not self.uncertain:
             return table
-        return table + html_block("p", "Uncertain runs: " + ", ".join(self.uncertain))
+        return table + html_block("p", "Uncertain runs: " + ", ".join(self.uncertain_labels()))
 
     def __str__(self) -> str:
         text = text_table("status", self._COLUMNS, self._rows())
-        return text + ("\nuncertain runs: " + ", ".join(self.uncertain) if self.uncertain else "")
+        uncertain = ", ".join(self.uncertain_labels())
+        return text + (f"\nuncertain runs: {uncertain}" if self.uncertain else "")
+
+
+def describe_poll(outcome: str, polled_at: datetime, detail: str | None) -> str:
+    """An items recipe's latest poll as `galley status` and Home say it (docs/design.md §29)."""
+    when = f"{polled_at:%Y-%m-%d %H:%M} UTC"
+    return f"{when} read" if outcome == PollOutcome.READ else f"{when} failed: {detail}"
+
+
+def item_label(title: str, link: str | None) -> str:
+    """An item as a run's label says it: its title, and its link."""
+    return title + (f" <{link}>" if link else "")

@@ -14,6 +14,8 @@ from typing import Any
 
 from core.api.status_views import RecipeStatus as RecipeStatus
 from core.api.status_views import Status as Status
+from core.api.status_views import describe_poll as describe_poll
+from core.api.status_views import item_label as item_label
 from core.post_body import PostBody
 from core.render import (
     Printable,
@@ -43,7 +45,7 @@ class RunSummary:
         """The run as people read it: its id, and an item run's title and link."""
         if self.item_title is None:
             return self.id
-        return f"{self.id} {self.item_title}" + (f" <{self.item_link}>" if self.item_link else "")
+        return f"{self.id} {item_label(self.item_title, self.item_link)}"
 
 
 class RunList(Rows[RunSummary]):

@@ -80,6 +80,7 @@ class Refused:
 
     reason: SkipReason | FailReason
     detail: str
+    retryable: bool = True  # a failed read a later read may pass (a timeout, a 5xx)
 
 
 def read_sources(
@@ -101,8 +102,9 @@ def read_sources(
             items += _read_with_retries(spec, window, context, reader, backoff or Backoff(), lost)
         except SourceReadError as failure:
             if spec.required:
-                return Refused(FailReason.SOURCE_FAILED, f"source {spec.label!r}: {failure.answer}")
-            left_out.append(LeftOut(spec.label, failure.answer))
+                said = f"source {spec.label!r}: {failure.answer}"
+                return Refused(FailReason.SOURCE_FAILED, said, retryable=failure.retryable)
+            left_out.append(LeftOut(spec.label, failure.answer, retryable=failure.retryable))
     return Snapshot(items=tuple(items), left_out=tuple(left_out))
 
 

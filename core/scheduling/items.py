@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -22,21 +23,17 @@ from core.drafting.basis import Refused, SourceAccess, read_sources
 from core.drafting.claims import DraftResult, lock_recipe_row, open_run, skip_if_pending
 from core.drafting.service import DraftingService
 from core.failpoints import Failpoint, failpoint
-from core.identity import item_run_id, item_run_range, item_token
+from core.identity import item_run_range
 from core.models import PolledItemRow, RunRow
-from core.policies import DraftOutcome, PendingReason, SkipReason
+from core.policies import DraftOutcome, ItemFate, PendingReason, SkipReason
 from core.ports import Clock
 from core.setup.config import Recipe
 from core.slots.schedule import Slot, slot_of_run
 from core.sources.items import SourceItem, Window
-from core.sources.polled import (
-    first_poll_of,
-    firsts_by_identity,
-    item_identity,
-    known_item_ids,
-    record_item,
-)
+from core.sources.poll_health import PollFailure, note_poll
+from core.sources.polled import first_poll_of, plan_poll, record_item
 from core.sources.reading import read_source
+from core.sources.snapshot import Snapshot
 from core.states import RunState
 from core.store.engine import Store
 from core.store.leases import SCHEDULER
@@ -106,6 +103,7 @@ class ItemPoller:
         self.access = access or drafting.basis.access
         self.reader = read_source
         self.stopping = stopping or threading.Event()
+        self.told: Callable[[str], None] = _nobody  # the poll alerts' pass, once wired
 
     def poll(self, recipe: Recipe, slot: Slot) -> PollResult:
         """Read the source once (outside any transaction), record what is new, draft."""
@@ -117,12 +115,18 @@ class ItemPoller:
             backoff=self.drafting.backoff,
         )
         if isinstance(read, Refused) or read.left_out:  # an optional source's too
-            failed = read.detail if isinstance(read, Refused) else read.left_out[0].line()
-            log.warning("poll of %s: source not read: %s", recipe.name, failed)
-            return PollResult(recipe.name, failed=failed, drafted=self.draft_waiting(recipe))
+            failure = _failure_of(read)
+            log.warning("poll of %s: source not read: %s", recipe.name, failure.detail)
+            with self.store.transaction() as session:  # only that it failed: no items
+                lock_recipe_row(session, recipe.name, self.clock.now())
+                note_poll(session, recipe.name, self.clock.now(), failure)
+            self.told(recipe.name)
+            drafted = self.draft_waiting(recipe)
+            return PollResult(recipe.name, failed=failure.detail, drafted=drafted)
         with self.store.transaction() as session:
             recorded = record_poll(session, recipe, slot, list(read.items), self.clock.now())
         failpoint(Failpoint.AFTER_POLL_COMMIT)
+        self.told(recipe.name)
         return PollResult(recipe.name, recorded, drafted=self.draft_waiting(recipe))
 
     def draft_waiting(self, recipe: Recipe) -> tuple[DraftResult, ...]:
@@ -182,6 +186,19 @@ class ItemPoller:
         return DraftResult(DraftOutcome.SKIPPED, run_id, None, SkipReason.STALE_ITEM, detail)
 
 
+def _failure_of(read: Refused | Snapshot) -> PollFailure:
+    """A poll's read that failed, as its alert needs it: the answer, and whether waiting
+    may fix it."""
+    if isinstance(read, Refused):
+        return PollFailure(read.detail, read.retryable)
+    left_out = read.left_out[0]
+    return PollFailure(left_out.line(), left_out.retryable)
+
+
+def _nobody(recipe: str) -> None:
+    """No alerts wired (a test's poller): the next alerts pass tells people."""
+
+
 def record_poll(
     session: Session, recipe: Recipe, slot: Slot, items: list[SourceItem], now: datetime
 ) -> Recorded:
@@ -189,46 +206,32 @@ def record_poll(
     (pending; `backfill` skipped at the source's first poll, but the newest `backfill`);
     a known id nothing; a new id with a known link and title a re-issue, logged."""
     lock_recipe_row(session, recipe.name, now)  # polls of one recipe, one at a time
+    note_poll(session, recipe.name, now)  # read: a failing episode, if any, ends here
     source = recipe.sources[0].label  # every item it reads is labelled so
     first_poll = first_poll_of(session, recipe.name, source, now)
-    first_of_id: dict[str, SourceItem] = {}
-    for item in items:  # a feed may list an entry twice: its first place counts
-        first_of_id.setdefault(item.item_id, item)
-    unique = list(first_of_id.values())
-    if not unique:
-        return Recorded()
-    known = known_item_ids(session, recipe.name, source, [item.item_id for item in unique])
-    fresh = [item for item in unique if item.item_id not in known]
-    drafted_now = {item.item_id for item in fresh[: recipe.backfill]} if first_poll else None
-    identities = [ident for item in fresh if (ident := item_identity(item)) is not None]
-    firsts = {
-        ident: (row.item_id, row.run_id)
-        for ident, row in firsts_by_identity(session, recipe.name, source, identities).items()
-    }
+    plan = plan_poll(
+        session, recipe.name, source, items, first_poll=first_poll, backfill=recipe.backfill
+    )
     waiting: list[str] = []
     backfilled = reissued = 0
-    for item in reversed(fresh):  # oldest first: runs are made, and drafted, in item order
-        ident = item_identity(item)
-        if ident is not None and ident in firsts:
-            first_id, first_run = firsts[ident]
-            record_item(session, recipe.name, item, run_id=first_run, now=now, same_as=first_id)
+    for planned in plan.unseen:
+        item = planned.item
+        if planned.fate == ItemFate.REISSUE:
+            same_as = planned.same_as
+            record_item(session, recipe.name, item, run_id=planned.run_id, now=now, same_as=same_as)
             log.info(
                 "item %r of %s re-issued as %r (same link and title): no second run",
-                first_id,
+                same_as,
                 recipe.name,
                 item.item_id,
             )
             reissued += 1
             continue
-        token = item_token(item.item_id)
-        run_id = item_run_id(recipe.name, token)
-        if not record_item(session, recipe.name, item, run_id=run_id, now=now):
+        if not record_item(session, recipe.name, item, run_id=planned.run_id, now=now):
             continue
-        if ident is not None:
-            firsts[ident] = (item.item_id, run_id)
-        item_slot = Slot(wall=slot.wall, fire_at=slot.fire_at, item=token)
+        item_slot = Slot(wall=slot.wall, fire_at=slot.fire_at, item=planned.token)
         run, _ = open_run(session, recipe, item_slot, manual=False, actor=SCHEDULER, now=now)
-        if drafted_now is not None and item.item_id not in drafted_now:
+        if planned.fate == ItemFate.BACKFILL:
             detail = f"already there at the first poll of {source} (backfill = {recipe.backfill})"
             skip_if_pending(session, run, SkipReason.BACKFILL, detail, actor=SCHEDULER, now=now)
             backfilled += 1
@@ -236,4 +239,4 @@ def record_poll(
             run.reason = PendingReason.ITEM_WAITS
             guarded_update(session, run, state=RunState.PENDING)
             waiting.append(run.id)
-    return Recorded(tuple(waiting), backfilled, reissued, known=len(known))
+    return Recorded(tuple(waiting), backfilled, reissued, known=plan.known)

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.policies import Trigger
+from core.policies import Drafting, Trigger
 from core.setup.durations import Duration
 
 SOURCE_KEY = "source"
@@ -38,6 +38,8 @@ class _ItemRecipe(Protocol):
     def sources(self) -> tuple[Any, ...]: ...
     @property
     def draft_ahead(self) -> timedelta: ...
+    @property
+    def drafting(self) -> Drafting: ...
     @property
     def model_fields_set(self) -> set[str]: ...
 
@@ -75,4 +77,9 @@ def item_trigger_problems(recipe: _ItemRecipe, label: str, lifted: bool) -> list
         )
     if recipe.draft_ahead > timedelta(0):
         problems.append(f"{label}: draft_ahead: an items recipe drafts each item as it comes")
+    if recipe.drafting == Drafting.BATCH:  # a batch waits on a slot's time; an item has none
+        problems.append(
+            f'{label}: drafting: "batch" does not go with trigger = "items" (an item is '
+            'drafted as it comes, not gathered for a slot\'s time); use drafting = "sync"'
+        )
     return problems

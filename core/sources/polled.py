@@ -13,7 +13,9 @@ from datetime import datetime
 
 from sqlmodel import Session, col, select
 
+from core.identity import item_run_id, item_token
 from core.models import PolledItemRow, PolledSourceRow
+from core.policies import ItemFate
 from core.sources.items import SourceItem
 from core.store.engine import insert_ignore
 
@@ -26,6 +28,69 @@ class ItemLabel:
 
     title: str
     link: str | None
+
+
+@dataclass(frozen=True)
+class PlannedItem:
+    """An item a poll has not seen, and what it becomes: its run (a re-issue: its first's)."""
+
+    item: SourceItem
+    fate: ItemFate
+    run_id: str
+    token: str  # the run id's item token (a re-issue: its own, unused)
+    same_as: str | None = None  # a re-issue: the first item's id
+
+
+@dataclass(frozen=True)
+class PollPlan:
+    """What one poll's items come to, oldest first: the one rule `record_poll` writes and
+    `galley sources` shows."""
+
+    unseen: tuple[PlannedItem, ...] = ()
+    known: int = 0  # items an earlier poll recorded
+    first_poll: bool = False
+
+
+def plan_poll(
+    session: Session,
+    recipe: str,
+    source: str,
+    items: Sequence[SourceItem],
+    *,
+    first_poll: bool,
+    backfill: int,
+) -> PollPlan:
+    """Each unseen item (the first place of an id a feed lists twice) as a new run, a
+    `backfill` skip at a first poll (all but the newest `backfill`), or a re-issue of a
+    known item (or of an older one in this poll) by its link and title."""
+    first_of_id: dict[str, SourceItem] = {}
+    for item in items:
+        first_of_id.setdefault(item.item_id, item)
+    unique = list(first_of_id.values())
+    if not unique:
+        return PollPlan(first_poll=first_poll)
+    known = known_item_ids(session, recipe, source, [item.item_id for item in unique])
+    fresh = [item for item in unique if item.item_id not in known]
+    drafted_now = {item.item_id for item in fresh[:backfill]} if first_poll else None
+    identities = [ident for item in fresh if (ident := item_identity(item)) is not None]
+    firsts = {
+        ident: (row.item_id, row.run_id)
+        for ident, row in firsts_by_identity(session, recipe, source, identities).items()
+    }
+    planned: list[PlannedItem] = []
+    for item in reversed(fresh):  # oldest first: runs are made, and drafted, in item order
+        ident, token = item_identity(item), item_token(item.item_id)
+        if ident is not None and ident in firsts:
+            first_id, first_run = firsts[ident]
+            planned.append(PlannedItem(item, ItemFate.REISSUE, first_run, token, first_id))
+            continue
+        run_id = item_run_id(recipe, token)
+        if ident is not None:
+            firsts[ident] = (item.item_id, run_id)
+        backfilled = drafted_now is not None and item.item_id not in drafted_now
+        fate = ItemFate.BACKFILL if backfilled else ItemFate.NEW
+        planned.append(PlannedItem(item, fate, run_id, token))
+    return PollPlan(tuple(planned), len(known), first_poll)
 
 
 def item_identity(item: SourceItem) -> str | None:
@@ -73,6 +138,11 @@ def firsts_by_identity(
         ).all()
         found.update((row.identity, row) for row in rows if row.identity is not None)
     return found
+
+
+def was_polled(session: Session, recipe: str, source: str) -> bool:
+    """Whether a poll of this recipe's source was recorded (a read: `galley sources`)."""
+    return session.get(PolledSourceRow, (recipe, source)) is not None
 
 
 def first_poll_of(session: Session, recipe: str, source: str, now: datetime) -> bool:

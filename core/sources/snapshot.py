@@ -29,6 +29,7 @@ class LeftOut:
 
     source: str
     answer: str  # one line: the status and what the server said
+    retryable: bool = True  # not stored: whether a later read may pass (a poll's alert asks)
 
     def line(self) -> str:
         return f"{self.source}: {self.answer}"

@@ -169,6 +169,16 @@ def test_an_admin_gets_the_controls_and_the_runs_needing_a_person() -> None:
     ]
 
 
+def test_an_items_recipe_shows_its_latest_poll_and_a_failure_answer_escaped() -> None:
+    failed = "2026-11-30 12:00 UTC failed: source 'blog': 404 <b>Not Found</b>"
+    line = RecipeLine(status(last_poll=failed), None, None, None)
+
+    view = home_view(HomeModel([], 0, [line], []), ADMIN, now=NOW)
+
+    assert_valid_view(view)
+    assert "Last poll: 2026-11-30 12:00 UTC failed: source 'blog': 404 &lt;b&gt;" in texts(view)
+
+
 @pytest.mark.parametrize(
     ("waiting", "recipes", "needing"), [(200, 1, 0), (5, 80, 0), (60, 30, 40), (0, 0, 200)]
 )

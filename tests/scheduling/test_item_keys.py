@@ -99,6 +99,10 @@ def test_an_items_recipe_reads_one_source_with_backfill_and_item_ttl() -> None:
         ('trigger = "items"\nsource = { kind = "feed", url = "ftp://x" }\n', "source.url: want"),
         ('trigger = "items"\ndraft_ahead = "1h"' + SOURCE, "draft_ahead: an items recipe"),
         ('trigger = "items"\nbackfill = -1' + SOURCE, "backfill: must be at least 0"),
+        (
+            'trigger = "items"\ndrafting = "batch"' + SOURCE,
+            'drafting: "batch" does not go with trigger = "items"',
+        ),
     ],
 )
 def test_item_keys_that_do_not_fit_are_refused_naming_the_key(extra: str, problem: str) -> None:
