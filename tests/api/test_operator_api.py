@@ -253,6 +253,8 @@ def test_collections_convert_to_data_frames(connect: Connect) -> None:
         "reason",
         "draft_key",
         "attempts",
+        "item_title",  # an items recipe's run names its item (docs/design.md §29)
+        "item_link",
     ]
     assert sorted(runs["id"]) == [RUN, f"{RECIPE}@2026-11-30T09:00"]
     assert list(runs["attempts"]) == [1, 1]
