@@ -137,6 +137,8 @@ class Rows(Printable, list[T]):
     title: ClassVar[str] = ""
     row_type: ClassVar[type[Any] | None] = None  # a dataclass: its fields are the columns
     columns: ClassVar[tuple[str, ...]] = ()  # or a chosen few of them
+    # read only where some row has one (an item run's item among slot runs)
+    sparse_columns: ClassVar[tuple[str, ...]] = ()
 
     def field_names(self) -> tuple[str, ...]:
         """Every field: what JSON and DataFrames carry."""
@@ -145,8 +147,10 @@ class Rows(Printable, list[T]):
         return self.columns
 
     def column_names(self) -> tuple[str, ...]:
-        """The fields a person reads in a table."""
-        return self.columns or self.field_names()
+        """The fields a person reads in a table: a sparse one only if some row has it."""
+        names = self.columns or self.field_names()
+        empty = {n for n in self.sparse_columns if all(getattr(r, n) is None for r in self)}
+        return tuple(name for name in names if name not in empty)
 
     def records(
         self, names: tuple[str, ...] | None = None, limit: int | None = None

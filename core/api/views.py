@@ -51,6 +51,7 @@ class RunSummary:
 class RunList(Rows[RunSummary]):
     title = "runs"
     row_type = RunSummary
+    sparse_columns = ("item_title", "item_link")  # docs/design.md §29
 
 
 @dataclass(frozen=True)
