@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from core.drafting.attempts import finish_attempt
+from core.drafting.attempts import finish_attempt_row
 from core.drafting.revisions import model_author
 from core.errors import ModelCallFailed
 from core.identity import alt_text_attempt_number, alt_text_key
@@ -132,9 +132,9 @@ class AltTextProposer:
             failure = exc
         latency_ms = int((time.monotonic() - began) * 1000)
         with self.store.transaction() as session:
-            run_id, number = asked.run_id, alt_text_attempt_number(image.sha256)
+            row_id = alt_text_key(draft_key, image.sha256)
             values = {"finished_at": self.clock.now(), "latency_ms": latency_ms}
-            finish_attempt(session, run_id, number, values, failure=failure, reply=reply)
+            finish_attempt_row(session, row_id, values, failure=failure, reply=reply)
         if reply is None or not _alt_of(reply):
             return "the model gave no text" if failure is None else f"the model failed ({failure})"
         return reply
