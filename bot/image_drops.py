@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 
 from core.api.draft_images import DraftImages
-from core.images.alt_text import AltTextProposer
 from core.policies import ImageSource
+from core.review.alt_text import AltTextProposer
 from core.review.queue import ReviewAnswer
 
 MAX_DOWNLOAD = 50 * 1024 * 1024  # bytes: larger files are refused before downloading

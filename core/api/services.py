@@ -39,10 +39,10 @@ if TYPE_CHECKING:
     from core.drafting.claims import DraftResult
     from core.drafting.fit import FitRule
     from core.drafting.service import DraftingService
-    from core.images.alt_text import AltTextProposer
     from core.images.library import ImageLibrary
     from core.operations.resolution import Resolver
     from core.publishing.destinations import Destinations
+    from core.review.alt_text import AltTextProposer
     from core.review.redrafting import RedraftService
     from core.scheduling.items import ItemPoller
     from core.scheduling.recipe_changes import RecipeChanges
@@ -202,7 +202,7 @@ class Services:
     def alt_texts(self) -> AltTextProposer | None:
         """Alt text proposed by the model for an image without one (docs/design.md §32);
         None without ANTHROPIC_API_KEY (people write it)."""
-        from core.images.alt_text import AltTextProposer
+        from core.review.alt_text import AltTextProposer
 
         if self._drafter is None:
             return None

@@ -12,12 +12,12 @@ from typing import Any
 from sqlmodel import select
 
 from core.api.draft_images import DraftImages
-from core.images.alt_text import AltTextProposer
 from core.images.library import Taken
 from core.models import AttemptRow
 from core.policies import AttemptCause, ImageSource
 from core.ports import Drafter, DraftRequest, ModelReply
 from core.post_body import PostBody
+from core.review.alt_text import AltTextProposer
 from tests.fakes.anthropic_api import FakeAnthropic, ok, status
 from tests.harness.worlds import KEY, MakeWorld, World
 from tests.images.pictures import photo
