@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 
 from core.drafting.attempts import finish_attempt_row
+from core.drafting.gate import tokens_today
 from core.drafting.revisions import model_author
 from core.errors import ModelCallFailed
 from core.identity import alt_text_attempt_number, alt_text_key
@@ -76,7 +77,10 @@ class AltTextProposer:
         asked = self._asked(draft_key, image)
         if asked is None:
             return AltProposal(None, "")
-        if not self._claim(draft_key, image, asked):
+        claimed = self._claim(draft_key, image, asked)
+        if isinstance(claimed, str):
+            return AltProposal(None, f"No alt text was proposed for {image.name}: {claimed}.")
+        if not claimed:
             return AltProposal(None, "")  # proposed already, or being proposed
         reply = self._call(draft_key, image, asked, context)
         if isinstance(reply, str):
@@ -95,8 +99,15 @@ class AltTextProposer:
             return None
         return _Asked(run_id, recipe, body.readable())
 
-    def _claim(self, draft_key: str, image: ImageRef, asked: _Asked) -> bool:
+    def _claim(self, draft_key: str, image: ImageRef, asked: _Asked) -> bool | str:
+        """True when this caller may call; False when another has; why not, in words,
+        when the recipe's daily token budget is spent."""
+        budget = asked.recipe.daily_token_budget
         with self.store.transaction() as session:
+            if budget:
+                spent = tokens_today(session, asked.recipe, lease_now(session, self.clock))
+                if spent >= budget:
+                    return f"the daily_token_budget is spent ({spent} of {budget} tokens)"
             return insert_ignore(
                 session,
                 AttemptRow,

@@ -139,3 +139,16 @@ def test_describe_images_sends_the_image_as_a_base64_block(
 
     assert base64.b64decode(block["source"]["data"]) == stored.data
     assert alts(world) == ["A chart going up."]
+
+
+def test_a_spent_token_budget_proposes_nothing_and_says_why(
+    db_url: str, worlds: MakeWorld, fake_anthropic: FakeAnthropic
+) -> None:
+    world, _, taken = drafted_with_image(
+        worlds, db_url, fake_anthropic, defaults="daily_token_budget = 1"
+    )
+    calls = len(fake_anthropic.requests)
+    refused = proposer(world).propose(KEY, taken.ref, CONTEXT)
+    assert refused.answer is None and "daily_token_budget is spent" in refused.told
+    assert len(fake_anthropic.requests) == calls and alt_attempts(world) == []
+    assert alts(world) == [""]
