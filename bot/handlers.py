@@ -161,7 +161,7 @@ class Listeners:
             self.work.take_image_soon(partial(self._take_drop, drop, tell, client))
 
     def _take_drop(self, drop: Drop, tell: Callable[[str], object], client: WebClient) -> None:
-        answer = take_drop(drop, self.images, str(client.token), tell)
+        answer = take_drop(drop, self.images, str(client.token), tell, self.core.alt_texts)
         if answer is not None:
             self.settle(answer, tell)
 

@@ -17,6 +17,7 @@ import httpx
 
 from core.api.draft_images import DraftImages
 from core.policies import ImageSource
+from core.review.alt_text import AltTextProposer
 from core.review.queue import ReviewAnswer
 
 MAX_DOWNLOAD = 50 * 1024 * 1024  # bytes: larger files are refused before downloading
@@ -32,6 +33,7 @@ class Drop:
     channel: str
     thread_ts: str
     file: dict[str, Any]
+    words: str = ""  # the message's own text: context for the proposed alt text
 
     @property
     def name(self) -> str:
@@ -49,15 +51,20 @@ def drops_in(event: dict[str, Any], review_channel: str, images: DraftImages) ->
     draft_key = images.draft_of_review_message(str(thread_ts))
     if draft_key is None:
         return []
-    user = str(event.get("user", ""))
-    return [Drop(draft_key, user, review_channel, str(thread_ts), f) for f in files]
+    user, words = str(event.get("user", "")), str(event.get("text") or "")
+    return [Drop(draft_key, user, review_channel, str(thread_ts), f, words) for f in files]
 
 
 def take_drop(
-    drop: Drop, images: DraftImages, token: str, tell: Callable[[str], object]
+    drop: Drop,
+    images: DraftImages,
+    token: str,
+    tell: Callable[[str], object],
+    alt_texts: AltTextProposer | None = None,
 ) -> ReviewAnswer | None:
-    """The dropped image downloaded and added to its draft; what happened told in the
-    thread. None when it could not be downloaded."""
+    """The dropped image downloaded and added to its draft, its alt text proposed by the
+    model when it has none (`alt_texts`); what happened told in the thread. The answer of
+    the last revision written; None when it could not be downloaded."""
     data = download(drop.file, token)
     if isinstance(data, str):
         tell(f"Image {drop.name} was not added: {data}.")
@@ -68,6 +75,12 @@ def take_drop(
     if answer.accepted and taken is not None:
         shaped = f" ({taken.changed})" if taken.changed else ""
         tell(f"Image {drop.name} added{shaped}. Add its alt text with Edit before approving.")
+        if alt_texts is not None and not taken.ref.alt:
+            context = f"a file named {drop.name}; the reviewer wrote: {drop.words}"
+            proposal = alt_texts.propose(drop.draft_key, taken.ref, context)
+            if proposal.told:
+                tell(proposal.told)
+            return proposal.answer or answer
     return answer
 
 

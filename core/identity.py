@@ -321,6 +321,22 @@ def upload_effect_key(draft: str, target: str, sha256: str) -> str:
     return f"{draft}{UPLOAD_MARK}{target}{KEY_MARK}{sha256}"
 
 
+ALT_TEXT_MARK = "|alt:"
+
+
+def alt_text_key(draft: str, sha256: str) -> str:
+    """`<draft key>|alt:<sha256>`: the one model call proposing an image's alt text for a
+    draft (docs/design.md §32), claimed as its attempt row's id before the call, so a
+    redelivered drop or a retry finds it and never pays again."""
+    return f"{draft}{ALT_TEXT_MARK}{sha256}"
+
+
+def alt_text_attempt_number(sha256: str) -> int:
+    """The alt-text attempt's number within its run: negative, so it never takes a slot
+    draft's numbers (1, 2, …) nor their `max` (`Attempts.last`); distinct per image."""
+    return -(int(sha256[:7], 16) + 1)
+
+
 def platform_of_target(target: str) -> str:
     """The platform a target id names (`bluesky` of `bluesky:acme.bsky.social`)."""
     return target.partition(":")[0]

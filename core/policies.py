@@ -149,6 +149,7 @@ class AttemptCause(StrEnum):
 
     DRAFT = "draft"  # a slot's draft (and its retries, and an on_similar second try)
     REDRAFT = "redraft"  # a reviewer asked for a new revision with a note (docs/design.md §22)
+    ALT_TEXT = "alt_text"  # an image's alt text proposed by the model (docs/design.md §32)
 
 
 class RedraftState(StrEnum):

@@ -39,6 +39,14 @@ class PostShape:
 
 
 @dataclass(frozen=True)
+class ImageInput:
+    """An image shown to the model (`describe_images`, docs/design.md §32)."""
+
+    media_type: str
+    data: bytes
+
+
+@dataclass(frozen=True)
 class DraftRequest:
     model: str
     system: str
@@ -47,6 +55,7 @@ class DraftRequest:
     timeout: timedelta
     recipe: str = ""  # for metrics and logs only; never sent to the model
     shape: PostShape | None = None  # asked for through a tool: a version per target, threads
+    images: tuple[ImageInput, ...] = ()  # sent as image blocks before the prompt
 
 
 @dataclass(frozen=True)

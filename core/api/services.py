@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from core.images.library import ImageLibrary
     from core.operations.resolution import Resolver
     from core.publishing.destinations import Destinations
+    from core.review.alt_text import AltTextProposer
     from core.review.redrafting import RedraftService
     from core.scheduling.items import ItemPoller
     from core.scheduling.recipe_changes import RecipeChanges
@@ -196,6 +197,16 @@ class Services:
         from core.images.library import ImageLibrary
 
         return ImageLibrary(self.store, self.clock)
+
+    @cached_property
+    def alt_texts(self) -> AltTextProposer | None:
+        """Alt text proposed by the model for an image without one (docs/design.md §32);
+        None without ANTHROPIC_API_KEY (people write it)."""
+        from core.review.alt_text import AltTextProposer
+
+        if self._drafter is None:
+            return None
+        return AltTextProposer(self.store, self.config, self.clock, self._drafter, self.images)
 
     def prepare_drafting(self) -> float | None:
         """Build the drafting service and load the model client now, before any slot is

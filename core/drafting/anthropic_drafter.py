@@ -11,6 +11,7 @@ client) is reported beside it, never hidden in it.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import time
 from dataclasses import dataclass
@@ -104,13 +105,32 @@ class AnthropicDrafter:
             message = client.messages.create(
                 model=request.model,
                 max_tokens=request.max_tokens,
-                messages=[{"role": "user", "content": request.prompt}],
+                messages=[{"role": "user", "content": user_content(request)}],
                 timeout=timeout,
                 **optional,
             )
         except anthropic.AnthropicError as exc:
             raise classify(exc) from exc
         return shaped_reply(request.shape, model_reply(message, message._request_id))
+
+
+def user_content(request: DraftRequest) -> Any:
+    """The prompt as sent: plain text, or each image as a base64 image block before it
+    (`describe_images`, docs/design.md §32)."""
+    if not request.images:
+        return request.prompt
+    blocks: list[dict[str, Any]] = [
+        {
+            "type": "image",
+            "source": {
+                "type": "base64",
+                "media_type": image.media_type,
+                "data": base64.b64encode(image.data).decode("ascii"),
+            },
+        }
+        for image in request.images
+    ]
+    return [*blocks, {"type": "text", "text": request.prompt}]
 
 
 @dataclass

@@ -202,7 +202,20 @@ def finish_attempt(
 ) -> None:
     """How the call ended, written once: an attempt already marked abandoned by a new
     owner stays so, but what its call cost was paid all the same, and counts."""
-    row: dict[str, object] = {_ATTEMPT: attempt_id(run_id, number)}
+    finish_attempt_row(session, attempt_id(run_id, number), values, failure=failure, reply=reply)
+
+
+def finish_attempt_row(
+    session: Session,
+    row_id: str,
+    values: dict[str, object],
+    *,
+    failure: ModelCallFailed | None = None,
+    reply: ModelReply | None = None,
+) -> None:
+    """`finish_attempt` by the attempt row's id (an alt text's is its own key,
+    docs/design.md §32)."""
+    row: dict[str, object] = {_ATTEMPT: row_id}
     finished = session.execute(_FINISH_ATTEMPT, row | values | attempt_outcome(failure, reply))
     if reply is not None and finished.rowcount == 0:  # type: ignore[attr-defined]
         session.execute(_ATTEMPT_USAGE, row | usage_of(reply))  # abandoned, but paid for

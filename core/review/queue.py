@@ -217,16 +217,24 @@ def edit(
         if isinstance(found, ReviewAnswer):
             return found
         draft, run = found
-        keep_revisions(session, draft, new_text=text, editor=user, at=now)
-        draft.text, draft.text_hash, draft.revision = text, text_hash(text), draft.revision + 1
-        draft.decision_reason = None  # a notice about the old revision no longer applies
-        draft.updated_at = now
-        session.add(draft)
-        edited = Decided(DecisionKind.EDIT, draft.revision)
-        why = f"edited: revision {draft.revision}"
-        note_draft(session, draft, actor=user, at=now, reason=why, decision=edited)
-        saved = f"Saved as revision {draft.revision}."
-        return ReviewAnswer(True, saved, draft_key, review_item(draft, run))
+        return save_revision(session, draft, run, text=text, editor=user, at=now)
+
+
+def save_revision(
+    session: Session, draft: DraftRow, run: RunRow, *, text: str, editor: str, at: datetime
+) -> ReviewAnswer:
+    """`text` as the next revision of a draft `open_for_change` locked: a person's edit,
+    or an alt text the model proposed (docs/design.md §32)."""
+    keep_revisions(session, draft, new_text=text, editor=editor, at=at)
+    draft.text, draft.text_hash, draft.revision = text, text_hash(text), draft.revision + 1
+    draft.decision_reason = None  # a notice about the old revision no longer applies
+    draft.updated_at = at
+    session.add(draft)
+    edited = Decided(DecisionKind.EDIT, draft.revision)
+    why = f"edited: revision {draft.revision}"
+    note_draft(session, draft, actor=editor, at=at, reason=why, decision=edited)
+    saved = f"Saved as revision {draft.revision}."
+    return ReviewAnswer(True, saved, draft.key, review_item(draft, run))
 
 
 def _sentence(refusal: Refusal, item: ReviewItem | None, recipe_version: int | None) -> str:

@@ -338,6 +338,8 @@ class RecipeSettings(_Strict):
     # docs/design.md §30: a version per target, threads (checked in core/setup/post_shape.py)
     variants: Variants = Variants.ONE
     thread: int = Field(default=1, ge=1, le=MAX_THREAD_PARTS)  # at most this many parts
+    # docs/design.md §32: the model shown an image's pixels when it proposes its alt text
+    describe_images: bool = False
 
     @field_validator("timezone")
     @classmethod

@@ -203,7 +203,32 @@ def _validate(body: Any) -> str | None:
         return "max_tokens: must be at least 1"
     if body.get("stream"):
         return "the fake does not implement streaming"
-    return _tools_problem(body)
+    return _images_problem(body["messages"]) or _tools_problem(body)
+
+
+IMAGE_MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+
+
+def _images_problem(messages: list[Any]) -> str | None:
+    """What the API refuses in an image content block (a base64 source): a media type
+    other than the four it reads, in its pydantic wording."""
+    for m, message in enumerate(messages):
+        content = message.get("content") if isinstance(message, dict) else None
+        for b, block in enumerate(content if isinstance(content, list) else []):
+            if not isinstance(block, dict) or block.get("type") != "image":
+                continue
+            source = block.get("source") or {}
+            where = f"messages.{m}.content.{b}.image.source.base64"
+            if source.get("type") != "base64":
+                continue  # url and file sources: Galley sends neither
+            if source.get("media_type") not in IMAGE_MEDIA_TYPES:
+                return (
+                    f"{where}.media_type: Input should be 'image/jpeg', 'image/png', "
+                    "'image/gif' or 'image/webp'"
+                )
+            if not isinstance(source.get("data"), str) or not source["data"]:
+                return f"{where}.data: Field required"
+    return None
 
 
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")

@@ -317,3 +317,27 @@ def test_a_tool_choice_naming_no_tool_is_refused_as_the_api_does(fake: FakeAnthr
             tools=[TOOL],  # type: ignore[list-item]
             tool_choice={"type": "tool", "name": "other"},
         )
+
+
+def image_message(media_type: str) -> list[dict[str, object]]:
+    source = {"type": "base64", "media_type": media_type, "data": "aGVsbG8="}
+    image = {"type": "image", "source": source}
+    return [{"role": "user", "content": [image, {"type": "text", "text": "describe it"}]}]
+
+
+def test_image_blocks_of_the_four_media_types_are_read_and_others_refused_as_the_api_does(
+    fake: FakeAnthropic,
+) -> None:
+    c = client(fake.url)
+    for media_type in ("image/jpeg", "image/png", "image/gif", "image/webp"):
+        answer = c.messages.create(
+            model="claude-test", max_tokens=10, messages=image_message(media_type)
+        )
+        assert text_of(answer) == "Draft for: describe it"
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        c.messages.create(model="claude-test", max_tokens=10, messages=image_message("image/heic"))
+    assert refused.value.status_code == 400
+    assert refused.value.body["error"]["message"] == (  # type: ignore[index]
+        "messages.0.content.0.image.source.base64.media_type: Input should be "
+        "'image/jpeg', 'image/png', 'image/gif' or 'image/webp'"
+    )

@@ -18,7 +18,7 @@ from core.images.limits import ImageFacts
 from core.models import ImageRow
 from core.post_body import PostBody
 from core.states import DraftState
-from tests.fakes.anthropic_api import FakeAnthropic, ok
+from tests.fakes.anthropic_api import FakeAnthropic, ok, status
 from tests.fakes.slack_api import FakeSlack
 from tests.harness.slack_harness import APPROVE, CHANNEL, EDIT, KEY, Harness, StartBot, eventually
 from tests.harness.slack_requests import TEAM, text_input, view_submission
@@ -62,6 +62,10 @@ def file_shared(
     }
 
 
+def told_in_thread(h: Harness) -> list[str]:
+    return [str(c.params.get("text")) for c in h.calls("chat.postEphemeral")]
+
+
 def stored_images(h: Harness) -> list[ImageFacts]:
     with h.store.read() as session:
         rows = list(session.exec(select(ImageRow)))
@@ -78,7 +82,7 @@ def test_a_12_mb_photo_dropped_in_the_thread_is_resized_and_needs_alt_text_befor
     db_url: str, start_bot: StartBot, fake_anthropic: FakeAnthropic, environ: None
 ) -> None:
     h = start_bot(db_url, slack='approvers = ["U0EDITOR"]', publish=BLUESKY)
-    fake_anthropic.script(ok(text=TEXT))
+    fake_anthropic.script(ok(text=TEXT), status(529))  # no alt text proposed: none to show
     _, message = h.draft_and_post()
     slack: FakeSlack = h.slack
     data = photo(3700, 2800)
@@ -105,7 +109,8 @@ def test_a_12_mb_photo_dropped_in_the_thread_is_resized_and_needs_alt_text_befor
         lambda: [r for r in h.replies("U0EDITOR") if "alt text" in r], "the refusal"
     )
     assert "Image launch.jpg has no alt text" in reply
-    assert h.draft_row().state == DraftState.READY
+    assert h.draft_row().state == DraftState.READY and h.draft_row().revision == 2
+    assert any("No alt text was proposed for launch.jpg" in t for t in told_in_thread(h))
     downloads = h.calls("files-pri")
     assert len(downloads) == 1 and downloads[0].headers["authorization"] == "Bearer xoxb-test"
 
@@ -114,7 +119,7 @@ def test_remove_takes_the_image_off_as_a_new_revision(
     db_url: str, start_bot: StartBot, fake_anthropic: FakeAnthropic, environ: None
 ) -> None:
     h = start_bot(db_url, slack='approvers = ["U0EDITOR"]', publish=BLUESKY)
-    fake_anthropic.script(ok(text=TEXT))
+    fake_anthropic.script(ok(text=TEXT), status(529))  # the alt text is left to people
     _, message = h.draft_and_post()
     file = h.slack.add_file("F0CHART", "chart.jpg", photo(800, 600), "image/jpeg")
     assert h.sender.event(file_shared(h, message["ts"], file)).status_code == 200  # type: ignore[attr-defined]
@@ -150,7 +155,7 @@ def test_edit_shows_the_text_and_a_field_per_image_and_saves_the_alt_text(
     db_url: str, start_bot: StartBot, fake_anthropic: FakeAnthropic, environ: None
 ) -> None:
     h = start_bot(db_url, slack='approvers = ["U0EDITOR"]', publish=BLUESKY)
-    fake_anthropic.script(ok(text=TEXT))
+    fake_anthropic.script(ok(text=TEXT), status(529))  # the alt text is left to people
     _, message = h.draft_and_post()
     file = h.slack.add_file("F0CHART", "chart.jpg", photo(800, 600), "image/jpeg")
     assert h.sender.event(file_shared(h, message["ts"], file)).status_code == 200  # type: ignore[attr-defined]
@@ -181,3 +186,30 @@ def test_edit_shows_the_text_and_a_field_per_image_and_saves_the_alt_text(
     eventually(lambda: '"rev":3' in str(h.message_for(KEY)["blocks"]) or None, "revision 3")
     assert h.click(APPROVE, "U0EDITOR").status_code == 200
     eventually(lambda: h.draft_row().state == DraftState.APPROVED or None, "the approval")
+
+
+def test_a_dropped_image_gets_an_alt_text_from_one_model_call_and_a_redelivery_pays_nothing(
+    db_url: str, start_bot: StartBot, fake_anthropic: FakeAnthropic, environ: None
+) -> None:
+    h = start_bot(db_url, slack='approvers = ["U0EDITOR"]', publish=BLUESKY)
+    fake_anthropic.script(ok(text=TEXT), ok(text="Sales by week, rising"))
+    _, message = h.draft_and_post()
+    file = h.slack.add_file("F0CHART", "chart.jpg", photo(800, 600), "image/jpeg")
+    event = file_shared(h, message["ts"], file)
+    event["event"]["text"] = "our weekly sales chart"
+    assert h.sender.event(event).status_code == 200  # type: ignore[attr-defined]
+    eventually(lambda: h.draft_row().revision == 3 or None, "the proposed alt text")
+    [image] = PostBody.parse(h.draft_row().text or "").images
+    assert image.alt == "Sales by week, rising"
+    asked = str(fake_anthropic.requests[-1].body["messages"])
+    assert "chart.jpg" in asked and "our weekly sales chart" in asked and TEXT in asked
+    calls = len(fake_anthropic.requests)
+    assert h.sender.event(event).status_code == 200  # type: ignore[attr-defined]  # redelivered
+    eventually(lambda: len(h.calls("files-pri")) == 2 or None, "the second download")
+    eventually(
+        lambda: sum("on the draft already" in t for t in told_in_thread(h)) or None, "the answer"
+    )
+    assert len(fake_anthropic.requests) == calls and h.draft_row().revision == 3
+    eventually(
+        lambda: "Sales by week, rising" in str(h.message_for(KEY)["blocks"]) or None, "shown"
+    )
