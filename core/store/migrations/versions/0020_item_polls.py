@@ -1,7 +1,7 @@
 """Items (issue 37, docs/design.md §29): each items recipe's latest poll and its failing
 episode, so a source that stops answering is alerted once and settled when it answers.
 
-Revision ID: 0021
+Revision ID: 0020
 Revises: 0019
 Create Date: 2026-12-04
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0021"
+revision = "0020"
 down_revision = "0019"
 branch_labels = None
 depends_on = None
