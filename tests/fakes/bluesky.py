@@ -49,7 +49,6 @@ MENTION_TYPE = "app.bsky.richtext.facet#mention"
 IMAGES_EMBED = "app.bsky.embed.images"
 EXTERNAL_EMBED = "app.bsky.embed.external"
 UPLOAD_LIMIT = 5 * 1024 * 1024  # the reference PDS's default blobUploadLimit (5mb)
-IMAGE_MAX_SIZE = 1_000_000  # app.bsky.embed.images#image: blob maxSize
 MAX_IMAGES = 4
 BARE_500 = {"error": "InternalServerError", "message": "Internal Server Error"}
 UNVERIFIED = {"error": "InvalidToken", "message": "Token could not be verified"}
@@ -400,8 +399,9 @@ class FakeBluesky(social.SocialFake):
         return 200, {"blob": blob}, {}
 
     def _embed_refused(self, embed: Any) -> Reply | None:
-        """A post's images as the PDS validates them: at most 4, each a blob it holds,
-        each within the lexicon's maxSize (`BlobTooLarge`)."""
+        """A post's images as the PDS validates them: at most 4, each a blob it holds
+        under the type and size the reference names. The reference PDS (0.5.35) does
+        not hold a blob to the lexicon's `maxSize` when a record names it."""
         if isinstance(embed, dict) and embed.get("$type") == EXTERNAL_EMBED:
             thumb = (embed.get("external") or {}).get("thumb")
             return None if thumb is None else self._blob_refused(thumb)
@@ -418,19 +418,27 @@ class FakeBluesky(social.SocialFake):
         return None
 
     def _blob_refused(self, ref: dict[str, Any]) -> Reply | None:
-        """A blob a record names: one the PDS holds, within the lexicon's maxSize."""
+        """A blob a record names as the PDS's `verifyBlobAndMakePermanent` checks it:
+        one it holds (`BlobNotFound`), with the stored type (`InvalidMimeType`) and
+        size (`InvalidSize`)."""
         cid = str((ref.get("ref") or {}).get("$link", ""))
         with self._lock:
             blob = self.blobs.get(cid)
         if blob is None:
             missing = f"Could not find blob: {cid}"
-            return 400, {"error": "InvalidRequest", "message": missing}, {}
-        if blob["size"] > IMAGE_MAX_SIZE:
+            return 400, {"error": "BlobNotFound", "message": missing}, {}
+        if ref.get("mimeType") != blob["mimeType"]:
             message = (
-                f"This file is too large. It is {blob['size']} bytes but the maximum "
-                f"size is {IMAGE_MAX_SIZE} bytes."
+                "Referenced Mimetype does not match stored blob. "
+                f"Expected: {blob['mimeType']}, Got: {ref.get('mimeType')}"
             )
-            return 400, {"error": "BlobTooLarge", "message": message}, {}
+            return 400, {"error": "InvalidMimeType", "message": message}, {}
+        if ref.get("size") != blob["size"]:
+            message = (
+                "Referenced Size does not match stored blob. "
+                f"Expected: {blob['size']}, Got: {ref.get('size')}"
+            )
+            return 400, {"error": "InvalidSize", "message": message}, {}
         return None
 
     def _get_record(self, call: Call) -> Reply:

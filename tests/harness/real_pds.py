@@ -27,8 +27,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -37,6 +38,9 @@ import pytest
 from tests.harness.processes import REPO, first_line, stop
 from tests.harness.slow_marks import starts_a_server
 from tests.harness.timing import scaled
+
+if TYPE_CHECKING:  # tests/conftest.py imports this module before the worlds' one
+    from tests.harness.worlds import MakeWorld, World
 
 PDS_SCRIPTS = Path(__file__).resolve().parent / "pds"
 INSTALL_DIR = Path(os.environ.get("GALLEY_PDS_DIR") or REPO / ".cache" / "pds")
@@ -186,6 +190,53 @@ class RealPds:
             cursor = page.get("cursor")
             if not cursor or not page["records"]:
                 return found
+
+    def blob(self, did: str, cid: str) -> bytes:
+        """The bytes the server holds under `cid` (`com.atproto.sync.getBlob`)."""
+        answer = httpx.get(
+            f"{self.url}/xrpc/com.atproto.sync.getBlob",
+            params={"did": did, "cid": cid},
+            timeout=scaled(30),
+        )
+        answer.raise_for_status()
+        return answer.content
+
+    def blob_cids(self, did: str) -> set[str]:
+        """The blobs the repository keeps (`com.atproto.sync.listBlobs`): only those a
+        record references; an upload no record names is never listed."""
+        answer = httpx.get(
+            f"{self.url}/xrpc/com.atproto.sync.listBlobs",
+            params={"did": did, "limit": "1000"},
+            timeout=scaled(30),
+        )
+        answer.raise_for_status()
+        return {str(cid) for cid in answer.json()["cids"]}
+
+
+def world_on(worlds: MakeWorld, db_url: str, pds: RealPds, account: Account) -> World:
+    """A world whose one target is `account` on the real PDS."""
+    publish = f'publish = {{ to = "bluesky", handle = "{account.handle}", service = "{pds.url}" }}'
+    return worlds(db_url, publish=publish, environ={"GALLEY_BLUESKY_PASSWORD": account.password})
+
+
+def strong_ref(ref: dict[str, Any]) -> tuple[str, str]:
+    """A `com.atproto.repo.strongRef` as (uri, cid); its `$type` is the client's to add."""
+    return ref["uri"], ref["cid"]
+
+
+def assert_one_thread(records: list[dict[str, Any]], parts: tuple[str, ...]) -> None:
+    """Exactly one record per part, in order, each replying to the one before under the
+    first one's root."""
+    by_text = {record["value"]["text"]: record for record in records}
+    assert sorted(record["value"]["text"] for record in records) == sorted(parts)
+    first = by_text[parts[0]]
+    assert "reply" not in first["value"]
+    for before, part in pairwise(parts):
+        reply = by_text[part]["value"]["reply"]
+        parent = by_text[before]
+        # the server's own CIDs: a reference computed wrongly by Galley would differ here
+        assert strong_ref(reply["root"]) == (first["uri"], first["cid"])
+        assert strong_ref(reply["parent"]) == (parent["uri"], parent["cid"])
 
 
 @contextmanager

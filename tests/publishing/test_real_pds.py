@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from itertools import pairwise
-from typing import Any
 
 import pytest
 
@@ -28,7 +26,7 @@ from core.post_body import EVERY_TARGET, PostBody
 from core.publishing.platforms.bluesky import BlueskyPublisher
 from core.review.queue import edit
 from core.setup.config import BlueskyTarget
-from tests.harness.real_pds import Account, RealPds, real_pds
+from tests.harness.real_pds import Account, RealPds, assert_one_thread, real_pds, world_on
 from tests.harness.worlds import KEY, RUN, MakeWorld, World
 
 __all__ = ["real_pds"]  # the module's server, a fixture: used by every test below
@@ -74,10 +72,6 @@ def publication(account: Account, text: str = TEXT) -> Publication:
     )
 
 
-def texts(records: list[dict[str, Any]]) -> list[str]:
-    return [record["value"]["text"] for record in records]
-
-
 # --- one post, straight through the publisher ---------------------------------------------
 
 
@@ -121,29 +115,6 @@ def test_real_pds_a_lost_create_answer_is_unknown_and_the_lookup_finds_the_one_p
 # --- through the effect ledger: a world publishing to the real PDS -------------------------
 
 
-def world_on(worlds: MakeWorld, db_url: str, pds: RealPds, account: Account) -> World:
-    publish = f'publish = {{ to = "bluesky", handle = "{account.handle}", service = "{pds.url}" }}'
-    return worlds(db_url, publish=publish, environ={"GALLEY_BLUESKY_PASSWORD": account.password})
-
-
-def test_real_pds_a_lost_create_answer_is_settled_by_the_ledger_as_one_post(
-    db_url: str, worlds: MakeWorld, real_pds: RealPds, account: Account
-) -> None:
-    world = world_on(worlds, db_url, real_pds, account)
-    world.approved()
-    real_pds.proxy.lose_answer(CREATE)
-    before = real_pds.proxy.calls(CREATE)
-    assert world.service().publish_run(RUN).outcome == PublishOutcome.UNCERTAIN
-
-    world.clock.advance(timedelta(minutes=1))
-    assert world.service().publish_run(RUN).outcome == PublishOutcome.PUBLISHED
-    [record] = real_pds.records(account.did)
-    assert record["value"]["text"] == world.draft_row().text
-    assert real_pds.proxy.calls(CREATE) - before == 1  # found by its key, never sent again
-    effect = world.effect(publish_effect_key(KEY, f"bluesky:{account.handle}"))
-    assert effect is not None and effect.external_id == record["uri"]
-
-
 # --- threads: Publication.replies through the PublishingService ----------------------------
 
 
@@ -163,26 +134,6 @@ def approved_thread(world: World, parts: tuple[str, ...]) -> None:
     )
     assert saved.accepted, saved
     assert world.approve(KEY, revision=2, user=APPROVER).accepted
-
-
-def assert_one_thread(records: list[dict[str, Any]], parts: tuple[str, ...]) -> None:
-    """Exactly one record per part, in order, each replying to the one before under the
-    first one's root."""
-    by_text = {record["value"]["text"]: record for record in records}
-    assert sorted(texts(records)) == sorted(parts)  # one of each, nothing else
-    first = by_text[parts[0]]
-    assert "reply" not in first["value"]
-    for before, part in pairwise(parts):
-        reply = by_text[part]["value"]["reply"]
-        parent = by_text[before]
-        # the server's own CIDs: a reference computed wrongly by Galley would differ here
-        assert strong_ref(reply["root"]) == (first["uri"], first["cid"])
-        assert strong_ref(reply["parent"]) == (parent["uri"], parent["cid"])
-
-
-def strong_ref(ref: dict[str, Any]) -> tuple[str, str]:
-    """A `com.atproto.repo.strongRef` as (uri, cid); its `$type` is the client's to add."""
-    return ref["uri"], ref["cid"]
 
 
 def test_real_pds_publishes_a_five_part_thread_once(

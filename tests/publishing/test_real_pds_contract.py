@@ -246,6 +246,64 @@ def upload_blob_twice(pds: Server) -> object:
     return shape, first["ref"] == again["ref"], pds.said(unsigned)
 
 
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(100)
+MISSING_BLOB = "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"
+
+
+def upload(pds: Server, data: bytes, media_type: str = "image/png") -> httpx.Response:
+    headers = {**pds.signed(), "Content-Type": media_type}
+    return pds.call("com.atproto.repo.uploadBlob", content=data, headers=headers)
+
+
+def blob_ref(cid: str, size: int, media_type: str = "image/png") -> dict[str, Any]:
+    return {"$type": "blob", "ref": {"$link": cid}, "mimeType": media_type, "size": size}
+
+
+def with_images(*blobs: dict[str, Any]) -> dict[str, Any]:
+    images = [{"alt": f"image {n}", "image": blob} for n, blob in enumerate(blobs)]
+    return {**RECORD, "embed": {"$type": "app.bsky.embed.images", "images": images}}
+
+
+def upload_blob_over_the_upload_limit(pds: Server) -> object:
+    return pds.said(upload(pds, PNG + bytes(5 * 1024 * 1024)))
+
+
+def upload_blob_typed_otherwise(pds: Server) -> object:
+    return upload(pds, PNG, "image/jpeg").json()["blob"]["mimeType"]
+
+
+def post_naming_a_blob_never_uploaded(pds: Server) -> object:
+    return pds.said(pds.create(with_images(blob_ref(MISSING_BLOB, len(PNG)))))
+
+
+def post_naming_a_blob_over_the_image_limit(pds: Server) -> object:
+    blob = upload(pds, PNG + bytes(1_000_000)).json()["blob"]
+    return pds.said(pds.create(with_images(blob)))
+
+
+def post_naming_a_blob_under_another_type(pds: Server) -> object:
+    blob = upload(pds, PNG).json()["blob"]
+    return pds.said(pds.create(with_images({**blob, "mimeType": "image/jpeg"})))
+
+
+def post_naming_a_blob_under_another_size(pds: Server) -> object:
+    blob = upload(pds, PNG).json()["blob"]
+    return pds.said(pds.create(with_images({**blob, "size": len(PNG) + 1})))
+
+
+def post_naming_five_images(pds: Server) -> object:
+    blob = upload(pds, PNG).json()["blob"]
+    status, error, _ = pds.said(pds.create(with_images(*[blob] * 5)))
+    return status, error
+
+
+def post_naming_an_uploaded_blob(pds: Server) -> object:
+    blob = upload(pds, PNG).json()["blob"]
+    made = pds.create(with_images(blob))
+    stored = pds.get(pds.account.did, RKEY).json()["value"]["embed"]["images"][0]["image"]
+    return made.status_code, stored == blob
+
+
 # the method a case needs that the fake may not serve yet (threads and images add them)
 NEEDS = {
     "apply_writes_of_a_thread": "com.atproto.repo.applyWrites",
@@ -254,6 +312,13 @@ NEEDS = {
     "apply_writes_over_the_limit": "com.atproto.repo.applyWrites",
     "list_records_page_by_page": "com.atproto.repo.listRecords",
     "upload_blob_twice": "com.atproto.repo.uploadBlob",
+    "upload_blob_over_the_upload_limit": "com.atproto.repo.uploadBlob",
+    "upload_blob_typed_otherwise": "com.atproto.repo.uploadBlob",
+    "post_naming_a_blob_over_the_image_limit": "com.atproto.repo.uploadBlob",
+    "post_naming_five_images": "com.atproto.repo.uploadBlob",
+    "post_naming_a_blob_under_another_type": "com.atproto.repo.uploadBlob",
+    "post_naming_a_blob_under_another_size": "com.atproto.repo.uploadBlob",
+    "post_naming_an_uploaded_blob": "com.atproto.repo.uploadBlob",
 }
 
 CASES: dict[str, Callable[[Server], object]] = {
@@ -278,6 +343,14 @@ CASES: dict[str, Callable[[Server], object]] = {
         apply_writes_over_the_limit,
         list_records_page_by_page,
         upload_blob_twice,
+        upload_blob_over_the_upload_limit,
+        upload_blob_typed_otherwise,
+        post_naming_a_blob_never_uploaded,
+        post_naming_a_blob_over_the_image_limit,
+        post_naming_five_images,
+        post_naming_a_blob_under_another_type,
+        post_naming_a_blob_under_another_size,
+        post_naming_an_uploaded_blob,
     )
 }
 
