@@ -150,10 +150,14 @@ class PublishingService:
         `version` the target's whole version under its key, for the receipt's payload),
         looked up first, sent at most once; its receipt keeps the public URL."""
         spec = publish_spec(recipe, version, run_id)
+        shaped = publication  # with its uploaded images or card once `prepare` ran
+
+        def prepare() -> None:  # each upload its own effect; the post's fence is passed again
+            nonlocal shaped
+            shaped = self._with_media(recipe, publisher, publication)
 
         def send() -> Proof:
             failpoint(Failpoint.BEFORE_PUBLISH_CALL)
-            shaped = self._with_media(recipe, publisher, publication)
             external_id = publisher.publish(shaped)
             # sent, not yet recorded: the lookup must find it
             failpoint(Failpoint.AFTER_PUBLISH_CALL)
@@ -173,6 +177,7 @@ class PublishingService:
                 lookup=lookup,
                 may_act=lambda session, _now: self._may_send(session, recipe, run_id, publication),
                 look_first=True,  # a restored database has no receipt: the destination knows
+                prepare=prepare,
             )
         except KeyPayloadConflict as exc:  # sent with another text: never sent again; told
             said = f"{publisher.target} was sent another text of this draft: {exc}"

@@ -297,9 +297,12 @@ class EffectLedger:
         may_act: MayAct | None = None,
         look_first: bool = False,
         repeatable: bool = False,
+        prepare: Callable[[], None] | None = None,
     ) -> Performed:
         """The post-once sequence: begin → (look up) → fence → act → settle, the look-up
-        and the call under one heartbeat.
+        and the call under one heartbeat. `prepare` (the post's own uploads: effects of
+        their own) runs after the fence, and the fence is passed again after it, so the
+        call is still made only while the receipt is ours and the effect allowed.
 
         An uncertain receipt is looked up before any new attempt: found, it is recorded;
         clearly absent, the same owner acts once; `lookup` cannot tell (or there is none),
@@ -325,6 +328,11 @@ class EffectLedger:
                 elif start.decision == EffectDecision.RECONCILE:  # repeatable: do it again
                     start = self._reopen(start, "repeatable: done again")
                 refusal = self.fence(start, beat, may_act)
+                if refusal is None and prepare is not None:
+                    unprepared = self._prepare(start, prepare)
+                    if unprepared is not None:
+                        return unprepared
+                    refusal = self.fence(start, beat, may_act)  # it took time: look again
                 if refusal is not None:
                     return Performed(EffectOutcome.REFUSED, self.get(spec.key), refusal)
                 return self._act(start, act, repeatable=repeatable)
@@ -412,14 +420,26 @@ class EffectLedger:
             )
             return EffectStart(EffectDecision.ACT, Receipt.of(row), start.spec, start.owner)
 
+    def _prepare(self, start: EffectStart, prepare: Callable[[], None]) -> Performed | None:
+        """What must come before the call; None when it is done. Known not to have
+        happened (an upload refused): the call is not made, as if it had refused."""
+        try:
+            prepare()
+        except EffectNotSent as exc:
+            return self._not_sent(start, exc)
+        return None
+
+    def _not_sent(self, start: EffectStart, exc: EffectNotSent) -> Performed:
+        wait = _wait_after(exc, start.receipt.tries, start.spec.backoff)
+        return Performed(
+            EffectOutcome.NOT_SENT, self.fail(start, str(exc), retry_after=wait), str(exc), exc
+        )
+
     def _act(self, start: EffectStart, act: Callable[[], Proof], *, repeatable: bool) -> Performed:
         try:
             proof = act()
         except EffectNotSent as exc:
-            wait = _wait_after(exc, start.receipt.tries, start.spec.backoff)
-            return Performed(
-                EffectOutcome.NOT_SENT, self.fail(start, str(exc), retry_after=wait), str(exc), exc
-            )
+            return self._not_sent(start, exc)
         except EffectOutcomeUnknown as exc:
             if repeatable:
                 return Performed(EffectOutcome.NOT_SENT, self.fail(start, str(exc)), str(exc))
