@@ -185,3 +185,40 @@ def test_perform_looks_up_an_uncertain_effect_before_acting_again(store: Store) 
 
     assert found.outcome == EffectOutcome.FOUND and found.external_id == "x"
     assert sends == []
+
+
+def test_a_holder_whose_preparation_outlasted_its_lease_makes_no_call(store: Store) -> None:
+    """A post's uploads (`prepare`) run after its fence; the fence is passed again before
+    the call, so a lease lost while they ran sends nothing (docs/design.md §32)."""
+    clock = FrozenClock()
+    ledger = EffectLedger(store, clock, "w1", heartbeat=timedelta(minutes=5))  # no renewal
+    prepared: list[str] = []
+    calls: list[str] = []
+
+    def uploads_that_take_too_long() -> None:
+        prepared.append("uploaded")
+        clock.advance(LEASE * 3)
+
+    def post() -> Proof:
+        calls.append("posted")
+        return Proof("1")
+
+    performed = ledger.perform(spec(), post, prepare=uploads_that_take_too_long)
+
+    assert prepared == ["uploaded"]
+    assert calls == []
+    assert performed.outcome == EffectOutcome.LEASE_LOST
+
+
+def test_a_preparation_in_time_is_followed_by_the_call(store: Store) -> None:
+    ledger = EffectLedger(store, FrozenClock(), "w1")
+    order: list[str] = []
+
+    def post() -> Proof:
+        order.append("posted")
+        return Proof("1")
+
+    performed = ledger.perform(spec(), post, prepare=lambda: order.append("uploaded"))
+
+    assert order == ["uploaded", "posted"]
+    assert performed.outcome == EffectOutcome.SENT
