@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from core.identity import attempt_id, draft_key, payload_hash, review_effect_key, run_id, text_hash
 from core.store.engine import Store
 
-NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)  # a fixed end for tests with a frozen clock
 RECIPES = 50
 PLATFORM = "linkedin"
 REVIEW_CHANNEL = "C0REVIEW"
@@ -80,8 +80,11 @@ class Rows:
         ]
 
 
-def history(total_runs: int, recipes: int = RECIPES, seed: int = 14) -> Iterator[Rows]:
-    """`total_runs` runs spread over `recipes` recipes, newest first, one recipe at a time."""
+def history(
+    total_runs: int, recipes: int = RECIPES, seed: int = 14, now: datetime = NOW
+) -> Iterator[Rows]:
+    """`total_runs` runs spread over `recipes` recipes, newest first, one recipe at a time,
+    the newest an hour before `now`."""
     rng = random.Random(seed)
     per_recipe = max(WAITING_PER_RECIPE + 1, total_runs // recipes)
     states = [s for s, _ in RUN_MIX]
@@ -89,17 +92,17 @@ def history(total_runs: int, recipes: int = RECIPES, seed: int = 14) -> Iterator
     for index in range(recipes):
         rows = Rows()
         name = recipe_name(index)
-        rows.recipes.append(_recipe(name))
-        newest = NOW.replace(minute=index % 60) - timedelta(hours=1)
+        rows.recipes.append(_recipe(name, now))
+        newest = now.replace(minute=index % 60) - timedelta(hours=1)
         for age in range(per_recipe):
             slot = newest - timedelta(hours=age)
             state = "awaiting_review" if age < WAITING_PER_RECIPE else None
             state = state or rng.choices(states, weights)[0]
-            _add_run(rows, rng, name, slot, state)
+            _add_run(rows, rng, name, slot, state, now)
         yield rows
 
 
-def _recipe(name: str) -> dict[str, Any]:
+def _recipe(name: str, now: datetime) -> dict[str, Any]:
     return {
         "name": name,
         "version": 1,
@@ -108,11 +111,13 @@ def _recipe(name: str) -> dict[str, Any]:
         "changed_by": None,
         "backpressure_since": None,
         "backpressure_resumed_at": None,
-        "updated_at": NOW - timedelta(days=900),
+        "updated_at": now - timedelta(days=900),
     }
 
 
-def _add_run(rows: Rows, rng: random.Random, recipe: str, slot: datetime, state: str) -> None:
+def _add_run(
+    rows: Rows, rng: random.Random, recipe: str, slot: datetime, state: str, now: datetime
+) -> None:
     wall = slot.replace(tzinfo=None)
     rid = run_id(recipe, wall)
     key = draft_key(PLATFORM, rid, 1)
@@ -135,19 +140,19 @@ def _add_run(rows: Rows, rng: random.Random, recipe: str, slot: datetime, state:
             "draft_key": key if drafted else None,
             "manual": False,
             "created_at": slot,
-            "updated_at": min(finished, NOW),
+            "updated_at": min(finished, now),
         }
     )
     if not drafted:
         return
     rows.attempts.append(_attempt(rid, recipe, key, slot, ok=state != "failed"))
     if state == "failed":  # people were told at the time (core/operations/alerts.py's key)
-        told = min(finished, NOW)
+        told = min(finished, now)
         alert = f"alert|{rid}|failed|{told.isoformat()}"
         rows.effects.append(_receipt(alert, key, "alert", told, {"run": rid}))
         return  # a failed draft gives its claim back: no draft row
     draft_state = DECIDED_DRAFT.get(state, "ready")
-    rows.drafts.append(_draft(rid, recipe, key, slot, draft_state, min(finished, NOW)))
+    rows.drafts.append(_draft(rid, recipe, key, slot, draft_state, min(finished, now)))
     rows.effects.append(_receipt(review_effect_key(key), key, "review", slot, _review(key)))
     if draft_state != "ready":
         shown = "approved" if draft_state == "published" else draft_state
@@ -247,8 +252,11 @@ def _receipt(key: str, draft: str, step: str, at: datetime, payload: Any) -> dic
     }
 
 
-def load(store: Store, total_runs: int, recipes: int = RECIPES) -> dict[str, int]:
-    """Bulk-load the history into a migrated, empty database; returns rows per table."""
+def load(
+    store: Store, total_runs: int, recipes: int = RECIPES, now: datetime = NOW
+) -> dict[str, int]:
+    """Bulk-load the history, ending at `now`, into a migrated, empty database; returns
+    rows per table."""
     counts: dict[str, int] = {}
     columns = {t: [c["name"] for c in sa.inspect(store.engine).get_columns(t)] for t in _TABLES}
     raw = store.engine.raw_connection()
@@ -258,7 +266,7 @@ def load(store: Store, total_runs: int, recipes: int = RECIPES) -> dict[str, int
             cursor.execute("PRAGMA synchronous=OFF")
         indexes = _drop_indexes(store.dialect, cursor)  # built once at the end: faster
         raw.commit()
-        for rows in history(total_runs, recipes):
+        for rows in history(total_runs, recipes, now=now):
             for table, batch in rows.tables():
                 _insert(store.dialect, cursor, table, columns[table], batch)
                 counts[table] = counts.get(table, 0) + len(batch)
