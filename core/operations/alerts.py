@@ -41,9 +41,10 @@ from core.states import (
     EventSubject,
     RunState,
 )
-from core.store.effects import EffectLedger, EffectSpec, Proof
+from core.store.effects import EffectLedger
 from core.store.engine import Store
 from core.store.leases import is_person
+from core.store.receipts import EffectSpec, Proof
 from core.store.rows import required, run_row
 
 FAILED_WINDOW = timedelta(days=1)  # older failures were told already, or predate this process

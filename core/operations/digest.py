@@ -33,8 +33,9 @@ from core.states import (
     EffectState,
     RunState,
 )
-from core.store.effects import EffectLedger, EffectSpec, Proof
+from core.store.effects import EffectLedger
 from core.store.engine import Store
+from core.store.receipts import EffectSpec, Proof
 
 DAY = timedelta(days=1)
 EXPIRY_WARNING = timedelta(hours=12)

@@ -23,8 +23,9 @@ from core.sources.poll_health import (
     polls_to_tell,
 )
 from core.states import EffectState
-from core.store.effects import EffectLedger, EffectSpec, Proof
+from core.store.effects import EffectLedger
 from core.store.engine import Store
+from core.store.receipts import EffectSpec, Proof
 
 log = logging.getLogger("galley.alerts")
 ALERT_LEASE = timedelta(minutes=5)

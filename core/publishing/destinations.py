@@ -17,11 +17,11 @@ from core.publishing.platforms.linkedin import (
 )
 from core.publishing.platforms.mastodon import MastodonPublisher
 from core.publishing.platforms.webhook import StatusWebhookPublisher, WebhookPublisher
-from core.setup.config import (
+from core.setup.config import Recipe
+from core.setup.publish_targets import (
     BlueskyTarget,
     MastodonTarget,
     PublishTarget,
-    Recipe,
     SlackTarget,
     WebhookTarget,
 )

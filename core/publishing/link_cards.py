@@ -23,7 +23,7 @@ from core.images.uploads import ImageUploads
 from core.policies import ImageSource
 from core.ports import Publication
 from core.publishing.platforms.post_text import url_spans
-from core.store.effects import Proof
+from core.store.receipts import Proof
 
 PAGE_LIMIT = 1_000_000  # bytes of a page read for its tags
 IMAGE_LIMIT = 10_000_000  # bytes of an og:image downloaded

@@ -28,8 +28,8 @@ from core.policies import EffectStep
 from core.ports import PostQuery, Publication
 from core.post_body import BodyUnreadable, ImageRef, PostBody
 from core.setup.config import Recipe
-from core.store.effects import EffectSpec
 from core.store.engine import Store
+from core.store.receipts import EffectSpec
 
 LOOKUP_SKEW = timedelta(minutes=5)
 """How far a destination's clock may lag the database's: a post stamped this long before

@@ -22,9 +22,10 @@ from core.publishing.results import PublishResult
 from core.publishing.targets import all_published, found_at
 from core.setup.config import Config
 from core.states import DraftState, RunState
-from core.store.effects import EffectLedger, Proof
+from core.store.effects import EffectLedger
 from core.store.engine import Store
 from core.store.leases import PUBLISHER
+from core.store.receipts import Proof
 from core.store.rows import lock_draft, lock_run, required
 from core.store.transitions import guarded_update, move_draft, note_run
 

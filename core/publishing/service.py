@@ -56,9 +56,10 @@ from core.publishing.threads import proof_of_version, publish_version
 from core.setup.config import Config, Recipe
 from core.slots.publish_time import approval_stale, not_yet
 from core.states import DraftState, RunState, run_may_move
-from core.store.effects import EffectLedger, Performed, Proof
+from core.store.effects import EffectLedger
 from core.store.engine import Store
 from core.store.leases import PUBLISHER, lease_now
+from core.store.receipts import Performed, Proof
 from core.store.rows import lock_draft, lock_draft_of, lock_run, required, run_holds
 from core.store.transitions import move_draft, move_run
 

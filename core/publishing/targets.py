@@ -29,7 +29,7 @@ from core.publishing.lookup_proof import version_of
 from core.publishing.threads import WHOLE_THREAD
 from core.setup.config import Recipe
 from core.states import EffectState
-from core.store.effects import Performed, Proof
+from core.store.receipts import Performed, Proof
 from core.store.rows import lock_effect
 
 PublisherFor = Callable[[Recipe], Publisher | Sequence[Publisher]]

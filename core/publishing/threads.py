@@ -16,7 +16,7 @@ from core.errors import EffectNotSent
 from core.identity import is_manual_proof, publish_part_key, target_of_publish_key
 from core.policies import EffectOutcome, ThreadStyle
 from core.ports import Publication, Publisher, ThreadPlace, ThreadPublisher
-from core.store.effects import Performed, Proof
+from core.store.receipts import Performed, Proof
 
 WHOLE_THREAD = "whole_thread"
 """Kept in the result of a receipt whose one call published a whole thread (Bluesky): its

@@ -20,7 +20,8 @@ from core.models import SINGLE_STAGE, ApprovalRow, DraftRow, RunRow
 from core.policies import Refusal
 from core.ports import ApprovalProgress, Directory
 from core.review.permissions import ListedOnly, listed
-from core.setup.config import ApprovalStage, Config
+from core.setup.approval_stages import ApprovalStage
+from core.setup.config import Config
 from core.states import DraftState
 from core.store.engine import insert_ignore
 

@@ -35,8 +35,9 @@ from core.review import messages as review_messages
 from core.review.approvals import waiting_with_approvals
 from core.review.queue import load_item, review_item
 from core.states import DraftState, EffectState
-from core.store.effects import EffectLedger, EffectSpec, Proof, Receipt
+from core.store.effects import EffectLedger
 from core.store.engine import Store
+from core.store.receipts import EffectSpec, Proof, Receipt
 from core.store.rows import lock_draft
 
 log = logging.getLogger(__name__)

@@ -22,9 +22,10 @@ from core.ports import Clock, MessageRef, ReviewReminder, ReviewThread
 from core.review.approvals import approval_progress
 from core.setup.config import Config, Recipe
 from core.states import DraftState, EffectState
-from core.store.effects import EffectLedger, EffectSpec, MayAct, Proof
+from core.store.effects import EffectLedger
 from core.store.engine import Store
 from core.store.leases import lease_now
+from core.store.receipts import EffectSpec, MayAct, Proof
 from core.store.rows import lock_draft
 
 REMIND_BATCH = 200  # waiting drafts one pass reads, oldest first

@@ -8,18 +8,14 @@ is not a number and `"yes"` not a boolean, so they are refused, never converted.
 
 from __future__ import annotations
 
-import difflib
 import json
-import os
 import re
 import tomllib
-from abc import abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
-from urllib.parse import urlsplit
+from typing import Annotated, Any, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
@@ -33,7 +29,6 @@ from pydantic import (
 )
 
 from core.errors import ConfigError, MissingSecret
-from core.identity import slack_target
 from core.policies import (
     Drafting,
     DstGap,
@@ -42,22 +37,25 @@ from core.policies import (
     OnEmpty,
     OnSimilar,
     Overlap,
-    SourceKind,
     Variants,
+)
+from core.setup.approval_stages import ApprovalStage, approval_problems
+from core.setup.config_errors import (
+    DIGEST_AT_PATTERN,
+    NAME_PATTERN,
+    field_name,
+    keys_at,
+    message,
+    publish_loc,
+    source_loc,
+    unknown_key,
 )
 from core.setup.durations import Duration, ZeroOrDuration
 from core.setup.item_keys import ItemKeys, item_trigger_problems, lift_source, name_source
 from core.setup.post_shape import MAX_THREAD_PARTS, post_shape_problems
-from core.sources.specs import (
-    CHANNEL_PATTERN,
-    HTTP_URL_PATTERN,
-    REPO_PATTERN,
-    SOURCE_MODELS,
-    SourceSpec,
-)
+from core.setup.publish_targets import PublishTarget, SecretTarget
+from core.sources.specs import SourceSpec
 
-NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]*$")
-DIGEST_AT_PATTERN = r"^([01]\d|2[0-3]):[0-5]\d$"
 SLACK_ID_PATTERN = re.compile(r"^[UWS][A-Z0-9]+$")
 TEMPLATE_FIELDS = ("recipe", "platform", "slot", "version")
 # Measured on tests/data/similar_pairs.jsonl (bench/similarity.py): precision 0.92,
@@ -70,12 +68,6 @@ NAME_MAX_LENGTH = 64
 PLATFORM_MAX_LENGTH = 40
 # The API ends a Message Batch 24 hours after its creation, done or not (docs/design.md §21).
 BATCH_LIFETIME = timedelta(hours=24)
-ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-HANDLE_PATTERN = re.compile(
-    r"^([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z][A-Za-z0-9-]*$"
-)
-DID_PATTERN = re.compile(r"^did:[a-z]+:[A-Za-z0-9._:%-]+$")
-BASE_URL_PATTERN = re.compile(r"^https?://[^\s/?#|]+(/[^\s?#|]*)?$")
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -120,153 +112,6 @@ class SlackSection(_Strict):
         return self.alert_channel or self.review_channel
 
 
-class SlackTarget(_Strict):
-    to: Literal["slack"]
-    channel: str = Field(min_length=1)
-
-    @field_validator("channel")
-    @classmethod
-    def _channel(cls, channel: str) -> str:
-        if not re.match(r"^[^|\s]+$", channel):
-            raise ValueError("a channel id has no spaces and no |")  # | separates key parts
-        return channel
-
-    @property
-    def target(self) -> str:
-        return slack_target(self.channel)
-
-
-class WebhookTarget(_Strict):
-    to: Literal["webhook"]
-    url: str = Field(pattern=r"^https?://")
-    status_url: str | None = Field(default=None, pattern=r"^https?://")
-
-    @property
-    def target(self) -> str:
-        return "webhook"
-
-
-class _SecretTarget(_Strict):
-    """A destination whose credential is read from the environment variable `secret_env`
-    (never from the file), so two accounts on one platform can name two variables."""
-
-    secret_env: str
-
-    @field_validator("secret_env")
-    @classmethod
-    def _env_name(cls, name: str) -> str:
-        if not ENV_NAME_PATTERN.match(name):
-            raise ValueError(f"not an environment variable name: {name!r}")
-        return name
-
-    @property
-    @abstractmethod
-    def target(self) -> str:
-        """The target id inside effect keys; each platform's model names its own."""
-
-    def secret(self, environ: Mapping[str, str] | None = None) -> str:
-        """The credential, read when it is needed; MissingSecret names the variable."""
-        value = (os.environ if environ is None else environ).get(self.secret_env, "")
-        if not value.strip():
-            raise MissingSecret(self.secret_env, self.target)
-        return value.strip()
-
-
-class BlueskyTarget(_SecretTarget):
-    to: Literal["bluesky"]
-    handle: str  # the account's handle (acme.bsky.social) or DID
-    service: str = "https://bsky.social"  # its PDS (or a local fake)
-    secret_env: str = "GALLEY_BLUESKY_PASSWORD"  # an app password
-
-    @field_validator("handle")
-    @classmethod
-    def _handle(cls, handle: str) -> str:
-        if not (HANDLE_PATTERN.match(handle) or DID_PATTERN.match(handle)):
-            hint = " (without the @)" if handle.startswith("@") else ""
-            raise ValueError(f"not a Bluesky handle like acme.bsky.social, nor a DID{hint}")
-        return handle
-
-    @field_validator("service")
-    @classmethod
-    def _service(cls, url: str) -> str:
-        return _base_url(url)
-
-    @property
-    def target(self) -> str:
-        return f"bluesky:{self.handle}"
-
-
-class MastodonTarget(_SecretTarget):
-    to: Literal["mastodon"]
-    instance: str  # base URL: https://mastodon.social
-    visibility: Literal["public", "unlisted", "private", "direct"] = "public"
-    secret_env: str = "GALLEY_MASTODON_TOKEN"  # write:statuses and read:statuses
-
-    @field_validator("instance")
-    @classmethod
-    def _instance(cls, url: str) -> str:
-        return _base_url(url)
-
-    @property
-    def target(self) -> str:
-        """`mastodon:mastodon.social`; a second account on one instance is told apart by
-        its variable: `mastodon:mastodon.social+GALLEY_MASTODON_TOKEN_TEAM`."""
-        host = urlsplit(self.instance)
-        where = (host.netloc + host.path.rstrip("/")).lower()
-        default = MastodonTarget.model_fields["secret_env"].default
-        return f"mastodon:{where}" + ("" if self.secret_env == default else f"+{self.secret_env}")
-
-
-class LinkedInTarget(_SecretTarget):
-    to: Literal["linkedin"]
-    author: str  # urn:li:organization:N (a page) or urn:li:person:ID (a member)
-    api: str = "https://api.linkedin.com/rest/"
-    version: str = "202511"  # the LinkedIn-Version header: YYYYMM; versions retire after a year
-
-    @field_validator("version")
-    @classmethod
-    def _version(cls, version: str) -> str:
-        if not re.match(r"^\d{6}(\.\d{2})?$", version):
-            raise ValueError('must be a LinkedIn API version like "202511"')
-        return version
-
-    secret_env: str = "GALLEY_LINKEDIN_TOKEN"  # w_organization_social, r_organization_social
-
-    @field_validator("author")
-    @classmethod
-    def _author(cls, author: str) -> str:
-        if not re.match(r"^urn:li:(organization|person):[A-Za-z0-9_-]+$", author):
-            raise ValueError("must be urn:li:organization:N or urn:li:person:ID")
-        return author
-
-    @field_validator("api")
-    @classmethod
-    def _api(cls, url: str) -> str:
-        return _base_url(url) + "/"  # paths are joined onto it: posts, posts?q=author
-
-    @property
-    def is_organization(self) -> bool:
-        return self.author.startswith("urn:li:organization:")
-
-    @property
-    def target(self) -> str:
-        return f"linkedin:{self.author}"
-
-
-PublishTarget = Annotated[
-    SlackTarget | WebhookTarget | BlueskyTarget | MastodonTarget | LinkedInTarget,
-    Field(discriminator="to"),
-]
-SecretTarget = BlueskyTarget | MastodonTarget | LinkedInTarget
-
-
-def _base_url(url: str) -> str:
-    """An http(s) base URL with no query or fragment, without its trailing slash."""
-    if not BASE_URL_PATTERN.match(url):
-        raise ValueError(f"not an http(s) base URL: {url!r}")
-    return url.rstrip("/")
-
-
 def _one_or_many(value: Any) -> Any:
     """`publish` is one target table or a list of them (docs/design.md §15). A tuple, as
     strict validation of the tuple field takes no list once a validator has run."""
@@ -275,15 +120,6 @@ def _one_or_many(value: Any) -> Any:
     if not isinstance(value, list | tuple):
         raise ValueError('must be a target table, like { to = "slack", … }, or a list of them')
     return tuple(value)
-
-
-class ApprovalStage(_Strict):
-    """One stage of a recipe's approval (docs/design.md §22): who may approve at it
-    (users and user groups) and how many distinct people it needs."""
-
-    name: str = Field(min_length=1)
-    approvers: list[str] = []  # empty: anyone allowed by `[slack] approvers`
-    required: int = Field(default=1, ge=1)
 
 
 class RecipeSettings(_Strict):
@@ -420,7 +256,7 @@ class Config:
         lines = []
         for recipe in self.recipes.values():
             for target in recipe.targets:
-                if isinstance(target, _SecretTarget):
+                if isinstance(target, SecretTarget):
                     try:
                         target.secret(environ)
                     except MissingSecret as exc:
@@ -455,7 +291,7 @@ def parse_config(text: str, *, source: str = "config") -> Config:
         raise ConfigError([f"{source}: not valid TOML: {exc}"]) from None
     problems: list[str] = []
     for key in sorted(set(raw) - {"slack", "defaults", "recipes"}):
-        said = _unknown_key(key, ("slack", "defaults", "recipes"))
+        said = unknown_key(key, ("slack", "defaults", "recipes"))
         problems.append(f"config: {key}: {said}")
     slack = _validate(SlackSection, raw.get("slack"), "[slack]", problems)
     defaults = raw.get("defaults", {})
@@ -464,64 +300,11 @@ def parse_config(text: str, *, source: str = "config") -> Config:
         defaults = {}
     defaults = _valid_defaults(defaults, problems)
     recipes = _validate_recipes(raw.get("recipes", []), defaults, problems)
-    if slack is not None:
-        problems += _too_few_approvers(slack, recipes)
-    problems += [problem for r in recipes.values() for problem in _stage_problems(r)]
-    if slack is not None:
-        problems += _stage_approvers_not_allowed(slack, recipes)
+    problems += approval_problems(None if slack is None else slack.approvers, recipes.values())
     if problems:
         raise ConfigError(problems)
     assert slack is not None
     return Config(slack=slack, recipes=recipes)
-
-
-def _too_few_approvers(slack: SlackSection, recipes: dict[str, Recipe]) -> list[str]:
-    """A recipe needing more approvers than `[slack] approvers` names could never be
-    approved. A user group (S…) may hold any number of people, so it is not counted."""
-    listed = slack.approvers
-    if not listed or any(person.startswith("S") for person in listed):
-        return []
-    return [
-        f"recipe {r.name!r}: approvals_required: {r.approvals_required} approvals needed but "
-        f"[slack] approvers names only {len(set(listed))}"
-        for r in recipes.values()
-        if r.approvals_required > len(set(listed))
-    ]
-
-
-def _stage_problems(recipe: Recipe) -> list[str]:
-    """`approval_stages` replaces the one-stage `approvals_required`; its names are
-    unique, and a stage naming users only needs no more approvals than it names."""
-    stages, where = recipe.approval_stages, f"recipe {recipe.name!r}: approval_stages"
-    problems = []
-    if stages and "approvals_required" in recipe.model_fields_set:
-        problems.append(f"{where}: give either approval_stages or approvals_required, not both")
-    names = [stage.name for stage in stages]
-    twice = sorted({name for name in names if names.count(name) > 1})
-    problems += [f"{where}: stage {name!r} named twice" for name in twice]
-    problems += [
-        f"{where}: stage {s.name!r} needs {s.required} approvals but names only "
-        f"{len(set(s.approvers))}"
-        for s in stages
-        if not any(p.startswith("S") for p in s.approvers) and s.required > len(set(s.approvers))
-    ]
-    return problems
-
-
-def _stage_approvers_not_allowed(slack: SlackSection, recipes: dict[str, Recipe]) -> list[str]:
-    """A stage's approver must also be allowed by `[slack] approvers`, or their clicks are
-    refused before any stage is looked at. Only judged when that list names users only."""
-    listed = slack.approvers
-    if not listed or any(person.startswith("S") for person in listed):
-        return []
-    return [
-        f"recipe {r.name!r}: approval_stages: stage {stage.name!r} names {who}, who is not in "
-        "[slack] approvers"
-        for r in recipes.values()
-        for stage in r.approval_stages
-        for who in stage.approvers
-        if who not in listed
-    ]
 
 
 def _valid_defaults(defaults: dict[str, Any], problems: list[str]) -> dict[str, Any]:
@@ -529,12 +312,12 @@ def _valid_defaults(defaults: dict[str, Any], problems: list[str]) -> dict[str, 
     is not blamed for them again."""
     bad_keys = set(defaults) - set(RecipeSettings.model_fields)
     for key in sorted(bad_keys):
-        problems.append(f"[defaults]: {key}: {_unknown_key(key, RecipeSettings.model_fields)}")
+        problems.append(f"[defaults]: {key}: {unknown_key(key, RecipeSettings.model_fields)}")
     try:
         _checked(RecipeSettings, {k: v for k, v in defaults.items() if k not in bad_keys})
     except ValidationError as exc:
         for error in exc.errors():
-            problems.append(f"[defaults]: {_field_name(error['loc'])}: {_message(error)}")
+            problems.append(f"[defaults]: {field_name(error['loc'])}: {message(error)}")
             bad_keys.add(str(error["loc"][0]))
     return {k: v for k, v in defaults.items() if k not in bad_keys}
 
@@ -598,66 +381,14 @@ def _validate(model: type[M], raw: Any, label: str, problems: list[str]) -> M | 
         for error in exc.errors():
             loc = error["loc"]
             if loc[:1] == ("publish",):
-                loc = _publish_loc(loc, single)
+                loc = publish_loc(loc, single)
             elif loc[:1] == ("sources",):
-                loc = _source_loc(loc)
-            said = _message(error)
+                loc = source_loc(loc)
+            said = message(error)
             if error["type"] == "extra_forbidden":
-                said = _unknown_key(str(error["loc"][-1]), _keys_at(model, error["loc"]))
-            problems.append(f"{label}: {_field_name(loc)}: {said}")
+                said = unknown_key(str(error["loc"][-1]), keys_at(model, error["loc"]))
+            problems.append(f"{label}: {field_name(loc)}: {said}")
         return None
-
-
-TARGETS: dict[str, type[_Strict]] = {
-    "slack": SlackTarget,
-    "webhook": WebhookTarget,
-    "bluesky": BlueskyTarget,
-    "mastodon": MastodonTarget,
-    "linkedin": LinkedInTarget,
-}
-
-
-def _keys_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
-    """The keys the table holding an unknown key may have: a publish target's (pydantic's
-    loc names its tag) or the model's own."""
-    if loc[:1] == ("publish",):
-        tag = next((part for part in loc[1:] if isinstance(part, str) and part in TARGETS), None)
-        return list(TARGETS[tag].model_fields) if tag else ["to"]
-    if loc[:1] == ("sources",) and len(loc) > 2 and loc[2] in SOURCE_MODELS:
-        return list(SOURCE_MODELS[SourceKind(loc[2])].model_fields)
-    return [str(f.validation_alias or name) for name, f in model.model_fields.items()]
-
-
-def _unknown_key(key: str, valid: Iterable[str]) -> str:
-    """An unknown key, with the likeliest one meant and every key the table takes."""
-    keys = sorted(valid)
-    close = difflib.get_close_matches(key, keys, n=1)
-    meant = f"; did you mean {close[0]!r}?" if close else ""
-    return f"unknown key{meant} (valid keys: {', '.join(keys)})"
-
-
-def _publish_loc(loc: tuple[int | str, ...], single: bool) -> tuple[int | str, ...]:
-    """`publish.url`, or `publish[2].url` in a list: pydantic's loc also names the list index
-    (0 for a single table) and the union's tag, which say nothing to the reader."""
-    if len(loc) < 2 or not isinstance(loc[1], int):
-        return loc
-    head = "publish" if single else f"publish[{loc[1] + 1}]"
-    return (head, *loc[3:])
-
-
-def _source_loc(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
-    """`sources[2].url`, `sources[2].items[1]`: counted from 1 as people count, without
-    the kind pydantic's loc names after the index."""
-    if len(loc) < 2 or not isinstance(loc[1], int):
-        return loc
-    rest = loc[3:] if len(loc) > 2 and loc[2] in SOURCE_MODELS else loc[2:]
-    parts: list[int | str] = [f"sources[{loc[1] + 1}]"]
-    for part in rest:
-        if isinstance(part, int) and parts:
-            parts[-1] = f"{parts[-1]}[{part + 1}]"
-        else:
-            parts.append(part)
-    return tuple(parts)
 
 
 def _checked(model: type[M], raw: Any) -> M:
@@ -665,92 +396,3 @@ def _checked(model: type[M], raw: Any) -> M:
     arrays, tables), strictly: nothing is converted from one type to another. TOML's
     dates and times, which no key takes, arrive as text."""
     return model.model_validate_json(json.dumps(raw, default=str), strict=True)
-
-
-def _field_name(loc: tuple[int | str, ...]) -> str:
-    return ".".join(str(part) for part in loc if not str(part).startswith("function-")) or "?"
-
-
-# What a value of a pattern-checked field must look like, in words.
-PATTERN_WORDS = {
-    NAME_PATTERN.pattern: "use lower-case letters, digits and '-', starting with a letter or digit",
-    r"^[^|]+$": "must not contain '|'",
-    DIGEST_AT_PATTERN: 'want a time of day as HH:MM on a 24-hour clock, like "09:00"',
-    r"^https?://": "want a URL that starts with http:// or https://",
-    HTTP_URL_PATTERN: "want a URL that starts with http:// or https://",
-    REPO_PATTERN: 'want a repository as owner/name, like "acme/widget"',
-    CHANNEL_PATTERN: 'want a channel ID like "C0SHIPPED" (Channel details in Slack), not its name',
-    r"^[^\s|][^|]*$": "must not start with a space or contain '|'",
-}
-# What a tagged union's missing tag chooses.
-TAG_WORDS = {"to": "where to publish", "kind": "what it reads: " + ", ".join(SourceKind)}
-TYPE_WORDS = {
-    "int_type": "want a whole number, without quotes",
-    "bool_type": "want true or false, without quotes",
-    "string_type": "want text in quotes",
-    "list_type": "want a list in brackets",
-    "dict_type": "want a table",
-    "model_type": "want a table",
-    "time_delta_type": 'want a duration in quotes, like "90m", "48h" or "7d"',
-    "float_type": "want a number",
-}
-
-
-def _message(error: Any) -> str:
-    """Pydantic's error as a person would say it, with what was written."""
-    kind, ctx = error["type"], error.get("ctx") or {}
-    got = f", got {_written(error.get('input'))}" if "input" in error else ""
-    if kind == "missing":
-        return "missing required field"
-    if kind == "extra_forbidden":
-        return "unknown key"
-    if kind in TYPE_WORDS:
-        return TYPE_WORDS[kind] + got
-    if kind == "string_pattern_mismatch":
-        return PATTERN_WORDS.get(str(ctx.get("pattern")), "is not in the expected form") + got
-    if kind in ("enum", "literal_error"):
-        return f"want {ctx.get('expected', 'another value')}{got}"
-    if kind == "union_tag_invalid":
-        key, tag = str(ctx.get("discriminator", "to")).strip("'"), _written(ctx.get("tag"))
-        return f"{key}: want one of {_tags(str(ctx.get('expected_tags')))}, got {tag}"
-    if kind == "union_tag_not_found":
-        key = str(ctx.get("discriminator", "to")).strip("'")
-        return f"missing {key} ({TAG_WORDS.get(key, 'which kind')})"
-    if kind in ("greater_than_equal", "greater_than"):
-        bound = ctx.get("ge", ctx.get("gt"))
-        return (
-            f"must be at least {bound}{got}"
-            if kind.endswith("equal")
-            else f"must be over {bound}{got}"
-        )
-    if kind in ("less_than_equal", "less_than"):
-        bound = ctx.get("le", ctx.get("lt"))
-        return (
-            f"must be at most {bound}{got}"
-            if kind.endswith("equal")
-            else f"must be under {bound}{got}"
-        )
-    if kind == "string_too_short":
-        return (
-            "must not be empty"
-            if ctx.get("min_length") == 1
-            else f"want at least {ctx['min_length']} characters"
-        )
-    if kind == "string_too_long":
-        return f"want at most {ctx.get('max_length')} characters"
-    return str(error["msg"]).removeprefix("Value error, ")
-
-
-def _tags(expected: str) -> str:
-    """Pydantic's list of tags, an enum's members as the words written in the file."""
-    return re.sub(r"<\w+\.\w+: '([^']*)'>", r'"\1"', expected)
-
-
-def _written(value: Any) -> str:
-    """A value as the TOML file spells it: strings in quotes, booleans in lower case."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    shown = json.dumps(value, ensure_ascii=False, default=str)
-    return shown if len(shown) <= 60 else shown[:57] + "..."

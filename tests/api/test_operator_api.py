@@ -24,8 +24,9 @@ from core.drafting.attempts import Backoff
 from core.models import DraftRow, EventRow, RecipeRow, RunRow
 from core.setup.settings import Settings
 from core.states import DraftState, RunState
-from core.store.effects import EffectLedger, EffectSpec, Proof
+from core.store.effects import EffectLedger
 from core.store.engine import Store
+from core.store.receipts import EffectSpec, Proof
 from core.testing import FrozenClock
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import FakeAnthropic, ok, status

@@ -26,7 +26,7 @@ from core.errors import (
 from core.identity import bluesky_record_key
 from core.ports import PostQuery, Publication, Publisher
 from core.publishing.platforms.bluesky import BlueskyPublisher
-from core.setup.config import BlueskyTarget
+from core.setup.publish_targets import BlueskyTarget
 from tests.fakes import social
 from tests.fakes.bluesky import HANDLE, PASSWORD, FakeBluesky, did_of, rate_limited
 from tests.fakes.server import closed_port

@@ -16,7 +16,7 @@ import pytest
 from core.errors import EffectNotSent, EffectOutcomeUnknown, LookupUnavailable, MissingSecret
 from core.ports import PostQuery, Publication, Publisher
 from core.publishing.platforms.linkedin import MEMBER_UNREADABLE, LinkedInPublisher
-from core.setup.config import LinkedInTarget
+from core.setup.publish_targets import LinkedInTarget
 from tests.fakes import social
 from tests.fakes.linkedin import (
     ORGANIZATION,

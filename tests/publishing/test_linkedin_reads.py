@@ -12,7 +12,7 @@ import pytest
 from core.errors import ReadRefused
 from core.ports import PostCounts, PostFound, PostGone, PostUnknown
 from core.publishing.platforms.linkedin import LinkedInOrganizationPublisher
-from core.setup.config import LinkedInTarget
+from core.setup.publish_targets import LinkedInTarget
 from tests.fakes import social
 from tests.fakes.linkedin import ORGANIZATION, FakeLinkedIn, rate_limited
 from tests.harness.slow_marks import starts_a_server

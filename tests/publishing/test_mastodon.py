@@ -26,7 +26,7 @@ from core.errors import (
 from core.identity import header_key
 from core.ports import PostQuery, Publication, Publisher
 from core.publishing.platforms.mastodon import MastodonPublisher
-from core.setup.config import MastodonTarget
+from core.setup.publish_targets import MastodonTarget
 from tests.fakes import social
 from tests.fakes.mastodon import TOKEN, FakeMastodon, rate_limited
 from tests.fakes.server import closed_port

@@ -26,8 +26,9 @@ from core.policies import EffectDecision, FailReason, PublishOutcome
 from core.ports import Fit, PostQuery, Publication, Publisher
 from core.publishing.service import PublishingService
 from core.states import DraftState, EffectState, RunState
-from core.store.effects import EffectLedger, EffectSpec, EffectStart, Proof
+from core.store.effects import EffectLedger
 from core.store.engine import Store
+from core.store.receipts import EffectSpec, EffectStart, Proof
 from tests.harness.worlds import (
     ANNOUNCE,
     HOOK_KEY,

@@ -26,7 +26,8 @@ from core.publishing.targets import found_at
 from core.review.queue import edit
 from core.review.redraft_claims import RedraftClaim
 from core.scheduling.recipe_changes import RecipeChanges
-from core.setup.config import MastodonTarget, parse_config
+from core.setup.config import parse_config
+from core.setup.publish_targets import MastodonTarget
 from core.states import DraftState, EffectState, RunState
 from tests.fakes import social
 from tests.fakes.linkedin import TOKEN as LINKEDIN_TOKEN

@@ -25,7 +25,7 @@ from core.ports import PostQuery, Publication
 from core.post_body import EVERY_TARGET, PostBody
 from core.publishing.platforms.bluesky import BlueskyPublisher
 from core.review.queue import edit
-from core.setup.config import BlueskyTarget
+from core.setup.publish_targets import BlueskyTarget
 from tests.harness.real_pds import Account, RealPds, assert_one_thread, real_pds, world_on
 from tests.harness.worlds import KEY, RUN, MakeWorld, World
 

@@ -32,7 +32,7 @@ from core.publishing.lookup_proof import publish_payload, publish_spec
 from core.publishing.platforms.bluesky import BlueskyPublisher
 from core.publishing.post_checks import take_up_publications
 from core.publishing.targets import frozen_text, published_links
-from core.setup.config import BlueskyTarget
+from core.setup.publish_targets import BlueskyTarget
 from core.states import EffectState, RunState
 from core.store.leases import lease_now
 from tests.fakes import social

@@ -275,7 +275,7 @@ def test_a_missing_secret_is_one_line_naming_the_variable() -> None:
 
 def test_the_readme_names_every_key_of_every_publish_target() -> None:
     """`service`, `api`, `version`: a key only a comment mentions is a key nobody finds."""
-    from core.setup.config import TARGETS
+    from core.setup.publish_targets import TARGETS
     from tests.harness.processes import REPO
 
     readme = (REPO / "README.md").read_text()

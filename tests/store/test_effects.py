@@ -13,8 +13,9 @@ from core.errors import ConcurrentChange, EffectInProgress, KeyPayloadConflict
 from core.models import EffectRow, EventRow
 from core.policies import EffectDecision, EffectOutcome
 from core.states import EffectState
-from core.store.effects import EffectLedger, EffectSpec, EffectStart, Proof
+from core.store.effects import EffectLedger
 from core.store.engine import Store
+from core.store.receipts import EffectSpec, EffectStart, Proof
 from core.testing import FrozenClock
 
 KEY = "linkedin|weekly-update@2026-11-23T09:00|v1|publish:slack:C0ANNOUNCE"

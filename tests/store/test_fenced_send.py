@@ -26,9 +26,10 @@ from core.ports import PostQuery, Publisher, SystemClock
 from core.review.queue import decide
 from core.scheduling.dispatch import SlotDispatcher
 from core.states import DraftState, RunState
-from core.store.effects import EffectLedger, EffectSpec
+from core.store.effects import EffectLedger
 from core.store.engine import Store
 from core.store.leases import database_now
+from core.store.receipts import EffectSpec
 from core.testing import FrozenClock, InstantDrafter, SkewedClock
 from tests.conftest import make_config
 from tests.fakes.webhook import status

@@ -19,8 +19,9 @@ from core.errors import ConcurrentChange
 from core.models import DraftRow, EffectRow, RunRow
 from core.review.queue import expire_overdue_drafts
 from core.states import DraftState, EffectState, RunState
-from core.store.effects import EffectLedger, EffectSpec
+from core.store.effects import EffectLedger
 from core.store.engine import Store
+from core.store.receipts import EffectSpec
 from core.store.rows import draft_row, effect_row, run_row
 from core.store.transitions import move_draft, move_effect, move_run
 from core.testing import FrozenClock, InstantDrafter

@@ -17,9 +17,10 @@ from core.errors import LeaseLost
 from core.models import EffectRow
 from core.policies import EffectDecision, EffectOutcome
 from core.states import EffectState
-from core.store.effects import EffectLedger, EffectSpec, EffectStart, MayAct, Proof
+from core.store.effects import EffectLedger
 from core.store.engine import Store
 from core.store.leases import Heartbeat
+from core.store.receipts import EffectSpec, EffectStart, MayAct, Proof
 from core.testing import FrozenClock
 from tests.harness.processes import wait_for
 from tests.harness.races import a_backend_waits_on_a_lock, in_thread, skip_on_sqlite

@@ -45,7 +45,7 @@ from core.ports import (
 from core.publishing.platforms.bluesky_images import external_embed, images_embed, upload_blob
 from core.publishing.platforms.bluesky_records import ThreadWrites, link_facets, thread_writes
 from core.publishing.platforms.post_text import comparable, graphemes
-from core.setup.config import BlueskyTarget
+from core.setup.publish_targets import BlueskyTarget
 
 GRAPHEME_LIMIT = 300
 BYTE_LIMIT = 3000

@@ -37,7 +37,7 @@ from core.publishing.platforms.post_text import (
     linkedin_plain,
 )
 from core.publishing.platforms.read_back import read_back
-from core.setup.config import LinkedInTarget
+from core.setup.publish_targets import LinkedInTarget
 
 CHARACTER_LIMIT = 3000
 PAGE = 50

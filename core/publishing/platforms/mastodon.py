@@ -49,7 +49,7 @@ from core.publishing.platforms.post_text import (
     mastodon_text,
 )
 from core.publishing.platforms.read_back import GONE
-from core.setup.config import MastodonTarget
+from core.setup.publish_targets import MastodonTarget
 
 DEFAULT_LIMIT = 500  # Mastodon's own default, used while the instance cannot be asked
 DEFAULT_URL_LENGTH = 23

@@ -1,0 +1,185 @@
+"""The `publish` key's target tables (docs/design.md §15): one model per platform, each
+naming its target id inside effect keys. A credential is read from the environment when
+it is needed, never from the file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from abc import abstractmethod
+from collections.abc import Mapping
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from core.errors import MissingSecret
+from core.identity import slack_target
+
+ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+HANDLE_PATTERN = re.compile(
+    r"^([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z][A-Za-z0-9-]*$"
+)
+DID_PATTERN = re.compile(r"^did:[a-z]+:[A-Za-z0-9._:%-]+$")
+BASE_URL_PATTERN = re.compile(r"^https?://[^\s/?#|]+(/[^\s?#|]*)?$")
+
+
+class _Target(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SlackTarget(_Target):
+    to: Literal["slack"]
+    channel: str = Field(min_length=1)
+
+    @field_validator("channel")
+    @classmethod
+    def _channel(cls, channel: str) -> str:
+        if not re.match(r"^[^|\s]+$", channel):
+            raise ValueError("a channel id has no spaces and no |")  # | separates key parts
+        return channel
+
+    @property
+    def target(self) -> str:
+        return slack_target(self.channel)
+
+
+class WebhookTarget(_Target):
+    to: Literal["webhook"]
+    url: str = Field(pattern=r"^https?://")
+    status_url: str | None = Field(default=None, pattern=r"^https?://")
+
+    @property
+    def target(self) -> str:
+        return "webhook"
+
+
+class _SecretTarget(_Target):
+    """A destination whose credential is read from the environment variable `secret_env`
+    (never from the file), so two accounts on one platform can name two variables."""
+
+    secret_env: str
+
+    @field_validator("secret_env")
+    @classmethod
+    def _env_name(cls, name: str) -> str:
+        if not ENV_NAME_PATTERN.match(name):
+            raise ValueError(f"not an environment variable name: {name!r}")
+        return name
+
+    @property
+    @abstractmethod
+    def target(self) -> str:
+        """The target id inside effect keys; each platform's model names its own."""
+
+    def secret(self, environ: Mapping[str, str] | None = None) -> str:
+        """The credential, read when it is needed; MissingSecret names the variable."""
+        value = (os.environ if environ is None else environ).get(self.secret_env, "")
+        if not value.strip():
+            raise MissingSecret(self.secret_env, self.target)
+        return value.strip()
+
+
+class BlueskyTarget(_SecretTarget):
+    to: Literal["bluesky"]
+    handle: str  # the account's handle (acme.bsky.social) or DID
+    service: str = "https://bsky.social"  # its PDS (or a local fake)
+    secret_env: str = "GALLEY_BLUESKY_PASSWORD"  # an app password
+
+    @field_validator("handle")
+    @classmethod
+    def _handle(cls, handle: str) -> str:
+        if not (HANDLE_PATTERN.match(handle) or DID_PATTERN.match(handle)):
+            hint = " (without the @)" if handle.startswith("@") else ""
+            raise ValueError(f"not a Bluesky handle like acme.bsky.social, nor a DID{hint}")
+        return handle
+
+    @field_validator("service")
+    @classmethod
+    def _service(cls, url: str) -> str:
+        return _base_url(url)
+
+    @property
+    def target(self) -> str:
+        return f"bluesky:{self.handle}"
+
+
+class MastodonTarget(_SecretTarget):
+    to: Literal["mastodon"]
+    instance: str  # base URL: https://mastodon.social
+    visibility: Literal["public", "unlisted", "private", "direct"] = "public"
+    secret_env: str = "GALLEY_MASTODON_TOKEN"  # write:statuses and read:statuses
+
+    @field_validator("instance")
+    @classmethod
+    def _instance(cls, url: str) -> str:
+        return _base_url(url)
+
+    @property
+    def target(self) -> str:
+        """`mastodon:mastodon.social`; a second account on one instance is told apart by
+        its variable: `mastodon:mastodon.social+GALLEY_MASTODON_TOKEN_TEAM`."""
+        host = urlsplit(self.instance)
+        where = (host.netloc + host.path.rstrip("/")).lower()
+        default = MastodonTarget.model_fields["secret_env"].default
+        return f"mastodon:{where}" + ("" if self.secret_env == default else f"+{self.secret_env}")
+
+
+class LinkedInTarget(_SecretTarget):
+    to: Literal["linkedin"]
+    author: str  # urn:li:organization:N (a page) or urn:li:person:ID (a member)
+    api: str = "https://api.linkedin.com/rest/"
+    version: str = "202511"  # the LinkedIn-Version header: YYYYMM; versions retire after a year
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, version: str) -> str:
+        if not re.match(r"^\d{6}(\.\d{2})?$", version):
+            raise ValueError('must be a LinkedIn API version like "202511"')
+        return version
+
+    secret_env: str = "GALLEY_LINKEDIN_TOKEN"  # w_organization_social, r_organization_social
+
+    @field_validator("author")
+    @classmethod
+    def _author(cls, author: str) -> str:
+        if not re.match(r"^urn:li:(organization|person):[A-Za-z0-9_-]+$", author):
+            raise ValueError("must be urn:li:organization:N or urn:li:person:ID")
+        return author
+
+    @field_validator("api")
+    @classmethod
+    def _api(cls, url: str) -> str:
+        return _base_url(url) + "/"  # paths are joined onto it: posts, posts?q=author
+
+    @property
+    def is_organization(self) -> bool:
+        return self.author.startswith("urn:li:organization:")
+
+    @property
+    def target(self) -> str:
+        return f"linkedin:{self.author}"
+
+
+PublishTarget = Annotated[
+    SlackTarget | WebhookTarget | BlueskyTarget | MastodonTarget | LinkedInTarget,
+    Field(discriminator="to"),
+]
+SecretTarget = BlueskyTarget | MastodonTarget | LinkedInTarget
+
+
+def _base_url(url: str) -> str:
+    """An http(s) base URL with no query or fragment, without its trailing slash."""
+    if not BASE_URL_PATTERN.match(url):
+        raise ValueError(f"not an http(s) base URL: {url!r}")
+    return url.rstrip("/")
+
+
+TARGETS: dict[str, type[_Target]] = {
+    "slack": SlackTarget,
+    "webhook": WebhookTarget,
+    "bluesky": BlueskyTarget,
+    "mastodon": MastodonTarget,
+    "linkedin": LinkedInTarget,
+}
