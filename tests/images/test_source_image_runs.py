@@ -11,19 +11,25 @@ import dataclasses
 import hashlib
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from sqlmodel import select
 
+from core.api.services import Services
 from core.drafting.claims import sweep_expired_claims
+from core.drafting.service import DraftingService
 from core.failpoints import Failpoint, hook
 from core.models import ImageRow, SnapshotItemRow
 from core.policies import DraftOutcome, ImageSource
 from core.post_body import PostBody
 from core.scheduling.dispatch import SlotDispatcher
+from core.setup.config import parse_config
 from core.sources.items import ItemImage, SourceItem
 from core.states import RunState
 from core.store.engine import Store
+from core.testing import FrozenClock, InstantDrafter
+from tests.conftest import config_text
 from tests.fakes.web import HTML_TYPE, FakeWeb, status
 from tests.harness.slow_marks import starts_a_server
 from tests.images.pictures import flat, photo
@@ -223,3 +229,23 @@ def test_a_failed_download_is_not_retried_by_a_take_over(store: Store, web: Fake
     [item] = snapshot_items(store)
     assert item.image_note == f"the image at {web.url}{IMAGE} answered 503"
     assert web.gets(IMAGE) == 1
+
+
+def test_a_window_recipes_items_carry_no_image_and_nothing_is_downloaded(
+    store: Store, web: FakeWeb, tmp_path: Path
+) -> None:
+    web.publish(IMAGE, photo(800, 600), "image/jpeg")
+    feed = '\nsources = [{ kind = "feed", url = "https://blog.example.com/feed", name = "blog" }]\n'
+    galley = Services(
+        parse_config(config_text() + feed), store, drafter=InstantDrafter(), clock=FrozenClock()
+    )
+    recipe = galley.recipe("weekly-update")
+    slot = galley.resolve_slot(recipe, "2026-11-23T09:00")
+    service = DraftingService(store, InstantDrafter(), clock=FrozenClock(), worker="w1")
+    in_window = dataclasses.replace(pictured(2, web), published_at=slot.fire_at - timedelta(days=1))
+    service.basis.reader = lambda spec, window, context: [in_window]
+
+    assert service.draft_slot(recipe, slot).outcome == DraftOutcome.DRAFTED
+    assert web.gets(IMAGE) == 0 and images(store) == [] and body_images(store) == []
+    [item] = snapshot_items(store)
+    assert item.image_url == web.url + IMAGE and item.image_sha256 is None  # noted only
