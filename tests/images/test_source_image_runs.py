@@ -23,6 +23,8 @@ from core.failpoints import Failpoint, hook
 from core.models import ImageRow, SnapshotItemRow
 from core.policies import DraftOutcome, ImageSource
 from core.post_body import PostBody
+from core.review.redraft_claims import RedraftClaim
+from core.review.redrafting import RedraftService
 from core.scheduling.dispatch import SlotDispatcher
 from core.setup.config import parse_config
 from core.sources.items import ItemImage, SourceItem
@@ -38,6 +40,7 @@ from tests.scheduling.test_items import (
     FeedStub,
     drafts,
     entry,
+    items_config,
     items_recipe,
     make_poller,
     of_state,
@@ -249,3 +252,26 @@ def test_a_window_recipes_items_carry_no_image_and_nothing_is_downloaded(
     assert web.gets(IMAGE) == 0 and images(store) == [] and body_images(store) == []
     [item] = snapshot_items(store)
     assert item.image_url == web.url + IMAGE and item.image_sha256 is None  # noted only
+
+
+def test_a_reviewers_redraft_keeps_the_items_image_and_downloads_nothing(
+    store: Store, web: FakeWeb
+) -> None:
+    web.publish(IMAGE, photo(800, 600), "image/jpeg")
+    polled_twice(store, web, pictured(2, web))
+    [draft] = drafts(store)
+    service = RedraftService(
+        store, items_config(), FrozenClock(), InstantDrafter("Shorter."), worker="w2"
+    )
+    claim = service.ask(
+        draft_key=draft.key, revision=1, note="shorter", user="U0EDITOR", permitted=True
+    )
+    assert isinstance(claim, RedraftClaim), claim
+    assert service.run(claim).accepted
+
+    [kept] = images(store)
+    [redrafted] = drafts(store)
+    body = PostBody.parse(redrafted.text or "")
+    assert redrafted.revision == 2 and body.parts_for("*") == ("Shorter.",)
+    assert [(i.sha256, i.alt) for i in body.images] == [(kept.sha256, "")]
+    assert web.gets(IMAGE) == 1
