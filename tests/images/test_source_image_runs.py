@@ -224,7 +224,7 @@ def test_a_run_killed_after_its_snapshot_commit_is_taken_over_without_a_second_d
     assert web.gets(IMAGE) == 1  # the stored snapshot was read, not the network
 
 
-def test_a_failed_download_is_not_retried_by_a_take_over(store: Store, web: FakeWeb) -> None:
+def test_an_image_answering_503_is_noted_and_not_asked_again(store: Store, web: FakeWeb) -> None:
     web.script(IMAGE, status(503, "busy"))
     web.publish(IMAGE, photo(800, 600), "image/jpeg")
     polled_twice(store, web, pictured(2, web))
