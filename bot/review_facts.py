@@ -44,6 +44,7 @@ def fact_lines(item: ReviewItem, permalink: Permalink | None = None) -> tuple[st
     lines = []
     if item.basis is not None:
         lines.append(basis_line(item.basis))
+        lines += [image_note_line(note) for note in item.basis.image_notes]
     if item.redrafted is not None and item.redrafted.revision == item.revision:
         lines.append(redraft_line(item.redrafted))
     if item.approvals is not None and item.state == DraftState.READY:
@@ -74,6 +75,11 @@ def basis_line(basis: DraftBasis) -> str:
         names = ", ".join(inert(name, NAME_SHOWN) for name in basis.left_out)
         line += f" · left out (could not be read): {names}"
     return line
+
+
+def image_note_line(note: str) -> str:
+    """`:frame_with_picture: Drafted without the item's image: the image at … answered 404`."""
+    return f":frame_with_picture: Drafted without the item's image: {inert(note, NOTE_SHOWN)}"
 
 
 def _basis_title(item: BasisItem) -> str:

@@ -12,7 +12,8 @@ from bot.apscheduler_host import SchedulerHost
 from bot.blocks import review_reply
 from bot.wiring import BotServices
 from core.policies import Trigger
-from core.ports import ReviewItem
+from core.ports import MessageRef, ReviewItem
+from core.post_body import BODY_MARK
 from core.review.redraft_claims import RedraftClaim, expired_redrafts
 from core.setup.config import Recipe
 from core.slots.schedule import Slot
@@ -61,6 +62,23 @@ class Work:
         """An image dropped in a review thread, downloaded and shaped (Pillow: seconds of
         CPU for a large photo) on the drafting pool, never on the listener's thread."""
         self.host.drafting.take(take)
+
+    def describe_source_images_soon(self, item: ReviewItem, ref: MessageRef) -> None:
+        """Once a draft's review message is posted: alt text proposed for each image its
+        source items brought (docs/design.md §32), on the drafting pool (a model call),
+        the new revision shown and a failure told in the message's thread."""
+        if item.text.startswith(BODY_MARK):  # a plain text carries no image
+            self.host.drafting.take(self.describe_source_images, item.draft_key, ref)
+
+    def describe_source_images(self, draft_key: str, ref: MessageRef) -> None:
+        proposer = self.services.core.alt_texts
+        if proposer is None:
+            return
+        for proposal in proposer.propose_for_source_images(draft_key):
+            if proposal.answer is not None and proposal.answer.item is not None:
+                self.show_review(proposal.answer.item)
+            if proposal.told:
+                self.services.channels.post(ref.channel, text=proposal.told, thread_ts=ref.ts)
 
     def start_draft(self, recipe: Recipe, slot: Slot | None, actor: str, tell: Tell) -> None:
         """A person's `/galley run` (the most recent slot) or `retry` of a failed one, on

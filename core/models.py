@@ -460,6 +460,12 @@ class SnapshotItemRow(SQLModel, table=True):
     published_at: datetime | None = _utc()
     text: str = Field(sa_type=sa.Text)
     content_hash: str = Field(max_length=64)
+    # the image the item brings (docs/design.md §32): where, what it shows, and the hash of
+    # the bytes kept when the snapshot was taken, or one line saying why none were
+    image_url: str | None = Field(default=None, sa_type=sa.Text)
+    image_caption: str | None = Field(default=None, sa_type=sa.Text)
+    image_sha256: str | None = Field(default=None, max_length=64)
+    image_note: str | None = Field(default=None, sa_type=sa.Text)
 
 
 class SeenSourceItemRow(SQLModel, table=True):
@@ -537,3 +543,5 @@ class PolledItemRow(SQLModel, table=True):
     published_at: datetime | None = _utc()
     text: str = Field(sa_type=sa.Text)
     seen_at: datetime = _utc(nullable=False)
+    image_url: str | None = Field(default=None, sa_type=sa.Text)  # the image the poll saw
+    image_caption: str | None = Field(default=None, sa_type=sa.Text)

@@ -157,6 +157,7 @@ class DraftBasis:
 
     items: tuple[BasisItem, ...]
     left_out: tuple[str, ...] = ()  # source names
+    image_notes: tuple[str, ...] = ()  # why an item's image is not in the draft
 
 
 @dataclass(frozen=True)

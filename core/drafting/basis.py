@@ -25,7 +25,9 @@ from core.drafting.claims import Claim
 from core.drafting.learning import read_lessons
 from core.errors import LostClaim
 from core.failpoints import Failpoint, failpoint
-from core.policies import FailReason, LearnFrom, OnEmpty, SkipReason
+from core.images.library import ImageLibrary
+from core.images.source_images import keep_item_image
+from core.policies import FailReason, ImageSource, LearnFrom, OnEmpty, SkipReason, SourceKind
 from core.ports import Clock
 from core.setup.config import Config, Recipe
 from core.slots.schedule import Slot
@@ -142,6 +144,7 @@ class RunBasis:
         self.store, self.clock = store, clock
         self.access = access or SourceAccess(config_dir=Path.cwd().resolve())
         self.reader, self.backoff = reader, backoff or Backoff()
+        self.library = ImageLibrary(store, clock)  # a source item's image, kept by hash
 
     def stored(self, recipe: Recipe, run_id: str) -> Snapshot | None:
         """The run's stored snapshot; None for a recipe that keeps none, or none taken."""
@@ -185,10 +188,15 @@ class RunBasis:
 
     def _store_item(self, recipe: Recipe, claim: Claim, slot: Slot) -> Snapshot:
         """An item run's snapshot is its item as the poll recorded it (docs/design.md §29):
-        nothing is read again, and an edit upstream since does not change it."""
+        its text is not read again, and an edit upstream since does not change it. The
+        image it brings is downloaded and kept first (docs/design.md §32), outside any
+        transaction, so the stored snapshot names the bytes every later attempt reads."""
+        with self.store.read() as session:
+            item = item_of_run(session, claim.run_id)
+        if item is not None and recipe.source_images:
+            item = self._with_image(recipe, item)
         with self.store.transaction() as session:
             self._fence(session, recipe, claim)
-            item = item_of_run(session, claim.run_id)
             return store_snapshot(
                 session,
                 recipe=recipe.name,
@@ -198,6 +206,20 @@ class RunBasis:
                 read=Snapshot(items=() if item is None else (item,)),
                 now=self.clock.now(),
             )
+
+    def _with_image(self, recipe: Recipe, item: SourceItem) -> SourceItem:
+        """The item with its image kept, or a note why not: a feed item's own image, else
+        its linked page's og:image; a page's og:image (docs/design.md §32)."""
+        spec = next((s for s in recipe.sources if s.label == item.source), None)
+        kind = spec.kind if spec is not None else None
+        return keep_item_image(
+            item,
+            self.library,
+            [target.target for target in recipe.targets],
+            self.access.context(recipe),
+            own=ImageSource.OG_IMAGE if kind == SourceKind.URL else ImageSource.FEED_ENCLOSURE,
+            follow_link=kind == SourceKind.FEED,
+        )
 
     def _fence(self, session: Session, recipe: Recipe, claim: Claim) -> None:
         now = lease_now(session, self.clock)  # the fence's UPDATE locks the claimed draft

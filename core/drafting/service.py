@@ -9,6 +9,7 @@ was bumped is still stored (superseded), never thrown away.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import socket
@@ -43,7 +44,7 @@ from core.policies import AttemptOutcome, DraftOutcome, EffectStep, FailReason, 
 from core.ports import Clock, Drafter, DraftRequest, Fit, ModelReply, PostShape, SystemClock
 from core.setup.config import Recipe, render_template
 from core.slots.schedule import Slot
-from core.sources.snapshot import Snapshot
+from core.sources.snapshot import Snapshot, with_kept_images
 from core.states import DraftState, EffectState, RunState
 from core.store.engine import Store
 from core.store.leases import DRAFT_CLAIMS, Heartbeat, lease_now
@@ -309,6 +310,8 @@ class DraftingService:
             except LostClaim as lost:
                 refused = lost
             else:
+                text = with_kept_images(session, claim.run_id, reply.text)
+                reply = dataclasses.replace(reply, text=text)  # docs/design.md §32
                 return _make_ready(session, draft, run, recipe_row, claim, reply, seen, now)
         assert refused is not None
         raise refused

@@ -21,7 +21,8 @@ from core.images.library import ImageLibrary
 from core.images.media import ImageBytes, ImageUploader, UploadedMedia
 from core.policies import EffectOutcome, EffectStep
 from core.post_body import ImageRef
-from core.store.effects import EffectLedger, EffectSpec, Performed, Proof, Receipt
+from core.store.effects import EffectLedger
+from core.store.receipts import EffectSpec, Performed, Proof, Receipt
 
 UPLOADED = frozenset({EffectOutcome.SENT, EffectOutcome.DONE, EffectOutcome.FOUND})
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from html.parser import HTMLParser
-from urllib.parse import urljoin
 
 import httpx
 
@@ -23,9 +21,9 @@ from core.images.uploads import ImageUploads
 from core.policies import ImageSource
 from core.ports import Publication
 from core.publishing.platforms.post_text import url_spans
+from core.sources.open_graph import page_tags
 from core.store.receipts import Proof
 
-PAGE_LIMIT = 1_000_000  # bytes of a page read for its tags
 IMAGE_LIMIT = 10_000_000  # bytes of an og:image downloaded
 READ_TIMEOUT = 10.0  # seconds per request
 TITLE_LIMIT = 300
@@ -105,21 +103,19 @@ def read_card(url: str, timeout: float = READ_TIMEOUT) -> PageCard | str:
         return f"the page answered {page.status_code}"
     if "html" not in page.headers.get("content-type", ""):
         return "the link is not a web page"
-    tags = _OpenGraph()
-    tags.feed(page.text[:PAGE_LIMIT])
+    tags = page_tags(page.text)
     title = (tags.meta.get("og:title") or tags.title).strip()[:TITLE_LIMIT]
     if not title:
         return "the page has no title"
     description = (tags.meta.get("og:description") or tags.meta.get("description") or "").strip()
-    image, name = _image(str(page.url), tags.meta.get("og:image"), timeout)
+    image, name = _image(tags.image_url(str(page.url)), timeout)
     return PageCard(url, title, description[:DESCRIPTION_LIMIT], image, name)
 
 
-def _image(page_url: str, src: str | None, timeout: float) -> tuple[bytes | None, str]:
+def _image(url: str | None, timeout: float) -> tuple[bytes | None, str]:
     """The og:image's bytes, or none (a card without a thumbnail is still a card)."""
-    if not src:
+    if not url:
         return None, ""
-    url = urljoin(page_url, src)
     try:
         answer = httpx.get(url, follow_redirects=True, timeout=timeout)
     except httpx.HTTPError:
@@ -127,28 +123,3 @@ def _image(page_url: str, src: str | None, timeout: float) -> tuple[bytes | None
     if answer.status_code != 200 or len(answer.content) > IMAGE_LIMIT:
         return None, ""
     return answer.content, url.rsplit("/", 1)[-1] or "og-image"
-
-
-class _OpenGraph(HTMLParser):
-    """`<meta property="og:…" content="…">`, `<meta name="description">` and `<title>`."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.meta: dict[str, str] = {}
-        self.title = ""
-        self._in_title = False
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        found = {name: value or "" for name, value in attrs}
-        if tag == "meta":
-            key = found.get("property") or found.get("name") or ""
-            if key and "content" in found and key not in self.meta:
-                self.meta[key.lower()] = found["content"]
-        self._in_title = tag == "title"
-
-    def handle_endtag(self, tag: str) -> None:
-        self._in_title = False
-
-    def handle_data(self, data: str) -> None:
-        if self._in_title:
-            self.title += data

@@ -32,6 +32,7 @@ from core.ports import Clock, Drafter, DraftRequest, ImageInput, ModelReply
 from core.post_body import BodyUnreadable, ImageRef, PostBody
 from core.review.queue import ReviewAnswer, open_for_change, save_revision
 from core.setup.config import Config, Recipe
+from core.sources.snapshot import stored_snapshot
 from core.store.engine import Store, insert_ignore
 from core.store.leases import lease_now
 
@@ -86,6 +87,27 @@ class AltTextProposer:
         if isinstance(reply, str):
             return AltProposal(None, f"No alt text was proposed for {image.name}: {reply}.")
         return self._write(draft_key, image, _alt_of(reply), reply.model)
+
+    def propose_for_source_images(self, draft_key: str) -> list[AltProposal]:
+        """Alt text proposed for each image the draft's run's source items brought that
+        still has none (docs/design.md §32), the item's caption and title its context.
+        Called once the draft's review message is posted: never under a claim, never
+        inside a transaction."""
+        with self.store.read() as session:
+            draft = session.get(DraftRow, draft_key)
+            if draft is None or draft.run_id is None:
+                return []
+            snapshot = stored_snapshot(session, draft.run_id)
+        if snapshot is None:
+            return []
+        proposals = []
+        for item in snapshot.items:
+            image = item.image
+            if image is None or image.sha256 is None:
+                continue
+            context = f"the image of the source item {item.title!r}; its caption: {image.caption}"
+            proposals.append(self.propose(draft_key, ImageRef(image.sha256, image.name), context))
+        return proposals
 
     def _asked(self, draft_key: str, image: ImageRef) -> _Asked | None:
         with self.store.read() as session:

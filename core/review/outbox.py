@@ -64,6 +64,7 @@ class ReviewOutbox:
         on_wire: timedelta = timedelta(0),
         unfindable: Callable[[ReviewItem, str], object] | None = None,
         gone: Callable[[ReviewItem, str], object] | None = None,
+        posted: Callable[[ReviewItem, MessageRef], object] | None = None,
     ) -> None:
         """`unfindable(item, why)` is told of a post whose outcome is unknown and that a
         lookup cannot find or rule out: people must look. `gone(item, why)` is told of a
@@ -74,6 +75,9 @@ class ReviewOutbox:
         self.on_wire = on_wire  # one call's limit: a lapsed holder's post may still land
         self.unfindable = unfindable or (lambda item, why: None)
         self.gone = gone or (lambda item, why: None)
+        # told of each review message this outbox posted (the bot proposes alt text for a
+        # source item's image then, off this pass: docs/design.md §32)
+        self.posted = posted or (lambda item, ref: None)
 
     def post_ready_drafts(self) -> int:
         """Post every ready draft that has no review receipt yet; returns how many."""
@@ -104,7 +108,10 @@ class ReviewOutbox:
         if not done.happened or done.receipt is None:
             return None
         self._shown([item], unknown=True)  # posted now or found: which revision, unsure
-        return _ref(done.receipt.result)
+        ref = _ref(done.receipt.result)
+        if ref is not None and done.outcome in (EffectOutcome.SENT, EffectOutcome.FOUND):
+            self.posted(item, ref)
+        return ref
 
     def _review_spec(self, item: ReviewItem) -> EffectSpec:
         return EffectSpec(

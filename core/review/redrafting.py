@@ -30,6 +30,7 @@ from core.identity import text_hash
 from core.models import DraftRow, RedraftRow, RunRow
 from core.policies import AttemptCause, RedraftState, Refusal
 from core.ports import Clock, Drafter, DraftRequest, Fit, ModelReply, PostShape, ReviewItem
+from core.post_body import BodyUnreadable, PostBody
 from core.review.queue import ReviewAnswer, open_for_change, review_item
 from core.review.redraft_claims import (
     RedraftClaim,
@@ -249,14 +250,9 @@ class RedraftService:
                 return found
             draft, run = found
             finish_redraft(session, claim, RedraftState.DONE, now)  # fenced: ours, or nothing
-            keep_revisions(
-                session, draft, new_text=reply.text, editor=model_author(reply.model), at=now
-            )
-            draft.text, draft.text_hash, draft.revision = (
-                reply.text,
-                text_hash(reply.text),
-                draft.revision + 1,
-            )
+            text = _with_images_of(draft.text or "", reply.text)
+            keep_revisions(session, draft, new_text=text, editor=model_author(reply.model), at=now)
+            draft.text, draft.text_hash, draft.revision = text, text_hash(text), draft.revision + 1
             draft.model, draft.decision_reason, draft.updated_at = reply.model, None, now
             draft.input_tokens, draft.output_tokens = reply.input_tokens, reply.output_tokens
             session.add(draft)
@@ -289,3 +285,13 @@ def _limit_sentence(refusal: Refusal, why: str) -> str:
         case Refusal.BUDGET:
             return f"The recipe's {why}; ask again tomorrow, or edit the draft."
     return f"Not redrafted: {why}."
+
+
+def _with_images_of(current: str, answer: str) -> str:
+    """The model's new text with the current revision's images and their alt texts: a
+    redraft rewrites the words, never drops a picture (docs/design.md §32)."""
+    try:
+        images = PostBody.parse(current).images
+        return PostBody.parse(answer).with_images(images).to_text() if images else answer
+    except BodyUnreadable:
+        return answer

@@ -176,6 +176,8 @@ class RecipeSettings(_Strict):
     thread: int = Field(default=1, ge=1, le=MAX_THREAD_PARTS)  # at most this many parts
     # docs/design.md §32: the model shown an image's pixels when it proposes its alt text
     describe_images: bool = False
+    # docs/design.md §32: an items recipe's post carries the image its item brings
+    source_images: bool = True
 
     @field_validator("timezone")
     @classmethod

@@ -2,7 +2,9 @@
 
 One item per entry: its guid (else its link, else its title) is its id, its text the
 entry's content or summary as plain text, relative links resolved against the feed's
-own address. A document that is no feed is a clear failure, never an empty window.
+own address. Its image (docs/design.md §32) is an enclosure of an image type, else a
+`media:content` that is an image, else a `media:thumbnail`: its URL noted, never
+downloaded here. A document that is no feed is a clear failure, never an empty window.
 """
 
 from __future__ import annotations
@@ -11,10 +13,11 @@ import io
 import time
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urljoin
 from xml.sax import SAXException
 
 from core.sources.fetching import Answer, fetch, source_client
-from core.sources.items import ReadContext, SourceItem, SourceReadError
+from core.sources.items import ItemImage, ReadContext, SourceItem, SourceReadError
 from core.sources.plain_text import html_to_text
 from core.sources.specs import FeedSource
 
@@ -26,7 +29,7 @@ def read_feed(spec: FeedSource, context: ReadContext) -> list[SourceItem]:
     with source_client(context) as client:
         answer = fetch(client, spec.label, spec.url)
     parsed = parse_feed(spec.label, answer)
-    return [_entry_item(spec.label, entry) for entry in parsed.entries]
+    return [_entry_item(spec.label, entry, answer.url) for entry in parsed.entries]
 
 
 def parse_feed(source: str, answer: Answer) -> Any:
@@ -54,7 +57,7 @@ def parse_feed(source: str, answer: Answer) -> Any:
     return parsed
 
 
-def _entry_item(source: str, entry: Any) -> SourceItem:
+def _entry_item(source: str, entry: Any, feed_url: str) -> SourceItem:
     link = entry.get("link") or None
     title = _plain(entry.get("title_detail")) or html_to_text(entry.get("title", ""))
     return SourceItem(
@@ -64,7 +67,33 @@ def _entry_item(source: str, entry: Any) -> SourceItem:
         link=link,
         published_at=_entry_date(entry),
         text=_entry_text(entry),
+        image=entry_image(entry, feed_url, title),
     )
+
+
+def entry_image(entry: Any, feed_url: str, title: str) -> ItemImage | None:
+    """The entry's image: an `<enclosure>` of an image type, else a `media:content` with
+    `medium="image"` or an image type, else a `media:thumbnail`; its URL resolved against
+    the feed's. Its caption is the tag's own title, else the entry's title (feedparser
+    folds `media:title` and `media:description` into the entry's own title and content,
+    so they cannot be told from them)."""
+    for found in _image_tags(entry):
+        url = str(found.get("href") or found.get("url") or "").strip()
+        if url:
+            caption = " ".join(str(found.get("title") or "").split()) or title
+            return ItemImage(urljoin(feed_url, url), caption)
+    return None
+
+
+def _image_tags(entry: Any) -> list[dict[str, Any]]:
+    def is_image(tag: dict[str, Any]) -> bool:
+        return str(tag.get("type", "")).lower().startswith("image/")
+
+    enclosures = [e for e in entry.get("enclosures") or [] if is_image(e)]
+    media = [
+        m for m in entry.get("media_content") or [] if m.get("medium") == "image" or is_image(m)
+    ]
+    return [*enclosures, *media, *(entry.get("media_thumbnail") or [])]
 
 
 def _entry_text(entry: Any) -> str:

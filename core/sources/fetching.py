@@ -20,6 +20,7 @@ from core.http_calls import call_timeout
 from core.sources.items import ReadContext, SourceReadError
 
 MAX_ANSWER_BYTES = 5_000_000  # a feed or page larger than this is not news, it is a mistake
+MAX_IMAGE_BYTES = 25_000_000  # an item's image before shaping: a camera's JPEG, not a video
 USER_AGENT = "Galley (source reader)"
 _ANSWER_EXCERPT = 200
 
@@ -72,10 +73,11 @@ def fetch(
     url: str,
     *,
     params: Mapping[str, str] | None = None,
+    limit: int | None = None,
 ) -> Answer:
     """GET `url`; its answer when 2xx, else SourceReadError naming `source`, the status
     and what the server said."""
-    answer = get(client, source, url, params=params)
+    answer = get(client, source, url, params=params, limit=limit)
     if not answer.ok:
         raise status_error(source, answer)
     return answer
@@ -87,13 +89,15 @@ def get(
     url: str,
     *,
     params: Mapping[str, str] | None = None,
+    limit: int | None = None,
 ) -> Answer:
-    """GET `url`: its answer whatever its status (the body at most MAX_ANSWER_BYTES), or
-    a retryable SourceReadError when no answer came."""
+    """GET `url`: its answer whatever its status (the body at most `limit` bytes,
+    MAX_ANSWER_BYTES unless told, else a SourceReadError that is not retryable), or a
+    retryable SourceReadError when no answer came."""
     where = shown_url(url)
     try:
         with client.stream("GET", url, params=params) as response:
-            body = _read_capped(response, source, where)
+            body = _read_capped(response, source, where, limit or MAX_ANSWER_BYTES)
     except httpx.TimeoutException as exc:
         raise SourceReadError(
             source, f"no answer from {where} in time ({type(exc).__name__})", retryable=True
@@ -130,15 +134,15 @@ def status_answer(answer: Answer) -> str:
     return f"{line}: {said}" if said else line
 
 
-def _read_capped(response: httpx.Response, source: str, where: str) -> bytes:
+def _read_capped(response: httpx.Response, source: str, where: str, limit: int) -> bytes:
     chunks = []
     size = 0
     for chunk in response.iter_bytes():
         size += len(chunk)
-        if size > MAX_ANSWER_BYTES:
+        if size > limit:
             raise SourceReadError(
                 source,
-                f"the answer from {where} is over {MAX_ANSWER_BYTES:,} bytes",
+                f"the answer from {where} is over {limit:,} bytes",
                 retryable=False,
             )
         chunks.append(chunk)

@@ -11,6 +11,7 @@ import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from core.errors import GalleyError
 
@@ -34,6 +35,25 @@ class Window:
 
 
 @dataclass(frozen=True)
+class ItemImage:
+    """The image an item brings (docs/design.md §32): a feed's enclosure or media tag, or
+    a page's `og:image`, with words that say what it shows (its caption, else the item's
+    title). Once its run's snapshot is taken, `sha256` names the bytes kept for it in the
+    image library, or `note` says in one line why none were kept."""
+
+    url: str
+    caption: str = ""
+    sha256: str | None = None
+    note: str = ""
+
+    @property
+    def name(self) -> str:
+        """What people call it: the last part of its URL's path."""
+        path = urlsplit(self.url).path.rstrip("/")
+        return path.rsplit("/", 1)[-1] or "image"
+
+
+@dataclass(frozen=True)
 class SourceItem:
     """One thing that happened: a feed entry, a release, a merged pull request, a Slack
     message with its thread, a page's main text or a file. `published_at` is None where
@@ -45,6 +65,7 @@ class SourceItem:
     link: str | None
     published_at: datetime | None
     text: str
+    image: ItemImage | None = None  # not in the content hash: a new image is no edit
 
     @property
     def content_hash(self) -> str:

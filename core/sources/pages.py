@@ -2,13 +2,16 @@
 
 One item: the configured URL is its id and its link, the page's main text (navigation,
 footers and scripts left out) its text, so its content hash changes when the page is
-edited. The page says no date the window could trust: the item is undated.
+edited. The page says no date the window could trust: the item is undated. Its image is
+its `og:image` (docs/design.md §32), captioned by `og:image:alt`, else its title; noted,
+never downloaded here.
 """
 
 from __future__ import annotations
 
 from core.sources.fetching import Answer, fetch, source_client
-from core.sources.items import ReadContext, SourceItem, SourceReadError
+from core.sources.items import ItemImage, ReadContext, SourceItem, SourceReadError
+from core.sources.open_graph import page_tags
 from core.sources.plain_text import html_to_text
 from core.sources.specs import UrlSource
 
@@ -19,6 +22,7 @@ def read_page(spec: UrlSource, context: ReadContext) -> list[SourceItem]:
     with source_client(context, {"Accept": "text/html, text/plain;q=0.8"}) as client:
         answer = fetch(client, spec.label, spec.url)
     title, text = page_text(spec.label, answer)
+    image = page_image(answer)
     return [
         SourceItem(
             source=spec.label,
@@ -27,8 +31,20 @@ def read_page(spec: UrlSource, context: ReadContext) -> list[SourceItem]:
             link=spec.url,
             published_at=None,
             text=text,
+            image=image,
         )
     ]
+
+
+def page_image(answer: Answer) -> ItemImage | None:
+    """The page's `og:image`, resolved against where the page came from; None for a page
+    without one, or an answer that is no HTML page."""
+    media_type = answer.headers.get("content-type", "text/html").split(";")[0].strip().lower()
+    if media_type not in _HTML_TYPES:
+        return None
+    tags = page_tags(answer.body.decode(_charset(answer) or "utf-8", "replace"))
+    url = tags.image_url(answer.url)
+    return ItemImage(url, tags.image_caption()) if url else None
 
 
 def page_text(source: str, answer: Answer) -> tuple[str, str]:

@@ -16,7 +16,7 @@ from sqlmodel import Session, col, select
 from core.identity import item_run_id, item_token
 from core.models import PolledItemRow, PolledSourceRow
 from core.policies import ItemFate
-from core.sources.items import SourceItem
+from core.sources.items import ItemImage, SourceItem
 from core.store.engine import insert_ignore
 
 IN_BATCH = 500  # ids per IN list: a poll's items in one or two index probes
@@ -178,6 +178,8 @@ def record_item(
         published_at=item.published_at,
         text=item.text,
         seen_at=now,
+        image_url=item.image.url if item.image is not None else None,
+        image_caption=item.image.caption if item.image is not None else None,
     )
 
 
@@ -198,6 +200,7 @@ def item_of_run(session: Session, run_id: str) -> SourceItem | None:
         link=row.link,
         published_at=row.published_at,
         text=row.text,
+        image=ItemImage(row.image_url, row.image_caption or "") if row.image_url else None,
     )
 
 

@@ -18,7 +18,8 @@ import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from core.models import SeenSourceItemRow, SnapshotItemRow, SourceSnapshotRow
-from core.sources.items import SourceItem, Window
+from core.post_body import BodyUnreadable, ImageRef, PostBody
+from core.sources.items import ItemImage, SourceItem, Window
 from core.sources.lessons import Lessons
 from core.store.engine import insert_ignore
 
@@ -65,6 +66,34 @@ def stored_snapshot(session: Session, run_id: str) -> Snapshot | None:
         left_out=_parse_left_out(taken.left_out),
         lessons=Lessons.from_json(taken.lessons) if taken.lessons is not None else None,
     )
+
+
+def kept_images(session: Session, run_id: str) -> tuple[ImageRef, ...]:
+    """The images the run's snapshot items brought and kept (docs/design.md §32), in the
+    items' order, without alt text: what its first revision carries."""
+    rows = session.exec(
+        select(SnapshotItemRow)
+        .where(
+            col(SnapshotItemRow.run_id) == run_id,
+            col(SnapshotItemRow.image_sha256).is_not(None),
+        )
+        .order_by(col(SnapshotItemRow.position))
+    ).all()
+    found = [image for row in rows if (image := _image(row)) is not None and image.sha256]
+    unique = {image.sha256: ImageRef(image.sha256, image.name) for image in found if image.sha256}
+    return tuple(unique.values())
+
+
+def with_kept_images(session: Session, run_id: str, text: str) -> str:
+    """A drafted body's text with the images its run's snapshot kept, each without alt
+    text (so Approve is refused until someone, or the model, describes it)."""
+    images = kept_images(session, run_id)
+    if not images:
+        return text
+    try:
+        return PostBody.parse(text).with_images(images).to_text()
+    except BodyUnreadable:
+        return text
 
 
 def store_snapshot(
@@ -150,6 +179,10 @@ def _row(run_id: str, position: int, item: SourceItem) -> SnapshotItemRow:
         published_at=item.published_at,
         text=item.text,
         content_hash=item.content_hash,
+        image_url=item.image.url if item.image is not None else None,
+        image_caption=item.image.caption if item.image is not None else None,
+        image_sha256=item.image.sha256 if item.image is not None else None,
+        image_note=item.image.note or None if item.image is not None else None,
     )
 
 
@@ -161,7 +194,14 @@ def _item(row: SnapshotItemRow) -> SourceItem:
         link=row.link,
         published_at=row.published_at,
         text=row.text,
+        image=_image(row),
     )
+
+
+def _image(row: SnapshotItemRow) -> ItemImage | None:
+    if row.image_url is None:
+        return None
+    return ItemImage(row.image_url, row.image_caption or "", row.image_sha256, row.image_note or "")
 
 
 def _parse_left_out(stored: str) -> tuple[LeftOut, ...]:

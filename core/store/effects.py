@@ -48,11 +48,6 @@ from core.store.receipts import EffectSpec, EffectStart, MayAct, Performed, Proo
 from core.store.rows import effect_row, lock_effect, required
 from core.store.transitions import as_read, guarded_update, move_effect, record_event
 
-# The ledger's values live in core/store/receipts.py; these are handed on for
-# core/images/uploads.py alone, which another branch is changing (import them from
-# receipts once it has merged).
-__all__ = ["EffectLedger", "EffectSpec", "Performed", "Proof", "Receipt"]
-
 DEFAULT_HEARTBEAT = timedelta(seconds=2)
 MAX_BACKOFF = timedelta(seconds=300)
 

@@ -8,6 +8,8 @@ A path with nothing published answers 404. In-process only::
 
     with FakeWeb() as web:
         web.publish("/feed.xml", rss(...), RSS_TYPE)
+        web.publish("/img/a.jpg", jpeg_bytes, "image/jpeg")  # images are served as bytes
+        assert web.gets("/img/a.jpg") == 0
 """
 
 from __future__ import annotations
@@ -116,6 +118,10 @@ class FakeWeb(server.FakeServer):
     def requests(self) -> list[RecordedRequest]:
         with self._lock:
             return list(self._records)
+
+    def gets(self, path: str) -> int:
+        """How many GETs `path` received (a query left out): an image downloaded once."""
+        return sum(1 for r in self.requests if r.path.split("?")[0] == path)
 
     def _next_action(self, path: str) -> Action | None:
         with self._lock:
