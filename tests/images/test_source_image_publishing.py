@@ -30,7 +30,7 @@ from tests.harness.slow_marks import starts_a_server
 from tests.harness.two_platforms import ENV, Platforms
 from tests.harness.worlds import MakeWorld, World
 from tests.images.pictures import photo
-from tests.sources.feed_documents import Entry, rss2
+from tests.sources.feed_documents import posts_feed, with_enclosure
 
 PUBLISHED = datetime(2020, 6, 1, 12, 0, tzinfo=UTC)  # long past, whatever day it is
 CAPTION = "The team on stage at the launch"
@@ -54,23 +54,8 @@ def web() -> Iterator[FakeWeb]:
 
 def feed(web: FakeWeb, *numbers: int) -> str:
     """Entries newest first; entry 2 brings the photo as an enclosure with a caption."""
-    document = rss2(
-        [
-            Entry(
-                f"post-{n}",
-                f"Post {n}",
-                f"{web.url}/posts/{n}",
-                PUBLISHED + timedelta(hours=n),
-                "<p>News.</p>",
-            )
-            for n in sorted(numbers, reverse=True)
-        ]
-    )
-    enclosure = f'<enclosure url="/img/launch.jpg" type="image/jpeg" length="1" title="{CAPTION}"/>'
-    return document.replace(
-        '<guid isPermaLink="false">post-2</guid>',
-        f'<guid isPermaLink="false">post-2</guid>{enclosure}',
-    )
+    document = posts_feed(web.url, numbers, PUBLISHED)
+    return with_enclosure(document, "post-2", "/img/launch.jpg", CAPTION)
 
 
 def poll(world: World) -> None:

@@ -9,7 +9,7 @@ feed over the fake web server, the fake Slack and the fake Anthropic API. Both b
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 from sqlmodel import col, select
@@ -22,7 +22,7 @@ from tests.fakes.web import RSS_TYPE, FakeWeb
 from tests.harness.slack_harness import APPROVE, PEOPLE, RECIPE, Harness, StartBot, eventually
 from tests.harness.slow_marks import starts_a_server
 from tests.images.pictures import photo
-from tests.sources.feed_documents import Entry, rss2
+from tests.sources.feed_documents import posts_feed, with_enclosure
 
 PUBLISHED = datetime(2020, 6, 1, 12, 0, tzinfo=UTC)  # long past, whatever day it is
 CAPTION = "The team on stage at the launch"
@@ -37,21 +37,7 @@ def web() -> Iterator[FakeWeb]:
 
 def feed(web: FakeWeb, *numbers: int, image: str) -> str:
     """Entries newest first; entry 2 brings the image at `image` as an enclosure."""
-    document = rss2(
-        [
-            Entry(
-                f"post-{n}",
-                f"Post {n}",
-                f"{web.url}/posts/{n}",
-                PUBLISHED + timedelta(hours=n),
-                "<p>News.</p>",
-            )
-            for n in sorted(numbers, reverse=True)
-        ]
-    )
-    guid = '<guid isPermaLink="false">post-2</guid>'
-    enclosure = f'<enclosure url="{image}" type="image/jpeg" length="1" title="{CAPTION}"/>'
-    return document.replace(guid, guid + enclosure)
+    return with_enclosure(posts_feed(web.url, numbers, PUBLISHED), "post-2", image, CAPTION)
 
 
 def drafted_item(h: Harness, web: FakeWeb, image: str) -> DraftRow:

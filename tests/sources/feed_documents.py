@@ -4,8 +4,9 @@ escaped <description>), RSS 1.0 (RDF, dc:date), RSS 0.91 (no dates at all) and A
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from email.utils import format_datetime
 from html import escape
 
@@ -108,3 +109,27 @@ def atom(entries: list[Entry]) -> str:
   <author><name>Acme</name></author>{items}
 </feed>
 """
+
+
+def posts_feed(base_url: str, numbers: Iterable[int], published: datetime) -> str:
+    """RSS 2.0 of entries `post-N` ("Post N", linked under `base_url`), newest first, the
+    N-th published N hours after `published`."""
+    return rss2(
+        [
+            Entry(
+                f"post-{n}",
+                f"Post {n}",
+                f"{base_url}/posts/{n}",
+                published + timedelta(hours=n),
+                "<p>News.</p>",
+            )
+            for n in sorted(numbers, reverse=True)
+        ]
+    )
+
+
+def with_enclosure(document: str, guid: str, image_url: str, caption: str) -> str:
+    """`document` with an image enclosure (captioned by its title) on the entry `guid`."""
+    tag = f'<guid isPermaLink="false">{guid}</guid>'
+    enclosure = f'<enclosure url="{image_url}" type="image/jpeg" length="1" title="{caption}"/>'
+    return document.replace(tag, tag + enclosure)
