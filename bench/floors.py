@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
@@ -101,6 +102,37 @@ def bare_read(
                 cursor.close()
                 driver.commit()
             laps.append((time.perf_counter() - started) * 1000 / batch)
+        return laps
+    finally:
+        raw.close()
+
+
+def bare_read_then(
+    engine: sa.Engine,
+    sql: str,
+    params: tuple[Any, ...],
+    work: Callable[[int, list[Any]], object],
+    repeats: int,
+) -> list[float]:
+    """`repeats` laps of one bare SELECT through the driver, every row fetched, then
+    `work(lap, rows)`: the floor of an operation whose cost is mostly what it does with
+    what it read (scoring texts, say), where a read alone would track the disk and the
+    driver but not the CPU. ms per lap."""
+    if engine.dialect.name != "sqlite":
+        sql = sql.replace("?", "%s")
+    raw: Any = engine.raw_connection()
+    try:
+        driver = raw.driver_connection
+        laps = []
+        for lap in range(repeats):
+            started = time.perf_counter()
+            cursor = driver.cursor()
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+            cursor.close()
+            driver.commit()
+            work(lap, rows)
+            laps.append((time.perf_counter() - started) * 1000)
         return laps
     finally:
         raw.close()
