@@ -321,6 +321,7 @@ class Bot:
         self._http_thread.start()
         self.prepare_drafting()
         self.host.start()
+        self.host.drafting.take(self.work.describe_unasked_source_images)
         log.info("galley running: %d recipes", len(self.core.config.recipes))
 
     def prepare_drafting(self) -> None:

@@ -70,6 +70,18 @@ class Work:
         if item.text.startswith(BODY_MARK):  # a plain text carries no image
             self.host.drafting.take(self.describe_source_images, item.draft_key, ref)
 
+    def describe_unasked_source_images(self) -> None:
+        """At start: the alt text of every waiting draft's source images that a process
+        before this one posted the review message for, then died before asking (claimed
+        proposals are not asked again; docs/design.md §32)."""
+        proposer = self.services.core.alt_texts
+        if proposer is None:
+            return
+        for draft_key in proposer.waiting_with_images():
+            ref = self.services.outbox.review_ref(draft_key)
+            if ref is not None:
+                self.describe_source_images(draft_key, ref)
+
     def describe_source_images(self, draft_key: str, ref: MessageRef) -> None:
         proposer = self.services.core.alt_texts
         if proposer is None:

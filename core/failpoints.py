@@ -34,6 +34,8 @@ class Failpoint(StrEnum):
     AFTER_DRAFT_COMMIT = "after_draft_commit"
     BEFORE_REVIEW_POST = "before_review_post"
     AFTER_REVIEW_POST = "after_review_post"
+    # the review message's receipt stored; the alt text of its source images not asked yet
+    AFTER_REVIEW_RECORDED = "after_review_recorded"
     AFTER_APPROVAL_COUNTED = "after_approval_counted"
     REMINDERS_DUE_READ = "reminders_due_read"  # waiting drafts read, no reminder begun yet
     AFTER_REDRAFT_REPLY = "after_redraft_reply"

@@ -20,6 +20,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from sqlmodel import col, select
+
 from core.drafting.attempts import finish_attempt_row
 from core.drafting.gate import tokens_today
 from core.drafting.revisions import model_author
@@ -29,10 +31,11 @@ from core.images.library import ImageLibrary
 from core.models import AttemptRow, DraftRow
 from core.policies import AttemptCause, Refusal
 from core.ports import Clock, Drafter, DraftRequest, ImageInput, ModelReply
-from core.post_body import BodyUnreadable, ImageRef, PostBody
+from core.post_body import BODY_MARK, BodyUnreadable, ImageRef, PostBody
 from core.review.queue import ReviewAnswer, open_for_change, save_revision
 from core.setup.config import Config, Recipe
 from core.sources.snapshot import stored_snapshot
+from core.states import DraftState
 from core.store.engine import Store, insert_ignore
 from core.store.leases import lease_now
 
@@ -108,6 +111,22 @@ class AltTextProposer:
             context = f"the image of the source item {item.title!r}; its caption: {image.caption}"
             proposals.append(self.propose(draft_key, ImageRef(image.sha256, image.name), context))
         return proposals
+
+    def waiting_with_images(self) -> list[str]:
+        """The drafts waiting for review whose body is a set (it may hold an image), oldest
+        first: read from the review queue's index, never the history. A bot starting asks
+        `propose_for_source_images` of each, so a proposal its predecessor died before
+        asking is asked now; one asked already is claimed, and nothing is paid twice."""
+        with self.store.read() as session:
+            keys = session.exec(
+                select(DraftRow.key)
+                .where(
+                    col(DraftRow.state) == DraftState.READY,
+                    col(DraftRow.text).startswith(BODY_MARK),
+                )
+                .order_by(col(DraftRow.ready_at))
+            ).all()
+        return list(keys)
 
     def _asked(self, draft_key: str, image: ImageRef) -> _Asked | None:
         with self.store.read() as session:

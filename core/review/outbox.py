@@ -110,6 +110,7 @@ class ReviewOutbox:
         self._shown([item], unknown=True)  # posted now or found: which revision, unsure
         ref = _ref(done.receipt.result)
         if ref is not None and done.outcome in (EffectOutcome.SENT, EffectOutcome.FOUND):
+            failpoint(Failpoint.AFTER_REVIEW_RECORDED)
             self.posted(item, ref)
         return ref
 
