@@ -87,24 +87,7 @@ def bare_read(
 ) -> list[float]:
     """`repeats` laps of `batch` bare SELECTs through the driver, every row fetched. ms
     per SELECT."""
-    if engine.dialect.name != "sqlite":
-        sql = sql.replace("?", "%s")
-    raw: Any = engine.raw_connection()
-    try:
-        driver = raw.driver_connection
-        laps = []
-        for _ in range(repeats):
-            started = time.perf_counter()
-            for _ in range(batch):
-                cursor = driver.cursor()
-                cursor.execute(sql, params)
-                cursor.fetchall()
-                cursor.close()
-                driver.commit()
-            laps.append((time.perf_counter() - started) * 1000 / batch)
-        return laps
-    finally:
-        raw.close()
+    return _laps(engine, sql, params, repeats, batch, work=None)
 
 
 def bare_read_then(
@@ -118,6 +101,17 @@ def bare_read_then(
     `work(lap, rows)`: the floor of an operation whose cost is mostly what it does with
     what it read (scoring texts, say), where a read alone would track the disk and the
     driver but not the CPU. ms per lap."""
+    return _laps(engine, sql, params, repeats, 1, work=work)
+
+
+def _laps(
+    engine: sa.Engine,
+    sql: str,
+    params: tuple[Any, ...],
+    repeats: int,
+    batch: int,
+    work: Callable[[int, list[Any]], object] | None,
+) -> list[float]:
     if engine.dialect.name != "sqlite":
         sql = sql.replace("?", "%s")
     raw: Any = engine.raw_connection()
@@ -126,13 +120,15 @@ def bare_read_then(
         laps = []
         for lap in range(repeats):
             started = time.perf_counter()
-            cursor = driver.cursor()
-            cursor.execute(sql, params)
-            rows = cursor.fetchall()
-            cursor.close()
-            driver.commit()
-            work(lap, rows)
-            laps.append((time.perf_counter() - started) * 1000)
+            for _ in range(batch):
+                cursor = driver.cursor()
+                cursor.execute(sql, params)
+                rows = cursor.fetchall()
+                cursor.close()
+                driver.commit()
+                if work is not None:
+                    work(lap, rows)
+            laps.append((time.perf_counter() - started) * 1000 / batch)
         return laps
     finally:
         raw.close()
