@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Callable
 from enum import StrEnum
 from functools import partial
@@ -328,6 +329,15 @@ class Listeners:
         """The last resort: a listener that raised still answers the person who clicked
         or typed, with what went wrong; the state Galley shows is what holds."""
         log.error("listener failed on %s: %s", body.get("type", "?"), error, exc_info=error)
+        # Told from a thread of its own: Bolt answers Slack only once this handler returns,
+        # and a call to Slack here could outlast the 3 s Slack waits for that answer.
+        threading.Thread(
+            target=self._tell_failure, args=(error, body, respond), name="tell-failure"
+        ).start()
+
+    def _tell_failure(
+        self, error: Exception, body: dict[str, Any], respond: Respond | None
+    ) -> None:
         text = last_resort_reply(error)
         user = (body.get("user") or {}).get("id") or body.get("user_id")
         try:
