@@ -115,7 +115,10 @@ def test_killed_and_restarted_bot_drafts_every_due_slot_once(every_minute: Deplo
     runs = every_minute.runs()
     assert len({d.run_id for d in drafts}) == len(drafts)  # no slot drafted twice
     assert every_minute.model_requests() == len(drafts)
-    assert every_minute.review_posts() == len(drafts)
+    # each draft's message posted once: a slot that fell due just before SIGTERM may be
+    # drafted with its message left to the next start's outbox, never posted twice
+    posted = [d for d in drafts if d.shown_state is not None]
+    assert len(posted) >= 2 and every_minute.review_posts() == len(posted)
     drafted = {d.run_id for d in drafts}
     for run in runs:  # every slot from the first to the last is accounted for
         assert run.id in drafted or run.state == RunState.SKIPPED, (run.id, run.state)
