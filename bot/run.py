@@ -178,7 +178,6 @@ class Bot:
         self._server: uvicorn.Server | None = None
         self._http_thread: threading.Thread | None = None
         self._socket: SocketLink | None = None
-        self.http_host = "0.0.0.0"
 
     def schedule_passes(self, intervals: dict[Every, timedelta]) -> None:
         """Every row of `PASSES` whose part and cadence are there, on its pool."""
@@ -275,15 +274,16 @@ class Bot:
     def bind_http(self) -> socket.socket:
         """The HTTP port, bound now: a port taken is an error at start, not a log line
         from a server thread that dies while the bot carries on without health checks."""
-        port = self.settings.galley_http_port
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        host, port = self.settings.galley_http_host, self.settings.galley_http_port
+        listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            listener.bind((self.http_host, port))
+            listener.bind((host, port))
         except OSError as exc:
             listener.close()
             raise PortUnavailable(
-                f"GALLEY_HTTP_PORT: cannot listen on {self.http_host}:{port} ({exc.strerror})"
+                f"GALLEY_HTTP_HOST/GALLEY_HTTP_PORT: cannot listen on {host}:{port} "
+                f"({exc.strerror or exc})"
             ) from None
         listener.set_inheritable(True)
         return listener
