@@ -48,10 +48,13 @@ def file_origin(api_base_url: str) -> str:
 
 @dataclass(frozen=True)
 class SlackFiles:
-    """Downloads with the bot token, to `origin` only."""
+    """Downloads with the bot token, to `origin` only, within `max_bytes` and `deadline`."""
 
     token: str
     origin: str = SLACK_FILE_ORIGIN
+    max_bytes: int = MAX_DOWNLOAD
+    deadline: float = DOWNLOAD_DEADLINE  # seconds
+    transport: httpx.BaseTransport | None = None  # httpx's default: tests record requests
 
     def download(self, file: dict[str, Any]) -> bytes | str:
         """The file's bytes, or why not in words (one line)."""
@@ -59,9 +62,9 @@ class SlackFiles:
         if not url:
             return "Slack gave no download link"
         size = str(file.get("size") or 0)
-        if not size.isdigit() or int(size) > MAX_DOWNLOAD:
-            return f"it is over {MAX_DOWNLOAD // (1024 * 1024)} MB"
-        if _origin(url) != _origin(self.origin):
+        if not size.isdigit() or int(size) > self.max_bytes:
+            return self._too_large()
+        if "@" in urlsplit(url).netloc or _origin(url) != _origin(self.origin):
             return f"not downloaded: its link is not Slack's file host ({urlsplit(url).netloc})"
         try:
             return self._read(url)
@@ -70,11 +73,12 @@ class SlackFiles:
 
     def _read(self, url: str) -> bytes | str:
         headers = {"Authorization": f"Bearer {self.token}", "Accept-Encoding": "identity"}
-        timeout = httpx.Timeout(READ_TIMEOUT)
-        deadline = time.monotonic() + DOWNLOAD_DEADLINE
-        with httpx.stream(
-            "GET", url, headers=headers, timeout=timeout, follow_redirects=False
-        ) as answer:
+        timeout = httpx.Timeout(min(READ_TIMEOUT, self.deadline))
+        deadline = time.monotonic() + self.deadline
+        with (
+            httpx.Client(transport=self.transport, timeout=timeout) as client,
+            client.stream("GET", url, headers=headers, follow_redirects=False) as answer,
+        ):
             if answer.is_redirect:  # the token is never sent on: the redirect is refused
                 return "not downloaded: Slack answered with a redirect"
             if answer.status_code != 200:
@@ -83,22 +87,23 @@ class SlackFiles:
                 return "Slack sent its sign-in page: the app needs the files:read scope"
             if answer.headers.get("content-encoding", "identity") != "identity":
                 return "not downloaded: Slack sent it encoded"
-            return _bounded(answer, deadline)
+            return self._bounded(answer, deadline)
 
+    def _bounded(self, answer: httpx.Response, deadline: float) -> bytes | str:
+        """The body on the wire, refused past `max_bytes` or the deadline."""
+        length = answer.headers.get("content-length", "")
+        if length.isdigit() and int(length) > self.max_bytes:
+            return self._too_large()
+        chunks: list[bytes] = []
+        count = 0
+        for chunk in answer.iter_raw():
+            count += len(chunk)
+            if count > self.max_bytes:
+                return self._too_large()
+            if time.monotonic() > deadline:
+                return f"the download took over {self.deadline:g} s"
+            chunks.append(chunk)
+        return b"".join(chunks)
 
-def _bounded(answer: httpx.Response, deadline: float) -> bytes | str:
-    """The body on the wire, refused past `MAX_DOWNLOAD` bytes or the deadline."""
-    over = f"it is over {MAX_DOWNLOAD // (1024 * 1024)} MB"
-    length = answer.headers.get("content-length", "")
-    if length.isdigit() and int(length) > MAX_DOWNLOAD:
-        return over
-    chunks: list[bytes] = []
-    count = 0
-    for chunk in answer.iter_raw():
-        count += len(chunk)
-        if count > MAX_DOWNLOAD:
-            return over
-        if time.monotonic() > deadline:
-            return f"the download took over {DOWNLOAD_DEADLINE:.0f} s"
-        chunks.append(chunk)
-    return b"".join(chunks)
+    def _too_large(self) -> str:
+        return f"it is over {self.max_bytes / (1024 * 1024):g} MB"
