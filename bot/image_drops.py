@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bot.mrkdwn import escape_mrkdwn
 from bot.slack_files import SlackFiles
 from core.api.draft_images import DraftImages
 from core.policies import ImageSource
@@ -61,25 +62,30 @@ def take_drop(
 ) -> ReviewAnswer | None:
     """The dropped image downloaded and added to its draft, its alt text proposed by the
     model when it has none (`alt_texts`); what happened told in the thread. The answer of
-    the last revision written; None when it was refused or could not be downloaded."""
+    the last revision written; None when it was refused or could not be downloaded.
+    `tell` is given mrkdwn: the file's name and what its link named are made inert."""
+
+    def say(plain: str) -> None:
+        tell(escape_mrkdwn(plain))
+
     refused = images.refused_drop(drop.user)
     if refused is not None:  # before the download: nothing fetched, decoded or stored
-        tell(f"Image {drop.name} was not added: {refused}")
+        say(f"Image {drop.name} was not added: {refused}")
         return None
     data = files.download(drop.file)
     if isinstance(data, str):
-        tell(f"Image {drop.name} was not added: {data}.")
+        say(f"Image {drop.name} was not added: {data}.")
         return None
     answer, taken = images.add(
         drop.draft_key, data, drop.name, ImageSource.SLACK_FILE, user=drop.user
     )
     if answer.accepted and taken is not None:
         shaped = f" ({taken.changed})" if taken.changed else ""
-        tell(f"Image {drop.name} added{shaped}. Add its alt text with Edit before approving.")
+        say(f"Image {drop.name} added{shaped}. Add its alt text with Edit before approving.")
         if alt_texts is not None and not taken.ref.alt:
             context = f"a file named {drop.name}; the reviewer wrote: {drop.words}"
             proposal = alt_texts.propose(drop.draft_key, taken.ref, context)
             if proposal.told:
-                tell(proposal.told)
+                say(proposal.told)
             return proposal.answer or answer
     return answer

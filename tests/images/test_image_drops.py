@@ -7,6 +7,7 @@ is written; Remove takes it off again. Through Bolt's dispatch, signed as Slack 
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -262,3 +263,29 @@ def test_the_bot_token_goes_only_to_slacks_file_host_never_elsewhere_nor_to_a_re
     [asked] = h.calls("files-pri")  # Slack's host was asked once, for the moved file
     assert asked.headers["authorization"] == "Bearer xoxb-test"
     assert stored_images(h) == [] and h.draft_row().revision == 1
+
+
+def test_a_hostile_file_name_and_proposed_alt_text_reach_slack_inert(
+    db_url: str, start_bot: StartBot, fake_anthropic: FakeAnthropic, environ: None
+) -> None:
+    h = start_bot(db_url, slack='approvers = ["U0EDITOR"]', publish=BLUESKY)
+    fake_anthropic.script(ok(text=TEXT), ok(text="@channel <!here> read <@U0BOSS>"))
+    _, message = h.draft_and_post()
+    name = "<!channel> @here.jpg"
+    file = h.slack.add_file("F0LOUD", name, photo(800, 600), "image/jpeg")
+    assert h.sender.event(file_shared(h, message["ts"], file)).status_code == 200  # type: ignore[attr-defined]
+    eventually(lambda: h.draft_row().revision == 3 or None, "the proposed alt text")
+    blocks = eventually(
+        lambda: (
+            h.message_for(KEY)["blocks"] if "read" in str(h.message_for(KEY)["blocks"]) else None
+        ),
+        "the image line with its alt text",
+    )
+    shown = json.dumps(blocks)
+    assert "&lt;!channel&gt; @here.jpg" in shown and "@channel &lt;!here&gt; read" in shown
+    assert "<!channel" not in shown and "<!here" not in shown and "<@U0BOSS" not in shown
+    texts = [t for b in blocks for t in [b.get("text"), *b.get("elements", [])] if t]
+    assert all(t["verbatim"] is True for t in texts if t.get("type") == "mrkdwn")
+    told = told_in_thread(h)
+    assert told and not any("<!channel" in t for t in told)
+    assert any("&lt;!channel&gt; @here.jpg" in t for t in told)
