@@ -21,11 +21,14 @@ ENV PATH="/venv/bin:$PATH" \
     PYTHONUNBUFFERED=1 \
     GALLEY_CONFIG=/config/galley.toml \
     GALLEY_DATABASE_URL=sqlite:////data/galley.db \
+    GALLEY_HTTP_HOST=0.0.0.0 \
     GALLEY_HTTP_PORT=3000
 RUN mkdir -p /data /config && chown galley:galley /data
 USER 10001
 WORKDIR /data
 VOLUME ["/data"]
+# Inside a container every interface is the container's own: reachable only where the
+# port is published (-p) or from the container's network. Bare `galley run` binds 127.0.0.1.
 EXPOSE 3000
 # Ready, not merely alive: the scheduler runs, Slack answered auth.test and the database
 # answers (a 503 from /readyz makes urlopen raise, so the probe exits non-zero).

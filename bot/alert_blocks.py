@@ -45,7 +45,7 @@ def publication_message(text: str, effect_key: str) -> dict[str, Any]:
         )
     return {
         "text": inert(" ".join(text.split()), FALLBACK_LIMIT) or " ",
-        "blocks": [section(chunk, verbatim=True) for chunk in chunks],
+        "blocks": [section(chunk) for chunk in chunks],
         "metadata": {"event_type": PUBLISH_EVENT_TYPE, "event_payload": {"effect_key": effect_key}},
         "unfurl_links": False,
         "unfurl_media": False,

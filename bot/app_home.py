@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.digest_text import best_post_text
-from bot.mrkdwn import escape_mrkdwn
+from bot.mrkdwn import escape_mrkdwn, mrkdwn_object
 from bot.review_facts import published_line
 from core.api.calendar import CalendarEntry
 from core.api.home import HomeModel, RecipeLine, RunNeedingPerson, WaitingDraft
@@ -285,7 +285,7 @@ def _date(moment: datetime) -> str:
 def _confirm(title: str, text: str, confirm: str) -> Block:
     return {
         "title": _plain(title),
-        "text": {"type": "mrkdwn", "text": text},
+        "text": mrkdwn_object(text),
         "confirm": _plain(confirm),
         "deny": _plain("Cancel"),
     }
@@ -297,11 +297,11 @@ def _button(text: str, action_id: str, value: str, style: str | None = None) -> 
 
 
 def _section(mrkdwn: str) -> Block:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": mrkdwn[:3000]}}
+    return {"type": "section", "text": mrkdwn_object(mrkdwn[:3000])}
 
 
 def _context(mrkdwn: str) -> Block:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": mrkdwn}]}
+    return {"type": "context", "elements": [mrkdwn_object(mrkdwn)]}
 
 
 def _divider() -> Block:

@@ -18,6 +18,7 @@ from bot.mrkdwn import (
     clip_mrkdwn,
     escape_mrkdwn,
     inert,
+    mrkdwn_object,
     section_spans,
     unescape,
 )
@@ -267,7 +268,7 @@ def _draft_blocks(view: ReviewItem, trailing: int) -> list[dict[str, Any]]:
     )
     escaped = escape_mrkdwn(view.text)
     if not escaped:
-        return [heading, section(" ", verbatim=True)]
+        return [heading, section(" ")]
     spans = section_spans(escaped, SECTION_LIMIT)
     room = BLOCK_LIMIT - 1 - trailing
     shown, used = 0, 0
@@ -277,7 +278,7 @@ def _draft_blocks(view: ReviewItem, trailing: int) -> list[dict[str, Any]]:
             break
         shown, used = shown + 1, used + end - start
     shown_spans = spans[:shown]
-    blocks = [heading, *(section(escaped[start:end], verbatim=True) for start, end in shown_spans)]
+    blocks = [heading, *(section(escaped[start:end]) for start, end in shown_spans)]
     if shown < len(spans):
         hidden = len(unescape(escaped[spans[shown][0] :]))
         note = f"_… draft truncated here: {hidden:,} more characters; open Edit to see it all_"
@@ -415,16 +416,16 @@ def _button(text: str, action_id: str, value: str, style: str | None = None) -> 
     return button | ({"style": style} if style else {})
 
 
-def section(mrkdwn: str, *, verbatim: bool = False) -> dict[str, Any]:
-    """`verbatim` for model text: Slack then turns no bare URL, channel or name into a link."""
-    text = {"type": "mrkdwn", "text": mrkdwn} | ({"verbatim": True} if verbatim else {})
+def section(mrkdwn: str) -> dict[str, Any]:
+    """One mrkdwn section, verbatim (`mrkdwn_object`): Slack links nothing it was not told to."""
+    text = mrkdwn_object(mrkdwn)
     return {"type": "section", "text": text}
 
 
 def context(mrkdwn: str, block_id: str | None = None) -> dict[str, Any]:
     """One mrkdwn context element, clipped to fit."""
     text = clip_mrkdwn(mrkdwn, CONTEXT_LIMIT)
-    block = {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
+    block = {"type": "context", "elements": [mrkdwn_object(text)]}
     return block | ({"block_id": block_id} if block_id else {})
 
 

@@ -49,6 +49,7 @@ from bot.image_blocks import (
     with_alt_fields,
 )
 from bot.image_drops import Drop, drops_in, take_drop
+from bot.slack_files import SlackFiles, file_origin
 from bot.version_blocks import (
     ACTION_SHOW_ALL,
     edit_set_modal,
@@ -162,7 +163,8 @@ class Listeners:
             self.work.take_image_soon(partial(self._take_drop, drop, tell, client))
 
     def _take_drop(self, drop: Drop, tell: Callable[[str], object], client: WebClient) -> None:
-        answer = take_drop(drop, self.images, str(client.token), tell, self.core.alt_texts)
+        files = SlackFiles(str(client.token), file_origin(client.base_url))
+        answer = take_drop(drop, self.images, files, tell, self.core.alt_texts)
         if answer is not None:
             self.settle(answer, tell)
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from bot.mrkdwn import inert
+from bot.mrkdwn import inert, mrkdwn_object
 from core.images.limits import size_in_words
 from core.images.media import ShownImage
 from core.ports import ReviewItem
@@ -27,9 +27,7 @@ def image_blocks(item: ReviewItem, *, removable: bool) -> list[dict[str, Any]]:
     blocks = [_image_line(item, image, removable) for image in item.images]
     if item.image_problems:
         text = inert(" ".join(item.image_problems), CONTEXT_LIMIT)
-        blocks.append(
-            {"type": "context", "elements": [{"type": "mrkdwn", "text": f":warning: {text}"}]}
-        )
+        blocks.append({"type": "context", "elements": [mrkdwn_object(f":warning: {text}")]})
     return blocks
 
 
@@ -67,7 +65,7 @@ def _image_line(item: ReviewItem, image: ShownImage, removable: bool) -> dict[st
     shape = f" · {image.width}x{image.height}" if image.width and image.height else ""
     alt = f"alt: {inert(image.alt, ALT_LIMIT)}" if image.alt else ":warning: no alt text yet"
     text = f":frame_with_picture: *{inert(image.name, NAME_LIMIT)}* · {size}{shape} · {alt}"
-    block: dict[str, Any] = {"type": "section", "text": {"type": "mrkdwn", "text": text}}
+    block: dict[str, Any] = {"type": "section", "text": mrkdwn_object(text)}
     if removable:
         block["accessory"] = {
             "type": "button",

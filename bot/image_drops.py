@@ -1,10 +1,11 @@
 """Images a reviewer drops into a review message's thread (docs/design.md §32): each
-image file of the message downloaded with the bot's token (`files:read`) and added to the
-thread's draft through core (`core/api/draft_images.py`), which shapes it for the
-recipe's targets and writes the next revision. Files that are no image are left alone.
+image file of the message downloaded with the bot's token (`files:read`,
+`bot/slack_files.py`) and added to the thread's draft through core
+(`core/api/draft_images.py`), which shapes it for the recipe's targets and writes the next
+revision. Files that are no image are left alone.
 
-Slack answers a download without a valid token with its sign-in page (200, HTML), never
-an error: a download is taken only when Slack sent bytes that are not that page.
+A drop by someone who may not edit the draft is refused before anything is downloaded,
+decoded or stored (docs/design.md §33).
 """
 
 from __future__ import annotations
@@ -13,15 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
+from bot.mrkdwn import escape_mrkdwn
+from bot.slack_files import SlackFiles
 from core.api.draft_images import DraftImages
 from core.policies import ImageSource
 from core.review.alt_text import AltTextProposer
 from core.review.queue import ReviewAnswer
-
-MAX_DOWNLOAD = 50 * 1024 * 1024  # bytes: larger files are refused before downloading
-DOWNLOAD_TIMEOUT = 30.0  # seconds
 
 
 @dataclass(frozen=True)
@@ -58,50 +56,36 @@ def drops_in(event: dict[str, Any], review_channel: str, images: DraftImages) ->
 def take_drop(
     drop: Drop,
     images: DraftImages,
-    token: str,
+    files: SlackFiles,
     tell: Callable[[str], object],
     alt_texts: AltTextProposer | None = None,
 ) -> ReviewAnswer | None:
     """The dropped image downloaded and added to its draft, its alt text proposed by the
     model when it has none (`alt_texts`); what happened told in the thread. The answer of
-    the last revision written; None when it could not be downloaded."""
-    data = download(drop.file, token)
+    the last revision written; None when it was refused or could not be downloaded.
+    `tell` is given mrkdwn: the file's name and what its link named are made inert."""
+
+    def say(plain: str) -> None:
+        tell(escape_mrkdwn(plain))
+
+    refused = images.refused_drop(drop.user)
+    if refused is not None:  # before the download: nothing fetched, decoded or stored
+        say(f"Image {drop.name} was not added: {refused}")
+        return None
+    data = files.download(drop.file)
     if isinstance(data, str):
-        tell(f"Image {drop.name} was not added: {data}.")
+        say(f"Image {drop.name} was not added: {data}.")
         return None
     answer, taken = images.add(
         drop.draft_key, data, drop.name, ImageSource.SLACK_FILE, user=drop.user
     )
     if answer.accepted and taken is not None:
         shaped = f" ({taken.changed})" if taken.changed else ""
-        tell(f"Image {drop.name} added{shaped}. Add its alt text with Edit before approving.")
+        say(f"Image {drop.name} added{shaped}. Add its alt text with Edit before approving.")
         if alt_texts is not None and not taken.ref.alt:
             context = f"a file named {drop.name}; the reviewer wrote: {drop.words}"
             proposal = alt_texts.propose(drop.draft_key, taken.ref, context)
             if proposal.told:
-                tell(proposal.told)
+                say(proposal.told)
             return proposal.answer or answer
     return answer
-
-
-def download(file: dict[str, Any], token: str) -> bytes | str:
-    """The file's bytes, or why not in words."""
-    url = file.get("url_private_download") or file.get("url_private")
-    if not url:
-        return "Slack gave no download link"
-    if int(file.get("size") or 0) > MAX_DOWNLOAD:
-        return f"it is over {MAX_DOWNLOAD // (1024 * 1024)} MB"
-    try:
-        answer = httpx.get(
-            str(url),
-            headers={"Authorization": f"Bearer {token}"},
-            follow_redirects=True,
-            timeout=DOWNLOAD_TIMEOUT,
-        )
-    except httpx.HTTPError as exc:
-        return f"the download failed ({type(exc).__name__})"
-    if answer.status_code != 200:
-        return f"Slack answered {answer.status_code}"
-    if answer.headers.get("content-type", "").startswith("text/html"):
-        return "Slack sent its sign-in page: the app needs the files:read scope"
-    return answer.content

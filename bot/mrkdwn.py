@@ -1,10 +1,22 @@
 """Mrkdwn made inert and cut to fit: Slack never sees a mention, link or entity that came
-from untrusted text, and no cut ever falls inside `&amp;` or `<…>`. Pure functions."""
+from untrusted text, and no cut ever falls inside `&amp;` or `<…>`. Pure functions.
+
+Two halves of one rule: outside text is escaped (`escape_mrkdwn`, so no `<!here>` or
+`<@U…>` survives), and every mrkdwn text object Galley sends is `verbatim`
+(`mrkdwn_object`, so Slack does not turn a bare @channel, #channel or URL into one)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 SECTION_LIMIT = 3000  # characters of text in one section block
 ENTITY_MAX = len("&amp;")
+
+
+def mrkdwn_object(mrkdwn: str) -> dict[str, Any]:
+    """A Block Kit mrkdwn text object. Always `verbatim`: Slack then acts only on the
+    `<…>` forms Galley writes itself (`<@U…>`, `<!date^…>`, `<url|text>`)."""
+    return {"type": "mrkdwn", "text": mrkdwn, "verbatim": True}
 
 
 def escape_mrkdwn(text: str) -> str:

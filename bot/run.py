@@ -28,6 +28,7 @@ from bot.blocks import notice_blocks
 from bot.digest_text import digest_text
 from bot.handlers import register
 from bot.home_tab import HomeTab
+from bot.inbound import SlackEvents
 from bot.pools import Pool
 from bot.server import timed_ack, web_app
 from bot.slack_check import check_slack
@@ -49,7 +50,7 @@ from core.review.reminders import remind_waiting
 from core.setup.config import load_config
 from core.setup.serving import unserved_targets
 from core.setup.settings import Settings
-from core.store.deliveries import forget_old_deliveries
+from core.store.deliveries import DeliveryBook, forget_old_deliveries
 
 log = logging.getLogger("galley")
 DEFAULT_CALL_TIMEOUT = timedelta(seconds=30)
@@ -178,7 +179,6 @@ class Bot:
         self._server: uvicorn.Server | None = None
         self._http_thread: threading.Thread | None = None
         self._socket: SocketLink | None = None
-        self.http_host = "0.0.0.0"
 
     def schedule_passes(self, intervals: dict[Every, timedelta]) -> None:
         """Every row of `PASSES` whose part and cadence are there, on its pool."""
@@ -275,15 +275,16 @@ class Bot:
     def bind_http(self) -> socket.socket:
         """The HTTP port, bound now: a port taken is an error at start, not a log line
         from a server thread that dies while the bot carries on without health checks."""
-        port = self.settings.galley_http_port
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        host, port = self.settings.galley_http_host, self.settings.galley_http_port
+        listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            listener.bind((self.http_host, port))
+            listener.bind((host, port))
         except OSError as exc:
             listener.close()
             raise PortUnavailable(
-                f"GALLEY_HTTP_PORT: cannot listen on {self.http_host}:{port} ({exc.strerror})"
+                f"GALLEY_HTTP_HOST/GALLEY_HTTP_PORT: cannot listen on {host}:{port} "
+                f"({exc.strerror or exc})"
             ) from None
         listener.set_inheritable(True)
         return listener
@@ -299,11 +300,16 @@ class Bot:
         self._stop.wait()
         return self.stop()
 
+    def slack_events(self) -> SlackEvents:
+        """HTTP mode's `/slack/events`: each signed request acted on once across replicas."""
+        deliveries = DeliveryBook(self.core.store, self.core.clock)
+        return SlackEvents(self.bolt, _secret(self.settings.slack_signing_secret), deliveries.first)
+
     def start(self) -> None:
         socket_mode = bool(self.settings.slack_app_token)
         listener = self.bind_http()
         server_config = uvicorn.Config(
-            web_app(None if socket_mode else self.bolt, self.ready),
+            web_app(None if socket_mode else self.slack_events(), self.ready),
             log_level="warning",
         )
         self._server = uvicorn.Server(server_config)

@@ -1,5 +1,6 @@
 """The HTTP side of `galley run`: health, readiness, metrics and, in HTTP mode, Slack's
-requests at `POST /slack/events` (signature-checked by Bolt before any listener runs).
+requests at `POST /slack/events` (refused unread when unsigned or too large, then
+signature-checked and acted on once: `bot/inbound.py`, before any listener runs).
 Served by uvicorn; Bolt's sync dispatch runs in a worker thread, off the event loop.
 """
 
@@ -9,7 +10,7 @@ import time
 from collections.abc import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
-from slack_bolt import App, BoltResponse
+from slack_bolt import BoltResponse
 from slack_bolt.adapter.starlette.handler import to_bolt_request, to_starlette_response
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -17,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from bot.inbound import SlackEvents, Unread, body_within, refusal, refused_unread
 from core.telemetry.metrics import SLACK_ACK_LATENCY
 
 
@@ -30,8 +32,8 @@ def timed_ack(next_: Callable[[], BoltResponse]) -> BoltResponse:
         SLACK_ACK_LATENCY.observe(time.perf_counter() - received)
 
 
-def web_app(bolt: App | None, ready: Callable[[], tuple[bool, str]]) -> Starlette:
-    """`bolt` is None in Socket Mode: then there is no /slack/events."""
+def web_app(slack: SlackEvents | None, ready: Callable[[], tuple[bool, str]]) -> Starlette:
+    """`slack` is None in Socket Mode: then there is no /slack/events."""
 
     async def healthz(_: Request) -> Response:
         return PlainTextResponse("ok")
@@ -50,12 +52,18 @@ def web_app(bolt: App | None, ready: Callable[[], tuple[bool, str]]) -> Starlett
         Route("/readyz", readyz),
         Route("/metrics", metrics),
     ]
-    if bolt is not None:
+    if slack is not None:
 
         async def slack_events(request: Request) -> Response:
             received = time.perf_counter()
-            body = await request.body()
-            bolt_response = await run_in_threadpool(bolt.dispatch, to_bolt_request(request, body))
+            unread = refused_unread(request.headers)
+            if unread is not None:
+                return refusal(unread)
+            body = await body_within(request)
+            if body is None:
+                return refusal(Unread.TOO_LARGE)
+            bolt_request = to_bolt_request(request, body)
+            bolt_response = await run_in_threadpool(slack.answer, bolt_request, body)
             # Listeners run after the ack (process_before_response=False): this is the ack.
             SLACK_ACK_LATENCY.observe(time.perf_counter() - received)
             return to_starlette_response(bolt_response)

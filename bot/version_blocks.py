@@ -194,7 +194,7 @@ def _counts(fits: Sequence[Fit], number: int, total: int, text: str) -> str:
 def _part_blocks(head: str, text: str) -> list[dict[str, Any]]:
     escaped = escape_mrkdwn(text) or " "
     spans = section_spans(escaped, SECTION_LIMIT)
-    return [context(head), *(section(escaped[s:e], verbatim=True) for s, e in spans)]
+    return [context(head), *(section(escaped[s:e]) for s, e in spans)]
 
 
 def _chars(parts: Sequence[Sequence[dict[str, Any]]]) -> int:

@@ -119,6 +119,14 @@ class Desk:
     ) -> ReviewAnswer:
         return self._review(edit, draft, revision, user, text=text)
 
+    def may_edit(self, user: str | None) -> bool:
+        """Whether `user` may edit drafts, by the rule `edit` applies: asked before work is
+        done for them (an image they dropped is not downloaded unless they may)."""
+        try:
+            return self.people.deciding(user)[1]
+        except NotPermitted:
+            return False
+
     def ask_redraft(
         self,
         service: RedraftService,

@@ -37,6 +37,13 @@ class DraftImages:
             found = session.execute(query).first()
         return None if found is None else str(found[0])
 
+    def refused_drop(self, user: str) -> str | None:
+        """Why an image `user` dropped is not taken, asked before anything is downloaded;
+        None when they may edit drafts."""
+        if not self.desk.may_edit(user):
+            return "you are not one of this Galley's approvers."
+        return None
+
     def add(
         self, draft_key: str, data: bytes, name: str, source: ImageSource, *, user: str
     ) -> tuple[ReviewAnswer, Taken | None]:

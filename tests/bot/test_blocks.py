@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bot.alert_blocks import alert_message
 from bot.blocks import (
     ACTION_APPROVE,
     ACTION_EDIT,
@@ -35,7 +36,9 @@ from bot.blocks import (
     review_message,
     split_for_sections,
 )
-from core.ports import ReviewItem
+from bot.review_facts import fact_lines
+from core.images.media import ShownImage
+from core.ports import BasisItem, DraftBasis, ReviewItem, RunAlert
 from core.states import DraftState
 
 SLOT = datetime(2026, 10, 20, 9, 0, tzinfo=timezone(timedelta(hours=1)))
@@ -481,7 +484,9 @@ def test_a_draft_too_long_for_one_modal_is_refused() -> None:
 
 def test_notice_is_one_mrkdwn_section() -> None:
     text = "Drafting paused for *weekly-update*: 3 drafts waiting for review (limit 3)."
-    assert notice_blocks(text) == [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]
+    assert notice_blocks(text) == [
+        {"type": "section", "text": {"type": "mrkdwn", "text": text, "verbatim": True}}
+    ]
     assert_fits(notice_blocks("n" * 5000))
 
 
@@ -517,3 +522,39 @@ def test_the_redraft_modal_asks_for_a_note_and_carries_the_revision() -> None:
     assert note["optional"] is False and note["element"]["max_length"] == 1000
     assert redraft_note({"note": {"note": {"value": "  shorter \n"}}}) == "shorter"
     assert redraft_note({}) == ""
+
+
+# Outside text anywhere in a message (docs/design.md §33)
+
+BARE = "@channel @here #general https://evil.example"  # Slack parses these unless verbatim
+
+
+def mrkdwn_objects(payload: Any) -> list[dict[str, Any]]:
+    """Every mrkdwn text object in a payload, however deep."""
+    if isinstance(payload, list):
+        return [found for element in payload for found in mrkdwn_objects(element)]
+    if not isinstance(payload, dict):
+        return []
+    own = [payload] if payload.get("type") == "mrkdwn" else []
+    return own + [found for value in payload.values() for found in mrkdwn_objects(value)]
+
+
+def test_titles_alt_texts_notes_and_destination_answers_reach_slack_inert() -> None:
+    outside = f"{HOSTILE} {BARE}"
+    basis = DraftBasis(
+        items=(BasisItem(outside, "https://example.org/a"), BasisItem(outside, None)),
+        left_out=(outside,),
+        image_notes=(outside,),
+    )
+    image = ShownImage("ab" * 32, outside, outside, 1000, 10, 10)
+    item = view(basis=basis, images=(image,), image_problems=(outside,), gone=(outside,))
+    _, review = review_message(item, fact_lines(item))
+    alert = RunAlert("weekly-update@x", "weekly-update", f"Bluesky said {outside}", [outside], [])
+    alerted = alert_message(alert)["blocks"]
+    for blocks in (review, alerted):
+        # nothing from outside is live: the one link is the item's, written by Galley
+        assert set(live_tokens(blocks)) <= {"<!date", "<http"}
+        assert "<https://evil" not in json.dumps(blocks)
+        texts = mrkdwn_objects(blocks)
+        assert texts and all(text.get("verbatim") is True for text in texts)
+    assert "&lt;!channel&gt;" in json.dumps(review) and "&lt;!here&gt;" in json.dumps(alerted)

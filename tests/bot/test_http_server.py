@@ -1,5 +1,6 @@
 """The bot's HTTP server: `/slack/events` acts only on requests signed with the signing
-secret and fresh (an unsigned or replayed one changes nothing), and `/healthz`,
+secret and fresh (an unsigned or stale one changes nothing; a signed one replayed
+inside the window acts once), and `/healthz`,
 `/readyz` and `/metrics` answer.
 """
 
@@ -8,10 +9,20 @@ from __future__ import annotations
 import time
 
 import httpx
+import pytest
 
 from core.states import DraftState
 from tests.fakes.slack_api import RESPONSE_URL
-from tests.harness.slack_harness import APPROVE, PEOPLE, SETTLE, StartBot, eventually
+from tests.harness.slack_harness import (
+    APPROVE,
+    PEOPLE,
+    RECIPE,
+    SECRET,
+    SETTLE,
+    StartBot,
+    eventually,
+)
+from tests.harness.slack_requests import signed_headers, slash_command
 
 # --- signatures -----------------------------------------------------------------------------
 
@@ -55,3 +66,34 @@ def test_health_readiness_and_metrics_answer_while_the_bot_runs(
     assert metrics.status_code == 200
     assert metrics.headers["content-type"].startswith("text/plain")
     assert "# TYPE " in metrics.text and "# HELP " in metrics.text
+
+
+def test_metrics_and_readiness_listen_on_loopback_unless_configured(
+    start_bot: StartBot, sqlite_url: str
+) -> None:
+    h = start_bot(sqlite_url, over_http=True)  # GALLEY_HTTP_HOST unset
+    assert httpx.get(f"http://127.0.0.1:{h.bot.http_port}/readyz").status_code == 200
+    with pytest.raises(httpx.ConnectError):  # another address of this machine: not bound
+        httpx.get(f"http://127.0.0.2:{h.bot.http_port}/metrics")
+
+
+# --- replays --------------------------------------------------------------------------------
+
+
+def test_a_signed_admin_command_replayed_inside_the_window_runs_once(
+    start_bot: StartBot, db_url: str
+) -> None:
+    h = start_bot(db_url, slack=PEOPLE, over_http=True)
+    body = slash_command(
+        text=f"bump {RECIPE} new tone", user="U0ADMIN", response_url=h.slack.response_url("U0ADMIN")
+    )
+    headers = signed_headers(SECRET, body)  # one signature, sent twice as an attacker would
+    url = f"http://127.0.0.1:{h.bot.http_port}/slack/events"
+    first = httpx.post(url, content=body.encode(), headers=headers)
+    eventually(lambda: h.recipe_row().version == 2, "the bump")
+    replay = httpx.post(url, content=body.encode(), headers=headers)
+    assert (first.status_code, replay.status_code) == (200, 200)
+    time.sleep(SETTLE)
+
+    assert h.recipe_row().version == 2
+    assert len(h.replies("U0ADMIN")) == 1

@@ -211,6 +211,14 @@ class _Handler(server.Handler["FakeSlack"]):
         headers = self._lower_headers()
         fake._record(RecordedCall("files-pri", path, {}, headers))
         file_id = path.removeprefix(FILES_PATH).split("/", 1)[0].rpartition("-")[2]
+        moved_to = fake.file_redirects.get(file_id)
+        if moved_to is not None:  # as a CDN might answer: elsewhere, for whoever follows
+            self.send_response(302)
+            self.send_header("Location", moved_to)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            self.wfile.flush()
+            return
         found = fake.files.get(file_id)
         authorised = headers.get("authorization", "").startswith("Bearer xoxb-")
         if found is None or not authorised:
@@ -245,6 +253,7 @@ class FakeSlack(server.FakeServer):
         self.users: dict[str, dict[str, Any]] = {}  # user id -> users.info's "user"
         self.socket_mode: Any = None  # a tests.fakes.socket_mode.FakeSocketMode, once attached
         self.files: dict[str, tuple[bytes, str]] = {}  # file id -> (bytes, mimetype)
+        self.file_redirects: dict[str, str] = {}  # file id -> where its download redirects
         # external uploads: file id -> {"name", "length", "alt_txt", "received", "complete"}
         self.uploads: dict[str, dict[str, Any]] = {}
         self._file_ids = itertools.count(1)

@@ -62,7 +62,6 @@ def start_bot(
         clock=RunningClock(BOT_EPOCH),
         sweep_every=NEVER,
     )
-    bot.http_host = "127.0.0.1"
     if serve_http:
         bot.start()
     else:

@@ -7,6 +7,7 @@ is written; Remove takes it off again. Through Bolt's dispatch, signed as Slack 
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -20,6 +21,7 @@ from core.post_body import PostBody
 from core.states import DraftState
 from tests.fakes.anthropic_api import FakeAnthropic, ok, status
 from tests.fakes.slack_api import FakeSlack
+from tests.fakes.web import FakeWeb
 from tests.harness.slack_harness import APPROVE, CHANNEL, EDIT, KEY, Harness, StartBot, eventually
 from tests.harness.slack_requests import TEAM, text_input, view_submission
 from tests.images.pictures import photo
@@ -213,3 +215,77 @@ def test_a_dropped_image_gets_an_alt_text_from_one_model_call_and_a_redelivery_p
     eventually(
         lambda: "Sales by week, rising" in str(h.message_for(KEY)["blocks"]) or None, "shown"
     )
+
+
+# --- who may make the bot download, and where its token goes (docs/design.md §33) --------
+
+
+def test_a_drop_by_someone_who_may_not_edit_is_never_downloaded_nor_stored(
+    db_url: str, start_bot: StartBot, fake_anthropic: FakeAnthropic, environ: None
+) -> None:
+    h = start_bot(db_url, slack='approvers = ["U0EDITOR"]', publish=BLUESKY)
+    fake_anthropic.script(ok(text=TEXT))
+    _, message = h.draft_and_post()
+    file = h.slack.add_file("F0ANYONE", "anyone.jpg", photo(800, 600), "image/jpeg")
+    event = file_shared(h, message["ts"], file, user="U0STRANGER")  # in the channel, no approver
+    assert h.sender.event(event).status_code == 200  # type: ignore[attr-defined]
+    [told] = eventually(lambda: [t for t in told_in_thread(h) if "anyone.jpg" in t], "the answer")
+    assert told == "Image anyone.jpg was not added: you are not one of this Galley's approvers."
+    assert h.calls("files-pri") == []  # the file host was never asked
+    assert stored_images(h) == [] and h.draft_row().revision == 1
+
+
+def test_the_bot_token_goes_only_to_slacks_file_host_never_elsewhere_nor_to_a_redirect(
+    db_url: str, start_bot: StartBot, fake_anthropic: FakeAnthropic, environ: None
+) -> None:
+    h = start_bot(db_url, slack='approvers = ["U0EDITOR"]', publish=BLUESKY)
+    fake_anthropic.script(ok(text=TEXT))
+    _, message = h.draft_and_post()
+    with FakeWeb() as elsewhere:  # another host, recording every request it gets
+        there = elsewhere.publish("/a.jpg", photo(800, 600), "image/jpeg")
+        named = h.slack.add_file("F0NAMED", "named.jpg", photo(800, 600), "image/jpeg")
+        named["url_private_download"] = there.replace("127.0.0.1", "localhost")
+        moved = h.slack.add_file("F0MOVED", "moved.jpg", photo(800, 600), "image/jpeg")
+        h.slack.file_redirects["F0MOVED"] = there
+        for file in (named, moved):
+            assert h.sender.event(file_shared(h, message["ts"], file)).status_code == 200  # type: ignore[attr-defined]
+        told = eventually(
+            lambda: (
+                [t for t in told_in_thread(h) if "not downloaded" in t][1:] and told_in_thread(h)
+            ),
+            "both answers",
+        )
+        assert elsewhere.requests == []  # neither the token nor anything else reached it
+    host = there.split("/")[2].replace("127.0.0.1", "localhost")
+    refusal = f"not downloaded: its link is not Slack's file host ({host})"
+    assert f"Image named.jpg was not added: {refusal}." in told
+    assert "Image moved.jpg was not added: not downloaded: Slack answered with a redirect." in told
+    [asked] = h.calls("files-pri")  # Slack's host was asked once, for the moved file
+    assert asked.headers["authorization"] == "Bearer xoxb-test"
+    assert stored_images(h) == [] and h.draft_row().revision == 1
+
+
+def test_a_hostile_file_name_and_proposed_alt_text_reach_slack_inert(
+    db_url: str, start_bot: StartBot, fake_anthropic: FakeAnthropic, environ: None
+) -> None:
+    h = start_bot(db_url, slack='approvers = ["U0EDITOR"]', publish=BLUESKY)
+    fake_anthropic.script(ok(text=TEXT), ok(text="@channel <!here> read <@U0BOSS>"))
+    _, message = h.draft_and_post()
+    name = "<!channel> @here.jpg"
+    file = h.slack.add_file("F0LOUD", name, photo(800, 600), "image/jpeg")
+    assert h.sender.event(file_shared(h, message["ts"], file)).status_code == 200  # type: ignore[attr-defined]
+    eventually(lambda: h.draft_row().revision == 3 or None, "the proposed alt text")
+    blocks = eventually(
+        lambda: (
+            h.message_for(KEY)["blocks"] if "read" in str(h.message_for(KEY)["blocks"]) else None
+        ),
+        "the image line with its alt text",
+    )
+    shown = json.dumps(blocks)
+    assert "&lt;!channel&gt; @here.jpg" in shown and "@channel &lt;!here&gt; read" in shown
+    assert "<!channel" not in shown and "<!here" not in shown and "<@U0BOSS" not in shown
+    texts = [t for b in blocks for t in [b.get("text"), *b.get("elements", [])] if t]
+    assert all(t["verbatim"] is True for t in texts if t.get("type") == "mrkdwn")
+    told = told_in_thread(h)
+    assert told and not any("<!channel" in t for t in told)
+    assert any("&lt;!channel&gt; @here.jpg" in t for t in told)

@@ -56,3 +56,16 @@ def test_image_probes_readiness_and_compiles_bytecode() -> None:
     assert {".venv", "*.db", ".git"} <= ignored
     grace = re.search(r"--shutdown-grace\", \"(\d+)\"", dockerfile)
     assert grace is not None and int(grace.group(1)) < 45  # the README's --stop-timeout
+
+
+def test_compose_replicas_listen_on_their_network_and_publish_no_port() -> None:
+    """Outside a container Galley listens on 127.0.0.1; in compose, Prometheus and a load
+    balancer on the compose network must reach /metrics, /readyz and /slack/events, and
+    nothing outside it."""
+    environment = compose()["x-galley-environment"]
+    assert environment["GALLEY_HTTP_HOST"] == "0.0.0.0"
+    galley = compose()["services"]["galley"]
+    assert str(environment["GALLEY_HTTP_PORT"]) in [str(p) for p in galley["expose"]]
+    assert "ports" not in galley
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert "GALLEY_HTTP_HOST=0.0.0.0" in dockerfile  # the image's healthcheck and -p reach it

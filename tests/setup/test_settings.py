@@ -57,3 +57,12 @@ def test_a_bad_value_is_a_config_error_naming_its_variable(
     monkeypatch.setenv("GALLEY_HTTP_PORT", "three thousand")
     with pytest.raises(ConfigError, match=r"GALLEY_HTTP_PORT: .*'three thousand'"):
         load_settings()
+
+
+def test_the_http_server_listens_on_loopback_unless_told_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("GALLEY_HTTP_HOST", raising=False)
+    assert Settings().galley_http_host == "127.0.0.1"
+    monkeypatch.setenv("GALLEY_HTTP_HOST", "0.0.0.0")
+    assert Settings().galley_http_host == "0.0.0.0"

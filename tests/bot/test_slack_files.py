@@ -1,0 +1,94 @@
+"""The bot token goes only to Slack's file host, over https, and a download is bounded
+in bytes and in total time (docs/design.md §33). The refusals of a link are decided
+before any connection; the bounds are tested against local servers."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from bot.slack_files import SLACK_FILE_ORIGIN, SlackFiles, file_origin
+from tests.fakes.web import FakeWeb
+from tests.harness.timing import scaled
+
+
+def test_slacks_own_api_downloads_from_its_file_host_and_a_stand_in_from_its_own_origin() -> None:
+    assert file_origin("https://slack.com/api/") == SLACK_FILE_ORIGIN
+    assert file_origin("https://acme.enterprise.slack.com/api/") == SLACK_FILE_ORIGIN
+    assert file_origin("http://127.0.0.1:8080/api/") == "http://127.0.0.1:8080"
+    assert file_origin("https://slack-proxy.internal/api/") == "https://slack-proxy.internal:443"
+
+
+@pytest.mark.parametrize(
+    "link",
+    [
+        "http://files.slack.com/files-pri/T1-F1/a.png",  # not https
+        "https://files.slack.com:8443/files-pri/T1-F1/a.png",
+        "https://files.slack.com.attacker.example/files-pri/T1-F1/a.png",
+        "https://attacker.example/files-pri/T1-F1/a.png",
+        "https://files.slack.com@attacker.example/a.png",
+        "https://user@files.slack.com/files-pri/T1-F1/a.png",
+    ],
+)
+def test_a_link_anywhere_but_slacks_file_host_over_https_is_not_downloaded(link: str) -> None:
+    asked: list[httpx.Request] = []  # a broken rule is caught here: no packet leaves
+
+    def record(request: httpx.Request) -> httpx.Response:
+        asked.append(request)
+        return httpx.Response(200, content=b"png")
+
+    files = SlackFiles("xoxb-secret", transport=httpx.MockTransport(record))
+    told = files.download({"url_private_download": link})
+    assert isinstance(told, str) and told.startswith("not downloaded: its link is not Slack's")
+    assert asked == []
+
+
+@pytest.mark.slow
+def test_a_file_larger_than_the_cap_is_refused_from_its_length() -> None:
+    with FakeWeb() as web:
+        url = web.publish("/files-pri/T1-F1/big.png", b"x" * 2048, "image/png")
+        files = SlackFiles("xoxb-test", web.url, max_bytes=1024)
+        assert str(files.download({"url_private_download": url})).startswith("it is over")
+        assert files.download({"url_private_download": url, "size": 2048}).startswith("it is over")
+        small = SlackFiles("xoxb-test", web.url, max_bytes=4096)
+        assert small.download({"url_private_download": url}) == b"x" * 2048
+
+
+@pytest.fixture
+def trickle() -> Iterator[str]:
+    """A file host that sends its headers, then one byte every 50 ms for 10 s, never timing
+    out a read: only a deadline on the whole download ends it sooner."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: 200\r\n\r\n"
+            )
+            while not stop.wait(0.05):
+                try:
+                    connection.sendall(b"x")
+                except OSError:
+                    return
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        listener.close()
+        thread.join(scaled(5))
+
+
+@pytest.mark.slow
+def test_a_download_trickling_past_its_deadline_is_given_up(trickle: str) -> None:
+    files = SlackFiles("xoxb-test", trickle, deadline=0.5)
+    told = files.download({"url_private_download": f"{trickle}/files-pri/T1-F1/slow.png"})
+    assert told == "the download took over 0.5 s"  # not the 200 bytes, 10 s later
