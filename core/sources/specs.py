@@ -1,24 +1,47 @@
 """A recipe's `sources` entries (docs/design.md §26): one model per kind, told apart by
 `kind`, every one with a `name` (defaulted from what it reads), `required` and
-`max_items`. `api`/`url` point a kind at a self-hosted server or a local fake."""
+`max_items`. `api`/`url` point a kind at a self-hosted server or a local fake, and never
+hold a credential: a `feed` or `url` source names the variable holding it (`secret_env`)."""
 
 from __future__ import annotations
 
 import re
 from abc import abstractmethod
+from collections.abc import Callable
 from pathlib import PurePosixPath
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from core.policies import GithubItems, SourceKind
+from core.sources.url_credentials import credential_in_url
 
 HTTP_URL_PATTERN = r"^https?://[^\s/?#]+"
 REPO_PATTERN = r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"
 CHANNEL_PATTERN = r"^[CG][A-Z0-9]+$"
 GITHUB_API = "https://api.github.com"
 MAX_ITEMS_DEFAULT = 20
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+HEADER_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9-]*$"
+
+
+def no_credential(instead: str) -> Callable[[str | None], str | None]:
+    """A validator refusing a configured URL that holds a credential, which would be stored
+    and shown with every item: the refusal names its host and what to do `instead`, never
+    the secret."""
+
+    def refused(url: str | None) -> str | None:
+        found = None if url is None else credential_in_url(url)
+        if url is not None and found is not None:
+            host = urlsplit(url).hostname or "its host"
+            raise ValueError(f"the URL for {host} holds {found}: {instead}")
+        return url
+
+    return refused
+
+
+_FROM_SECRET_ENV = "name the variable holding the secret in secret_env instead"
 
 
 class _SourceBase(BaseModel):
@@ -38,9 +61,26 @@ class _SourceBase(BaseModel):
         """The name a source of this kind goes by when it is given none."""
 
 
-class FeedSource(_SourceBase):
-    kind: Literal[SourceKind.FEED]
+class _WebSource(_SourceBase):
+    """A source read from a configured URL, with the credential it may need: the value of
+    the variable `secret_env` names, sent as `Authorization: Bearer <value>`, or as the
+    header `secret_header` names, as it is."""
+
     url: str = Field(pattern=HTTP_URL_PATTERN)
+    secret_env: str | None = Field(default=None, pattern=ENV_NAME_PATTERN)
+    secret_header: str | None = Field(default=None, pattern=HEADER_NAME_PATTERN)
+
+    _url_without_credential = field_validator("url")(no_credential(_FROM_SECRET_ENV))
+
+    @model_validator(mode="after")
+    def _header_with_its_secret(self) -> _WebSource:
+        if self.secret_header is not None and self.secret_env is None:
+            raise ValueError("secret_header needs secret_env, the variable holding its value")
+        return self
+
+
+class FeedSource(_WebSource):
+    kind: Literal[SourceKind.FEED]
 
     def default_name(self) -> str:
         return urlsplit(self.url).hostname or "feed"
@@ -51,6 +91,10 @@ class GithubSource(_SourceBase):
     repo: str = Field(pattern=REPO_PATTERN)
     items: tuple[GithubItems, ...] = (GithubItems.RELEASES, GithubItems.MERGED_PULLS)
     api: str = Field(default=GITHUB_API, pattern=HTTP_URL_PATTERN)
+
+    _api_without_credential = field_validator("api")(
+        no_credential("set GALLEY_GITHUB_TOKEN, which is sent as a header, instead")
+    )
 
     @field_validator("items")
     @classmethod
@@ -68,13 +112,16 @@ class SlackSource(_SourceBase):
     channel: str = Field(pattern=CHANNEL_PATTERN)
     api: str | None = Field(default=None, pattern=HTTP_URL_PATTERN)  # None: GALLEY_SLACK_API_URL
 
+    _api_without_credential = field_validator("api")(
+        no_credential("the bot's own token is sent as a header: leave it out")
+    )
+
     def default_name(self) -> str:
         return f"#{self.channel}"
 
 
-class UrlSource(_SourceBase):
+class UrlSource(_WebSource):
     kind: Literal[SourceKind.URL]
-    url: str = Field(pattern=HTTP_URL_PATTERN)
 
     def default_name(self) -> str:
         return urlsplit(self.url).hostname or "page"
