@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urlsplit
 
@@ -41,7 +41,7 @@ class SourceSecret:
 
     origin: tuple[str, str, int | None]  # scheme, host, port
     header: str
-    value: str
+    value: str = field(repr=False)  # never in a log line or a traceback's locals
 
     def attach(self, request: httpx.Request) -> None:
         """An httpx request hook, run for every hop of a read: the header on a request to
@@ -62,7 +62,11 @@ def source_secret(
         return None
     value = (os.environ if environ is None else environ).get(spec.secret_env, "").strip()
     if not value:
-        raise SourceReadError(spec.label, _unset(spec.secret_env), retryable=False)
+        raise SourceReadError(
+            spec.label,
+            f"{spec.secret_env} is not set: its secret_env names it as the source's credential",
+            retryable=False,
+        )
     parts = urlsplit(spec.url)
     header = spec.secret_header or DEFAULT_HEADER
     sent = value if spec.secret_header else f"Bearer {value}"
@@ -71,15 +75,11 @@ def source_secret(
 
 def missing_source_secret(spec: SecretSource, environ: Mapping[str, str] | None = None) -> str:
     """One line when `spec` names a variable that is unset, else "" (`galley check`)."""
-    if spec.secret_env is None:
-        return ""
-    if (os.environ if environ is None else environ).get(spec.secret_env, "").strip():
-        return ""
-    return _unset(spec.secret_env)
-
-
-def _unset(variable: str) -> str:
-    return f"{variable} is not set: its secret_env names it as the source's credential"
+    try:
+        source_secret(spec, environ)
+    except SourceReadError as exc:
+        return exc.answer
+    return ""
 
 
 def _origin(scheme: str, host: str, port: int | None) -> tuple[str, str, int | None]:
