@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import re
 from abc import abstractmethod
-from collections.abc import Callable
 from pathlib import PurePosixPath
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal, Self
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -26,24 +25,6 @@ ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 HEADER_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9-]*$"
 
 
-def no_credential(instead: str) -> Callable[[str | None], str | None]:
-    """A validator refusing a configured URL that holds a credential, which would be stored
-    and shown with every item: the refusal names its host and what to do `instead`, never
-    the secret."""
-
-    def refused(url: str | None) -> str | None:
-        found = None if url is None else credential_in_url(url)
-        if url is not None and found is not None:
-            host = urlsplit(url).hostname or "its host"
-            raise ValueError(f"the URL for {host} holds {found}: {instead}")
-        return url
-
-    return refused
-
-
-_FROM_SECRET_ENV = "name the variable holding the secret in secret_env instead"
-
-
 class _SourceBase(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -51,10 +32,29 @@ class _SourceBase(BaseModel):
     required: bool = True
     max_items: int = Field(default=MAX_ITEMS_DEFAULT, ge=1, le=500)
 
+    # What to do instead of writing a credential into this kind's configured URLs.
+    credential_instead: ClassVar[str] = "leave it out"
+
     @property
     def label(self) -> str:
         """The source's name as people see it: `name`, or one derived from what it reads."""
         return self.name or self.default_name()
+
+    def configured_urls(self) -> dict[str, str]:
+        """The URLs the operator wrote, by key: never to hold a credential."""
+        return {}
+
+    @model_validator(mode="after")
+    def _no_credential_in_urls(self) -> Self:
+        """A credential in a configured URL would be stored and shown with every item:
+        refused, naming the source, the key and what holds it, never the secret."""
+        for key, url in self.configured_urls().items():
+            found = credential_in_url(url)
+            if found is not None:
+                raise ValueError(
+                    f"{key} of source {self.label!r} holds {found}: {self.credential_instead}"
+                )
+        return self
 
     @abstractmethod
     def default_name(self) -> str:
@@ -70,7 +70,10 @@ class _WebSource(_SourceBase):
     secret_env: str | None = Field(default=None, pattern=ENV_NAME_PATTERN)
     secret_header: str | None = Field(default=None, pattern=HEADER_NAME_PATTERN)
 
-    _url_without_credential = field_validator("url")(no_credential(_FROM_SECRET_ENV))
+    credential_instead: ClassVar[str] = "name the variable holding it in secret_env instead"
+
+    def configured_urls(self) -> dict[str, str]:
+        return {"url": self.url}
 
     @model_validator(mode="after")
     def _header_with_its_secret(self) -> _WebSource:
@@ -92,9 +95,10 @@ class GithubSource(_SourceBase):
     items: tuple[GithubItems, ...] = (GithubItems.RELEASES, GithubItems.MERGED_PULLS)
     api: str = Field(default=GITHUB_API, pattern=HTTP_URL_PATTERN)
 
-    _api_without_credential = field_validator("api")(
-        no_credential("set GALLEY_GITHUB_TOKEN, which is sent as a header, instead")
-    )
+    credential_instead: ClassVar[str] = "set GALLEY_GITHUB_TOKEN, sent as a header, instead"
+
+    def configured_urls(self) -> dict[str, str]:
+        return {"api": self.api}
 
     @field_validator("items")
     @classmethod
@@ -112,9 +116,10 @@ class SlackSource(_SourceBase):
     channel: str = Field(pattern=CHANNEL_PATTERN)
     api: str | None = Field(default=None, pattern=HTTP_URL_PATTERN)  # None: GALLEY_SLACK_API_URL
 
-    _api_without_credential = field_validator("api")(
-        no_credential("the bot's own token is sent as a header: leave it out")
-    )
+    credential_instead: ClassVar[str] = "the bot's own token is sent as a header: leave it out"
+
+    def configured_urls(self) -> dict[str, str]:
+        return {} if self.api is None else {"api": self.api}
 
     def default_name(self) -> str:
         return f"#{self.channel}"

@@ -108,22 +108,22 @@ def test_entry_links_resolved_against_a_feed_url_with_credentials_do_not_carry_t
     [
         (
             f'{{ kind = "feed", url = "https://reader:{PASSWORD}@blog.example.com/feed.xml" }}',
-            "sources[1].url: the URL for blog.example.com",
-            "a user:password@ (userinfo): name the variable holding the secret in secret_env",
+            "sources[1]: url of source 'blog.example.com'",
+            "a user:password@ (userinfo): name the variable holding it in secret_env instead",
         ),
         (
             f'{{ kind = "url", url = "https://example.com/changes?access_token={TOKEN}" }}',
-            "sources[1].url: the URL for example.com",
+            "sources[1]: url of source 'example.com'",
             "a credential-like query parameter (access_token)",
         ),
         (
             f'{{ kind = "github", repo = "a/b", api = "https://{TOKEN}@ghe.example.com/api" }}',
-            "sources[1].api: the URL for ghe.example.com",
+            "sources[1]: api of source 'a/b'",
             "set GALLEY_GITHUB_TOKEN",
         ),
         (
             f'{{ kind = "slack", channel = "C0N", api = "https://sl.example.com?token={TOKEN}" }}',
-            "sources[1].api: the URL for sl.example.com",
+            "sources[1]: api of source '#C0N'",
             "a credential-like query parameter (token)",
         ),
     ],
@@ -161,9 +161,27 @@ def test_an_unset_secret_env_is_one_line_naming_the_source_and_the_variable() ->
     assert unserved(config, {"BLOG_FEED_KEY": TOKEN}) == []
 
 
-def test_galley_check_refuses_an_unset_secret_env_in_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("sources", "line"),
+    [
+        (
+            SECRET_FEED,
+            "recipe 'weekly-update': sources[1] (blog): BLOG_FEED_KEY is not set: its "
+            "secret_env names it as the source's credential",
+        ),
+        (
+            SECRET_FEED.replace("https://", f"https://reader:{PASSWORD}@"),
+            "recipe 'weekly-update': sources[1]: url of source 'blog' holds a user:password@ "
+            "(userinfo): name the variable holding it in secret_env instead",
+        ),
+    ],
+    ids=["unset secret_env", "password in the url"],
+)
+def test_galley_check_refuses_a_source_credential_out_of_place_in_one_line(
+    tmp_path: Path, sources: str, line: str
+) -> None:
     config = tmp_path / "galley.toml"
-    config.write_text(config_text() + SECRET_FEED)
+    config.write_text(config_text() + sources)
     env = {
         "GALLEY_CONFIG": str(config),
         "GALLEY_DATABASE_URL": f"sqlite:///{tmp_path / 'galley.db'}",
@@ -172,10 +190,7 @@ def test_galley_check_refuses_an_unset_secret_env_in_one_line(tmp_path: Path) ->
     }
     result = CliRunner().invoke(app, ["check"], env=env)
     assert result.exit_code == 2, result.output
-    assert result.stderr.strip().splitlines() == [
-        "recipe 'weekly-update': sources[1] (blog): BLOG_FEED_KEY is not set: its secret_env "
-        "names it as the source's credential"
-    ]
+    assert result.stderr.strip().splitlines() == [line]
 
 
 # --- sent as a header, to the configured server only ---------------------------------------
