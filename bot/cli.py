@@ -310,12 +310,12 @@ def check(
     recipe's next five slots. `--online`: each destination's credentials proved against
     its service without posting (Slack: auth.test) and each source read once, one line
     each, exit 2 on a failure."""
-    from core.setup.serving import unserved_targets
+    from core.setup.serving import unserved
     from core.slots.schedule import describe, next_slots
 
     with explained_errors():
         services = open_services()
-        missing = unserved_targets(services.config)  # one line per target it cannot serve
+        missing = unserved(services.config)  # one line per target or source it cannot serve
         if missing:
             raise ConfigError(missing)
     if online:

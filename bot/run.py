@@ -48,7 +48,7 @@ from core.operations.gauges import watch_database
 from core.ports import Clock, MessageRef
 from core.review.reminders import remind_waiting
 from core.setup.config import load_config
-from core.setup.serving import unserved_targets
+from core.setup.serving import unserved
 from core.setup.settings import Settings
 from core.store.deliveries import DeliveryBook, forget_old_deliveries
 
@@ -131,7 +131,7 @@ class Bot:
         try:  # the file's problems too, in the same answer: never one fix at a time
             # and every target it cannot serve (a secret unset, a client not installed):
             # refused now, not at the first approved post
-            problems += unserved_targets(load_config(settings.galley_config))
+            problems += unserved(load_config(settings.galley_config))
         except ConfigError as exc:
             problems += exc.problems
         if problems:

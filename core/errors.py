@@ -72,6 +72,11 @@ class DatabaseNotReady(GalleyError):
     """The database schema is missing or behind; run `galley db upgrade`."""
 
 
+class DatabaseNewer(DatabaseNotReady):
+    """The database is at a revision this Galley does not know: a later Galley migrated
+    it. Nothing is changed; upgrade Galley."""
+
+
 class DatabaseUnavailable(GalleyError):
     """GALLEY_DATABASE_URL is malformed, of an unsupported kind, or cannot be reached."""
 

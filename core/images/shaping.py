@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import io
 import math
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from PIL import Image, ImageOps, UnidentifiedImageError
@@ -20,7 +23,15 @@ LEGIBLE_LONG_SIDE = 640  # px: an image scaled below this on its long side is re
 JPEG_QUALITY = 85
 SHRINK_MARGIN = 0.9  # each scaling aims this far under the byte limit: JPEG sizes wobble
 MAX_SHRINKS = 8
-MAX_DECODED_PIXELS = 100_000_000  # Pillow's guard against decompression bombs, named
+# Galley's own limit on an image's pixels (width x height), read from its header before
+# anything is decoded: a few hundred KB of PNG can say 144 Mpx, which decodes to GBs.
+MAX_DECODED_PIXELS = 100_000_000
+# Pillow raises DecompressionBombError only above twice MAX_IMAGE_PIXELS and merely warns
+# below that. Half Galley's limit puts Pillow's error exactly at it, so a size Pillow finds
+# later than the header (a GIF frame larger than its screen) is refused there too; the
+# warning below it then says nothing Galley does not.
+_PILLOW_MAX_PIXELS = MAX_DECODED_PIXELS // 2
+warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
 
 
 @dataclass(frozen=True)
@@ -44,7 +55,7 @@ def shape(data: bytes, limits: ImageLimits) -> Shaped:
     facts = probe(data)
     if _fits(facts, limits):
         return Shaped(data, facts)
-    with _opened(data) as opened:
+    with _opened(data) as opened, _pillow_refusals():
         media_type = _output_type(opened, facts.media_type, limits)
         image = ImageOps.exif_transpose(opened)  # a copy: it no longer knows its frames
         image = _within_pixels(image, limits)
@@ -66,13 +77,33 @@ def _fits(facts: ImageFacts, limits: ImageLimits) -> bool:
 
 
 def _opened(data: bytes) -> Image.Image:
-    Image.MAX_IMAGE_PIXELS = MAX_DECODED_PIXELS
-    try:
-        image = Image.open(io.BytesIO(data))
+    """The image, decoded only once its header says it is within MAX_DECODED_PIXELS."""
+    Image.MAX_IMAGE_PIXELS = _PILLOW_MAX_PIXELS  # set again: any import may have changed it
+    with _pillow_refusals():
+        image = Image.open(io.BytesIO(data))  # lazy: reads the header, decodes nothing
+        if image.width * image.height > MAX_DECODED_PIXELS:
+            image.close()
+            raise _too_many_pixels(f"the image ({image.width}x{image.height})")
         image.load()
-    except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as exc:
-        raise ImageRefused(ImageProblem.UNREADABLE, f"not an image Galley can read: {exc}") from exc
     return image
+
+
+@contextmanager
+def _pillow_refusals() -> Iterator[None]:
+    """Pillow's failures, at whichever step of reading they come, as Galley's refusals."""
+    try:
+        yield
+    except Image.DecompressionBombError as exc:
+        raise _too_many_pixels("the image") from exc
+    except (UnidentifiedImageError, OSError) as exc:
+        raise ImageRefused(ImageProblem.UNREADABLE, f"not an image Galley can read: {exc}") from exc
+
+
+def _too_many_pixels(what: str) -> ImageRefused:
+    return ImageRefused(
+        ImageProblem.TOO_BIG,
+        f"{what} is over Galley's limit of {MAX_DECODED_PIXELS:,} pixels: not decoded",
+    )
 
 
 def _media_type(image: Image.Image) -> str:

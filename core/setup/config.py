@@ -277,9 +277,12 @@ class Config:
 
 def load_config(path: Path) -> Config:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes().decode("utf-8")
     except OSError as exc:
         raise ConfigError([f"GALLEY_CONFIG: cannot read {path}: {exc.strerror}"]) from None
+    except UnicodeDecodeError as exc:
+        byte = f"byte {exc.start} is 0x{exc.object[exc.start]:02x}"
+        raise ConfigError([f"GALLEY_CONFIG: {path} is not UTF-8 text: {byte}"]) from None
     config = parse_config(text, source=str(path))
     return Config(slack=config.slack, recipes=config.recipes, path=path)
 

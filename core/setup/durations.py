@@ -10,6 +10,10 @@ from pydantic import BeforeValidator
 
 _PART = re.compile(r"(\d+)([smhdw])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+# Ten years: longer than any wait Galley keeps, and far inside what a datetime plus a
+# duration can hold (a timedelta overflows past 999,999,999 days).
+MAX_DURATION = timedelta(days=3650)
+_MAX_DIGITS = 12  # a number longer than this is over MAX_DURATION in any unit
 
 
 def parse_duration(text: str, *, zero_allowed: bool = False) -> timedelta:
@@ -18,10 +22,21 @@ def parse_duration(text: str, *, zero_allowed: bool = False) -> timedelta:
     cleaned = text.strip().lower()
     if not cleaned or _PART.sub("", cleaned) != "":
         raise ValueError(f"bad duration {text!r}: use a number and a unit, like 90m, 48h or 7d")
-    seconds = sum(int(n) * _UNIT_SECONDS[unit] for n, unit in _PART.findall(cleaned))
+    parts = _PART.findall(cleaned)
+    if any(len(number.lstrip("0")) > _MAX_DIGITS for number, _ in parts):
+        raise _too_long(text)
+    seconds = sum(int(number) * _UNIT_SECONDS[unit] for number, unit in parts)
     if seconds < 0 or (seconds == 0 and not zero_allowed):
         raise ValueError(f"bad duration {text!r}: must be longer than zero")
+    if seconds > MAX_DURATION.total_seconds():
+        raise _too_long(text)
     return timedelta(seconds=seconds)
+
+
+def _too_long(text: str) -> ValueError:
+    return ValueError(
+        f"bad duration {text!r}: the longest accepted is {format_duration(MAX_DURATION)}"
+    )
 
 
 def _parsed(value: object) -> object:

@@ -19,6 +19,7 @@ from xml.sax import SAXException
 from core.sources.fetching import Answer, fetch, source_client
 from core.sources.items import ItemImage, ReadContext, SourceItem, SourceReadError
 from core.sources.plain_text import html_to_text
+from core.sources.source_secrets import source_secret
 from core.sources.specs import FeedSource
 
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
@@ -26,10 +27,16 @@ _HTML_TYPES = ("text/html", "application/xhtml+xml")
 
 def read_feed(spec: FeedSource, context: ReadContext) -> list[SourceItem]:
     """Every entry of the feed at `spec.url`, in the feed's order."""
-    with source_client(context) as client:
+    with source_client(context, secret=source_secret(spec)) as client:
         answer = fetch(client, spec.label, spec.url)
-    parsed = parse_feed(spec.label, answer)
-    return [_entry_item(spec.label, entry, answer.url) for entry in parsed.entries]
+    return feed_items(spec.label, answer)
+
+
+def feed_items(source: str, answer: Answer) -> list[SourceItem]:
+    """One item per entry of the feed `answer` holds, its links resolved against the
+    address the feed came from."""
+    parsed = parse_feed(source, answer)
+    return [_entry_item(source, entry, answer.url) for entry in parsed.entries]
 
 
 def parse_feed(source: str, answer: Answer) -> Any:

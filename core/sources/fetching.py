@@ -18,6 +18,7 @@ import httpx
 
 from core.http_calls import call_timeout
 from core.sources.items import ReadContext, SourceReadError
+from core.sources.source_secrets import SourceSecret
 
 MAX_ANSWER_BYTES = 5_000_000  # a feed or page larger than this is not news, it is a mistake
 MAX_IMAGE_BYTES = 25_000_000  # an item's image before shaping: a camera's JPEG, not a video
@@ -49,14 +50,20 @@ class Answer:
         return json.loads(self.body)
 
 
-def source_client(context: ReadContext, headers: Mapping[str, str] | None = None) -> httpx.Client:
-    """A client for one source's read: its timeout, redirects followed, our user agent."""
+def source_client(
+    context: ReadContext,
+    headers: Mapping[str, str] | None = None,
+    secret: SourceSecret | None = None,
+) -> httpx.Client:
+    """A client for one source's read: its timeout, redirects followed, our user agent,
+    and the source's `secret` header on each request to the configured origin only."""
     limits = call_timeout(timedelta(seconds=context.timeout))
     return httpx.Client(
         timeout=httpx.Timeout(limits.phase, connect=limits.connect),
         verify=_tls_context(),
         follow_redirects=True,
         headers={"User-Agent": USER_AGENT, **(headers or {})},
+        event_hooks={"request": [secret.attach] if secret else []},
     )
 
 

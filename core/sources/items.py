@@ -2,7 +2,8 @@
 
 A reader turns one source and one window into `SourceItem`s, or raises `SourceReadError`
 saying whether asking again may help. The items a run drafts from are its snapshot:
-stored before the model is paid for, and read back by every later attempt.
+stored before the model is paid for, and read back by every later attempt. An item never
+keeps a credential its links held.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from core.errors import GalleyError
+from core.sources.url_credentials import without_credentials
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,9 @@ class ItemImage:
     sha256: str | None = None
     note: str = ""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "url", without_credentials(self.url))
+
     @property
     def name(self) -> str:
         """What people call it: the last part of its URL's path."""
@@ -66,6 +71,16 @@ class SourceItem:
     published_at: datetime | None
     text: str
     image: ItemImage | None = None  # not in the content hash: a new image is no edit
+
+    def __post_init__(self) -> None:
+        """Made without a credential its links held (`user:password@`, `?token=`): an
+        item is stored, shown, given to the model and may be posted. A title that was the
+        link itself (a feed entry without one) is the link as kept."""
+        link = without_credentials(self.link) if self.link else None
+        if self.title == self.link:
+            object.__setattr__(self, "title", link or "")
+        object.__setattr__(self, "link", link or None)
+        object.__setattr__(self, "item_id", without_credentials(self.item_id) or self.item_id)
 
     @property
     def content_hash(self) -> str:

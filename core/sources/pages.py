@@ -13,13 +13,15 @@ from core.sources.fetching import Answer, fetch, source_client
 from core.sources.items import ItemImage, ReadContext, SourceItem, SourceReadError
 from core.sources.open_graph import page_tags
 from core.sources.plain_text import html_to_text
+from core.sources.source_secrets import source_secret
 from core.sources.specs import UrlSource
 
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
 
 
 def read_page(spec: UrlSource, context: ReadContext) -> list[SourceItem]:
-    with source_client(context, {"Accept": "text/html, text/plain;q=0.8"}) as client:
+    accept = {"Accept": "text/html, text/plain;q=0.8"}
+    with source_client(context, accept, source_secret(spec)) as client:
         answer = fetch(client, spec.label, spec.url)
     title, text = page_text(spec.label, answer)
     image = page_image(answer)

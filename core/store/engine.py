@@ -12,13 +12,14 @@ import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from core.errors import DatabaseNotReady, DatabaseUnavailable
+from core.errors import DatabaseNewer, DatabaseNotReady, DatabaseUnavailable
 
 if TYPE_CHECKING:  # `galley status` reads through Core (read_core): no ORM at import
     from alembic.config import Config as AlembicConfig
@@ -188,9 +189,11 @@ class Store:
         return config
 
     def upgrade(self) -> None:
-        """Bring the schema to the newest migration (safe to run from several processes)."""
+        """Bring the schema to the newest migration (safe to run from several processes);
+        `DatabaseNewer` for a database a later Galley migrated, which is left as it is."""
         from alembic import command
 
+        self.refuse_newer(self.current_revision())
         config = self._alembic_config()
         with self.reachable(), self.engine.begin() as connection:
             config.attributes["connection"] = connection
@@ -209,15 +212,10 @@ class Store:
     def head_revision(self) -> str | None:
         """The newest migration, read from the files' `revision` lines (no Alembic import);
         Alembic itself decides when the files do not form one chain."""
-        revisions: set[str] = set()
-        parents: set[str] = set()
-        for path in (MIGRATIONS / "versions").glob("*.py"):
-            text = path.read_text()
-            revisions.update(_REVISION.findall(text))
-            parents.update(_DOWN_REVISION.findall(text))
+        revisions, parents = _migration_revisions()
         heads = revisions - parents
         if len(heads) == 1:
-            return heads.pop()
+            return next(iter(heads))
         from alembic.script import ScriptDirectory
 
         head = ScriptDirectory.from_config(self._alembic_config()).get_current_head()
@@ -234,11 +232,22 @@ class Store:
             cause = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
             raise DatabaseUnavailable(f"{URL_VARIABLE}: cannot use {shown}: {cause}") from exc
 
+    def refuse_newer(self, current: str | None) -> None:
+        """`DatabaseNewer` when `current` is no migration of this Galley's: a later
+        Galley wrote it, and neither Alembic nor this code can read or migrate it."""
+        if current is not None and current not in _migration_revisions()[0]:
+            raise DatabaseNewer(
+                f"the database is at revision {current}, newer than this Galley's "
+                f"{self.head_revision()}: upgrade Galley"
+            )
+
     def ensure_schema(self) -> None:
-        """Upgrade an SQLite file or an empty database by itself; refuse a stale one."""
+        """Upgrade an SQLite file or an empty database by itself; refuse a stale one,
+        and one a later Galley migrated."""
         current = self.current_revision()
         if current == self.head_revision():
             return
+        self.refuse_newer(current)
         if self.dialect == "sqlite" or (current is None and not self._has_tables()):
             self.upgrade()
             return
@@ -253,6 +262,19 @@ class Store:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+@cache
+def _migration_revisions() -> tuple[frozenset[str], frozenset[str]]:
+    """Every migration's revision, and every revision some migration follows, read from
+    the files' lines (no Alembic import); they change only with the code."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for path in (MIGRATIONS / "versions").glob("*.py"):
+        text = path.read_text()
+        revisions.update(_REVISION.findall(text))
+        parents.update(_DOWN_REVISION.findall(text))
+    return frozenset(revisions), frozenset(parents)
 
 
 def insert_ignore(

@@ -31,3 +31,11 @@ def animated_gif(width: int = 64, height: int = 64) -> bytes:
     out = io.BytesIO()
     frames[0].save(out, format="GIF", save_all=True, append_images=frames[1:], duration=100)
     return out.getvalue()
+
+
+def vast_png(width: int, height: int) -> bytes:
+    """A PNG of one bit per pixel and one colour: megapixels in a few KB, as a
+    decompression bomb is (decoded, each pixel takes a byte or more)."""
+    out = io.BytesIO()
+    Image.new("1", (width, height)).save(out, format="PNG")
+    return out.getvalue()

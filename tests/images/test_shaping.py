@@ -4,13 +4,16 @@ reason when it would fit only too small to read or cannot be converted."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from PIL import Image, ImageFile
 
 from core.errors import ImageRefused
 from core.images.limits import JPEG, LIMITS, PNG, strictest
-from core.images.shaping import LEGIBLE_LONG_SIDE, probe, shape
+from core.images.shaping import LEGIBLE_LONG_SIDE, MAX_DECODED_PIXELS, probe, shape
 from core.policies import ImageProblem
-from tests.images.pictures import animated_gif, flat, photo
+from tests.images.pictures import animated_gif, flat, photo, vast_png
 
 BLUESKY, MASTODON, LINKEDIN = LIMITS["bluesky"], LIMITS["mastodon"], LIMITS["linkedin"]
 
@@ -59,6 +62,51 @@ def test_bytes_that_are_no_image_are_refused_as_unreadable() -> None:
     with pytest.raises(ImageRefused) as refused:
         probe(b"<html>not a picture</html>")
     assert refused.value.problem == ImageProblem.UNREADABLE
+
+
+@pytest.fixture
+def decodes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """The size of every image Pillow is asked to decode."""
+    decoded: list[tuple[int, int]] = []
+    load = ImageFile.ImageFile.load
+
+    def recorded(image: ImageFile.ImageFile) -> Any:
+        decoded.append(image.size)
+        return load(image)
+
+    monkeypatch.setattr(ImageFile.ImageFile, "load", recorded)
+    return decoded
+
+
+@pytest.mark.parametrize(
+    ("width", "height"),
+    [(12000, 12000), (10001, 10000)],
+    ids=["144 Mpx in a few KB", "just over the limit, where Pillow only warned"],
+)
+def test_an_image_over_the_pixel_limit_is_refused_from_its_header_without_decoding(
+    width: int, height: int, decodes: list[tuple[int, int]]
+) -> None:
+    data = vast_png(width, height)
+    assert len(data) < 100_000 and width * height > MAX_DECODED_PIXELS
+    for read in (probe, lambda data: shape(data, MASTODON)):
+        with pytest.raises(ImageRefused) as refused:
+            read(data)
+        assert refused.value.problem == ImageProblem.TOO_BIG
+        assert "over Galley's limit of 100,000,000 pixels: not decoded" in str(refused.value)
+    assert decodes == []
+
+
+def test_the_pixel_limit_holds_where_pillow_does_not_check_sizes_itself(
+    decodes: list[tuple[int, int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pillow's own check is a global any import may turn off: Galley reads the header."""
+    monkeypatch.setattr(Image, "_decompression_bomb_check", lambda *args, **kwargs: None)
+    with pytest.raises(ImageRefused) as refused:
+        probe(vast_png(10001, 10000))
+    assert str(refused.value) == (
+        "the image (10001x10000) is over Galley's limit of 100,000,000 pixels: not decoded"
+    )
+    assert decodes == []
 
 
 def test_the_strictest_limits_of_several_targets_are_what_all_of_them_take() -> None:

@@ -75,5 +75,5 @@ def test_an_unknown_key_in_a_source_lists_that_kinds_keys() -> None:
 
     assert problems == [
         RECIPE + "sources[2].ur: unknown key; did you mean 'url'? "
-        "(valid keys: kind, max_items, name, required, url)"
+        "(valid keys: kind, max_items, name, required, secret_env, secret_header, url)"
     ]
