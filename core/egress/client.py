@@ -11,7 +11,7 @@ Redirects are followed here, by hand, at most MAX_REDIRECTS. Never retries.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cache
 from ssl import SSLContext
@@ -51,6 +51,19 @@ class Fetched:
     headers: httpx.Headers
     body: bytes
     next_url: str | None = None
+
+
+@dataclass(frozen=True)
+class Egress:
+    """How a reader goes out: `[egress] allow` and, in tests only, a resolver and a
+    dialer that simulate the network (so no packet leaves for a refused address)."""
+
+    allow: EgressAllow = field(default_factory=EgressAllow)
+    resolver: Resolver = system_resolver
+    dialer: Dialer = system_dialer
+
+    def client(self, timeout: float) -> EgressClient:
+        return EgressClient(self.allow, timeout=timeout, resolver=self.resolver, dialer=self.dialer)
 
 
 class EgressClient:
@@ -108,7 +121,7 @@ class EgressClient:
         address, a bound passed, or too many redirects; httpx's errors when no answer
         came (a refused connection, a timeout before the deadline)."""
         self._deadline.start(deadline)
-        current = httpx.URL(url, params=params)
+        current = httpx.URL(url).copy_merge_params(params or {})
         sent = _request_headers(headers)
         where = shown_url(str(current))
         try:
@@ -126,7 +139,8 @@ class EgressClient:
             if self._deadline.left() > 0:
                 raise
             raise NotFetched(
-                f"no whole answer from {where} within {deadline:g}s", retryable=True
+                f"no whole answer from {where} in time (the deadline is {deadline:g}s)",
+                retryable=True,
             ) from exc
         raise NotFetched(f"{shown_url(url)} redirects more than {MAX_REDIRECTS} times")
 

@@ -27,7 +27,7 @@ _HTML_TYPES = ("text/html", "application/xhtml+xml")
 def read_feed(spec: FeedSource, context: ReadContext) -> list[SourceItem]:
     """Every entry of the feed at `spec.url`, in the feed's order."""
     with source_client(context) as client:
-        answer = fetch(client, spec.label, spec.url)
+        answer = fetch(client, spec.label, spec.url, configured=True)
     parsed = parse_feed(spec.label, answer)
     return [_entry_item(spec.label, entry, answer.url) for entry in parsed.entries]
 

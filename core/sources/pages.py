@@ -20,7 +20,7 @@ _HTML_TYPES = ("text/html", "application/xhtml+xml")
 
 def read_page(spec: UrlSource, context: ReadContext) -> list[SourceItem]:
     with source_client(context, {"Accept": "text/html, text/plain;q=0.8"}) as client:
-        answer = fetch(client, spec.label, spec.url)
+        answer = fetch(client, spec.label, spec.url, configured=True)
     title, text = page_text(spec.label, answer)
     image = page_image(answer)
     return [
