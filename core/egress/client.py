@@ -121,7 +121,10 @@ class EgressClient:
         address, a bound passed, or too many redirects; httpx's errors when no answer
         came (a refused connection, a timeout before the deadline)."""
         self._deadline.start(deadline)
-        current = httpx.URL(url).copy_merge_params(params or {})
+        try:
+            current = httpx.URL(url).copy_merge_params(params or {})
+        except httpx.InvalidURL as exc:
+            raise NotFetched(f"{shown_url(url)} is not a valid URL: {exc}") from exc
         sent = _request_headers(headers)
         where = shown_url(str(current))
         try:
@@ -135,6 +138,8 @@ class EgressClient:
                     return answer
                 sent = _hop_headers(sent, current, answer)
                 current, where = answer, shown_url(str(answer))
+        except httpx.InvalidURL as exc:  # a redirect's Location that is no URL
+            raise NotFetched(f"{where} redirects to no valid URL: {exc}") from exc
         except httpx.TimeoutException as exc:
             if self._deadline.left() > 0:
                 raise
@@ -167,7 +172,7 @@ def check_found_url(where: str, url: httpx.URL) -> None:
     """NotFetched unless a found URL is `http`/`https` with a host and no userinfo (its
     address is checked where the connection is made)."""
     if url.scheme not in ("http", "https"):
-        raise NotFetched(f"{where or url.scheme + ' URL'} is not an http or https URL")
+        raise NotFetched(f"the URL is {url.scheme or 'relative'}:, not http or https")
     if url.userinfo:
         raise NotFetched(f"{where} carries a user name or password")
     if not url.host:
@@ -176,11 +181,11 @@ def check_found_url(where: str, url: httpx.URL) -> None:
 
 def shown_url(url: str) -> str:
     """Host, port and path: never the query or a `user:password@`, which may be secret."""
-    parts = urlsplit(url)
     try:
+        parts = urlsplit(url)
         port = f":{parts.port}" if parts.port else ""
-    except ValueError:
-        port = ""
+    except ValueError:  # no URL at all: say so rather than show it
+        return "an unreadable URL"
     return f"{parts.hostname or ''}{port}{parts.path}"
 
 

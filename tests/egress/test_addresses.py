@@ -8,7 +8,15 @@ import ipaddress
 
 import pytest
 
-from core.egress.addresses import AddressRefusal, address_refusal, parse_allow, refusal_for
+from core.egress.addresses import (
+    AddressRefusal,
+    EgressAllow,
+    address_refusal,
+    parse_allow,
+    refusal_for,
+)
+from core.errors import ConfigError
+from core.setup.config import parse_config
 
 R = AddressRefusal
 
@@ -103,3 +111,22 @@ def test_an_allow_entry_that_is_neither_a_network_nor_a_host_is_one_line() -> No
         "[egress]: allow: '10.20.0.0/33' is neither a network (10.20.0.0/16) "
         "nor a host name (feeds.intranet.example)"
     )
+
+
+def test_a_bad_egress_allow_entry_is_one_line_from_the_config_check() -> None:
+    text = '[slack]\nreview_channel = "C0REVIEW"\n[egress]\nallow = ["10.20.0.0/16", "10.0.0.0/33"]'
+
+    with pytest.raises(ConfigError) as raised:
+        parse_config(text)
+
+    assert raised.value.problems == [
+        "[egress]: allow: '10.0.0.0/33' is neither a network (10.20.0.0/16) "
+        "nor a host name (feeds.intranet.example)"
+    ]
+
+
+def test_egress_allow_is_empty_unless_configured() -> None:
+    config = parse_config('[slack]\nreview_channel = "C0REVIEW"\n')
+
+    assert config.egress == EgressAllow()
+    assert refusal_for("x", ipaddress.ip_address("127.0.0.1"), config.egress) == R.LOOPBACK

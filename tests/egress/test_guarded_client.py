@@ -172,7 +172,7 @@ def test_a_found_url_with_a_password_or_another_scheme_is_refused(web: FakeWeb) 
     with Egress(LOCAL_FAKES).client(timeout=5) as client:
         with pytest.raises(NotFetched, match="carries a user name or password"):
             client.get(f"http://u:p@127.0.0.1:{web.port}/a", limit=1000, deadline=5)
-        with pytest.raises(NotFetched, match="not an http or https URL"):
+        with pytest.raises(NotFetched, match="the URL is file:, not http or https"):
             client.get("file:///etc/passwd", limit=1000, deadline=5)
     assert web.gets("/a") == 0
 
