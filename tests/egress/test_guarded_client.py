@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import ipaddress
+import random
 import time
 import tracemalloc
 from collections.abc import Iterator, Sequence
@@ -216,6 +217,16 @@ def test_an_answer_over_the_wire_cap_is_refused(web: FakeWeb) -> None:
 
     with pytest.raises(NotFetched, match="over 1,000 bytes"):
         get(Egress(LOCAL_FAKES), f"{web.url}/big", limit=1000)
+
+
+def test_a_compressed_answer_over_the_wire_cap_is_refused_though_it_decodes_under(
+    web: FakeWeb,
+) -> None:
+    body = random.Random(7).randbytes(3000)  # incompressible: gzip makes it larger
+    web.publish("/noise", gzip.compress(body), "text/plain", headers={"Content-Encoding": "gzip"})
+
+    with pytest.raises(NotFetched, match="over 3,010 bytes"):
+        get(Egress(LOCAL_FAKES), f"{web.url}/noise", limit=3010)
 
 
 def test_a_server_dripping_bytes_is_cut_at_the_reads_total_deadline(web: FakeWeb) -> None:
