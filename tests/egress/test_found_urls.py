@@ -7,6 +7,7 @@ the database is touched."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -18,8 +19,9 @@ from core.sources.reading import read_source
 from core.store.engine import Store
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.bluesky import HANDLE, FakeBluesky, did_of
-from tests.fakes.web import HTML_TYPE, FakeWeb, status
+from tests.fakes.web import HTML_TYPE, FakeWeb, drip, status
 from tests.harness.slow_marks import starts_a_server
+from tests.harness.timing import scaled
 from tests.harness.worlds import MakeWorld
 from tests.images.pictures import flat
 from tests.images.test_link_cards import publish_with_link, receipt_result
@@ -131,6 +133,17 @@ def test_a_link_card_page_over_the_cap_is_refused(web: FakeWeb) -> None:
     card = read_card(link, Egress(LOCAL_FAKES))
 
     assert card == f"not fetched: the answer from {link[7:]} is over 5,000,000 bytes"
+
+
+def test_a_link_card_page_dripping_bytes_is_cut_at_the_cards_deadline(web: FakeWeb) -> None:
+    link = web.publish("/slow", "<html><title>Slow</title>" + "x" * 200 + "</html>", HTML_TYPE)
+    web.script("/slow", drip(0.1))  # 22 s for the whole page
+
+    started = time.monotonic()
+    card = read_card(link, Egress(LOCAL_FAKES), deadline=1.0)
+
+    assert card == f"not fetched: no whole answer from {link[7:]} in time (the deadline is 1s)"
+    assert time.monotonic() - started < 1.0 + scaled(0.5)
 
 
 @pytest.fixture
