@@ -1,6 +1,10 @@
 # syntax=docker/dockerfile:1
 # A slim, non-root image whose default command is the bot: `galley run`.
-FROM python:3.11-slim AS build
+# An exact patch release, never a floating tag: 3.11.13 is the first 3.11 whose
+# html.parser is no longer quadratic on hostile markup (CVE-2025-6069); Galley parses
+# pages with lxml anyway, but other libraries may still use the standard parser.
+ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
+FROM ${PYTHON_IMAGE} AS build
 WORKDIR /app
 RUN pip install --no-cache-dir uv==0.13.9
 COPY requirements.lock requirements-dev.lock pyproject.toml README.md ./
@@ -14,7 +18,7 @@ COPY galley ./galley
 RUN uv venv /venv \
     && uv pip install --no-cache --compile-bytecode -p /venv -c requirements.lock .
 
-FROM python:3.11-slim
+FROM ${PYTHON_IMAGE}
 RUN useradd --create-home --uid 10001 galley
 COPY --from=build /venv /venv
 ENV PATH="/venv/bin:$PATH" \

@@ -1,4 +1,4 @@
-"""What a hostile request to `/slack/events` costs the bot's memory (docs/design.md §33):
+"""What a hostile request to `/slack/events` costs the bot's memory (docs/design.md §34):
 an unsigned POST claiming 400 MiB and sending it, and a chunked body that keeps coming
 (400 MiB unless answered). The bot's own Starlette app is served by uvicorn in a child
 process; its resident memory (VmRSS, and the peak VmHWM) is read before and after.

@@ -5,7 +5,7 @@ image file of the message downloaded with the bot's token (`files:read`,
 revision. Files that are no image are left alone.
 
 A drop by someone who may not edit the draft is refused before anything is downloaded,
-decoded or stored (docs/design.md §33).
+decoded or stored (docs/design.md §34).
 """
 
 from __future__ import annotations

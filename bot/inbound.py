@@ -1,4 +1,4 @@
-"""Slack's HTTP requests taken in (HTTP mode, docs/design.md §33): a request without
+"""Slack's HTTP requests taken in (HTTP mode, docs/design.md §34): a request without
 Slack's signature headers, or with a body over `MAX_BODY`, is refused before its body is
 read; a body is read under the cap as it arrives; a signed request is acted on once.
 

@@ -13,6 +13,7 @@ from slack_sdk import WebClient
 from bot.slack_check import TOKEN_VARIABLE, check_slack
 from bot.slack_surface import SlackChannels
 from bot.wiring import Publishers
+from core.egress.client import Egress
 from core.errors import GalleyError
 from core.publishing.platforms.online_check import CredentialProof, prove_targets
 from core.setup.config import Config, Recipe
@@ -81,12 +82,12 @@ def check_sources(config: Config, now: datetime) -> list[SourceCheck]:
     checks = []
     for recipe in config.recipes.values():
         window = Window.lasting(recipe.window or CHECK_WINDOW, now)
-        context = read_context(settings, recipe)
+        context = read_context(settings, recipe, config)
         checks += [check_source(recipe.name, spec, window, context) for spec in recipe.sources]
     return checks
 
 
-def read_context(settings: Settings, recipe: Recipe) -> ReadContext:
+def read_context(settings: Settings, recipe: Recipe, config: Config) -> ReadContext:
     github, slack = settings.galley_github_token, settings.slack_bot_token
     return ReadContext(
         config_dir=settings.galley_config.resolve().parent,
@@ -94,4 +95,5 @@ def read_context(settings: Settings, recipe: Recipe) -> ReadContext:
         github_token=github.get_secret_value() if github else None,
         slack_token=slack.get_secret_value() if slack else None,
         slack_api=settings.galley_slack_api_url,
+        egress=Egress(config.egress),
     )

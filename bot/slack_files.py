@@ -1,4 +1,4 @@
-"""A Slack file's bytes, downloaded with the bot token (docs/design.md §33): the token goes
+"""A Slack file's bytes, downloaded with the bot token (docs/design.md §34): the token goes
 only to Slack's file host, over https, and never to a redirect; the read is bounded in
 bytes (on the wire, no content coding) and in total time.
 

@@ -199,3 +199,15 @@ class ImageRefused(GalleyError):
     def __init__(self, problem: ImageProblem, message: str) -> None:
         super().__init__(message)
         self.problem = problem
+
+
+class NotFetched(GalleyError):
+    """A URL Galley was about to read was refused, or its read hit a bound
+    (docs/design.md §19): the message is one line naming the reason or the bound ("not
+    fetched: the address is private"); `retryable` is true only where a later read may
+    pass (a read cut at its deadline)."""
+
+    def __init__(self, why: str, *, retryable: bool = False) -> None:
+        super().__init__(f"not fetched: {why}")
+        self.why = why
+        self.retryable = retryable

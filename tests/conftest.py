@@ -27,6 +27,9 @@ BASE_CONFIG = """
 [slack]
 review_channel = "C0REVIEW"
 
+[egress]
+allow = ["127.0.0.1"]  # the local fakes; inside servers listen on 127.0.0.2
+
 [defaults]
 timezone = "Europe/London"
 model = "claude-test"

@@ -23,6 +23,7 @@ from sqlmodel import Session
 from core.drafting.attempts import Backoff
 from core.drafting.claims import Claim
 from core.drafting.learning import read_lessons
+from core.egress.client import Egress
 from core.errors import LostClaim
 from core.failpoints import Failpoint, failpoint
 from core.images.library import ImageLibrary
@@ -53,6 +54,7 @@ class SourceAccess:
     slack_token: str | None = None
     slack_api: str | None = None
     user_names: dict[str, str] = field(default_factory=dict)  # Slack ids, looked up once
+    egress: Egress = field(default_factory=Egress)  # `[egress] allow`
 
     @classmethod
     def of(cls, config: Config, environ: Mapping[str, str] | None = None) -> SourceAccess:
@@ -63,6 +65,7 @@ class SourceAccess:
             github_token=env.get("GALLEY_GITHUB_TOKEN") or None,
             slack_token=env.get("SLACK_BOT_TOKEN") or None,
             slack_api=env.get("GALLEY_SLACK_API_URL") or None,
+            egress=Egress(config.egress),
         )
 
     def context(self, recipe: Recipe) -> ReadContext:
@@ -73,6 +76,7 @@ class SourceAccess:
             slack_token=self.slack_token,
             slack_api=self.slack_api,
             user_names=self.user_names,
+            egress=self.egress,
         )
 
 

@@ -5,7 +5,9 @@ through the source reader's client and its time limits, shaped for the recipe's 
 and kept in the image library, all before the run's snapshot is stored (its caller holds
 the claim, its heartbeat running, and no transaction). What it returns is the item with
 the kept image's hash, or a one-line note saying why none was kept; an item without an
-image, or whose page has none, is returned as it is. Never calls the model.
+image, or whose page has none, is returned as it is. Every URL here is found, never
+configured: each is checked by the guarded client (docs/design.md §19), and a refusal is
+the note ("not fetched: the address is private"). Never calls the model.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from typing import TypeVar
 from sqlmodel import Session
 
 from core.drafting.revisions import renumber_revision
+from core.egress.client import Egress
 from core.errors import (
     ConcurrentChange,
     EffectNotSent,
@@ -215,6 +216,7 @@ class PublishingService:
                 uploads,
                 run_id=run_id,
                 call_timeout=recipe.call_timeout,
+                egress=Egress(self.config.egress),
             )
             return replace(publication, card=card)
         return publication

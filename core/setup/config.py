@@ -8,11 +8,12 @@ is not a number and `"yes"` not a boolean, so they are refused, never converted.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -28,6 +29,7 @@ from pydantic import (
     field_validator,
 )
 
+from core.egress.addresses import EgressAllow
 from core.errors import ConfigError, MissingSecret
 from core.policies import (
     Drafting,
@@ -51,6 +53,7 @@ from core.setup.config_errors import (
     unknown_key,
 )
 from core.setup.durations import Duration, ZeroOrDuration
+from core.setup.egress_section import egress_section
 from core.setup.item_keys import ItemKeys, item_trigger_problems, lift_source, name_source
 from core.setup.post_shape import MAX_THREAD_PARTS, post_shape_problems
 from core.setup.publish_targets import PublishTarget, SecretTarget
@@ -69,6 +72,7 @@ PLATFORM_MAX_LENGTH = 40
 # The API ends a Message Batch 24 hours after its creation, done or not (docs/design.md §21).
 BATCH_LIFETIME = timedelta(hours=24)
 M = TypeVar("M", bound=BaseModel)
+SECTIONS = ("slack", "defaults", "recipes", "egress")
 
 
 def _known_zone(name: str) -> str:
@@ -252,6 +256,7 @@ class Config:
     slack: SlackSection
     recipes: dict[str, Recipe]
     path: Path | None = None
+    egress: EgressAllow = field(default_factory=EgressAllow)  # `[egress] allow`
 
     def missing_secrets(self, environ: Mapping[str, str] | None = None) -> list[str]:
         """One line per publish target whose credential variable is not set."""
@@ -284,7 +289,7 @@ def load_config(path: Path) -> Config:
         byte = f"byte {exc.start} is 0x{exc.object[exc.start]:02x}"
         raise ConfigError([f"GALLEY_CONFIG: {path} is not UTF-8 text: {byte}"]) from None
     config = parse_config(text, source=str(path))
-    return Config(slack=config.slack, recipes=config.recipes, path=path)
+    return dataclasses.replace(config, path=path)
 
 
 def parse_config(text: str, *, source: str = "config") -> Config:
@@ -295,8 +300,8 @@ def parse_config(text: str, *, source: str = "config") -> Config:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError([f"{source}: not valid TOML: {exc}"]) from None
     problems: list[str] = []
-    for key in sorted(set(raw) - {"slack", "defaults", "recipes"}):
-        said = unknown_key(key, ("slack", "defaults", "recipes"))
+    for key in sorted(set(raw) - set(SECTIONS)):
+        said = unknown_key(key, SECTIONS)
         problems.append(f"config: {key}: {said}")
     slack = _validate(SlackSection, raw.get("slack"), "[slack]", problems)
     defaults = raw.get("defaults", {})
@@ -306,10 +311,11 @@ def parse_config(text: str, *, source: str = "config") -> Config:
     defaults = _valid_defaults(defaults, problems)
     recipes = _validate_recipes(raw.get("recipes", []), defaults, problems)
     problems += approval_problems(None if slack is None else slack.approvers, recipes.values())
+    egress = egress_section(raw.get("egress", {}), problems)
     if problems:
         raise ConfigError(problems)
     assert slack is not None
-    return Config(slack=slack, recipes=recipes)
+    return Config(slack=slack, recipes=recipes, egress=egress)
 
 
 def _valid_defaults(defaults: dict[str, Any], problems: list[str]) -> dict[str, Any]:

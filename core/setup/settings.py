@@ -42,7 +42,7 @@ class Settings(BaseModel):
     galley_database_url: str = "sqlite:///galley.db"
     galley_slack_api_url: str = "https://slack.com/api/"
     # loopback unless the operator opens it: /metrics and /readyz are for this machine,
-    # a container's network or a load balancer that is told where (docs/design.md §33)
+    # a container's network or a load balancer that is told where (docs/design.md §34)
     galley_http_host: str = "127.0.0.1"
     galley_http_port: int = 3000
     galley_log_format: LogFormat = LogFormat.TEXT

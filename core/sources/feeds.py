@@ -28,7 +28,7 @@ _HTML_TYPES = ("text/html", "application/xhtml+xml")
 def read_feed(spec: FeedSource, context: ReadContext) -> list[SourceItem]:
     """Every entry of the feed at `spec.url`, in the feed's order."""
     with source_client(context, secret=source_secret(spec)) as client:
-        answer = fetch(client, spec.label, spec.url)
+        answer = fetch(client, spec.label, spec.url, configured=True)
     return feed_items(spec.label, answer)
 
 

@@ -8,22 +8,22 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import timedelta
-from functools import cache
-from ssl import SSLContext
+from types import TracebackType
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
-from core.http_calls import call_timeout
+from core.egress.client import IMAGE_BYTES, PAGE_BYTES, shown_url
+from core.errors import NotFetched
 from core.sources.items import ReadContext, SourceReadError
 from core.sources.source_secrets import SourceSecret
 
-MAX_ANSWER_BYTES = 5_000_000  # a feed or page larger than this is not news, it is a mistake
-MAX_IMAGE_BYTES = 25_000_000  # an item's image before shaping: a camera's JPEG, not a video
+MAX_ANSWER_BYTES = PAGE_BYTES
+MAX_IMAGE_BYTES = IMAGE_BYTES
 USER_AGENT = "Galley (source reader)"
 _ANSWER_EXCERPT = 200
+
+__all__ = ["Answer", "SourceClient", "fetch", "get", "shown_url", "source_client"]
 
 
 @dataclass(frozen=True)
@@ -50,75 +50,96 @@ class Answer:
         return json.loads(self.body)
 
 
+class SourceClient:
+    """One source read's way out (core/egress): the guarded client, our user agent and
+    the source's headers, each GET bounded as a whole by the recipe's `call_timeout`
+    (redirects included), which is also each socket wait's limit."""
+
+    def __init__(
+        self,
+        context: ReadContext,
+        headers: Mapping[str, str] | None,
+        secret: SourceSecret | None = None,
+    ) -> None:
+        self.egress = context.egress.client(
+            context.timeout, on_request=[secret.attach] if secret else []
+        )
+        self.headers = {"User-Agent": USER_AGENT, **(headers or {})}
+        self.deadline = context.timeout
+
+    def __enter__(self) -> SourceClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.egress.close()
+
+
 def source_client(
     context: ReadContext,
     headers: Mapping[str, str] | None = None,
     secret: SourceSecret | None = None,
-) -> httpx.Client:
-    """A client for one source's read: its timeout, redirects followed, our user agent,
-    and the source's `secret` header on each request to the configured origin only."""
-    limits = call_timeout(timedelta(seconds=context.timeout))
-    return httpx.Client(
-        timeout=httpx.Timeout(limits.phase, connect=limits.connect),
-        verify=_tls_context(),
-        follow_redirects=True,
-        headers={"User-Agent": USER_AGENT, **(headers or {})},
-        event_hooks={"request": [secret.attach] if secret else []},
-    )
-
-
-@cache
-def _tls_context() -> SSLContext:
-    """httpx's own (SSL_CERT_FILE honoured), made once per process: loading the CA
-    bundle takes ~75 ms, which every source read would otherwise pay."""
-    return httpx.create_ssl_context()
+) -> SourceClient:
+    """A client for one source's read: its time limits, redirects followed (each hop
+    checked), our user agent, and the source's `secret` header on each request to the
+    configured origin only."""
+    return SourceClient(context, headers, secret)
 
 
 def fetch(
-    client: httpx.Client,
+    client: SourceClient,
     source: str,
     url: str,
     *,
     params: Mapping[str, str] | None = None,
     limit: int | None = None,
+    configured: bool = False,
 ) -> Answer:
     """GET `url`; its answer when 2xx, else SourceReadError naming `source`, the status
     and what the server said."""
-    answer = get(client, source, url, params=params, limit=limit)
+    answer = get(client, source, url, params=params, limit=limit, configured=configured)
     if not answer.ok:
         raise status_error(source, answer)
     return answer
 
 
 def get(
-    client: httpx.Client,
+    client: SourceClient,
     source: str,
     url: str,
     *,
     params: Mapping[str, str] | None = None,
     limit: int | None = None,
+    configured: bool = False,
 ) -> Answer:
     """GET `url`: its answer whatever its status (the body at most `limit` bytes,
-    MAX_ANSWER_BYTES unless told, else a SourceReadError that is not retryable), or a
-    retryable SourceReadError when no answer came."""
+    MAX_ANSWER_BYTES unless told), or a SourceReadError: retryable when no answer came,
+    not when the URL was refused or a bound passed (docs/design.md §19). `configured`:
+    the operator wrote `url`, so its first request is trusted; a found URL never is."""
     where = shown_url(url)
     try:
-        with client.stream("GET", url, params=params) as response:
-            body = _read_capped(response, source, where, limit or MAX_ANSWER_BYTES)
+        fetched = client.egress.get(
+            url,
+            limit=limit or MAX_ANSWER_BYTES,
+            deadline=client.deadline,
+            configured=configured,
+            headers=client.headers,
+            params=params,
+        )
+    except NotFetched as refused:
+        raise SourceReadError(source, str(refused), retryable=refused.retryable) from refused
     except httpx.TimeoutException as exc:
         raise SourceReadError(
             source, f"no answer from {where} in time ({type(exc).__name__})", retryable=True
         ) from exc
     except httpx.HTTPError as exc:
         raise SourceReadError(source, f"cannot reach {where}: {exc}", retryable=True) from exc
-    next_link = response.links.get("next", {}).get("url")
     return Answer(
-        url=str(response.url),
-        status=response.status_code,
-        reason=response.reason_phrase,
-        headers=response.headers,
-        body=body,
-        next_url=str(response.url.join(next_link)) if next_link else None,
+        fetched.url, fetched.status, fetched.reason, fetched.headers, fetched.body, fetched.next_url
     )
 
 
@@ -139,25 +160,3 @@ def status_answer(answer: Answer) -> str:
     said = " ".join(answer.body[:_ANSWER_EXCERPT].decode("utf-8", "replace").split())
     line = f"HTTP {answer.status} {answer.reason} from {shown_url(answer.url)}".rstrip()
     return f"{line}: {said}" if said else line
-
-
-def _read_capped(response: httpx.Response, source: str, where: str, limit: int) -> bytes:
-    chunks = []
-    size = 0
-    for chunk in response.iter_bytes():
-        size += len(chunk)
-        if size > limit:
-            raise SourceReadError(
-                source,
-                f"the answer from {where} is over {limit:,} bytes",
-                retryable=False,
-            )
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def shown_url(url: str) -> str:
-    """Host, port and path: never the query or a `user:password@`, which may be secret."""
-    parts = urlsplit(url)
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.hostname or ''}{port}{parts.path}"

@@ -10,10 +10,15 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
-
 from core.policies import GithubItems
-from core.sources.fetching import Answer, get, shown_url, source_client, status_error
+from core.sources.fetching import (
+    Answer,
+    SourceClient,
+    get,
+    shown_url,
+    source_client,
+    status_error,
+)
 from core.sources.items import ReadContext, SourceItem, SourceReadError, Window
 from core.sources.specs import GithubSource
 
@@ -36,7 +41,7 @@ def read_github(spec: GithubSource, window: Window, context: ReadContext) -> lis
     return items
 
 
-def _releases(client: httpx.Client, spec: GithubSource, window: Window) -> list[SourceItem]:
+def _releases(client: SourceClient, spec: GithubSource, window: Window) -> list[SourceItem]:
     url = f"{spec.api.rstrip('/')}/repos/{spec.repo}/releases"
     items = []
     # Newest created first: a page whose last release was created before the window
@@ -58,7 +63,7 @@ def _releases(client: httpx.Client, spec: GithubSource, window: Window) -> list[
     return items
 
 
-def _merged_pulls(client: httpx.Client, spec: GithubSource, window: Window) -> list[SourceItem]:
+def _merged_pulls(client: SourceClient, spec: GithubSource, window: Window) -> list[SourceItem]:
     url = f"{spec.api.rstrip('/')}/repos/{spec.repo}/pulls"
     params = {"state": "closed", "sort": "updated", "direction": "desc"}
     items = []
@@ -81,7 +86,7 @@ def _merged_pulls(client: httpx.Client, spec: GithubSource, window: Window) -> l
 
 
 def _pages(
-    client: httpx.Client,
+    client: SourceClient,
     spec: GithubSource,
     url: str,
     params: dict[str, str],
@@ -120,8 +125,10 @@ def _next_page(spec: GithubSource, answer: Answer) -> str | None:
     return answer.next_url
 
 
-def _get_page(client: httpx.Client, source: str, url: str, params: dict[str, str] | None) -> Answer:
-    answer = get(client, source, url, params=params)
+def _get_page(client: SourceClient, source: str, url: str, params: dict[str, str] | None) -> Answer:
+    # the configured API's own pages (never another server's, see _next_page) are as
+    # trusted as the `api` the operator wrote
+    answer = get(client, source, url, params=params, configured=True)
     if answer.ok:
         return answer
     if answer.status in (403, 429) and answer.headers.get("x-ratelimit-remaining") == "0":

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from core.egress.client import Egress
 from core.errors import GalleyError
 from core.sources.url_credentials import without_credentials
 
@@ -97,11 +98,12 @@ class ReadContext:
     """What a reader needs beside its spec and window."""
 
     config_dir: Path  # `file` sources are globbed here
-    timeout: float  # seconds per network request (the recipe's `call_timeout`)
+    timeout: float  # seconds per read, redirects included (the recipe's `call_timeout`)
     github_token: str | None = None  # GALLEY_GITHUB_TOKEN, optional
     slack_token: str | None = None  # the bot's own token, for `slack` sources
     slack_api: str | None = None  # GALLEY_SLACK_API_URL (a local fake in tests)
     user_names: dict[str, str] = field(default_factory=dict)  # Slack user id -> name, cached
+    egress: Egress = field(default_factory=Egress)  # `[egress] allow`, for found URLs
 
 
 class SourceReadError(GalleyError):

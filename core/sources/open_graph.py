@@ -1,14 +1,16 @@
 """What a web page says of itself in its `<head>` (docs/design.md §32): its OpenGraph tags
 (`og:title`, `og:image`, `og:image:alt`, …), `<meta name="description">` and `<title>`.
 Read by the `url` reader (a page's image), an items recipe's snapshot (the linked page's
-image) and a Bluesky link card. Parses text; reads nothing from the network.
+image) and a Bluesky link card. Parses text, by lxml (core/sources/html_tree.py), which
+stays linear on hostile markup; reads nothing from the network.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from html.parser import HTMLParser
 from urllib.parse import urljoin
+
+from core.sources.html_tree import parsed_html
 
 PAGE_LIMIT = 1_000_000  # characters of a page parsed for its tags
 
@@ -35,31 +37,15 @@ class PageTags:
 
 
 def page_tags(html: str) -> PageTags:
-    parser = _OpenGraph()
-    parser.feed(html[:PAGE_LIMIT])
-    return PageTags(parser.meta, parser.title)
-
-
-class _OpenGraph(HTMLParser):
-    """`<meta property="og:…" content="…">`, `<meta name="description">` and `<title>`."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.meta: dict[str, str] = {}
-        self.title = ""
-        self._in_title = False
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        found = {name: value or "" for name, value in attrs}
-        if tag == "meta":
-            key = (found.get("property") or found.get("name") or "").lower()
-            if key and "content" in found and key not in self.meta:
-                self.meta[key] = found["content"]
-        self._in_title = tag == "title"
-
-    def handle_endtag(self, tag: str) -> None:
-        self._in_title = False
-
-    def handle_data(self, data: str) -> None:
-        if self._in_title:
-            self.title += data
+    """The page's tags, from at most PAGE_LIMIT characters of it (the `<head>` is at the
+    top), parsed by lxml, which stays linear on malformed markup."""
+    root = parsed_html(html[:PAGE_LIMIT])
+    if root is None:
+        return PageTags({}, "")
+    meta: dict[str, str] = {}
+    for tag in root.iter("meta"):
+        key = (tag.get("property") or tag.get("name") or "").lower()
+        if key and tag.get("content") is not None and key not in meta:
+            meta[key] = tag.get("content") or ""
+    title = next((t.text or "" for t in root.iter("title")), "")
+    return PageTags(meta, title)

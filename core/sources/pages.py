@@ -22,7 +22,7 @@ _HTML_TYPES = ("text/html", "application/xhtml+xml")
 def read_page(spec: UrlSource, context: ReadContext) -> list[SourceItem]:
     accept = {"Accept": "text/html, text/plain;q=0.8"}
     with source_client(context, accept, source_secret(spec)) as client:
-        answer = fetch(client, spec.label, spec.url)
+        answer = fetch(client, spec.label, spec.url, configured=True)
     title, text = page_text(spec.label, answer)
     image = page_image(answer)
     return [

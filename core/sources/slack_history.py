@@ -11,10 +11,8 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-import httpx
-
 from core.http_calls import retry_after_seconds
-from core.sources.fetching import get, source_client, status_error
+from core.sources.fetching import SourceClient, get, source_client, status_error
 from core.sources.items import ReadContext, SourceItem, SourceReadError, Window
 from core.sources.slack_text import readable_text
 from core.sources.specs import SlackSource
@@ -37,7 +35,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 class _SlackReader:
     """One read of one channel: its client, token and the names already looked up."""
 
-    def __init__(self, spec: SlackSource, context: ReadContext, client: httpx.Client) -> None:
+    def __init__(self, spec: SlackSource, context: ReadContext, client: SourceClient) -> None:
         self.spec = spec
         self.context = context
         self.client = client
@@ -47,7 +45,7 @@ class _SlackReader:
     def call(self, method: str, params: dict[str, str]) -> dict[str, Any]:
         """One Web API method's answer; SourceReadError unless `ok`."""
         source = self.spec.label
-        answer = get(self.client, source, f"{self.base}/{method}", params=params)
+        answer = get(self.client, source, f"{self.base}/{method}", params=params, configured=True)
         if answer.status == 429:
             wait = retry_after_seconds(answer.headers.get("retry-after"))
             after = f" (Retry-After {wait:g}s)" if wait is not None else ""

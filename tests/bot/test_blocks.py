@@ -524,7 +524,7 @@ def test_the_redraft_modal_asks_for_a_note_and_carries_the_revision() -> None:
     assert redraft_note({}) == ""
 
 
-# Outside text anywhere in a message (docs/design.md §33)
+# Outside text anywhere in a message (docs/design.md §34)
 
 BARE = "@channel @here #general https://evil.example"  # Slack parses these unless verbatim
 

@@ -1,5 +1,5 @@
 """The bot token goes only to Slack's file host, over https, and a download is bounded
-in bytes and in total time (docs/design.md §33). The refusals of a link are decided
+in bytes and in total time (docs/design.md §34). The refusals of a link are decided
 before any connection; the bounds are tested against local servers."""
 
 from __future__ import annotations

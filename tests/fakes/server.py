@@ -117,14 +117,16 @@ def read_saved(path: StrPath, suffix: str) -> dict[str, Any]:
 
 
 class Server(ThreadingHTTPServer, Generic[F]):
-    """Serves 127.0.0.1:`port` with `handler` for `fake` (the handlers' ``server.fake``)."""
+    """Serves `host`:`port` with `handler` for `fake` (the handlers' ``server.fake``)."""
 
     daemon_threads = True
 
-    def __init__(self, fake: F, port: int, handler: type[Handler[F]], backlog: int) -> None:
+    def __init__(
+        self, fake: F, port: int, handler: type[Handler[F]], backlog: int, host: str
+    ) -> None:
         self.fake = fake
         self.request_queue_size = backlog  # read when the socket starts listening, below
-        super().__init__(("127.0.0.1", port), handler)
+        super().__init__((host, port), handler)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # clients that time out or disconnect are expected here
@@ -192,9 +194,12 @@ class FakeServer:
     handler_class: ClassVar[type[Handler[Any]]]
     backlog: ClassVar[int] = 5  # socketserver's default listen queue
 
-    def __init__(self, *, state_file: StrPath | None = None, port: int = 0) -> None:
+    def __init__(
+        self, *, state_file: StrPath | None = None, port: int = 0, host: str = "127.0.0.1"
+    ) -> None:
         self.state_file = Path(state_file) if state_file is not None else None
         self._bind_port = port  # 0: let the OS pick a free port
+        self.host = host  # 127.0.0.2 for an "inside" server no found URL may reach
         self._lock = threading.RLock()
         self._records: list[Any] = []  # what _record() kept, oldest first
         self._stop = threading.Event()
@@ -209,11 +214,11 @@ class FakeServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def start(self) -> Self:
         self._stop.clear()
-        self._server = Server(self, self._bind_port, self.handler_class, self.backlog)
+        self._server = Server(self, self._bind_port, self.handler_class, self.backlog, self.host)
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )

@@ -3,7 +3,8 @@
 ``publish(path, body, content_type)`` sets what ``GET path`` answers (publish again to
 change it between reads, as a blog does); ``script(path, ...)`` queues one-off answers
 for the next GETs of that path: ``status(304)`` (no body, as a real 304), ``status(500,
-"...")``, ``slow(seconds)`` (the document, after a wait a reader's timeout ends first).
+"...")``, ``slow(seconds)`` (the document, after a wait a reader's timeout ends first),
+``drip(seconds)`` (the document's head, then its body one byte every `seconds`).
 A path with nothing published answers 404. In-process only::
 
     with FakeWeb() as web:
@@ -37,7 +38,7 @@ class Document:
 class Action:
     """One scripted answer to one GET: a status with a body, or the document after a wait."""
 
-    kind: str  # "status" | "slow"
+    kind: str  # "status" | "slow" | "drip"
     code: int = 200
     body: str = ""
     headers: dict[str, str] = field(default_factory=dict)
@@ -51,6 +52,12 @@ def status(code: int, body: str = "", headers: dict[str, str] | None = None) -> 
 def slow(seconds: float) -> Action:
     """Send nothing for `seconds` (less if the server stops), then the document."""
     return Action("slow", seconds=seconds)
+
+
+def drip(seconds: float) -> Action:
+    """Answer the document's head at once, then its body one byte every `seconds` (a
+    server that holds a reader without ever letting a socket read time out)."""
+    return Action("drip", seconds=seconds)
 
 
 class _Handler(server.Handler["FakeWeb"]):
@@ -68,10 +75,25 @@ class _Handler(server.Handler["FakeWeb"]):
             self.close_connection = True
             return
         document = fake.document(path)
+        if action is not None and action.kind == "drip" and document is not None:
+            self._drip(document, action.seconds)
+            return
         if document is None:
             self._send(404, b"Not Found", "text/plain; charset=utf-8", {})
         else:
             self._send(200, document.body, document.content_type, document.headers)
+
+    def _drip(self, document: Document, seconds: float) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", document.content_type)
+        self.send_header("Content-Length", str(len(document.body)))
+        self.end_headers()
+        for byte in document.body:
+            self.wfile.write(bytes([byte]))
+            self.wfile.flush()
+            if self.server.fake._wait(seconds):
+                break
+        self.close_connection = True
 
     def _send(self, code: int, body: bytes, content_type: str, headers: dict[str, str]) -> None:
         self.send_response(code)
@@ -92,8 +114,8 @@ class FakeWeb(server.FakeServer):
     handler_class = _Handler
     backlog = 64
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        super().__init__(host=host)
         self._documents: dict[str, Document] = {}
         self._scripts: dict[str, deque[Action]] = {}
 

@@ -217,7 +217,7 @@ def test_a_dropped_image_gets_an_alt_text_from_one_model_call_and_a_redelivery_p
     )
 
 
-# --- who may make the bot download, and where its token goes (docs/design.md §33) --------
+# --- who may make the bot download, and where its token goes (docs/design.md §34) --------
 
 
 def test_a_drop_by_someone_who_may_not_edit_is_never_downloaded_nor_stored(

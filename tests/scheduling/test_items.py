@@ -9,12 +9,15 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from sqlmodel import col, select
 
 from bot.digest_text import digest_text
+from core.drafting.basis import SourceAccess
 from core.drafting.service import DraftingService
+from core.egress.client import Egress
 from core.failpoints import Failpoint, hook
 from core.identity import item_run_id, item_token
 from core.models import DraftRow, PolledItemRow, RunRow, SnapshotItemRow
@@ -34,6 +37,7 @@ from core.store.effects import EffectLedger
 from core.store.engine import Store
 from core.testing import FrozenClock, InstantDrafter
 from tests.conftest import config_text
+from tests.sources.specs import LOCAL_FAKES
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 ITEMS = (
@@ -103,6 +107,7 @@ class Poller:
 def make_poller(store: Store, feed: FeedStub, *, worker: str = "w1") -> Poller:
     clock, drafter = FrozenClock(T0), InstantDrafter()
     drafting = DraftingService(store, drafter, clock=clock, worker=worker)
+    drafting.basis.access = SourceAccess(Path.cwd(), egress=Egress(LOCAL_FAKES))
     poller = ItemPoller(store, drafting, clock)
     poller.reader = feed.read
     return Poller(poller, drafter, clock)

@@ -89,7 +89,7 @@ def test_all_problems_are_reported_at_once() -> None:
 def test_unknown_top_level_and_default_keys_are_rejected() -> None:
     text = "surprise = 1\n" + config_text().replace("[defaults]", "[defaults]\nlimit = 2")
     top, defaults = problems_of(text)
-    assert top == "config: surprise: unknown key (valid keys: defaults, recipes, slack)"
+    assert top == "config: surprise: unknown key (valid keys: defaults, egress, recipes, slack)"
     valid = "[defaults]: limit: unknown key (valid keys: approval_stages, approval_ttl, "
     assert defaults.startswith(valid)
 

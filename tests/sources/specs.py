@@ -8,6 +8,8 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from core.egress.addresses import parse_allow
+from core.egress.client import Egress
 from core.sources.items import ReadContext, Window
 from core.sources.specs import SourceSpec
 
@@ -22,9 +24,15 @@ def source(**keys: Any) -> SourceSpec:
     return _SPEC.validate_python(keys)
 
 
+LOCAL_FAKES = parse_allow(["127.0.0.1"])[0]
+"""`[egress] allow = ["127.0.0.1"]`: the local fakes a test's found URLs name. Never
+127.0.0.2, where tests put the inside servers a found URL must not reach."""
+
+
 def context(config_dir: Path | None = None, **overrides: Any) -> ReadContext:
     return ReadContext(
         config_dir=config_dir or Path("/nonexistent"),
         timeout=overrides.pop("timeout", 5.0),
+        egress=overrides.pop("egress", Egress(LOCAL_FAKES)),
         **overrides,
     )

@@ -216,14 +216,21 @@ def test_an_answer_too_large_is_refused(web: FakeWeb, monkeypatch: pytest.Monkey
 
 def test_a_failure_never_shows_the_urls_secrets(web: FakeWeb) -> None:
     """A configured URL holding one is refused (tests/sources/test_source_secrets.py); a
-    redirect may still name one."""
-    private = f"http://reader:hunter2@127.0.0.1:{web.port}/private.xml?token=s3cret"
-    web.script("/feed.xml", status(302, headers={"Location": private}))
+    redirect may still name one: its query is never shown, and a redirect to a
+    `user:password@` is refused without showing them."""
+    signed = f"http://127.0.0.1:{web.port}/private.xml?token=s3cret"
+    web.script("/feed.xml", status(302, headers={"Location": signed}))
     web.script("/private.xml", status(500))
-
     with pytest.raises(SourceReadError) as raised:
         read(f"{web.url}/feed.xml")
-
     assert raised.value.answer == (
         f"HTTP 500 Internal Server Error from 127.0.0.1:{web.port}/private.xml"
+    )
+
+    with_password = f"http://reader:hunter2@127.0.0.1:{web.port}/private.xml?token=s3cret"
+    web.script("/signed.xml", status(302, headers={"Location": with_password}))
+    with pytest.raises(SourceReadError) as raised:
+        read(f"{web.url}/signed.xml")
+    assert raised.value.answer == (
+        f"not fetched: 127.0.0.1:{web.port}/private.xml carries a user name or password"
     )
