@@ -15,7 +15,7 @@ from bot.alert_blocks import (
     alert_message,
     publication_message,
 )
-from bot.blocks import DRAFT_TEXT_BUDGET
+from bot.block_kit import DRAFT_TEXT_BUDGET
 from bot.mrkdwn import escape_mrkdwn
 from bot.slack_images import image_blocks, upload_file
 from bot.slack_surface import SlackChannels

@@ -11,17 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bot.block_kit import BLOCK_LIMIT, EDIT_MODAL, button_value
 from bot.blocks import (
     ACTION_APPROVE,
     ACTION_EDIT,
     ACTION_REDRAFT,
     ACTION_REJECT,
-    BLOCK_LIMIT,
     DRAFT_EVENT_TYPE,
-    EDIT_MODAL,
     REJECT_MODAL,
     SECTION_LIMIT,
-    button_value,
     decided_message,
     draft_metadata,
     edit_modal,
