@@ -155,7 +155,7 @@ class Bot:
         heartbeat = min((r.heartbeat for r in recipes), default=DEFAULT_HEARTBEAT)
         self.services = wire(core, publishers, call_timeout=call_timeout, heartbeat=heartbeat)
         self.core = core
-        self.host = SchedulerHost(core)
+        self.host = SchedulerHost(core, items=self.services.items)
         self.work = Work(self.services, self.host)
         self.services.outbox.posted = self.work.describe_source_images_soon
         self.batches = core.batch_pass(later=self.host.drafting.take)
