@@ -157,7 +157,7 @@ class Bot:
         self.core = core
         self.host = SchedulerHost(core, items=self.services.items)
         self.work = Work(self.services, self.host)
-        self.services.outbox.posted = self.work.describe_source_images_soon
+        self.services.outbox.when_posted(self.work.describe_source_images_soon)
         self.batches = core.batch_pass(later=self.host.drafting.take)
         self.surface = SlackReviewSurface(self.services.channels, core.config.slack.review_channel)
         self.bolt = App(
