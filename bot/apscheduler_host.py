@@ -4,7 +4,7 @@ APScheduler only says *when*; Galley decides *what*: each fire hands the nominal
 time to `core.scheduling.dispatch.SlotDispatcher` on Galley's own drafting pool, so a slow model
 call never holds a scheduler thread and never makes APScheduler drop a fire unseen.
 The periodic passes run on the scheduler's pools too (`add_pass`; the bot's table of them
-is `bot/run.py` `PASSES`). The scheduler's job store is memory: Galley's state lives in
+is `bot/run.py` `Bot.passes`). The scheduler's job store is memory: Galley's state lives in
 Galley's database.
 """
 
@@ -248,7 +248,7 @@ class SchedulerHost:
         due = slots_due_by(recipe, event.scheduled_run_time)
         self.drafting.take(self.dispatcher.fire, recipe, due)
 
-    # --- the scheduler's passes (registered by the bot: bot/run.py PASSES) ---------------
+    # --- the scheduler's passes (registered by the bot: bot/run.py Bot.passes) ---------------
 
     def sweep_claims(self) -> None:
         """Return expired claims to the pool and draft those slots again (once, within
