@@ -210,7 +210,7 @@ def test_the_ground_floor_imports_only_itself_and_no_stage_imports_upward() -> N
     graph = _arrows()
     assert "core.identity" in graph and "core.drafting" in graph
     climbs = "\n".join(upward_arrows(graph))
-    assert climbs == "", f"upward imports (see STAGES in tests/test_layers.py):\n{climbs}"
+    assert climbs == "", f"upward imports, or a package STAGES lacks (add it there):\n{climbs}"
 
 
 def test_no_node_of_core_imports_itself_round_a_cycle() -> None:
