@@ -21,7 +21,8 @@ import httpx
 from sqlmodel import col, select
 
 from bench.slack_review import MONDAYS, SECRET
-from bot.blocks import ACTION_APPROVE, button_value
+from bot.block_kit import button_value
+from bot.blocks import ACTION_APPROVE
 from bot.run import Bot
 from core.models import EventRow, RunRow
 from tests.conftest import config_text

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import httpx
 
-from bot.blocks import ACTION_APPROVE, button_value
+from bot.block_kit import button_value
+from bot.blocks import ACTION_APPROVE
 from bot.run import Bot
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import FakeAnthropic

@@ -33,7 +33,8 @@ from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 
 from bench.slack_review import MONDAYS
-from bot.blocks import ACTION_APPROVE, button_value
+from bot.block_kit import button_value
+from bot.blocks import ACTION_APPROVE
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.slack_api import FakeSlack

@@ -7,16 +7,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from bot.block_kit import BLOCK_LIMIT, DRAFT_TEXT_BUDGET, context, section
 from bot.blocks import (
     ACTION_ALERT_CANCEL,
     ACTION_ALERT_PUBLISHED,
     ACTION_ALERT_RETRY,
     ACTION_ALERT_SKIP,
-    BLOCK_LIMIT,
-    DRAFT_TEXT_BUDGET,
-    context,
     mention_user,
-    section,
 )
 from bot.mrkdwn import SECTION_LIMIT, clip_mrkdwn, escape_mrkdwn, inert, split_for_sections
 from core.policies import AlertKind

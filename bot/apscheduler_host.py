@@ -4,7 +4,7 @@ APScheduler only says *when*; Galley decides *what*: each fire hands the nominal
 time to `core.scheduling.dispatch.SlotDispatcher` on Galley's own drafting pool, so a slow model
 call never holds a scheduler thread and never makes APScheduler drop a fire unseen.
 The periodic passes run on the scheduler's pools too (`add_pass`; the bot's table of them
-is `bot/run.py` `PASSES`). The scheduler's job store is memory: Galley's state lives in
+is `bot/run.py` `Bot.passes`). The scheduler's job store is memory: Galley's state lives in
 Galley's database.
 """
 
@@ -15,7 +15,7 @@ import logging
 import threading
 from concurrent.futures import wait
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apscheduler.events import EVENT_JOB_MISSED, JobExecutionEvent
 from apscheduler.executors.pool import ThreadPoolExecutor as JobThreadPool
@@ -39,6 +39,9 @@ from core.setup.config import Recipe
 from core.slots.publish_time import drafting_fire, next_drafting, slots_due_by
 from core.slots.schedule import latest_slot_at_or_before, slot_at_instant
 from core.telemetry.metrics import SCHEDULER_FIRES, SCHEDULER_MISFIRES
+
+if TYPE_CHECKING:
+    from core.scheduling.items import ItemPoller
 
 log = logging.getLogger(__name__)
 RECIPE_JOB_PREFIX = "recipe:"
@@ -91,9 +94,17 @@ class SchedulerHost:
     fires and the listeners hand work to, the scheduler's own for fires and passes."""
 
     def __init__(
-        self, services: Services, *, drafting_threads: int = 4, publishing_threads: int = 4
+        self,
+        services: Services,
+        *,
+        drafting_threads: int = 4,
+        publishing_threads: int = 4,
+        items: ItemPoller | None = None,
     ) -> None:
+        """`items` polls items recipes at their fires: the bot's, which tells its poll
+        alerts (bot/wiring.py); `services.items` when none is given."""
         self.services = services
+        self.items = items
         self.stopping = threading.Event()
         self.dispatcher = SlotDispatcher(
             services.store,
@@ -219,7 +230,7 @@ class SchedulerHost:
     def poll_items(self, recipe: Recipe, fired: datetime) -> None:
         """Poll an items recipe at its latest slot by `fired` (a start polls too)."""
         slot = latest_slot_at_or_before(recipe, fired) or slot_at_instant(recipe, fired)
-        self.services.items.poll(recipe, slot)
+        (self.items or self.services.items).poll(recipe, slot)
 
     def _on_missed(self, event: JobExecutionEvent) -> None:
         """APScheduler found a fire past misfire_grace: Galley records it as skipped."""
@@ -237,7 +248,7 @@ class SchedulerHost:
         due = slots_due_by(recipe, event.scheduled_run_time)
         self.drafting.take(self.dispatcher.fire, recipe, due)
 
-    # --- the scheduler's passes (registered by the bot: bot/run.py PASSES) ---------------
+    # --- the scheduler's passes (registered by the bot: bot/run.py Bot.passes) ---------------
 
     def sweep_claims(self) -> None:
         """Return expired claims to the pool and draft those slots again (once, within

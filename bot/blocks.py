@@ -12,17 +12,30 @@ import re
 from datetime import datetime
 from typing import Any
 
+from bot.block_kit import (
+    BLOCK_LIMIT,
+    DRAFT_TEXT_BUDGET,
+    EDIT_MODAL,
+    INPUT_LIMIT,
+    LABEL_LIMIT,
+    MODAL_BLOCK_LIMIT,
+    REVIEW_BLOCK_ID,
+    button_value,
+    context,
+    edit_pieces,
+    section,
+)
 from bot.image_blocks import image_blocks, text_beside_images
 from bot.mrkdwn import (
     SECTION_LIMIT,
     clip_mrkdwn,
     escape_mrkdwn,
     inert,
-    mrkdwn_object,
     section_spans,
     unescape,
 )
 from bot.mrkdwn import split_for_sections as split_for_sections
+from bot.version_blocks import is_set, set_blocks
 from core.policies import Backpressure, Refusal
 from core.ports import BackpressureNotice, ReviewItem
 from core.post_body import PostBody
@@ -39,22 +52,11 @@ ACTION_ALERT_RETRY = "galley_retry"
 ACTION_ALERT_CANCEL = "galley_cancel"
 ACTION_ALERT_SKIP = "galley_skip"
 REJECT_MODAL = "galley_reject_modal"
-EDIT_MODAL = "galley_edit_modal"
 REDRAFT_MODAL = "galley_redraft_modal"
 DRAFT_EVENT_TYPE = "galley_draft"
-REVIEW_BLOCK_ID = "galley_review"
 
-BLOCK_LIMIT = 50  # blocks in one message
-# Slack answers `msg_blocks_too_long` well below 50 full sections (reported near 13,000
-# characters in total), so the draft text shown in one message has its own budget.
-DRAFT_TEXT_BUDGET = 12_000
-BUTTON_VALUE_LIMIT = 2000  # characters in a button's value
-CONTEXT_LIMIT = 3000  # characters of one context element's text
-INPUT_LIMIT = 3000  # plain_text_input max_length
-MODAL_BLOCK_LIMIT = 100
 REASON_LIMIT = 500  # characters of a rejection reason kept in the message
 NOTE_LIMIT = 1000  # characters of a redraft note
-LABEL_LIMIT = 100  # characters of a recipe, platform, model or user shown in a line
 FALLBACK_SNIPPET = 150
 
 _USER_ID = re.compile(r"[UW][A-Z0-9]+")
@@ -67,16 +69,6 @@ def draft_metadata(draft_key: str, revision: int) -> dict[str, Any]:
         "event_type": DRAFT_EVENT_TYPE,
         "event_payload": {"draft_key": draft_key, "revision": revision},
     }
-
-
-def button_value(draft_key: str, revision: int) -> str:
-    """Compact JSON naming one revision; ValueError if Slack could not carry it."""
-    value = json.dumps(
-        {"key": draft_key, "rev": revision}, separators=(",", ":"), ensure_ascii=False
-    )
-    if len(value) >= BUTTON_VALUE_LIMIT:
-        raise ValueError(f"draft key too long for a Slack button value: {draft_key[:80]}…")
-    return value
 
 
 def parse_button_value(value: str) -> tuple[str, int]:
@@ -258,8 +250,6 @@ def _require_aware(moment: datetime, name: str) -> None:
 def _draft_blocks(view: ReviewItem, trailing: int) -> list[dict[str, Any]]:
     """The heading and the draft's sections, leaving room for `trailing` blocks; a set of
     versions or thread parts as bot/version_blocks.py lays it out."""
-    from bot.version_blocks import is_set, set_blocks  # it builds on this module's blocks
-
     if is_set(view.text):
         return set_blocks(view, trailing)
     heading = section(
@@ -356,26 +346,6 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit].rstrip() + "…"
 
 
-def edit_pieces(text: str) -> list[str]:
-    """Raw text in pieces of at most INPUT_LIMIT characters. A cut never sits next to
-    whitespace (when it can help it), so an input that trims its value loses nothing."""
-    parts: list[str] = []
-    start = 0
-    while len(text) - start > INPUT_LIMIT:
-        hard = start + INPUT_LIMIT
-        clean = (
-            at
-            for at in range(hard, start + INPUT_LIMIT // 2, -1)
-            if not (text[at - 1].isspace() or text[at].isspace())
-        )
-        end = next(clean, hard)
-        parts.append(text[start:end])
-        start = end
-    if start < len(text):
-        parts.append(text[start:])
-    return parts
-
-
 def _input_value(values: dict[str, Any], block_id: str, action_id: str) -> str:
     value = values.get(block_id, {}).get(action_id, {}).get("value")
     return value if isinstance(value, str) else ""
@@ -414,19 +384,6 @@ def _modal(
 def _button(text: str, action_id: str, value: str, style: str | None = None) -> dict[str, Any]:
     button = {"type": "button", "text": _plain(text), "action_id": action_id, "value": value}
     return button | ({"style": style} if style else {})
-
-
-def section(mrkdwn: str) -> dict[str, Any]:
-    """One mrkdwn section, verbatim (`mrkdwn_object`): Slack links nothing it was not told to."""
-    text = mrkdwn_object(mrkdwn)
-    return {"type": "section", "text": text}
-
-
-def context(mrkdwn: str, block_id: str | None = None) -> dict[str, Any]:
-    """One mrkdwn context element, clipped to fit."""
-    text = clip_mrkdwn(mrkdwn, CONTEXT_LIMIT)
-    block = {"type": "context", "elements": [mrkdwn_object(text)]}
-    return block | ({"block_id": block_id} if block_id else {})
 
 
 def _plain(text: str) -> dict[str, Any]:

@@ -15,80 +15,34 @@ import logging
 import os
 import shutil
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from bot.cli_app import JsonFlag, explained_errors, open_galley, open_services
+from bot.cli_app import app as app  # with every command registered once this module loads
 from bot.cli_output import EXIT_FAILED as EXIT_FAILED
 from bot.cli_output import EXIT_USAGE as EXIT_USAGE
-from bot.cli_output import debugging, explained, imports_done
+from bot.cli_output import debugging, imports_done
 from bot.cli_output import err as err
 from bot.cli_output import out as out
 from bot.cli_output import print_json as print_json
 from bot.cli_output import table as table
 from bot.cli_status import print_status, read_status
-from core.errors import ConfigError, GalleyError
+from core.errors import ConfigError
 from core.policies import DraftOutcome, FailReason, Finding
 from core.states import RunState
 
 if TYPE_CHECKING:
-    from core.api.galley import Galley
     from core.api.services import Services
     from core.drafting.claims import DraftResult
 
 
-app = typer.Typer(
-    name="galley",
-    help="Galley drafts posts with Claude on a schedule, and never twice.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(db_app, name="db")
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
 Actor = Annotated[str, typer.Option("--as", help="Who is acting (recorded in history).")]
-
-
-@app.callback()
-def options(
-    debug: Annotated[
-        bool, typer.Option("--debug", help="Show the traceback behind an error.")
-    ] = False,
-) -> None:
-    """Galley drafts posts with Claude on a schedule, and never twice."""
-    debugging["on"] = debug or os.environ.get("GALLEY_LOG_LEVEL", "").lower() == "debug"
-
-
-@contextmanager
-def explained_errors() -> Iterator[None]:
-    """Galley's own errors become one clear message and an exit code, not a traceback."""
-    try:
-        yield
-    except GalleyError as exc:
-        raise typer.Exit(explained(exc)) from None
-
-
-def open_galley() -> Galley:
-    from core.api.galley import Galley
-    from core.setup.settings import load_settings
-
-    imports_done()
-    return Galley.from_settings(load_settings())
-
-
-def open_services() -> Services:
-    """Core's services without the facade: what `check` and `retry` need."""
-    from core.api.services import Services
-    from core.setup.settings import load_settings
-
-    imports_done()
-    return Services.from_settings(load_settings())
 
 
 @app.command()
@@ -385,17 +339,8 @@ def db_upgrade() -> None:
     out.print(f"database at revision {store.current_revision()}", highlight=False)
 
 
-def main() -> None:
-    """The `galley` executable's entry (bot/launch.py: `status` answers before this app
-    is built; the collector is held off while a command imports its modules)."""
-    from bot.launch import main as launch
-
-    launch()
-
-
-# The reviewer's commands (approve, reject, redraft) live beside this module; importing
-# it registers them on `app`.
-# Commands kept in their own modules register on `app` (they import it from here).
+# Commands kept in their own modules register on `app` (bot/cli_app.py) when imported:
+# importing them here is what puts them on the command line.
 from bot import cli_calendar as _calendar  # noqa: E402, F401
 from bot import cli_decisions as _decisions  # noqa: E402, F401
 from bot import cli_items as _items  # noqa: E402, F401

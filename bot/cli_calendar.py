@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from bot.cli import JsonFlag, app, explained_errors, open_galley, out, print_json, table
+from bot.cli_app import JsonFlag, app, explained_errors, open_galley
+from bot.cli_output import out, print_json, table
 
 
 @app.command()

@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from bot.cli import EXIT_FAILED, JsonFlag, app, explained_errors, open_galley, out, print_json
+from bot.cli_app import JsonFlag, app, explained_errors, open_galley
+from bot.cli_output import EXIT_FAILED, out, print_json
 from core.policies import DraftOutcome
 
 

@@ -1,7 +1,7 @@
 """The reviewer's commands of the `galley` command line (docs/design.md §22): approve,
 reject and redraft one revision, with the same rules as Slack's buttons and the notebook
 (`core/api/desk.py` `Desk`, `core/review/queue.py`, `core/review/approvals.py`). Registered on
-`bot.cli.app` when that module is imported.
+`bot.cli_app.app` when bot/cli.py imports this module.
 
 Who acts is `--as`, or GALLEY_USER: their approver role is checked as Slack checks it.
 Exit 0 when the decision or redraft counted, 1 when it was refused (and says why).
@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bot.cli import EXIT_FAILED, app, explained_errors, open_galley, out
+from bot.cli_app import app, explained_errors, open_galley
+from bot.cli_output import EXIT_FAILED, out
 from core.policies import Refusal
 
 if TYPE_CHECKING:

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bot.cli import JsonFlag, app, explained_errors, open_galley, out, print_json, table
+from bot.cli_app import JsonFlag, app, explained_errors, open_galley
+from bot.cli_output import out, print_json, table
 
 if TYPE_CHECKING:  # `--help` must not load the database layer
     from core.publishing.engagement import PostStats, StatsList

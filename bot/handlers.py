@@ -18,6 +18,7 @@ from slack_sdk import WebClient
 
 from bot.alert_blocks import alert_run_id, resolved_blocks
 from bot.app_home import command_words
+from bot.block_kit import EDIT_MODAL
 from bot.blocks import (
     ACTION_ALERT_CANCEL,
     ACTION_ALERT_PUBLISHED,
@@ -28,7 +29,6 @@ from bot.blocks import (
     ACTION_REDRAFT,
     ACTION_REJECT,
     ACTION_UNAPPROVE,
-    EDIT_MODAL,
     REDRAFT_MODAL,
     REJECT_MODAL,
     edit_modal,

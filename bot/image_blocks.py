@@ -12,8 +12,7 @@ from typing import Any
 
 from bot.mrkdwn import inert, mrkdwn_object
 from core.images.limits import size_in_words
-from core.images.media import ShownImage
-from core.ports import ReviewItem
+from core.ports import ReviewItem, ShownImage
 from core.post_body import BodyUnreadable, ImageRef, PostBody
 
 ACTION_REMOVE_IMAGE = "galley_remove_image"

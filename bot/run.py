@@ -1,5 +1,5 @@
 """`galley run`: the scheduler, the Slack app, the review outbox and the HTTP server
-in one process, its periodic passes registered from one table (`PASSES`). It refuses to
+in one process, its periodic passes registered from one table (`Bot.passes`). It refuses to
 start half-configured, and on SIGTERM it stops new work, lets running model calls finish
 up to a deadline, and exits; what is left is taken up by the next start, never redone.
 """
@@ -69,31 +69,9 @@ class Every(StrEnum):
 
 class Pass(NamedTuple):
     job: str  # the scheduler's job id
-    runs: str  # what it calls: a method of `Bot`, or of one of its parts ("host.expire")
+    runs: Callable[[], object] | None  # what it calls; None where its part is missing
     every: Every
     pool: Pool  # the scheduler's pool it runs on
-
-
-# Every periodic pass, registered from this table; a pass whose part is missing (no batch
-# pass without ANTHROPIC_API_KEY) or whose cadence is off (no digest) is not scheduled.
-PASSES: tuple[Pass, ...] = (
-    Pass("outbox", "sync_slack", Every.OUTBOX, Pool.SLACK),
-    Pass("reconciler", "reconcile", Every.OUTBOX, Pool.SLACK),
-    # Home's own pass, so a failing outbox pass never leaves Home tabs stale
-    Pass("home", "home.refresh_recent", Every.OUTBOX, Pool.SLACK),
-    Pass("batches", "batches.run_once", Every.OUTBOX, Pool.SLACK),  # docs/design.md §21
-    Pass("digest", "post_digest", Every.DIGEST, Pool.SLACK),
-    Pass("sweeper", "host.sweep_claims", Every.SWEEP, Pool.HOUSEKEEPING),
-    Pass("redrafts", "work.resume_redrafts", Every.SWEEP, Pool.HOUSEKEEPING),  # docs/design.md §22
-    Pass("pending", "host.settle_stale_pending", Every.HOUSEKEEPING, Pool.HOUSEKEEPING),
-    Pass("expiry", "host.expire", Every.HOUSEKEEPING, Pool.HOUSEKEEPING),
-    Pass("deliveries", "forget_deliveries", Every.HOUSEKEEPING, Pool.HOUSEKEEPING),
-    Pass(
-        "reminders", "remind_reviewers", Every.OUTBOX, Pool.SLACK
-    ),  # docs/design.md §11: remind_after
-    # published posts read back and counted (docs/design.md §28)
-    Pass("readings", "services.readings.read_due", Every.HOUSEKEEPING, Pool.SLACK),
-)
 
 
 def missing_settings(settings: Settings) -> list[str]:
@@ -156,9 +134,9 @@ class Bot:
         heartbeat = min((r.heartbeat for r in recipes), default=DEFAULT_HEARTBEAT)
         self.services = wire(core, publishers, call_timeout=call_timeout, heartbeat=heartbeat)
         self.core = core
-        self.host = SchedulerHost(core)
+        self.host = SchedulerHost(core, items=self.services.items)
         self.work = Work(self.services, self.host)
-        self.services.outbox.posted = self.work.describe_source_images_soon
+        self.services.outbox.when_posted(self.work.describe_source_images_soon)
         self.batches = core.batch_pass(later=self.host.drafting.take)
         self.surface = SlackReviewSurface(self.services.channels, core.config.slack.review_channel)
         self.bolt = App(
@@ -180,21 +158,37 @@ class Bot:
         self._http_thread: threading.Thread | None = None
         self._socket: SocketLink | None = None
 
-    def schedule_passes(self, intervals: dict[Every, timedelta]) -> None:
-        """Every row of `PASSES` whose part and cadence are there, on its pool."""
-        for job, runs, every, pool in PASSES:
-            func = self._part(runs)
-            trigger = self._trigger(every, intervals)
-            if func is not None and trigger is not None:
-                grace = DIGEST_GRACE if every == Every.DIGEST else None
-                self.host.add_pass(job, func, trigger, pool, grace=grace)
+    def passes(self) -> tuple[Pass, ...]:
+        """Every periodic pass, by what it calls; a pass whose part is missing (no batch
+        pass without ANTHROPIC_API_KEY) or whose cadence is off (no digest) is not
+        scheduled. A new pass is one row here."""
+        batches = self.batches.run_once if self.batches is not None else None
+        return (
+            Pass("outbox", self.sync_slack, Every.OUTBOX, Pool.SLACK),
+            Pass("reconciler", self.reconcile, Every.OUTBOX, Pool.SLACK),
+            # Home's own pass, so a failing outbox pass never leaves Home tabs stale
+            Pass("home", self.home.refresh_recent, Every.OUTBOX, Pool.SLACK),
+            Pass("batches", batches, Every.OUTBOX, Pool.SLACK),  # docs/design.md §21
+            Pass("digest", self.post_digest, Every.DIGEST, Pool.SLACK),
+            Pass("sweeper", self.host.sweep_claims, Every.SWEEP, Pool.HOUSEKEEPING),
+            # docs/design.md §22
+            Pass("redrafts", self.work.resume_redrafts, Every.SWEEP, Pool.HOUSEKEEPING),
+            Pass("pending", self.host.settle_stale_pending, Every.HOUSEKEEPING, Pool.HOUSEKEEPING),
+            Pass("expiry", self.host.expire, Every.HOUSEKEEPING, Pool.HOUSEKEEPING),
+            Pass("deliveries", self.forget_deliveries, Every.HOUSEKEEPING, Pool.HOUSEKEEPING),
+            # docs/design.md §11: remind_after
+            Pass("reminders", self.remind_reviewers, Every.OUTBOX, Pool.SLACK),
+            # published posts read back and counted (docs/design.md §28)
+            Pass("readings", self.services.readings.read_due, Every.HOUSEKEEPING, Pool.SLACK),
+        )
 
-    def _part(self, path: str) -> Callable[[], object] | None:
-        """`PASSES`' "host.expire" read on this bot; None where a part is missing."""
-        found: Any = self
-        for name in path.split("."):
-            found = None if found is None else getattr(found, name)
-        return found  # type: ignore[no-any-return]
+    def schedule_passes(self, intervals: dict[Every, timedelta]) -> None:
+        """Every pass of `passes` whose part and cadence are there, on its pool."""
+        for job, runs, every, pool in self.passes():
+            trigger = self._trigger(every, intervals)
+            if runs is not None and trigger is not None:
+                grace = DIGEST_GRACE if every == Every.DIGEST else None
+                self.host.add_pass(job, runs, trigger, pool, grace=grace)
 
     def _trigger(self, every: Every, intervals: dict[Every, timedelta]) -> BaseTrigger | None:
         if every != Every.DIGEST:
@@ -205,7 +199,7 @@ class Bot:
         hour, minute = (int(part) for part in slack.digest_at.split(":"))
         return CronTrigger(hour=hour, minute=minute, timezone=ZoneInfo(slack.digest_timezone))
 
-    # --- the passes of `PASSES` that are the bot's own ------------------------------------
+    # --- the passes of `passes` that are the bot's own ------------------------------------
 
     def reconcile(self) -> None:
         """Publish approved runs, look again at uncertain ones, alert people where needed."""

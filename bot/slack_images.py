@@ -18,7 +18,7 @@ from slack_sdk.errors import SlackApiError
 
 from core.errors import EffectNotSent, EffectOutcomeUnknown
 from core.http_calls import never_sent
-from core.images.media import ImageBytes, UploadedMedia
+from core.ports import ImageBytes, UploadedMedia
 
 UPLOAD_TIMEOUT = 60.0  # seconds for the bytes' POST
 ALT_LIMIT = 2000  # Block Kit's image block alt_text

@@ -15,15 +15,15 @@ from bot.alert_blocks import (
     alert_message,
     publication_message,
 )
-from bot.blocks import DRAFT_TEXT_BUDGET
+from bot.block_kit import DRAFT_TEXT_BUDGET
 from bot.mrkdwn import escape_mrkdwn
 from bot.slack_images import image_blocks, upload_file
 from bot.slack_surface import SlackChannels
 from core.errors import EffectNotSent, LookupUnavailable, ReadRefused
-from core.images.media import ImageBytes, UploadedMedia
 from core.policies import ThreadStyle
 from core.ports import (
     Fit,
+    ImageBytes,
     MessageRef,
     PostCounts,
     PostFound,
@@ -33,6 +33,7 @@ from core.ports import (
     PostUnknown,
     Publication,
     RunAlert,
+    UploadedMedia,
 )
 
 alert_log = logging.getLogger("galley.alert")

@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bot.blocks import (
+from bot.block_kit import (
     BLOCK_LIMIT,
     DRAFT_TEXT_BUDGET,
     EDIT_MODAL,

@@ -23,6 +23,7 @@ from core.publishing.service import PublishingService
 from core.publishing.targets import PublisherFor
 from core.review.facts import AnnotatedReviewSurface
 from core.review.outbox import ReviewOutbox
+from core.scheduling.items import ItemPoller
 from core.setup.config import Config
 from core.store.effects import EffectLedger
 from core.store.engine import Store
@@ -83,6 +84,7 @@ class BotServices:
     publishing: PublishingService
     readings: PostReadings
     poll_alerts: PollAlerts  # published posts read back and counted (docs/design.md §28)
+    items: ItemPoller  # polls of items recipes, each told to `poll_alerts` as it happens
 
     @property
     def directory(self) -> Directory:
@@ -125,7 +127,7 @@ def wire(
         publishers.publishers_for,
         services.alerts.alert_post_gone,
     )
-    core.items.told = services.poll_alerts.tell  # a poll's failure is told as it happens
+    items = ItemPoller(core.store, core.drafting, core.clock, told=services.poll_alerts.tell)
     client = channels.client
     return BotServices(
         core,
@@ -138,4 +140,5 @@ def wire(
         services.publishing,
         readings,
         services.poll_alerts,
+        items,
     )

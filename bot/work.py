@@ -101,7 +101,7 @@ class Work:
         if slot is None and recipe.trigger == Trigger.ITEMS:  # docs/design.md §29: poll now
 
             def poll_and_tell() -> None:
-                tell(core.items.poll(recipe, chosen).describe())
+                tell(self.services.items.poll(recipe, chosen).describe())
 
             self.host.drafting.take(poll_and_tell)
             return

@@ -21,7 +21,9 @@ from core.port_values import (
     DraftBasis,
     DraftRequest,
     Fit,
+    ImageBytes,
     ImageInput,
+    LinkCard,
     MessageRef,
     ModelReply,
     PostCounts,
@@ -38,8 +40,10 @@ from core.port_values import (
     ReviewItem,
     ReviewReminder,
     RunAlert,
+    ShownImage,
     SimilarPost,
     ThreadPlace,
+    UploadedMedia,
     VersionAsk,
 )
 
@@ -54,7 +58,11 @@ __all__ = [
     "DraftRequest",
     "Drafter",
     "Fit",
+    "ImageBytes",
     "ImageInput",
+    "ImageUploader",
+    "LinkCard",
+    "LinkCardTaker",
     "MessageRef",
     "ModelReply",
     "PostCounts",
@@ -75,10 +83,12 @@ __all__ = [
     "ReviewSurface",
     "ReviewThread",
     "RunAlert",
+    "ShownImage",
     "SimilarPost",
     "SystemClock",
     "ThreadPlace",
     "ThreadPublisher",
+    "UploadedMedia",
     "VersionAsk",
 ]
 
@@ -193,4 +203,22 @@ class Alerter(Protocol):
 
     def settle(self, ref: MessageRef, alert: RunAlert) -> None:
         """Rewrite an earlier alert to say how it was settled; its buttons go."""
+        ...
+
+
+@runtime_checkable
+class LinkCardTaker(Protocol):
+    """A publisher that shows a link card on a post with a link and no image."""
+
+    takes_link_cards: bool
+
+
+@runtime_checkable
+class ImageUploader(Protocol):
+    """A publisher that can carry images (docs/design.md §32): each upload is its own
+    effect, performed once per draft, target and image by `core/images/uploads.py`."""
+
+    def upload_image(self, image: ImageBytes) -> UploadedMedia:
+        """Upload once, no retries; raise EffectNotSent (known not uploaded) or
+        EffectOutcomeUnknown."""
         ...

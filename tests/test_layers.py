@@ -137,43 +137,137 @@ def _is_package(module: str) -> bool:
     return (CORE.parent / module.replace(".", "/") / "__init__.py").exists()
 
 
-def _package_of(module: str) -> str:
-    """core.drafting.service -> core.drafting; core.identity (core's own words) -> core."""
+def _node(module: str) -> str:
+    """The node a module counts as: its package (core.drafting.service -> core.drafting,
+    core.publishing.platforms.webhook -> core.publishing.platforms), or, for a module of
+    the ground floor, the module itself (core.identity)."""
     return module if _is_package(module) else module.rpartition(".")[0]
 
 
-def test_no_package_of_core_imports_another_that_imports_it_back() -> None:
-    """A stage hands on to the next or reads the words and the store beneath it; a
-    package that imports one which imports it back has two homes for one rule."""
+def _ground_node(module: str) -> str:
+    node = _node(module)
+    return module if node == "core" else node
+
+
+# The stages of core/ in the order they may import, lowest first: each imports only the
+# ground floor (core/'s own modules), the stages before it and its own subpackages. A new
+# package takes its place here.
+STAGES = (
+    "telemetry",
+    "egress",
+    "store",
+    "slots",
+    "sources",
+    "setup",
+    "images",
+    "drafting",
+    "publishing",
+    "review",
+    "scheduling",
+    "operations",
+    "api",
+)
+
+
+def _stage(node: str) -> int | None:
+    """Where a node stands: -1 on the ground floor, else its stage's place in STAGES;
+    None for a package STAGES does not name."""
+    parts = node.split(".")
+    if len(parts) == 2 and not _is_package(node):
+        return -1
+    return STAGES.index(parts[1]) if parts[1] in STAGES else None
+
+
+def _arrows() -> dict[str, set[str]]:
+    """node -> the nodes it imports, every root module its own node."""
     graph: dict[str, set[str]] = {}
     for module, deps in _core_imports().items():
-        package = _package_of(module)
-        others = {_package_of(dep) for dep in deps} - {package, "core"}
-        graph.setdefault(package, set()).update(others)
-    for deps in list(graph.values()):
-        for dep in deps:
-            graph.setdefault(dep, set())
-    assert "core.drafting" in graph and _cycle(graph) == []
+        node = _ground_node(module)
+        graph.setdefault(node, set()).update(_ground_node(dep) for dep in deps)
+    for node, deps in graph.items():
+        deps.discard(node)
+        deps.discard("core")  # `from core import identity` also names core.identity
+    graph.pop("core", None)
+    return graph
+
+
+def upward_arrows(graph: dict[str, set[str]]) -> list[str]:
+    """Each import that climbs: a ground-floor module importing a stage, or a stage
+    importing one after it in STAGES (or one STAGES does not name)."""
+    climbs = []
+    for node, deps in sorted(graph.items()):
+        here = _stage(node)
+        for dep in sorted(deps):
+            there = _stage(dep)
+            if here is None or there is None or there > here:
+                climbs.append(f"{node} -> {dep}")
+    return climbs
+
+
+def test_the_ground_floor_imports_only_itself_and_no_stage_imports_upward() -> None:
+    """Modules directly under core/ import only each other (a type for an annotation
+    under TYPE_CHECKING at most); a stage imports the ground floor and the stages
+    before it in STAGES. An upward arrow is where a cycle starts."""
+    graph = _arrows()
+    assert "core.identity" in graph and "core.drafting" in graph
+    climbs = "\n".join(upward_arrows(graph))
+    assert climbs == "", f"upward imports, or a package STAGES lacks (add it there):\n{climbs}"
+
+
+def test_no_node_of_core_imports_itself_round_a_cycle() -> None:
+    """Each root module counts as its own node beside the packages: the ground floor
+    importing a stage that imports it back was once a cycle through seven packages
+    (core.images -> core.ports -> core.port_values -> core.images)."""
+    cycle = _cycle(_arrows())
+    assert cycle == [], "import cycle: " + " -> ".join(cycle)
+
+
+def test_the_upward_check_finds_a_climb() -> None:
+    graph = {
+        "core.identity": {"core.drafting"},
+        "core.store": {"core.drafting", "core.identity"},
+        "core.publishing": {"core.publishing.platforms", "core.drafting"},
+        "core.publishing.platforms": {"core.store"},
+    }
+    assert upward_arrows(graph) == ["core.identity -> core.drafting", "core.store -> core.drafting"]
 
 
 def _core_imports() -> dict[str, set[str]]:
     """core module -> the core modules it imports anywhere in its source, imports inside
-    functions included: a lazy import hides a cycle from Python, not from a reader."""
+    functions included: a lazy import hides a cycle from Python, not from a reader. A
+    root module's imports under `if TYPE_CHECKING:` are left out: they name a type for an
+    annotation and never run."""
     root = CORE.parent
     graph: dict[str, set[str]] = {}
     for path in sorted(CORE.rglob("*.py")):
         parts = path.relative_to(root).with_suffix("").parts
         module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        tree = ast.parse(path.read_text())
         found = graph.setdefault(module, set())
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                if node.module == "core" or node.module.startswith("core."):
-                    # `from core.drafting import service` imports core.drafting.service
-                    found |= {f"{node.module}.{alias.name}" for alias in node.names}
-                    found.add(node.module)
-            elif isinstance(node, ast.Import):
-                found |= {a.name for a in node.names if a.name.startswith("core.")}
+        for node in ast.walk(tree):
+            found |= _core_names(node)
+        if len(parts) == 2:
+            for guarded in _type_checking_blocks(tree):
+                found -= {name for node in ast.walk(guarded) for name in _core_names(node)}
     return {module: deps & set(graph) for module, deps in graph.items()}
+
+
+def _core_names(node: ast.AST) -> set[str]:
+    if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        if node.module == "core" or node.module.startswith("core."):
+            # `from core.drafting import service` imports core.drafting.service
+            return {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+    elif isinstance(node, ast.Import):
+        return {a.name for a in node.names if a.name.startswith("core.")}
+    return set()
+
+
+def _type_checking_blocks(tree: ast.Module) -> list[ast.If]:
+    return [
+        node
+        for node in tree.body
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+    ]
 
 
 def _cycle(graph: dict[str, set[str]]) -> list[str]:
@@ -185,7 +279,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str]:
             return [*path[path.index(module) :], module]
         if module in done:
             return []
-        for dep in sorted(graph[module]):
+        for dep in sorted(graph.get(module, set())):
             if found := walk(dep, [*path, module]):
                 return found
         done.add(module)
@@ -200,7 +294,30 @@ def _cycle(graph: dict[str, set[str]]) -> list[str]:
 def test_no_module_of_core_imports_itself_round_a_cycle() -> None:
     """The gauges once needed the alert thresholds: metrics → alerts → effects → history
     → observe → metrics, hidden by a lazy import. Each rule has one home, so none is."""
-    assert _cycle(_core_imports()) == []
+    cycle = _cycle(_core_imports())
+    assert cycle == [], "import cycle: " + " -> ".join(cycle)
+
+
+def _bot_imports() -> dict[str, set[str]]:
+    """bot module -> the bot modules it imports anywhere in its source."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted((CORE.parent / "bot").glob("*.py")):
+        found = graph.setdefault(f"bot.{path.stem}", set())
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                if node.module == "bot" or node.module.startswith("bot."):
+                    found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names if a.name.startswith("bot.")}
+    return {module: deps & set(graph) - {module} for module, deps in graph.items()}
+
+
+def test_no_module_of_bot_imports_itself_round_a_cycle() -> None:
+    """A command module imported the app from bot/cli.py, which imported it back to
+    register it; the review blocks and a set's blocks imported each other. A module
+    that shares pieces with another takes them from a third beneath both."""
+    cycle = _cycle(_bot_imports())
+    assert cycle == [], "import cycle: " + " -> ".join(cycle)
 
 
 def test_the_cycle_check_finds_a_cycle() -> None:

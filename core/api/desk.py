@@ -8,8 +8,7 @@ check, and never writes anything itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from core.api.views import Answer, DraftDetail
 from core.drafting.fit import FitRule
@@ -103,11 +102,15 @@ class Desk:
         user: str | None,
         reason: str | None = None,
     ) -> ReviewAnswer:
-        return self._review(
-            decide,
-            draft,
-            revision,
-            user,
+        key, read, person, permitted = self._bound(draft, revision, user)
+        return decide(
+            self.store,
+            self.config,
+            self.clock,
+            draft_key=key,
+            revision=read,
+            user=person,
+            permitted=permitted,
             verdict=verdict,
             reason=reason,
             fits=self.fits,
@@ -117,7 +120,17 @@ class Desk:
     def edit(
         self, draft: DraftDetail | str, text: str, revision: int | None, *, user: str | None
     ) -> ReviewAnswer:
-        return self._review(edit, draft, revision, user, text=text)
+        key, read, person, permitted = self._bound(draft, revision, user)
+        return edit(
+            self.store,
+            self.config,
+            self.clock,
+            draft_key=key,
+            revision=read,
+            user=person,
+            permitted=permitted,
+            text=text,
+        )
 
     def may_edit(self, user: str | None) -> bool:
         """Whether `user` may edit drafts, by the rule `edit` applies: asked before work is
@@ -138,8 +151,7 @@ class Desk:
     ) -> RedraftClaim | ReviewAnswer:
         """A person's redraft of the revision they read, claimed (the caller runs it: on
         the bot's drafting pool, or at once in a notebook), or why not."""
-        key, read = bound_revision(draft, revision)
-        person, permitted = self.people.deciding(user)
+        key, read, person, permitted = self._bound(draft, revision, user)
         return service.ask(
             draft_key=key, revision=read, note=note, user=person, permitted=permitted
         )
@@ -148,19 +160,8 @@ class Desk:
         self, draft: DraftDetail | str, revision: int | None, *, user: str | None
     ) -> ReviewAnswer:
         """Take an approval back while its draft waits for its slot (docs/design.md §23)."""
-        return self._review(unapprove, draft, revision, user)
-
-    def _review(
-        self,
-        operation: Callable[..., ReviewAnswer],
-        draft: DraftDetail | str,
-        revision: int | None,
-        user: str | None,
-        **choice: Any,
-    ) -> ReviewAnswer:
-        key, read = bound_revision(draft, revision)
-        person, permitted = self.people.deciding(user)
-        return operation(
+        key, read, person, permitted = self._bound(draft, revision, user)
+        return unapprove(
             self.store,
             self.config,
             self.clock,
@@ -168,8 +169,15 @@ class Desk:
             revision=read,
             user=person,
             permitted=permitted,
-            **choice,
         )
+
+    def _bound(
+        self, draft: DraftDetail | str, revision: int | None, user: str | None
+    ) -> tuple[str, int, str, bool]:
+        """The draft key and revision read, who decides and whether they are an approver."""
+        key, read = bound_revision(draft, revision)
+        person, permitted = self.people.deciding(user)
+        return key, read, person, permitted
 
 
 def as_answer(answer: ReviewAnswer) -> Answer:

@@ -38,7 +38,7 @@ from core.ports import Clock, DraftRequest
 from core.setup.config import Recipe
 from core.states import BatchState
 from core.store.engine import Store
-from core.store.leases import BATCHES, acquire, fence, lease_now, new_owner, release
+from core.store.leases import BATCHES, acquire, fence, hold, lease_now, new_owner, release
 
 log = logging.getLogger(__name__)
 
@@ -88,17 +88,11 @@ class BatchPass:
         ref = f"gb-{uuid.uuid4().hex[:20]}"
         with self.store.transaction() as session:
             now = lease_now(session, self.clock)
-            session.add(
-                BatchRow(
-                    id=ref,
-                    state=BatchState.SUBMITTING,
-                    size=0,
-                    created_at=now,
-                    next_poll_at=now,
-                    leased_by=owner,
-                    lease_until=now + self.lease,
-                )
+            batch = BatchRow(
+                id=ref, state=BatchState.SUBMITTING, size=0, created_at=now, next_poll_at=now
             )
+            hold(batch, BATCHES, owner, now + self.lease)
+            session.add(batch)
             session.flush()
             session.execute(  # another pass may have tied some of them already
                 sa.update(AttemptRow)
@@ -112,7 +106,16 @@ class BatchPass:
             entries = entries_of(session, ref)
             _set(session, ref, size=len(entries), state=BatchState.SUBMITTING)
             if not entries:
-                _set(session, ref, state=BatchState.ENDED, ended_at=now, leased_by=None)
+                release(
+                    session,
+                    BATCHES,
+                    ref,
+                    owner,
+                    now,
+                    BatchState.SUBMITTING,
+                    state=BatchState.ENDED,
+                    ended_at=now,
+                )
                 return None
         self._send(ref, owner, entries)
         return ref

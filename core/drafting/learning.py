@@ -15,11 +15,11 @@ from datetime import datetime, timedelta
 
 from sqlmodel import Session, col, select
 
+from core.drafting.scoring import latest_readings, score
 from core.identity import draft_of_publish_key
 from core.models import DraftRow, PostCheckRow, RedraftRow
 from core.policies import PostCheck, RedraftState
 from core.post_body import PART_SEPARATOR, BodyUnreadable, PostBody
-from core.scoring import latest_readings, score
 from core.sources.lessons import Ask, Example, Lessons
 from core.states import DraftState
 

@@ -47,7 +47,7 @@ from core.slots.schedule import Slot
 from core.sources.snapshot import Snapshot, with_kept_images
 from core.states import DraftState, EffectState, RunState
 from core.store.engine import Store
-from core.store.leases import DRAFT_CLAIMS, Heartbeat, lease_now
+from core.store.leases import DRAFT_CLAIMS, Heartbeat, hold, lease_now
 from core.store.rows import lock_draft, lock_run, required, run_holds
 from core.store.transitions import guarded_delete, move_draft, move_run, note_released, note_run
 
@@ -411,7 +411,7 @@ def _make_ready(
     draft.text, draft.text_hash, draft.revision = reply.text, text_hash(reply.text), 1
     draft.model, draft.ready_at = reply.model, now
     draft.input_tokens, draft.output_tokens = reply.input_tokens, reply.output_tokens
-    draft.claimed_by, draft.lease_until = None, None
+    hold(draft, DRAFT_CLAIMS, None, None)
     cancelled = run.state == RunState.CANCELLED  # a person cancelled it meanwhile
     superseded = not cancelled and draft.version < recipe_row.version
     if not cancelled and not superseded:

@@ -18,8 +18,8 @@ from typing import Any
 from core.errors import EffectNotSent
 from core.identity import upload_effect_key
 from core.images.library import ImageLibrary
-from core.images.media import ImageBytes, ImageUploader, UploadedMedia
 from core.policies import EffectOutcome, EffectStep
+from core.ports import ImageBytes, ImageUploader, UploadedMedia
 from core.post_body import ImageRef
 from core.store.effects import EffectLedger
 from core.store.receipts import EffectSpec, Performed, Proof, Receipt

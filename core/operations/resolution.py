@@ -21,6 +21,7 @@ from core.publishing.targets import REOPENED, all_published, receipt_keys
 from core.setup.config import Config
 from core.states import DraftState, EffectState, RunState, run_may_move
 from core.store.engine import Store
+from core.store.leases import EFFECT_RECEIPTS, hold
 from core.store.rows import lock_draft_of, lock_effect, lock_run
 from core.store.transitions import Decided, move_draft, move_effect, move_run
 
@@ -218,7 +219,7 @@ class Resolver:
             run, draft, effects = found
             now = self.clock.now()
             for effect in effects:
-                effect.claimed_by = effect.lease_until = None
+                hold(effect, EFFECT_RECEIPTS, None, None)
                 move_effect(
                     session,
                     effect,

@@ -13,11 +13,11 @@ from datetime import datetime, timedelta
 
 from sqlmodel import Session, col, select
 
+from core.drafting.scoring import latest_readings, score
 from core.identity import run_of_draft_key
 from core.models import PostCheckRow, PostReadingRow
 from core.policies import PostCheck
 from core.render import Rows
-from core.scoring import latest_readings, score
 
 MAX_POSTS = 2000  # posts one window shows, newest first
 

@@ -21,10 +21,9 @@ import httpx
 from core.egress.client import PAGE_BYTES, Egress, Fetched
 from core.errors import ImageRefused, NotFetched
 from core.images.library import ImageLibrary
-from core.images.media import ImageUploader, LinkCard
 from core.images.uploads import ImageUploads
 from core.policies import ImageSource
-from core.ports import Publication
+from core.ports import ImageUploader, LinkCard, Publication
 from core.publishing.platforms.post_text import url_spans
 from core.sources.open_graph import page_tags
 from core.store.receipts import Proof

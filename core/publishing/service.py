@@ -31,11 +31,10 @@ from core.errors import (
 from core.failpoints import Failpoint, failpoint
 from core.identity import publish_effect_key, run_of_draft_key
 from core.images.library import ImageLibrary
-from core.images.media import ImageUploader, LinkCardTaker
 from core.images.uploads import ImageUploads
 from core.models import DraftRow, RunRow
 from core.policies import EffectOutcome, FailReason, PublishOutcome
-from core.ports import Clock, PostQuery, Publication, Publisher
+from core.ports import Clock, ImageUploader, LinkCardTaker, PostQuery, Publication, Publisher
 from core.post_body import PostBody
 from core.publishing.link_cards import card_for, with_card_note
 from core.publishing.lookup_proof import post_query, publish_spec

@@ -18,7 +18,6 @@ from sqlmodel import Session, col, select
 from core.drafting.fit import FitRule
 from core.drafting.similarity import similar_post
 from core.images.library import image_facts
-from core.images.media import ShownImage
 from core.models import DraftRow
 from core.ports import (
     BackpressureNotice,
@@ -29,6 +28,7 @@ from core.ports import (
     RecipeRecord,
     ReviewItem,
     ReviewSurface,
+    ShownImage,
 )
 from core.post_body import BodyUnreadable, PostBody
 from core.publishing.targets import published_links

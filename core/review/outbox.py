@@ -64,7 +64,6 @@ class ReviewOutbox:
         on_wire: timedelta = timedelta(0),
         unfindable: Callable[[ReviewItem, str], object] | None = None,
         gone: Callable[[ReviewItem, str], object] | None = None,
-        posted: Callable[[ReviewItem, MessageRef], object] | None = None,
     ) -> None:
         """`unfindable(item, why)` is told of a post whose outcome is unknown and that a
         lookup cannot find or rule out: people must look. `gone(item, why)` is told of a
@@ -75,9 +74,13 @@ class ReviewOutbox:
         self.on_wire = on_wire  # one call's limit: a lapsed holder's post may still land
         self.unfindable = unfindable or (lambda item, why: None)
         self.gone = gone or (lambda item, why: None)
-        # told of each review message this outbox posted (the bot proposes alt text for a
-        # source item's image then, off this pass: docs/design.md §32)
-        self.posted = posted or (lambda item, ref: None)
+        self._posted_listeners: list[Callable[[ReviewItem, MessageRef], object]] = []
+
+    def when_posted(self, listener: Callable[[ReviewItem, MessageRef], object]) -> None:
+        """`listener(item, ref)` is told of each review message this outbox posts, once
+        recorded: the bot subscribes `Work.describe_source_images_soon` (bot/run.py), which
+        proposes alt text for a source item's image off this pass (docs/design.md §32)."""
+        self._posted_listeners.append(listener)
 
     def post_ready_drafts(self) -> int:
         """Post every ready draft that has no review receipt yet; returns how many."""
@@ -111,7 +114,8 @@ class ReviewOutbox:
         ref = _ref(done.receipt.result)
         if ref is not None and done.outcome in (EffectOutcome.SENT, EffectOutcome.FOUND):
             failpoint(Failpoint.AFTER_REVIEW_RECORDED)
-            self.posted(item, ref)
+            for listener in self._posted_listeners:
+                listener(item, ref)
         return ref
 
     def _review_spec(self, item: ReviewItem) -> EffectSpec:

@@ -69,7 +69,7 @@ def claim_redraft(
     if limit is not None:
         return limit
     if existing is not None:
-        again = _ask_again(session, existing, note, user, owner, now + recipe.takeover_after)
+        again = _ask_again(session, existing, note, user, owner, recipe.takeover_after, now)
         return _logged(session, draft, again, now)
     claim = RedraftClaim(
         key, draft.key, draft.run_id, draft.recipe, draft.revision, note, user, owner
@@ -93,23 +93,29 @@ def _logged(
 
 
 def _ask_again(
-    session: Session, row: RedraftRow, note: str, user: str, owner: str, lease_until: datetime
+    session: Session,
+    row: RedraftRow,
+    note: str,
+    user: str,
+    owner: str,
+    lease: timedelta,
+    now: datetime,
 ) -> RedraftClaim | tuple[Refusal, str]:
     """A failed redraft of this revision, claimed afresh (fenced: still failed)."""
-    claimed = session.execute(
-        sa.update(RedraftRow)
-        .where(col(RedraftRow.key) == row.key, col(RedraftRow.state) == RedraftState.FAILED)
-        .values(
-            state=RedraftState.CLAIMED,
-            note=note,
-            requested_by=user,
-            claimed_by=owner,
-            lease_until=lease_until,
-            detail=None,
-            finished_at=None,
-        )
+    claimed = leases.claim_again(
+        session,
+        REDRAFT_CLAIMS,
+        row.key,
+        owner,
+        lease,
+        now,
+        RedraftState.FAILED,
+        note=note,
+        requested_by=user,
+        detail=None,
+        finished_at=None,
     )
-    if claimed.rowcount != 1:  # type: ignore[attr-defined]
+    if not claimed:
         return Refusal.REDRAFTING, f"revision {row.from_revision} is being redrafted already"
     return RedraftClaim(
         row.key, row.draft_key, row.run_id, row.recipe, row.from_revision, note, user, owner

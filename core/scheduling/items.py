@@ -98,12 +98,15 @@ class ItemPoller:
         *,
         access: SourceAccess | None = None,
         stopping: threading.Event | None = None,
+        told: Callable[[str], None] | None = None,
     ) -> None:
+        """`told(recipe)` right after each poll is recorded, read or failed: the bot's
+        poll alerts (`PollAlerts.tell`), so a failure reaches people as it happens."""
         self.store, self.drafting, self.clock = store, drafting, clock
         self.access = access or drafting.basis.access
         self.reader = read_source
         self.stopping = stopping or threading.Event()
-        self.told: Callable[[str], None] = _nobody  # the poll alerts' pass, once wired
+        self.told = told or _nobody
 
     def poll(self, recipe: Recipe, slot: Slot) -> PollResult:
         """Read the source once (outside any transaction), record what is new, draft."""
@@ -196,7 +199,8 @@ def _failure_of(read: Refused | Snapshot) -> PollFailure:
 
 
 def _nobody(recipe: str) -> None:
-    """No alerts wired (a test's poller): the next alerts pass tells people."""
+    """No alerts to tell (the command line's poller, a test's): the bot's next alerts
+    pass tells people."""
 
 
 def record_poll(

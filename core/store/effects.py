@@ -120,7 +120,7 @@ class EffectLedger:
                     f"effect {row.key}: the call of {row.claimed_by} may still be on the wire"
                 )
             why = f"holder {row.claimed_by} stopped mid-call; outcome unknown"
-            row.claimed_by, row.lease_until = None, None
+            leases.hold(row, RECEIPTS, None, None)
             move_effect(
                 session,
                 row,
@@ -132,14 +132,15 @@ class EffectLedger:
             )
         if row.state == EffectState.UNCERTAIN:
             # one reconciler at a time: the lookup and what follows it belong to `owner`
-            row.claimed_by, row.lease_until = owner, now + spec.lease
+            leases.hold(row, RECEIPTS, owner, now + spec.lease)
             guarded_update(
                 session, row, state=EffectState.UNCERTAIN, claimed_by=as_read(row, "claimed_by")
             )
             return EffectStart(EffectDecision.RECONCILE, Receipt.of(row), spec, owner)
         if live:  # a failed one's not-before (Retry-After)
             return EffectStart(EffectDecision.WAIT, Receipt.of(row), spec)
-        row.claimed_by, row.lease_until, row.tries = owner, now + spec.lease, row.tries + 1
+        leases.hold(row, RECEIPTS, owner, now + spec.lease)
+        row.tries += 1
         move_effect(session, row, EffectState.IN_FLIGHT, actor=owner, at=now, run_id=spec.run_id)
         return EffectStart(EffectDecision.ACT, Receipt.of(row), spec, owner)
 
@@ -325,7 +326,8 @@ class EffectLedger:
             row = required(lock_effect(session, start.key), f"effect {start.key}")
             if row.claimed_by != start.owner or row.state != EffectState.UNCERTAIN:
                 raise LeaseLost(f"effect {start.key} is no longer held by {start.owner}")
-            row.lease_until, row.tries = now + start.spec.lease, row.tries + 1
+            leases.hold(row, RECEIPTS, start.owner, now + start.spec.lease)
+            row.tries += 1
             move_effect(
                 session,
                 row,
@@ -393,8 +395,7 @@ class EffectLedger:
             row.external_id = proof.external_id
             if proof.result is not None:
                 row.result = json.dumps(proof.result, sort_keys=True)
-        row.claimed_by = None
-        row.lease_until = now + not_before if not_before else None
+        leases.hold(row, RECEIPTS, None, now + not_before if not_before else None)
         move_effect(
             session,
             row,

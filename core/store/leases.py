@@ -14,8 +14,10 @@ One lease machine serves every table that holds leases (`LeaseTable`: slot claim
 redraft claims, effect receipts, batch rows): `acquire` a free or lapsed row, `extend`
 it by heartbeat, `fence` it just before a call (ours, unexpired, in a held state),
 `take_over` a lapsed holder's (after an on-the-wire grace where its call may still
-land), `release` it, and find the lapsed ones to reap (`lapsed_keys`). Every statement
-names the owner, the states and, where it matters, the expiry in its WHERE clause.
+land), `release` it, `claim_again` a row nobody holds, and find the lapsed ones to reap
+(`lapsed_keys`). Every statement names the owner, the states and, where it matters, the
+expiry in its WHERE clause. `hold` sets a loaded row's lease for a caller that writes it
+with its own guarded state change. No other module writes a lease's columns.
 """
 
 from __future__ import annotations
@@ -255,6 +257,32 @@ def release(
     while the row is still its own and in one of `states`."""
     stamped = table.stamp(now, None, **{table.owner: None, **values})
     return _write(session, table, table.held_by(key, owner, states), stamped)
+
+
+def claim_again(
+    session: Session,
+    table: LeaseTable,
+    key: str,
+    owner: str,
+    lease: timedelta,
+    now: datetime,
+    *states: str,
+    **values: object,
+) -> bool:
+    """`owner` holds the row `key` afresh from one of `states`, which nobody holds (a
+    failed redraft asked again): back in the table's first held state, with `values`.
+    False, and nothing written, when the row has left those states."""
+    where = sa.and_(table.column(table.key) == key, table.column("state").in_(states))
+    held = {table.owner: owner, "state": table.held_in[0], **values}
+    return _write(session, table, where, table.stamp(now, now + lease, **held))
+
+
+def hold(row: Any, table: LeaseTable, owner: str | None, until: datetime | None) -> None:
+    """Set a loaded row's lease: `owner`'s until `until`, or nobody's (`until` then a
+    not-before, or None). For a row the caller has locked, or is inserting, and writes
+    with its own guarded state change in the same statement."""
+    setattr(row, table.owner, owner)
+    setattr(row, table.expiry, until)
 
 
 def on_the_wire(expiry: datetime | None, now: datetime, grace: timedelta) -> bool:

@@ -158,7 +158,7 @@ def test_read_commands_load_the_database_layer_only(
     galley(env, "draft", "weekly-update", "--slot", "2026-11-23T09:00")  # a migrated database
     script = (
         "import sys\n"
-        "from bot.cli import main\n"
+        "from bot.launch import main\n"
         f"sys.argv = ['galley', *{command!r}]\n"
         "try:\n    main()\nexcept SystemExit as exit:\n    assert not exit.code, exit.code\n"
         f"print(sorted(m for m in {NOT_FOR_READS!r} if m in sys.modules), file=sys.stderr)\n"
@@ -174,7 +174,7 @@ def test_read_commands_load_the_database_layer_only(
 def test_help_loads_no_database_layer() -> None:
     script = (
         "import sys\n"
-        "from bot.cli import main\n"
+        "from bot.launch import main\n"
         "sys.argv = ['galley', '--help']\n"
         "try:\n    main()\nexcept SystemExit as exit:\n    assert not exit.code, exit.code\n"
         f"heavy = ('sqlalchemy', 'sqlmodel', 'pydantic', *{NOT_FOR_READS!r})\n"
@@ -228,7 +228,7 @@ def test_a_command_runs_with_the_cyclic_collector_on_and_the_bot_serves_with_it(
         for argv in (["galley", "status"], ["galley", "run"]):
             monkeypatch.setattr(sys, "argv", argv)
             with pytest.raises((SystemExit, Exited)):
-                from bot.cli import main
+                from bot.launch import main
 
                 main()
     finally:

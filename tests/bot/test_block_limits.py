@@ -26,11 +26,8 @@ from bot.alert_blocks import (
     publication_message,
     resolved_blocks,
 )
+from bot.block_kit import BLOCK_LIMIT, DRAFT_TEXT_BUDGET, INPUT_LIMIT, MODAL_BLOCK_LIMIT
 from bot.blocks import (
-    BLOCK_LIMIT,
-    DRAFT_TEXT_BUDGET,
-    INPUT_LIMIT,
-    MODAL_BLOCK_LIMIT,
     decided_message,
     edit_modal,
     escape_mrkdwn,

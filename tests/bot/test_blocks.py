@@ -12,17 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.alert_blocks import alert_message
+from bot.block_kit import BLOCK_LIMIT, EDIT_MODAL, button_value
 from bot.blocks import (
     ACTION_APPROVE,
     ACTION_EDIT,
     ACTION_REDRAFT,
     ACTION_REJECT,
-    BLOCK_LIMIT,
     DRAFT_EVENT_TYPE,
-    EDIT_MODAL,
     REJECT_MODAL,
     SECTION_LIMIT,
-    button_value,
     decided_message,
     draft_metadata,
     edit_modal,
@@ -37,8 +35,7 @@ from bot.blocks import (
     split_for_sections,
 )
 from bot.review_facts import fact_lines
-from core.images.media import ShownImage
-from core.ports import BasisItem, DraftBasis, ReviewItem, RunAlert
+from core.ports import BasisItem, DraftBasis, ReviewItem, RunAlert, ShownImage
 from core.states import DraftState
 
 SLOT = datetime(2026, 10, 20, 9, 0, tzinfo=timezone(timedelta(hours=1)))

@@ -1,4 +1,4 @@
-"""`galley run`'s periodic passes, registered from one table (`bot/run.py` `PASSES`): each
+"""`galley run`'s periodic passes, registered from one table (`bot/run.py` `Bot.passes`): each
 row scheduled on its pool, a pass whose part is missing or whose cadence is off left out,
 and the pools named after what they run."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from bot.pools import Pool
-from bot.run import PASSES, Every
+from bot.run import Every
 from tests.harness.slack_harness import StartBot
 
 
@@ -16,11 +16,12 @@ def test_every_pass_in_the_table_is_scheduled_on_its_pool(
 ) -> None:
     bot = start_bot(sqlite_url).bot
     jobs = {job.id: job for job in bot.host.scheduler.get_jobs()}
-    for row in PASSES:  # the digest is on by default; the test key gives a batch pass
+    passes = bot.passes()
+    for row in passes:  # the digest is on by default; the test key gives a batch pass
         assert jobs[row.job].executor == row.pool, row
-        assert jobs[row.job].func is not None
-    assert jobs["expiry"].func == bot.host.expire  # "host.expire" read on the bot
-    assert len({row.job for row in PASSES}) == len(PASSES)
+        assert row.runs is not None and jobs[row.job].func == row.runs
+    assert jobs["expiry"].func == bot.host.expire
+    assert len({row.job for row in passes}) == len(passes)
 
 
 def test_a_pass_whose_cadence_is_off_is_not_scheduled(start_bot: StartBot, sqlite_url: str) -> None:
@@ -29,9 +30,9 @@ def test_a_pass_whose_cadence_is_off_is_not_scheduled(start_bot: StartBot, sqlit
     bot.host.scheduler.remove_all_jobs()
     bot.schedule_passes({every: timedelta(hours=1) for every in Every})
     scheduled = {job.id for job in bot.host.scheduler.get_jobs()}
-    digest = {row.job for row in PASSES if row.every == Every.DIGEST}
+    digest = {row.job for row in bot.passes() if row.every == Every.DIGEST}
     assert digest and not digest & scheduled
-    assert {row.job for row in PASSES} - digest == scheduled
+    assert {row.job for row in bot.passes()} - digest == scheduled
 
 
 def test_work_runs_on_pools_named_after_it(start_bot: StartBot, sqlite_url: str) -> None:

@@ -17,9 +17,9 @@ from sqlmodel import select
 
 from core.errors import EffectNotSent
 from core.identity import upload_effect_key
-from core.images.media import ImageBytes
 from core.models import EffectRow
 from core.policies import EffectStep, ImageSource, PublishOutcome
+from core.ports import ImageBytes
 from core.post_body import ImageRef, PostBody
 from core.publishing.platforms.mastodon_images import MastodonMedia
 from core.states import EffectState, RunState

@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from slack_bolt import BoltRequest
 from sqlmodel import Session, col, select
 
-from bot.blocks import button_value
+from bot.block_kit import button_value
 from bot.run import Bot
 from core.api.services import Services
 from core.drafting.claims import claim_slot

@@ -20,7 +20,7 @@ import httpx
 import pytest
 from sqlmodel import col, select
 
-from bot.blocks import button_value
+from bot.block_kit import button_value
 from core.drafting.service import DraftingService
 from core.models import AttemptRow, DraftRevisionRow, DraftRow, RedraftRow
 from core.policies import AttemptCause, AttemptOutcome, RedraftState

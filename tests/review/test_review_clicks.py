@@ -18,7 +18,8 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from bot.blocks import button_value, parse_button_value
+from bot.block_kit import button_value
+from bot.blocks import parse_button_value
 from core.states import DraftState, RunState
 from tests.fakes.slack_api import RESPONSE_URL, RecordedCall, error
 from tests.harness.slack_harness import (

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 from sqlmodel import col, select
 
-from bot.blocks import BLOCK_LIMIT, review_message
+from bot.block_kit import BLOCK_LIMIT
+from bot.blocks import review_message
 from bot.review_facts import record_line, similar_line
 from bot.run import Bot
 from core.models import AttemptRow, DraftRow

@@ -13,7 +13,8 @@ from datetime import timedelta
 
 from sqlmodel import col, select
 
-from bot.blocks import ACTION_APPROVE, button_value, parse_button_value
+from bot.block_kit import button_value
+from bot.blocks import ACTION_APPROVE, parse_button_value
 from core.models import AttemptRow
 from core.policies import AttemptCause, Finding, PublishOutcome
 from core.review.queue import edit

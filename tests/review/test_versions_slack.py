@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bot.blocks import BLOCK_LIMIT
+from bot.block_kit import BLOCK_LIMIT
 from bot.version_blocks import ACTION_SHOW_ALL
 from core.post_body import PostBody
 from tests.fakes.anthropic_api import ok

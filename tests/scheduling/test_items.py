@@ -7,6 +7,7 @@ leave one run and one draft per item. Final state only: rows and the model's cal
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -104,11 +105,18 @@ class Poller:
         self.poller.poll(recipe, slot)
 
 
-def make_poller(store: Store, feed: FeedStub, *, worker: str = "w1") -> Poller:
-    clock, drafter = FrozenClock(T0), InstantDrafter()
+def make_poller(
+    store: Store,
+    feed: FeedStub,
+    *,
+    worker: str = "w1",
+    clock: FrozenClock | None = None,
+    told: Callable[[str], None] | None = None,
+) -> Poller:
+    clock, drafter = clock or FrozenClock(T0), InstantDrafter()
     drafting = DraftingService(store, drafter, clock=clock, worker=worker)
     drafting.basis.access = SourceAccess(Path.cwd(), egress=Egress(LOCAL_FAKES))
-    poller = ItemPoller(store, drafting, clock)
+    poller = ItemPoller(store, drafting, clock, told=told)
     poller.reader = feed.read
     return Poller(poller, drafter, clock)
 

@@ -27,10 +27,18 @@ from core.sources.specs import SourceSpec
 from core.states import EffectState, RunState
 from core.store.effects import EffectLedger
 from core.store.engine import Store
+from core.testing import FrozenClock
 from tests.fakes.slack_api import FakeSlack
 from tests.harness.slow_marks import starts_a_server
 from tests.harness.worlds import slack_channels
-from tests.scheduling.test_items import FeedStub, Poller, feed_of, items_config, make_poller
+from tests.scheduling.test_items import (
+    T0,
+    FeedStub,
+    Poller,
+    feed_of,
+    items_config,
+    make_poller,
+)
 
 REFUSED = SourceReadError("blog", "404 Not Found from blog.example.com/feed.xml", retryable=False)
 UNAVAILABLE = SourceReadError("blog", "503 Service Unavailable", retryable=True)
@@ -79,11 +87,10 @@ class Polls:
 
 
 def polls_of(store: Store, slack: FakeSlack, feed: FlakyFeed, config: Config) -> Polls:
-    p = make_poller(store, feed)
+    clock = FrozenClock(T0)
     alerter = SlackAlerter(slack_channels(slack), config.slack.alert_channel_or_review)
-    ledger = EffectLedger(store, p.clock, "w1")
-    p.poller.told = PollAlerts(store, config, p.clock, ledger, alerter).tell
-    return Polls(p, config, slack, store)
+    alerts = PollAlerts(store, config, clock, EffectLedger(store, clock, "w1"), alerter)
+    return Polls(make_poller(store, feed, clock=clock, told=alerts.tell), config, slack, store)
 
 
 def text_of(message: dict[str, object]) -> str:

@@ -154,7 +154,7 @@ def test_a_target_whose_client_is_not_installed_is_refused_before_anything_runs(
     config.write_text(config_text() + MASTODON_RECIPE)
     hide_client = (  # as if Mastodon.py were not installed
         "import sys; sys.modules['mastodon'] = None; sys.argv = ['galley', *sys.argv[1:]];"
-        " from bot.cli import main; main()"
+        " from bot.launch import main; main()"
     )
     result = subprocess.run(
         [str(GALLEY.parent / "python"), "-c", hide_client, command],

@@ -14,7 +14,8 @@ import pytest
 from sqlmodel import select
 from typer.testing import CliRunner
 
-from bot.blocks import CONTEXT_LIMIT, review_message
+from bot.block_kit import CONTEXT_LIMIT
+from bot.blocks import review_message
 from bot.cli import app
 from bot.review_facts import basis_line, fact_lines
 from core.api.services import Services

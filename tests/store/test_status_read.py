@@ -46,7 +46,7 @@ def test_galley_status_loads_no_orm(tmp_path: Path) -> None:
     env = galley_env(GALLEY_CONFIG=str(tmp_path / "galley.toml"), GALLEY_DATABASE_URL=url)
     script = (
         "import sys\n"
-        "from bot.cli import main\n"
+        "from bot.launch import main\n"
         "sys.argv = ['galley', 'status', '--json']\n"
         "try:\n    main()\nexcept SystemExit as exit:\n    assert not exit.code, exit.code\n"
         "heavy = ('sqlmodel', 'sqlalchemy.orm', 'core.models', 'anthropic', 'alembic')\n"

@@ -30,10 +30,10 @@ from core.errors import (
 )
 from core.http_calls import call_timeout, never_sent, retry_after_seconds
 from core.identity import bluesky_part_record_key, bluesky_record_key
-from core.images.media import ImageBytes, UploadedMedia
 from core.policies import ThreadStyle
 from core.ports import (
     Fit,
+    ImageBytes,
     PostCounts,
     PostFound,
     PostGone,
@@ -41,6 +41,7 @@ from core.ports import (
     PostRead,
     PostUnknown,
     Publication,
+    UploadedMedia,
 )
 from core.publishing.platforms.bluesky_images import external_embed, images_embed, upload_blob
 from core.publishing.platforms.bluesky_records import ThreadWrites, link_facets, thread_writes

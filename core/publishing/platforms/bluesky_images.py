@@ -13,7 +13,7 @@ from typing import Any
 
 from core.errors import EffectNotSent, EffectOutcomeUnknown
 from core.http_calls import never_sent
-from core.images.media import ImageBytes, LinkCard, UploadedMedia
+from core.ports import ImageBytes, LinkCard, UploadedMedia
 
 UPLOAD = "com.atproto.repo.uploadBlob"
 RETRY_LATER = frozenset({429, 503})

@@ -27,8 +27,16 @@ from core.errors import (
     ReadRefused,
 )
 from core.http_calls import call_timeout, never_sent, retry_after_seconds
-from core.images.media import ImageBytes, UploadedMedia
-from core.ports import Fit, PostCounts, PostQuery, PostRead, PostUnknown, Publication
+from core.ports import (
+    Fit,
+    ImageBytes,
+    PostCounts,
+    PostQuery,
+    PostRead,
+    PostUnknown,
+    Publication,
+    UploadedMedia,
+)
 from core.publishing.platforms.linkedin_images import media_content, upload_image
 from core.publishing.platforms.post_text import (
     comparable,

@@ -14,7 +14,7 @@ import httpx
 
 from core.errors import EffectNotSent, EffectOutcomeUnknown
 from core.http_calls import never_sent, retry_after_seconds
-from core.images.media import ImageBytes, UploadedMedia
+from core.ports import ImageBytes, UploadedMedia
 
 RETRY_LATER = frozenset({429, 503})
 PERMANENT = frozenset({400, 404, 410, 413, 422, 426})

@@ -29,10 +29,10 @@ from core.errors import (
 )
 from core.http_calls import never_sent, retry_after_seconds
 from core.identity import header_key
-from core.images.media import ImageBytes, UploadedMedia
 from core.policies import ThreadStyle
 from core.ports import (
     Fit,
+    ImageBytes,
     PostCounts,
     PostFound,
     PostGone,
@@ -40,6 +40,7 @@ from core.ports import (
     PostRead,
     PostUnknown,
     Publication,
+    UploadedMedia,
 )
 from core.publishing.platforms.mastodon_images import MastodonMedia
 from core.publishing.platforms.post_text import (

@@ -19,7 +19,7 @@ import httpx
 
 from core.errors import EffectNotSent, EffectOutcomeUnknown
 from core.http_calls import call_timeout, never_sent, retry_after_seconds
-from core.images.media import ImageBytes, UploadedMedia
+from core.ports import ImageBytes, UploadedMedia
 
 POLL_EVERY = 0.5  # seconds between asks while the instance processes an upload
 RETRY_LATER = frozenset({429, 503})

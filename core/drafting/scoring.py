@@ -1,6 +1,6 @@
 """How a published post was received (docs/design.md §28): its latest engagement
-reading, read by key, and the one number posts are ranked by. Read by the stats
-(core/publishing/engagement.py) and by `learn_from` (core/drafting/learning.py).
+reading, read by key, and the one number posts are ranked by. Read by `learn_from`
+(core/drafting/learning.py) and by the stats a stage above (core/publishing/engagement.py).
 """
 
 from __future__ import annotations
