@@ -8,6 +8,7 @@ is no longer current and is refused (`Refusal.EDITED`), never written over it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import sqlalchemy as sa
@@ -38,10 +39,18 @@ class DraftImages:
         return None if found is None else str(found[0])
 
     def add(
-        self, draft_key: str, data: bytes, name: str, source: ImageSource, *, user: str
+        self,
+        draft_key: str,
+        data: bytes,
+        name: str,
+        source: ImageSource,
+        *,
+        user: str,
+        alt: str = "",
     ) -> tuple[ReviewAnswer, Taken | None]:
         """The image shaped for the draft's targets, kept, and added to its current
-        revision; a refusal says why (an image no target takes, a draft not open)."""
+        revision with the person's `alt` text when they gave one (the answer's `Taken`
+        carries it); a refusal says why (an image no target takes, a draft not open)."""
         current = self._current(draft_key)
         if current is None:
             return _refused(draft_key, "There is no such draft."), None
@@ -50,6 +59,10 @@ class DraftImages:
         targets = [] if recipe is None else [t.target for t in recipe.targets]
         try:
             taken = self.library.take(data, name, source, targets)
+            if alt.strip():  # the person's words, kept as they wrote them
+                taken = dataclasses.replace(
+                    taken, ref=dataclasses.replace(taken.ref, alt=alt.strip())
+                )
         except ImageRefused as exc:
             return _refused(draft_key, f"Image {name} was not added: {exc}."), None
         if any(image.sha256 == taken.ref.sha256 for image in body.images):
