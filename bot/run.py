@@ -294,7 +294,7 @@ class Bot:
         the exit code."""
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: self._stop.set())
-        self.prove_targets()
+        self.prove_publish_targets()
         self.start()
         if started is not None:
             started()
@@ -326,7 +326,7 @@ class Bot:
         self.host.drafting.take(self.work.describe_unasked_source_images)
         log.info("galley running: %d recipes", len(self.core.config.recipes))
 
-    def prove_targets(self) -> list[CredentialProof]:
+    def prove_publish_targets(self) -> list[CredentialProof]:
         """Each publish target's credentials proved once, before the bot says it runs, as
         `galley check --online` proves them (posting nothing): one line per target, a
         warning naming the target and its secret for each failure. The bot starts all the
