@@ -61,6 +61,7 @@ FALLBACK_SNIPPET = 150
 
 _USER_ID = re.compile(r"[UW][A-Z0-9]+")
 _PART_ID = re.compile(r"part_(\d+)")
+ADD_MORE_ID = "add_more"  # the Edit modal's box for text added after the draft
 
 
 def draft_metadata(draft_key: str, revision: int) -> dict[str, Any]:
@@ -188,19 +189,34 @@ def edit_modal(draft_key: str, revision: int, text: str) -> dict[str, Any]:
     count = len(parts)
     labels = [f"Draft, part {i + 1} of {count}" if count > 1 else "Draft" for i in range(count)]
     inputs = [_text_input(f"part_{i}", "text", labels[i], part) for i, part in enumerate(parts)]
-    inputs.append(_text_input(f"part_{count}", "text", "Add more (optional)"))
+    addition = _text_input(ADD_MORE_ID, "text", "Add more (optional)")
+    addition["hint"] = _plain("Added after the draft as a new paragraph (a blank line between).")
+    inputs.append(addition)
     value = button_value(draft_key, revision)
     return _modal(EDIT_MODAL, value, "Edit draft", "Save", [*head, *inputs])
 
 
 def edited_text(view_state_values: dict[str, Any]) -> str:
-    """The parts of `edit_modal` joined in order, no separator, empty ones skipped."""
+    """The text of `edit_modal`: the draft's boxes joined in order with nothing between
+    (one text split to fit), then "Add more" as a paragraph of its own."""
     numbered = sorted(
         (int(match.group(1)), block_id)
         for block_id in view_state_values
         if (match := _PART_ID.fullmatch(block_id))
     )
-    return "".join(_input_value(view_state_values, block_id, "text") for _, block_id in numbered)
+    draft = "".join(_input_value(view_state_values, block_id, "text") for _, block_id in numbered)
+    return with_addition(draft, _input_value(view_state_values, ADD_MORE_ID, "text"))
+
+
+def with_addition(draft: str, addition: str) -> str:
+    """`addition` after `draft` as a person means it: a new paragraph (a blank line
+    between), never glued to the draft's last word; blank ends dropped."""
+    added = addition.strip()
+    if not added:
+        return draft
+    if not draft.strip():
+        return added
+    return f"{draft.rstrip()}\n\n{added}"
 
 
 def notice_blocks(text: str) -> list[dict[str, Any]]:

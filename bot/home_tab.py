@@ -23,7 +23,8 @@ from bot.app_home import Viewer, home_view
 from core.api.home import HomeModel, read_home
 from core.api.services import Services
 from core.http_calls import retry_after_seconds
-from core.review.permissions import may_approve
+from core.review.permissions import may_review
+from core.setup.approval_stages import ApprovalStage
 
 log = logging.getLogger(__name__)
 RECENT = 30 * 60.0  # seconds: a viewer who opened Home this recently is kept current
@@ -92,11 +93,16 @@ class HomeTab:
             published += outcome == Publish.PUBLISHED
         return published
 
+    def _stages(self) -> list[ApprovalStage]:
+        """Every recipe's approval stages: a person one names reviews as an approver."""
+        recipes = self.services.config.recipes.values()
+        return [stage for recipe in recipes for stage in recipe.approval_stages]
+
     def _publish(self, user: str, model: HomeModel, notice: str | None, *, wait: bool) -> Publish:
         slack = self.services.config.slack
         viewer = Viewer(
             user,
-            approver=may_approve(slack, self.services.directory, user),
+            approver=may_review(slack, self.services.directory, user, self._stages()),
             admin=self.services.may_administer(user),
         )
         view = home_view(

@@ -37,6 +37,11 @@ class Drop:
     def name(self) -> str:
         return str(self.file.get("name") or self.file.get("id") or "image")
 
+    @property
+    def alt(self) -> str:
+        """The description the person gave the file in Slack (`alt_txt`), or ""."""
+        return str(self.file.get("alt_txt") or "").strip()
+
 
 def drops_in(event: dict[str, Any], review_channel: str, images: DraftImages) -> list[Drop]:
     """The image files of a message posted in a review message's thread, by a person."""
@@ -60,15 +65,16 @@ def take_drop(
     tell: Callable[[str], object],
     alt_texts: AltTextProposer | None = None,
 ) -> ReviewAnswer | None:
-    """The dropped image downloaded and added to its draft, its alt text proposed by the
-    model when it has none (`alt_texts`); what happened told in the thread. The answer of
-    the last revision written; None when it was refused or could not be downloaded.
+    """The dropped image downloaded and added to its draft with the alt text the person
+    gave the file in Slack, else one proposed by the model (`alt_texts`); what happened
+    told in the thread. The answer of the last revision written; None when it was refused
+    or could not be downloaded.
     `tell` is given mrkdwn: the file's name and what its link named are made inert."""
 
     def say(plain: str) -> None:
         tell(escape_mrkdwn(plain))
 
-    refused = images.refused_drop(drop.user)
+    refused = images.refused_drop(drop.user, drop.draft_key)
     if refused is not None:  # before the download: nothing fetched, decoded or stored
         say(f"Image {drop.name} was not added: {refused}")
         return None
@@ -77,12 +83,15 @@ def take_drop(
         say(f"Image {drop.name} was not added: {data}.")
         return None
     answer, taken = images.add(
-        drop.draft_key, data, drop.name, ImageSource.SLACK_FILE, user=drop.user
+        drop.draft_key, data, drop.name, ImageSource.SLACK_FILE, user=drop.user, alt=drop.alt
     )
     if answer.accepted and taken is not None:
         shaped = f" ({taken.changed})" if taken.changed else ""
+        if taken.ref.alt:  # the person's description wins: no model call
+            say(f"Image {drop.name} added{shaped}, with the alt text you gave it.")
+            return answer
         say(f"Image {drop.name} added{shaped}. Add its alt text with Edit before approving.")
-        if alt_texts is not None and not taken.ref.alt:
+        if alt_texts is not None:
             context = f"a file named {drop.name}; the reviewer wrote: {drop.words}"
             proposal = alt_texts.propose(drop.draft_key, taken.ref, context)
             if proposal.told:

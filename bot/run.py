@@ -46,6 +46,7 @@ from core.errors import ConfigError, GalleyError, PortUnavailable
 from core.operations.digest import Digest, post_digest
 from core.operations.gauges import watch_database
 from core.ports import Clock, MessageRef
+from core.publishing.platforms.online_check import CredentialProof, prove_targets
 from core.review.reminders import remind_waiting
 from core.setup.config import load_config
 from core.setup.serving import unserved
@@ -288,6 +289,7 @@ class Bot:
         the exit code."""
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: self._stop.set())
+        self.prove_publish_targets()
         self.start()
         if started is not None:
             started()
@@ -323,6 +325,20 @@ class Bot:
         self.host.start()
         self.host.drafting.take(self.work.describe_unasked_source_images)
         log.info("galley running: %d recipes", len(self.core.config.recipes))
+
+    def prove_publish_targets(self) -> list[CredentialProof]:
+        """Each publish target's credentials proved once, before the bot says it runs, as
+        `galley check --online` proves them (posting nothing): one line per target, a
+        warning naming the target and its secret for each failure. The bot starts all the
+        same: drafting and review go on while someone fixes the secret, and a publication
+        to that target fails and is alerted as any refusal is (docs/design.md §24)."""
+        proofs = prove_targets(self.core.config, self.services.publishers.publishers_for)
+        for proof in proofs:
+            if proof.ok:
+                log.info("publish target %s", proof)
+            else:
+                log.warning("publish target %s (galley still starts)", proof)
+        return proofs
 
     def prepare_drafting(self) -> None:
         """Load the model client before the scheduler can fire: start-up's catch-up and

@@ -174,12 +174,14 @@ def review_effect_key(draft: str) -> str:
 
 
 def review_update_key(
-    draft: str, state: str, revision: int, approvals: int = 0, gone: int = 0
+    draft: str, state: str, revision: int, approvals: int = 0, gone: int = 0, published: int = 0
 ) -> str:
     """A review message rewritten to show its draft's state and revision; while the draft
     waits, also how many approvals it has (docs/design.md §22), so each step is shown;
-    once published, how many of its posts were found gone (docs/design.md §28)."""
+    approved and not yet published everywhere, how many targets have it (docs/design.md
+    §24); once published, how many of its posts were found gone (docs/design.md §28)."""
     tail = f":approvals-{approvals}" if approvals else ""
+    tail += f":published-{published}" if published else ""
     tail += f":gone-{gone}" if gone else ""
     return f"{review_effect_key(draft)}-update:{state}:{revision}{tail}"
 

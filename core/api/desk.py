@@ -8,16 +8,20 @@ check, and never writes anything itself.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from core.api.views import Answer, DraftDetail
 from core.drafting.fit import FitRule
 from core.errors import NotPermitted, RevisionRequired, UnknownRun
+from core.identity import recipe_of_run, run_of_key
 from core.policies import Role, Verdict
 from core.ports import Clock, Directory
-from core.review.permissions import has_role
+from core.review.approvals import stages_of
+from core.review.permissions import has_role, may_review
 from core.review.queue import ReviewAnswer, decide, edit
 from core.review.unapproval import unapprove
+from core.setup.approval_stages import ApprovalStage
 from core.setup.config import Config, SlackSection
 from core.store.engine import Store
 
@@ -53,15 +57,16 @@ class People:
             raise NotPermitted(f"{self.user} is not one of this Galley's {role}s")
         return self.user
 
-    def deciding(self, user: str | None) -> tuple[str, bool]:
-        """Who decides, and whether they are an approver. A refusal is `decide`'s to
-        give, in the same words as a click in Slack."""
+    def deciding(self, user: str | None, stages: Iterable[ApprovalStage] = ()) -> tuple[str, bool]:
+        """Who decides, and whether they may review a draft of a recipe with these
+        `stages` (`may_review`: an approver, or named by a stage). A refusal is
+        `decide`'s to give, in the same words as a click in Slack."""
         person = self.user if self.as_person else user
         if not person:
             raise NotPermitted(_WHO if self.as_person else "say who is deciding: user=...")
         if user and person != user:
             raise NotPermitted(f"opened as {self.user}: cannot decide as {person}")
-        return person, has_role(self.slack, self.directory, person, Role.APPROVER)
+        return person, may_review(self.slack, self.directory, person, stages)
 
 
 def bound_revision(draft: DraftDetail | str, revision: int | None) -> tuple[str, int]:
@@ -132,11 +137,12 @@ class Desk:
             text=text,
         )
 
-    def may_edit(self, user: str | None) -> bool:
-        """Whether `user` may edit drafts, by the rule `edit` applies: asked before work is
-        done for them (an image they dropped is not downloaded unless they may)."""
+    def may_edit(self, user: str | None, draft_key: str) -> bool:
+        """Whether `user` may edit the draft, by the rule `edit` applies (an approver, or
+        named by a stage of its recipe): asked before work is done for them (an image
+        they dropped is not downloaded unless they may)."""
         try:
-            return self.people.deciding(user)[1]
+            return self.people.deciding(user, self._stages(draft_key))[1]
         except NotPermitted:
             return False
 
@@ -176,8 +182,14 @@ class Desk:
     ) -> tuple[str, int, str, bool]:
         """The draft key and revision read, who decides and whether they are an approver."""
         key, read = bound_revision(draft, revision)
-        person, permitted = self.people.deciding(user)
+        person, permitted = self.people.deciding(user, self._stages(key))
         return key, read, person, permitted
+
+    def _stages(self, draft_key: str) -> list[ApprovalStage]:
+        """The approval stages of the draft's recipe, read from its key (none for a key
+        naming no run: `decide` refuses it as gone)."""
+        run = run_of_key(draft_key)
+        return [] if run is None else stages_of(self.config, recipe_of_run(run))
 
 
 def as_answer(answer: ReviewAnswer) -> Answer:

@@ -8,6 +8,7 @@ is no longer current and is refused (`Refusal.EDITED`), never written over it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import sqlalchemy as sa
@@ -37,18 +38,26 @@ class DraftImages:
             found = session.execute(query).first()
         return None if found is None else str(found[0])
 
-    def refused_drop(self, user: str) -> str | None:
-        """Why an image `user` dropped is not taken, asked before anything is downloaded;
-        None when they may edit drafts."""
-        if not self.desk.may_edit(user):
+    def refused_drop(self, user: str, draft_key: str) -> str | None:
+        """Why an image `user` dropped on a draft is not taken, asked before anything is
+        downloaded; None when they may edit it."""
+        if not self.desk.may_edit(user, draft_key):
             return "you are not one of this Galley's approvers."
         return None
 
     def add(
-        self, draft_key: str, data: bytes, name: str, source: ImageSource, *, user: str
+        self,
+        draft_key: str,
+        data: bytes,
+        name: str,
+        source: ImageSource,
+        *,
+        user: str,
+        alt: str = "",
     ) -> tuple[ReviewAnswer, Taken | None]:
         """The image shaped for the draft's targets, kept, and added to its current
-        revision; a refusal says why (an image no target takes, a draft not open)."""
+        revision with the person's `alt` text when they gave one (the answer's `Taken`
+        carries it); a refusal says why (an image no target takes, a draft not open)."""
         current = self._current(draft_key)
         if current is None:
             return _refused(draft_key, "There is no such draft."), None
@@ -57,6 +66,10 @@ class DraftImages:
         targets = [] if recipe is None else [t.target for t in recipe.targets]
         try:
             taken = self.library.take(data, name, source, targets)
+            if alt.strip():  # the person's words, kept as they wrote them
+                taken = dataclasses.replace(
+                    taken, ref=dataclasses.replace(taken.ref, alt=alt.strip())
+                )
         except ImageRefused as exc:
             return _refused(draft_key, f"Image {name} was not added: {exc}."), None
         if any(image.sha256 == taken.ref.sha256 for image in body.images):

@@ -16,7 +16,14 @@ from core.api.status_views import RecipeStatus as RecipeStatus
 from core.api.status_views import Status as Status
 from core.api.status_views import describe_poll as describe_poll
 from core.api.status_views import item_label as item_label
+from core.policies import EffectStep, FailReason
 from core.post_body import PostBody
+from core.publishing.target_outcomes import (
+    ReceiptFacts,
+    TargetOutcome,
+    outcomes_sentence,
+    target_outcomes,
+)
 from core.render import (
     Printable,
     Rows,
@@ -260,8 +267,20 @@ class DraftDetail(Printable):
                 f"destination, then galley.resolve({run!r}, 'published' or 'absent'), "
                 f"galley.retry({run!r}) or galley.cancel({run!r})."
             )
-        cause = self.attempts[-1].cause if self.attempts else self.run.reason
+        if self._failed_publishing():  # the draft stands: a retry publishes what did not go
+            said = outcomes_sentence(self._target_outcomes())
+            return (
+                f"Needs a person: {run} failed publishing ({self.run.reason}). {said} Fix the "
+                f"cause, then galley.retry({run!r}) publishes to the targets that have not."
+            )
+        cause = (self.attempts[-1].cause if self.attempts else None) or self.run.reason
         return f"Needs a person: {run} failed ({cause}). galley.retry({run!r}) drafts it again."
+
+    def _failed_publishing(self) -> bool:
+        try:
+            return not FailReason(self.run.reason or "").while_drafting
+        except ValueError:
+            return False
 
     def _facts(self) -> list[tuple[str, Any]]:
         run, draft = self.run, self.draft
@@ -287,6 +306,9 @@ class DraftDetail(Printable):
             links = [e.url for e in self.effects if e.url]
             if links:
                 facts.append(("published at", " · ".join(links)))
+            targets = self._target_outcomes()
+            if targets:  # each target: published, not known, or not published, and why
+                facts.append(("targets", " · ".join(target.said() for target in targets)))
             if draft.similar_to:
                 facts.append(
                     (
@@ -299,6 +321,10 @@ class DraftDetail(Printable):
         if self.sources_left_out:
             facts.append(("sources left out", " · ".join(self.sources_left_out)))
         return facts
+
+    def _target_outcomes(self) -> list[TargetOutcome]:
+        publish = (e for e in self.effects if e.step == EffectStep.PUBLISH)
+        return target_outcomes(ReceiptFacts(e.key, e.state, e.detail, e.url) for e in publish)
 
     def _repr_html_(self) -> str:
         parts = []

@@ -33,6 +33,13 @@ from core.models import AttemptRow, EffectRow, EventRow, RunRow
 from core.operations.stuck import is_stuck
 from core.policies import AlertKind, EffectStep, FailReason
 from core.ports import Alerter, Clock, MessageRef, ReviewItem, RunAlert
+from core.publishing.target_outcomes import (
+    ReceiptFacts,
+    TargetOutcome,
+    outcomes_sentence,
+    target_outcomes,
+)
+from core.publishing.targets import public_url
 from core.setup.config import Config
 from core.states import (
     RUN_PUBLISHABLE_STATES,
@@ -204,29 +211,30 @@ class AlertService:
         if found is None:
             return False
         headline, kind = found
-        targets = self._unpublished_targets(run)
-        if targets:  # a recipe may publish to several: people see which did not go out
-            headline += f" Not published to: {', '.join(targets)}."
+        targets = self._target_outcomes(run)
+        if targets:  # a recipe may publish to several: people see what became of each
+            headline += f" {outcomes_sentence(targets)}"
         key = self._alert_key(run, now)
         if is_reminder_key(key):
             headline = f"Reminder: {headline}"
         return self._post_once(key, run, headline, kind)
 
-    def _unpublished_targets(self, run: RunRow) -> list[str]:
-        """The targets whose publication of the run's draft has no proof yet."""
+    def _target_outcomes(self, run: RunRow) -> list[TargetOutcome]:
+        """What became of each target tried for the run's draft (ix_effects_draft_key)."""
         if run.draft_key is None:
             return []
         with self.store.read() as session:
-            keys = session.exec(
-                select(EffectRow.key)
+            receipts = session.exec(
+                select(EffectRow)
                 .where(
                     col(EffectRow.draft_key) == run.draft_key,
                     col(EffectRow.step) == EffectStep.PUBLISH,
-                    col(EffectRow.state) != EffectState.SUCCEEDED,
                 )
-                .order_by(col(EffectRow.created_at))
+                .order_by(col(EffectRow.created_at), col(EffectRow.key))
             ).all()
-        return list(dict.fromkeys(target_of_publish_key(key) for key in keys))  # a thread: once
+        return target_outcomes(
+            ReceiptFacts(r.key, r.state, r.detail, public_url(r.result)) for r in receipts
+        )
 
     def _alert_key(self, run: RunRow, now: datetime) -> str:
         """One key per episode (the run's state since it entered it), and one per reminder
@@ -268,7 +276,7 @@ class AlertService:
             )
         if reason == FailReason.PUBLISH_AUTH:
             return (
-                "The destination refused Galley's credentials (401/403): nothing was published.",
+                "A destination refused Galley's credentials (401/403).",
                 AlertKind.PUBLISH,
             )
         if reason == FailReason.MISSED_SLOT:
@@ -278,9 +286,7 @@ class AlertService:
                 AlertKind.MISSED,
             )
         if reason == FailReason.PUBLISH_REJECTED:
-            return "The destination refused the publication: nothing was published.", (
-                AlertKind.STRANDED
-            )
+            return "A destination refused the publication.", AlertKind.STRANDED
         with self.store.read() as session:
             if reason == FailReason.SOURCE_FAILED:  # no model call was made: say which source
                 said = failure_said(session, run.id)

@@ -19,7 +19,7 @@ from core.drafting.revisions import MODEL_AUTHOR, text_author
 from core.models import SINGLE_STAGE, ApprovalRow, DraftRow, RunRow
 from core.policies import Refusal
 from core.ports import ApprovalProgress, Directory
-from core.review.permissions import ListedOnly, listed
+from core.review.permissions import ListedOnly, asked_at, may_approve_at
 from core.setup.approval_stages import ApprovalStage
 from core.setup.config import Config
 from core.states import DraftState
@@ -37,12 +37,13 @@ def count_approval(
     """Record `user`'s approval of the draft's current revision at the stage waiting (the
     caller holds the draft's lock and checked the revision is the one clicked) and answer
     the progress, or why it does not count: the editor barred, this person counted
-    already, or someone who approves at another stage than the one waiting."""
+    already, or someone the stage waiting does not ask (`may_approve_at`, the rule the
+    message's "asking" and the reminders read through `asked_at`)."""
     if _editor_barred(session, config, draft) == user:
         return Refusal.EDITOR_MAY_NOT_APPROVE
     before = approval_progress(session, config, draft)
     waiting = stages_of(config, draft.recipe)[before.stage_number - 1]
-    if waiting.approvers and not listed(user, waiting.approvers, directory or ListedOnly()):
+    if not may_approve_at(config.slack, directory or ListedOnly(), user, waiting):
         return Refusal.STAGE_WAITING
     counted = insert_ignore(
         session,
@@ -79,7 +80,7 @@ def approval_progress(session: Session, config: Config, draft: DraftRow) -> Appr
         if len(done) < stage.required or number == len(stages):
             break
         earlier += ((stage.name, done),)
-    listed_here = stage.approvers or (config.slack.approvers if len(stages) == 1 else [])
+    listed_here = asked_at(config.slack, stage)
     barred = _editor_barred(session, config, draft)
     gave = {person for people in given.values() for person in people}
     return ApprovalProgress(

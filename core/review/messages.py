@@ -75,6 +75,27 @@ def behind(session: Session) -> Sequence[tuple[DraftRow, RunRow, EffectRow]]:
     ).all()
 
 
+def approved_partly_published(session: Session) -> Sequence[tuple[DraftRow, RunRow]]:
+    """Approved drafts some target has published already, the others not (yet): a
+    failed, uncertain or waiting publication (ix_drafts_state_updated, then the draft's
+    publish receipts by ix_effects_draft_key)."""
+    published_somewhere = (
+        select(EffectRow.key)
+        .where(
+            col(EffectRow.draft_key) == col(DraftRow.key),
+            col(EffectRow.step) == EffectStep.PUBLISH,
+            col(EffectRow.state) == EffectState.SUCCEEDED,
+        )
+        .exists()
+    )
+    return session.exec(
+        select(DraftRow, RunRow)
+        .join(RunRow, col(RunRow.id) == col(DraftRow.run_id))
+        .where(col(DraftRow.state) == DraftState.APPROVED, published_somewhere)
+        .limit(BATCH)
+    ).all()
+
+
 def in_backpressure(session: Session) -> Sequence[RecipeRow]:
     """Recipes with a backpressure episode on record (ix_recipes_backpressure)."""
     return session.exec(

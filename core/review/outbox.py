@@ -31,6 +31,7 @@ from core.ports import (
     ReviewItem,
     ReviewSurface,
 )
+from core.publishing.targets import published_links
 from core.review import messages as review_messages
 from core.review.approvals import waiting_with_approvals
 from core.review.queue import load_item, review_item
@@ -159,7 +160,28 @@ class ReviewOutbox:
             except GalleyError:
                 log.exception("settling the review post of %s failed", item.draft_key)
         refreshed = sum(self._update_once(item, ref) for item, ref in self._messages_to_refresh())
-        return refreshed + self._show_gone_posts()
+        return refreshed + self._show_publications_so_far() + self._show_gone_posts()
+
+    def _show_publications_so_far(self) -> int:
+        """An approved draft some targets published while another failed or waits: its
+        message links each post already out at once, not after a retry (docs/design.md
+        §24). One rewrite per number of targets published, so each new one is shown."""
+        with self.store.read() as session:
+            rows = review_messages.approved_partly_published(session)
+            draft_keys = [draft.key for draft, _ in rows]
+            links = published_links(session, draft_keys)
+            items = [
+                dataclasses.replace(review_item(d, r), published=tuple(links.get(d.key, ())))
+                for d, r in rows
+            ]
+            keys = {item.draft_key: _rewrite_key(item) for item in items}
+            done = review_messages.settled(session, list(keys.values()))
+        shown = 0
+        for item in items:
+            ref = None if keys[item.draft_key] in done else self.review_ref(item.draft_key)
+            if ref is not None and item.published:
+                shown += self._update_once(item, ref)
+        return shown
 
     def _show_gone_posts(self) -> int:
         """A post found gone after publication is said on its draft's message, once
@@ -371,8 +393,14 @@ def _one_rewrite_at_a_time(
 
 
 def _rewrite_key(item: ReviewItem) -> str:
+    published = len(item.published) if item.state == DraftState.APPROVED else 0
     return review_update_key(
-        item.draft_key, item.state, item.revision, _approvals_shown(item), len(item.gone)
+        item.draft_key,
+        item.state,
+        item.revision,
+        _approvals_shown(item),
+        len(item.gone),
+        published,
     )
 
 

@@ -1,13 +1,18 @@
-"""Who may do what (docs/design.md §15, `[slack]`): approvers decide drafts, admins run Galley.
+"""Who may do what (docs/design.md §15, `[slack]`, and docs/design.md §22): approvers
+decide drafts, admins run Galley, and a recipe's approval stage asks its own approvers.
+The one rule the click check, the review message's "asking" and the reminders all read.
 
 Lists hold users (U…/W…) and user groups (S…). An empty approver list means anyone;
-an empty admin list means the approvers.
+an empty admin list means the approvers; a stage naming nobody asks `[slack] approvers`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from core.policies import Role
 from core.ports import Directory
+from core.setup.approval_stages import ApprovalStage
 from core.setup.config import SlackSection
 
 
@@ -19,6 +24,30 @@ def listed(user: str, ids: list[str], directory: Directory) -> bool:
 
 def may_approve(slack: SlackSection, directory: Directory, user: str) -> bool:
     return not slack.approvers or listed(user, slack.approvers, directory)
+
+
+def asked_at(slack: SlackSection, stage: ApprovalStage) -> list[str]:
+    """Who a stage asks: the approvers it names, else `[slack] approvers` (empty: anyone)."""
+    return stage.approvers or slack.approvers
+
+
+def may_approve_at(
+    slack: SlackSection, directory: Directory, user: str, stage: ApprovalStage
+) -> bool:
+    """Whether `user`'s approval counts at `stage`: named by the stage, even when not in
+    `[slack] approvers`; at a stage naming nobody, allowed by `[slack] approvers`."""
+    asked = asked_at(slack, stage)
+    return not asked or listed(user, asked, directory)
+
+
+def may_review(
+    slack: SlackSection, directory: Directory, user: str, stages: Iterable[ApprovalStage]
+) -> bool:
+    """Whether `user` may decide a draft of a recipe with these stages (approve at their
+    stage, reject, edit, redraft): allowed by `[slack] approvers`, or named by a stage."""
+    return may_approve(slack, directory, user) or any(
+        s.approvers and listed(user, s.approvers, directory) for s in stages
+    )
 
 
 def may_administer(slack: SlackSection, directory: Directory, user: str) -> bool:

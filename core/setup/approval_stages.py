@@ -1,13 +1,13 @@
 """A recipe's approval stages (docs/design.md §22) and the lines refusing stages that
-could never be passed: more approvals than the people named, or an approver whom
-`[slack] approvers` would refuse first. Imports nothing of the config module, so it
-has no cycle through here.
+could never be passed: more approvals than the people named. A stage's approvers need
+not be in `[slack] approvers` (`core/review/permissions.py` lets them approve there).
+Imports nothing of the config module, so it has no cycle through here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,7 +19,7 @@ class ApprovalStage(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(min_length=1)
-    approvers: list[str] = []  # empty: anyone allowed by `[slack] approvers`
+    approvers: list[str] = []  # empty: `[slack] approvers`; else these, listed there or not
     required: int = Field(default=1, ge=1)
 
 
@@ -36,14 +36,26 @@ class ApprovingRecipe(Protocol):
     def model_fields_set(self) -> set[str]: ...
 
 
+# Two ways to say how a recipe is approved: a recipe giving one drops a default's other.
+APPROVAL_KEYS = ("approval_stages", "approvals_required")
+
+
+def defaults_for(defaults: dict[str, Any], recipe: dict[str, Any]) -> dict[str, Any]:
+    """The `[defaults]` a recipe table takes: a recipe's own key overrides a default, and
+    its `approval_stages` overrides the defaults' `approvals_required` (and the other way
+    round). Both given in one table is still refused (`_stage_problems`)."""
+    given = [key for key in APPROVAL_KEYS if key in recipe]
+    if not given:
+        return defaults
+    return {k: v for k, v in defaults.items() if k not in APPROVAL_KEYS or k in given}
+
+
 def approval_problems(listed: list[str] | None, recipes: Iterable[ApprovingRecipe]) -> list[str]:
     """Every approval problem of the recipes; `listed` is `[slack] approvers`, None when
     `[slack]` itself was refused (its approvers are then judged against nothing)."""
     recipes = list(recipes)
     problems = [] if listed is None else _too_few_approvers(listed, recipes)
     problems += [problem for r in recipes for problem in _stage_problems(r)]
-    if listed is not None:
-        problems += _stage_approvers_not_allowed(listed, recipes)
     return problems
 
 
@@ -62,7 +74,8 @@ def _too_few_approvers(listed: list[str], recipes: list[ApprovingRecipe]) -> lis
 
 def _stage_problems(recipe: ApprovingRecipe) -> list[str]:
     """`approval_stages` replaces the one-stage `approvals_required`; its names are
-    unique, and a stage naming users only needs no more approvals than it names."""
+    unique, and a stage naming users only needs no more approvals than it names (a stage
+    naming nobody asks `[slack] approvers`, judged by `_too_few_approvers`' rule)."""
     stages, where = recipe.approval_stages, f"recipe {recipe.name!r}: approval_stages"
     problems = []
     if stages and "approvals_required" in recipe.model_fields_set:
@@ -74,21 +87,11 @@ def _stage_problems(recipe: ApprovingRecipe) -> list[str]:
         f"{where}: stage {s.name!r} needs {s.required} approvals but names only "
         f"{len(set(s.approvers))}"
         for s in stages
-        if not any(p.startswith("S") for p in s.approvers) and s.required > len(set(s.approvers))
+        if _names_users_only(s.approvers) and s.required > len(set(s.approvers))
     ]
     return problems
 
 
-def _stage_approvers_not_allowed(listed: list[str], recipes: list[ApprovingRecipe]) -> list[str]:
-    """A stage's approver must also be allowed by `[slack] approvers`, or their clicks are
-    refused before any stage is looked at. Only judged when that list names users only."""
-    if not listed or any(person.startswith("S") for person in listed):
-        return []
-    return [
-        f"recipe {r.name!r}: approval_stages: stage {stage.name!r} names {who}, who is not in "
-        "[slack] approvers"
-        for r in recipes
-        for stage in r.approval_stages
-        for who in stage.approvers
-        if who not in listed
-    ]
+def _names_users_only(people: list[str]) -> bool:
+    """A list that can be counted: someone named, and no user group (S…) among them."""
+    return bool(people) and not any(person.startswith("S") for person in people)

@@ -41,7 +41,7 @@ from core.policies import (
     Overlap,
     Variants,
 )
-from core.setup.approval_stages import ApprovalStage, approval_problems
+from core.setup.approval_stages import ApprovalStage, approval_problems, defaults_for
 from core.setup.config_errors import (
     DIGEST_AT_PATTERN,
     NAME_PATTERN,
@@ -351,7 +351,7 @@ def _validate_recipes(
         )
         raw, lifted = lift_source(raw)  # docs/design.md §29: `source` read as one of `sources`
         before = len(problems)
-        recipe = _validate(Recipe, {**defaults, **raw}, label, problems)
+        recipe = _validate(Recipe, {**defaults_for(defaults, raw), **raw}, label, problems)
         problems[before:] = [name_source(problem, lifted) for problem in problems[before:]]
         if recipe is None:
             continue

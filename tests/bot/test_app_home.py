@@ -340,3 +340,18 @@ def test_home_refreshes_honour_a_429_and_catch_up_after_it(
     assert calls_while_blocked == 2  # the open, then the refused refresh
     assert len(published_for(h, "U0EDITOR")) == 3
     assert "Waiting for your decision* (1)" in texts(published_for(h, "U0EDITOR")[-1])
+
+
+def test_a_stage_approver_slack_does_not_list_sees_the_drafts_as_an_approver(
+    start_bot: StartBot, sqlite_url: str
+) -> None:
+    """Named by a recipe's approval stage only, not by `[slack] approvers`: Home shows
+    them the drafts waiting, as the review message asks them to decide."""
+    stages = 'approval_stages = [{ name = "editor" }, { name = "legal", approvers = ["U0LAWYER"] }]'
+    h = start_bot(sqlite_url, slack=PEOPLE, defaults=stages)
+    key, _ = h.draft_and_post()
+
+    home = open_home(h, "U0LAWYER")
+
+    assert key.split("|")[1] in texts(home)
+    assert "none of them waits for your decision" not in texts(home)

@@ -429,7 +429,8 @@ def test_edit_modal_splits_seven_thousand_characters_into_three_parts_and_one_em
     assert parse_button_value(modal["private_metadata"]) == (KEY, 2)
     assert (modal["title"]["text"], modal["submit"]["text"]) == ("Edit draft", "Save")
     inputs = [b for b in modal["blocks"] if b["type"] == "input"]
-    assert [b["block_id"] for b in inputs] == ["part_0", "part_1", "part_2", "part_3"]
+    assert [b["block_id"] for b in inputs] == ["part_0", "part_1", "part_2", "add_more"]
+    assert "new paragraph" in inputs[3]["hint"]["text"]
     parts = [b["element"].get("initial_value") for b in inputs]
     assert all(0 < len(p) <= 3000 for p in parts[:3]) and parts[3] is None
     assert all(b["element"]["action_id"] == "text" and b["element"]["multiline"] for b in inputs)
@@ -464,11 +465,25 @@ def test_edited_text_joins_parts_in_numeric_order_and_skips_empty_ones() -> None
     assert edited_text({}) == ""
 
 
-def test_an_edit_that_adds_text_in_the_extra_part_is_kept() -> None:
-    modal = edit_modal(KEY, 1, "Hello")
+def test_text_added_in_add_more_is_a_paragraph_of_its_own() -> None:
+    modal = edit_modal(KEY, 1, "Galley ships Widget 2.0.")
     state = modal_state(modal)
-    state["part_1"]["text"]["value"] = " world"
-    assert edited_text(state) == "Hello world"
+    state["add_more"]["text"]["value"] = "A second paragraph."
+    assert edited_text(state) == "Galley ships Widget 2.0.\n\nA second paragraph."
+
+
+@pytest.mark.parametrize(
+    ("draft", "added", "text"),
+    [
+        ("One.\n", "  Two.\n", "One.\n\nTwo."),
+        ("One.", "   ", "One."),
+        ("  ", "Two.", "Two."),
+    ],
+)
+def test_add_more_drops_blank_ends_and_blank_sides(draft: str, added: str, text: str) -> None:
+    state = modal_state(edit_modal(KEY, 1, draft))
+    state["add_more"]["text"]["value"] = added
+    assert edited_text(state) == text
 
 
 def test_a_draft_too_long_for_one_modal_is_refused() -> None:

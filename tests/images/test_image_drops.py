@@ -22,7 +22,16 @@ from core.states import DraftState
 from tests.fakes.anthropic_api import FakeAnthropic, ok, status
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.web import FakeWeb
-from tests.harness.slack_harness import APPROVE, CHANNEL, EDIT, KEY, Harness, StartBot, eventually
+from tests.harness.slack_harness import (
+    APPROVE,
+    CHANNEL,
+    EDIT,
+    KEY,
+    SETTLE,
+    Harness,
+    StartBot,
+    eventually,
+)
 from tests.harness.slack_requests import TEAM, text_input, view_submission
 from tests.images.pictures import photo
 
@@ -289,3 +298,23 @@ def test_a_hostile_file_name_and_proposed_alt_text_reach_slack_inert(
     told = told_in_thread(h)
     assert told and not any("<!channel" in t for t in told)
     assert any("&lt;!channel&gt; @here.jpg" in t for t in told)
+
+
+def test_the_alt_text_a_reviewer_gave_the_file_in_slack_is_kept_and_no_model_is_asked(
+    db_url: str, start_bot: StartBot, fake_anthropic: FakeAnthropic, environ: None
+) -> None:
+    h = start_bot(db_url, slack='approvers = ["U0EDITOR"]', publish=BLUESKY)
+    fake_anthropic.script(ok(text=TEXT), ok(text="A model's guess"))
+    _, message = h.draft_and_post()
+    drafting_calls = len(fake_anthropic.requests)
+    file = h.slack.add_file("F0CHART", "chart.jpg", photo(800, 600), "image/jpeg")
+    file["alt_txt"] = "Weekly sales, rising since March"  # Slack's "Add description"
+    assert h.sender.event(file_shared(h, message["ts"], file)).status_code == 200  # type: ignore[attr-defined]
+
+    eventually(lambda: h.draft_row().revision >= 2 or None, "the image")
+    [image] = PostBody.parse(h.draft_row().text or "").images
+    assert image.alt == "Weekly sales, rising since March"
+    eventually(lambda: any("chart.jpg added" in t for t in told_in_thread(h)) or None, "told")
+    time.sleep(SETTLE)  # a proposal, were one asked for, would have been sent by now
+    assert len(fake_anthropic.requests) == drafting_calls  # the model was not asked
+    assert h.draft_row().revision == 2  # and no proposal written after the person's words

@@ -18,14 +18,14 @@ from core.api.home import read_home
 from core.identity import publish_effect_key
 from core.models import EffectRow
 from core.policies import PublishOutcome
-from core.review.facts import annotate
+from core.review.facts import AnnotatedReviewSurface, annotate
 from core.review.outbox import ReviewOutbox
 from core.review.queue import load_item
 from core.states import DraftState, EffectState, RunState
 from tests.fakes import social
 from tests.fakes.bluesky import HANDLE
-from tests.harness.two_platforms import BLUESKY, Platforms, receipt_state, world_of
-from tests.harness.worlds import KEY, RUN, MakeWorld, World
+from tests.harness.two_platforms import BLUESKY, ENV, Platforms, receipt_state, world_of
+from tests.harness.worlds import KEY, REVIEW, RUN, MakeWorld, World
 from tests.review.test_review_messages import RecordingSurface
 
 
@@ -73,7 +73,7 @@ def test_a_refused_target_is_alerted_by_name_and_retried_alone(
     [alert] = world.alert_messages()
     headline = alert["blocks"][0]["text"]["text"]  # the first line, before the facts
     assert f"Not published to: {platforms.mastodon_target}." in headline
-    assert BLUESKY not in headline  # it went out: people are not asked about it
+    assert f"Published to: {BLUESKY} (https://" in headline  # it went out, and where
 
     world.resolver().retry(RUN, actor="U0ADMIN")  # the cause is fixed: a person retries
     assert world.service().publish_run(RUN).outcome == PublishOutcome.PUBLISHED
@@ -192,3 +192,50 @@ def test_the_review_message_is_rewritten_once_published_to_end_where_the_post_is
     assert outbox.sync_messages() == 1
     assert surface.updates[-1] == (KEY, DraftState.PUBLISHED, 1)
     assert outbox.sync_messages() == 0  # once
+
+
+# --- a partial publication, told per target on every surface ---------------------------------
+
+
+def test_a_wrong_bluesky_password_is_told_per_target_and_mastodon_s_link_shown_at_once(
+    db_url: str, worlds: MakeWorld, platforms: Platforms
+) -> None:
+    """Bluesky refuses the password while Mastodon publishes: the alert says what became
+    of each (never "nothing was published"), the review message links the Mastodon post
+    without waiting for a retry, and `galley show` names each target's outcome."""
+    from bot.slack_surface import SlackReviewSurface  # the review message as Slack gets it
+
+    wrong = {**ENV, "GALLEY_BLUESKY_PASSWORD": "not-the-password"}
+    world = worlds(db_url, publish=platforms.publish, environ=wrong)
+    surface = AnnotatedReviewSurface(
+        SlackReviewSurface(world.channels, REVIEW), world.store, world.config, world.clock
+    )
+    outbox = ReviewOutbox(
+        world.store, world.ledger(), surface, channel=REVIEW, call_lease=timedelta(1)
+    )
+    world.draft()
+    assert outbox.post_ready_drafts() == 1
+    assert world.approve().accepted
+    outbox.sync_messages()
+
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.FAILED
+    assert platforms.posts() == (0, 1)
+    [status] = platforms.mastodon.statuses_of()
+    url = f"{platforms.mastodon.url}/@galley/{status['id']}"
+
+    world.alerts().sweep()  # told once, by the failed pass or the sweep
+    [alert] = world.alert_messages()
+    headline = alert["blocks"][0]["text"]["text"]
+    assert "nothing was published" not in headline.lower(), headline
+    assert f"Published to: {platforms.mastodon_target} ({url})." in headline, headline
+    assert f"Not published to: {BLUESKY}." in headline, headline
+
+    assert outbox.sync_messages() == 1  # the message links what went out, now
+    [review] = [m for m in world.slack.messages(REVIEW) if m.get("metadata")]
+    assert f"<{url}|{platforms.mastodon_target}>" in json.dumps(review["blocks"])
+    assert outbox.sync_messages() == 0  # once per target published
+
+    shown = str(world.galley.show(RUN))
+    assert f"{platforms.mastodon_target}: published ({url})" in shown, shown
+    assert f"{BLUESKY}: not published (failed" in shown, shown
+    assert "Needs a person" in shown and "drafts it again" not in shown, shown

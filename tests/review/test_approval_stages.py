@@ -6,6 +6,7 @@ stage. On both backends; assertions on rows and on the message a reviewer would 
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import datetime, timedelta
 
@@ -26,6 +27,7 @@ from core.store.engine import Store
 from core.store.rows import draft_row
 from core.testing import FrozenClock
 from tests.harness.races import two_clicks_at_once
+from tests.harness.slack_harness import APPROVE, PEOPLE, StartBot, eventually
 from tests.harness.worlds import KEY, MakeWorld
 from tests.review.test_approval_policy import approve, config, drafted, edited, state_of
 from tests.review.test_reminders import REMIND, after, remind, replies, waiting
@@ -305,9 +307,37 @@ def test_the_stages_are_validated(lines: tuple[str, ...], says: str) -> None:
     assert any(says in problem for problem in raised.value.problems), raised.value.problems
 
 
-def test_a_stage_approver_slack_does_not_allow_is_refused() -> None:
-    with pytest.raises(ConfigError) as raised:
-        config(TWO_STAGES, approvers=f'approvers = ["{ANA}", "{BEN}", "{CAL}"]')
-    said = f"stage 'legal' names {DAN}, who is not in [slack] approvers"
-    assert any(said in problem for problem in raised.value.problems), raised.value.problems
-    assert config(TWO_STAGES, approvers=f'approvers = ["{ANA}", "S0EDITORS"]').recipes
+def test_a_stage_approver_slack_does_not_list_is_accepted() -> None:
+    cfg = config(TWO_STAGES, approvers=f'approvers = ["{ANA}", "{BEN}", "{CAL}"]')
+    assert [s.name for s in cfg.recipes["weekly-update"].approval_stages] == ["editor", "legal"]
+
+
+LAWYER_ONLY_AT_LEGAL = (
+    'approval_stages = [{ name = "editor" }, { name = "legal", approvers = ["U0LAWYER"] }]'
+)
+
+
+def test_a_stage_approver_not_in_slack_approvers_approves_their_stage_by_a_click(
+    start_bot: StartBot, db_url: str
+) -> None:
+    """U0LAWYER is named by the legal stage only, not by `[slack] approvers`: the message
+    asks them, and their Approve passes that stage and approves the draft. At the editor
+    stage (naming nobody: `[slack] approvers`) their click is refused, naming the stage."""
+    h = start_bot(db_url, slack=PEOPLE, defaults=LAWYER_ONLY_AT_LEGAL)
+    key, _ = h.draft_and_post()
+
+    assert h.click(APPROVE, "U0LAWYER", key).status_code == 200
+    [early] = eventually(lambda: h.replies("U0LAWYER"), "the lawyer's early click refused")
+    assert "Stage 1 of 2 (editor) is waiting" in early
+    assert approvals_by_stage(h.store, key) == []
+
+    assert h.click(APPROVE, "U0EDITOR", key).status_code == 200
+    eventually(lambda: approvals_by_stage(h.store, key), "the editor's approval")
+    h.bot.sync_slack()
+    assert "asking <@U0LAWYER>" in json.dumps(h.message_for(key)["blocks"]), h.message_for(key)
+
+    assert h.click(APPROVE, "U0LAWYER", key).status_code == 200
+    eventually(lambda: h.draft_row(key).state == DraftState.APPROVED, "the lawyer's approval")
+    assert h.draft_row(key).decided_by == "U0LAWYER"
+    assert approvals_by_stage(h.store, key) == [(1, "editor", "U0EDITOR"), (1, "legal", "U0LAWYER")]
+    assert h.replies("U0LAWYER") == [early]  # the second click was not refused

@@ -268,6 +268,40 @@ def test_an_edit_saves_revision_2_and_retires_the_old_buttons(
     eventually(lambda: h.draft_row(key).state == DraftState.APPROVED, "approval of revision 2")
 
 
+def test_text_added_by_edit_is_saved_and_published_as_its_own_paragraph(
+    start_bot: StartBot, db_url: str
+) -> None:
+    announce = "C0ANNOUNCE"
+    publish = f'publish = {{ to = "slack", channel = "{announce}" }}'
+    h = start_bot(db_url, slack=PEOPLE, publish=publish)
+    key, _ = h.draft_and_post()
+    assert h.click(EDIT, "U0EDITOR", key).status_code == 200
+    [opened] = eventually(lambda: h.calls("views.open"), "the edit modal")
+    view = opened.params["view"]
+    submission = view_submission(
+        user="U0EDITOR",
+        callback_id=view["callback_id"],
+        private_metadata=view["private_metadata"],
+        values={
+            "part_0": {"text": text_input("Galley ships Widget 2.0.")},
+            "add_more": {"text": text_input("A second paragraph.")},
+        },
+    )
+    assert h.sender.interactive(submission).status_code == 200
+    eventually(lambda: h.draft_row(key).revision == 2, "revision 2")
+    joined = "Galley ships Widget 2.0.\n\nA second paragraph."
+    assert h.draft_row(key).text == joined
+
+    shown = button_value(key, 2)
+    eventually(lambda: button(h.message_for(key)["blocks"], APPROVE) == shown, "revision 2 shown")
+    assert h.click(APPROVE, "U0EDITOR", key).status_code == 200
+    eventually(lambda: h.draft_row(key).state == DraftState.APPROVED, "the approval")
+    h.bot.reconcile()  # the periodic pass publishes approved runs
+    [published] = eventually(lambda: h.slack.messages(announce), "the publication")
+    shown_text = "".join(b["text"]["text"] for b in published["blocks"])
+    assert shown_text == joined, published["blocks"]
+
+
 def test_a_failed_decision_update_is_retried_by_the_next_pass(
     start_bot: StartBot, sqlite_url: str
 ) -> None:
