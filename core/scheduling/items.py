@@ -14,10 +14,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import sqlalchemy as sa
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col
 
 from core.drafting.basis import Refused, SourceAccess, read_sources
 from core.drafting.claims import DraftResult, lock_recipe_row, open_run, skip_if_pending
@@ -134,13 +134,13 @@ class ItemPoller:
         a run that waited past `item_ttl` is skipped (`stale_item`) instead."""
         results: list[DraftResult] = []
         gate_open = True
-        for run_id, state, created_at, slot_at in self._waiting(recipe):
+        for waiting in self._waiting(recipe):
             if self.stopping.is_set():
                 break
-            if state == RunState.PENDING and self.clock.now() - created_at > recipe.item_ttl:
-                results.append(self._skip_stale(recipe, run_id))
+            if went_stale(waiting, recipe, self.clock.now()):
+                results.append(self._skip_stale(recipe, waiting.id))
                 continue
-            slot = slot_of_run(recipe, run_id, slot_at)
+            slot = slot_of_run(recipe, waiting.id, waiting.slot_at)
             if not gate_open or slot is None:
                 continue  # still waiting: only item_ttl can end it before the gate opens
             result = self.drafting.draft_slot(recipe, slot, actor=SCHEDULER)
@@ -148,14 +148,15 @@ class ItemPoller:
             gate_open = result.outcome != DraftOutcome.QUEUED
         return tuple(results)
 
-    def _waiting(self, recipe: Recipe) -> list[tuple[str, RunState, datetime, datetime]]:
+    def _waiting(self, recipe: Recipe) -> list[WaitingRun]:
         """Pending item runs of the recipe, oldest item first (ix_runs_recipe_state), and
         running ones: a claim whose holder died is taken over by the next request for its
         run (docs/design.md §4), a live one answers `in_progress` and is left alone."""
         after, before = item_run_range(recipe.name)
         with self.store.read() as session:
-            rows = session.exec(
-                select(RunRow.id, RunRow.state, RunRow.created_at, RunRow.slot_at)
+            turns = (RunRow.id, RunRow.state, RunRow.created_at, RunRow.slot_at, RunRow.draft_key)
+            rows = session.execute(
+                sa.select(*(col(column) for column in turns))
                 .join(PolledItemRow, col(PolledItemRow.run_id) == col(RunRow.id))
                 .where(
                     col(RunRow.recipe) == recipe.name,
@@ -170,20 +171,46 @@ class ItemPoller:
                     col(RunRow.id),
                 )
             ).all()
-        return [
-            (run_id, RunState(state), created, slot_at) for run_id, state, created, slot_at in rows
-        ]
+        return [WaitingRun(run_id, RunState(state), *rest) for run_id, state, *rest in rows]
 
     def _skip_stale(self, recipe: Recipe, run_id: str) -> DraftResult:
         detail = f"waited longer than item_ttl ({recipe.item_ttl}) for room in the review queue"
         with self.store.transaction() as session:
             run = lock_run(session, run_id)
-            if run is not None:
-                now = self.clock.now()
-                skip_if_pending(
-                    session, run, SkipReason.STALE_ITEM, detail, actor=SCHEDULER, now=now
-                )
+            now = self.clock.now()
+            if run is None or not went_stale(run, recipe, now):  # claimed since the read
+                return DraftResult(DraftOutcome.QUEUED, run_id, None, PendingReason.ITEM_WAITS)
+            skip_if_pending(session, run, SkipReason.STALE_ITEM, detail, actor=SCHEDULER, now=now)
         return DraftResult(DraftOutcome.SKIPPED, run_id, None, SkipReason.STALE_ITEM, detail)
+
+
+class _RunTurn(Protocol):
+    @property
+    def state(self) -> str: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def draft_key(self) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class WaitingRun:
+    """An item run a poll drafts in its turn, as `_waiting` reads it."""
+
+    id: str
+    state: RunState
+    created_at: datetime
+    slot_at: datetime
+    draft_key: str | None  # set once the run was claimed: it had its turn
+
+
+def went_stale(run: _RunTurn, recipe: Recipe, now: datetime) -> bool:
+    """The one `stale_item` rule (docs/design.md §29): an item run still pending `item_ttl`
+    after it was opened, that never had its turn. A run once claimed (its claim given back
+    by the sweeper, a closed gate met at `resume`, a person's retry) is drafted whatever
+    its age: its model call may have been paid for, and it already had its turn."""
+    pending = run.state == RunState.PENDING
+    return pending and run.draft_key is None and now - run.created_at > recipe.item_ttl
 
 
 def _failure_of(read: Refused | Snapshot) -> PollFailure:
