@@ -24,6 +24,8 @@ class Failpoint(StrEnum):
 
     AFTER_POLL_COMMIT = "after_poll_commit"  # an items poll's new runs stored, none claimed
     AFTER_CLAIM_COMMIT = "after_claim_commit"
+    # an undated item's sighting read, not yet moved to this run (docs/design.md §27)
+    SEEN_ITEM_READ = "seen_item_read"
     AFTER_SNAPSHOT_COMMIT = (
         "after_snapshot_commit"  # a run's sources read and stored (docs/design.md §27)
     )
