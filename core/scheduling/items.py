@@ -30,7 +30,7 @@ from core.ports import Clock
 from core.setup.config import Recipe
 from core.slots.schedule import Slot, slot_of_run
 from core.sources.items import SourceItem, Window
-from core.sources.poll_health import PollFailure, note_poll
+from core.sources.poll_health import PollFailure, note_poll, note_reissue
 from core.sources.polled import first_poll_of, plan_poll, record_item
 from core.sources.reading import read_source
 from core.sources.snapshot import Snapshot
@@ -82,7 +82,7 @@ class PollResult:
         if seen.backfilled:
             said += f", {seen.backfilled} already there (backfill)"
         if seen.reissued:
-            said += f", {seen.reissued} re-issued under a new id"
+            said += f", {seen.reissued} not drafted as re-issues (a known link and title, new id)"
         drafted = sum(1 for result in self.drafted if result.outcome == DraftOutcome.DRAFTED)
         return said + f"; {drafted} drafted"
 
@@ -233,7 +233,7 @@ def record_poll(
     (pending; `backfill` skipped at the source's first poll, but the newest `backfill`);
     a known id nothing; a new id with a known link and title a re-issue, logged."""
     lock_recipe_row(session, recipe.name, now)  # polls of one recipe, one at a time
-    note_poll(session, recipe.name, now)  # read: a failing episode, if any, ends here
+    health = note_poll(session, recipe.name, now)  # read: a failing episode ends here
     source = recipe.sources[0].label  # every item it reads is labelled so
     first_poll = first_poll_of(session, recipe.name, source, now)
     plan = plan_poll(
@@ -252,6 +252,7 @@ def record_poll(
                 recipe.name,
                 item.item_id,
             )
+            note_reissue(health, item.title, item.link, now)
             reissued += 1
             continue
         if not record_item(session, recipe.name, item, run_id=planned.run_id, now=now):

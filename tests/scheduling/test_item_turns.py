@@ -228,3 +228,36 @@ def set_paused(store: Store, paused: bool) -> None:
         assert row is not None
         row.paused = paused
         session.add(row)
+
+
+def test_an_entry_not_drafted_as_a_re_issue_is_said_by_the_poll_and_by_status(
+    store: Store,
+) -> None:
+    """A daily report linking one page under one title: each new id is a re-issue of the
+    first, never drafted; the poll's report says so, and `galley status` keeps saying it
+    after later polls find nothing new."""
+    from core.api.status_read import read_status
+
+    feed = FeedStub([])
+    p = make_poller(store, feed)
+    recipe = items_recipe()
+    p.poll(recipe)
+    feed.entries = [entry(5, guid="report-1", title="Daily report")]
+    p.clock.advance(timedelta(minutes=5))
+    p.poll(recipe)  # the first report: drafted
+    feed.entries = [entry(5, guid="report-2", title="Daily report"), *feed.entries]
+    p.clock.advance(timedelta(days=1))
+    slot = latest_slot_at_or_before(recipe, p.clock.now())
+    assert slot is not None
+
+    said = p.poller.poll(recipe, slot).describe()
+    p.clock.advance(timedelta(minutes=5))
+    p.poll(recipe)  # nothing new
+
+    assert "1 not drafted as re-issues" in said
+    with store.engine.connect() as connection:
+        status = read_status(connection, items_config(), p.clock.now())
+    [shown] = [r.last_poll for r in status.recipes if r.name == RECIPE]
+    assert shown is not None and "not drafted" in shown
+    assert "Daily report <https://blog.example.com/post-5>" in shown
+    assert p.drafter.calls == 1 and len(runs(store)) == 1
