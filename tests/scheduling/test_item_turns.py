@@ -261,3 +261,14 @@ def test_an_entry_not_drafted_as_a_re_issue_is_said_by_the_poll_and_by_status(
     assert shown is not None and "not drafted" in shown
     assert "Daily report <https://blog.example.com/post-5>" in shown
     assert p.drafter.calls == 1 and len(runs(store)) == 1
+
+
+def test_the_stale_skip_looks_again_with_the_run_locked(store: Store) -> None:
+    """The poll read the run as never claimed; by the time it locks the run to skip it, a
+    claim took it and the sweeper gave it back: the locked look sees it had its turn."""
+    p, recipe = given_back_item_run(store, item_ttl='"2h"')
+
+    result = p.poller._skip_stale(recipe, run_of(2))  # as read before the claim
+
+    assert result.outcome == DraftOutcome.QUEUED
+    assert state_of(store, run_of(2)) == (RunState.PENDING, PendingReason.CLAIM_EXPIRED)
