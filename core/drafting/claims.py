@@ -42,6 +42,7 @@ from core.store.leases import (
     DRAFT_CLAIMS,
     SWEEPER,
     claim_new,
+    is_person,
     lapsed_keys,
     lease_now,
     new_owner,
@@ -223,7 +224,7 @@ def claim_slot(
             # refusing or claiming now would strand the answer already paid for.
             detail = f"{run.draft_key} is being drafted; this version follows once it is stored"
             return DraftResult(DraftOutcome.IN_PROGRESS, run.id, key, None, detail)
-        if run.state == RunState.FAILED:
+        if run.state == RunState.FAILED and is_person(actor):  # a pass's is no retry
             note_retry(session, run, actor=actor, now=now)
         refusal = gate_reason(session, recipe, recipe_row, now)
         if refusal is not None and slot.item is not None:  # an item waits (docs/design.md §29)
