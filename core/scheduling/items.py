@@ -258,7 +258,9 @@ def record_poll(
         if not record_item(session, recipe.name, item, run_id=planned.run_id, now=now):
             continue
         item_slot = Slot(wall=slot.wall, fire_at=slot.fire_at, item=planned.token)
-        run, _ = open_run(session, recipe, item_slot, manual=False, actor=SCHEDULER, now=now)
+        run, opened = open_run(session, recipe, item_slot, manual=False, actor=SCHEDULER, now=now)
+        if not opened:  # its run is an item's recorded before (same id): never backfill's
+            continue
         if planned.fate == ItemFate.BACKFILL:
             detail = f"already there at the first poll of {source} (backfill = {recipe.backfill})"
             skip_if_pending(session, run, SkipReason.BACKFILL, detail, actor=SCHEDULER, now=now)

@@ -72,7 +72,8 @@ def plan_poll(
         return PollPlan(first_poll=first_poll)
     ids = [item.item_id for item in unique]
     known = known_item_ids(session, recipe, source, ids)
-    names = names_of_source(session, recipe, source, [i for i in ids if i not in known])
+    unknown = [item for item in unique if item.item_id not in known]
+    names = names_of_source(session, recipe, source, unknown)
     for earlier in names[1:]:
         known |= known_item_ids(session, recipe, earlier, [i for i in ids if i not in known])
     first_poll = first_poll and len(names) == 1  # a source renamed is not a new source
@@ -101,25 +102,27 @@ def plan_poll(
 
 
 def names_of_source(
-    session: Session, recipe: str, source: str, unknown_ids: Sequence[str]
+    session: Session, recipe: str, source: str, unknown: Sequence[SourceItem]
 ) -> list[str]:
     """The source's name, then the earlier names it was polled under: those under which the
-    recipe recorded an item this poll does not know by this name (by its run id, which an
-    item's id alone makes: ix_polled_items_run). A `name` added, or a feed moved to another
-    host, changes the name its items are keyed by, not the items: one recorded new before
-    is known, never a first poll's backfill."""
-    runs = [item_run_id(recipe, item_token(item_id)) for item_id in unknown_ids]
+    recipe recorded an item of this poll's, unknown by this name, with the same id and
+    title (found by its run id, which an item's id alone makes: ix_polled_items_run). A
+    `name` added, or a feed moved to another host, changes the name its items are keyed
+    by, not the items: one recorded before is known, and the poll is no first poll. A
+    source replaced by another whose ids happen to match (`pull:1` of another repository)
+    is told apart by its titles: its first poll backfills."""
+    titles = {item.item_id: item.title.strip() for item in unknown}
+    runs = [item_run_id(recipe, item_token(item_id)) for item_id in titles]
     earlier: set[str] = set()
     for start in range(0, len(runs), IN_BATCH):
-        earlier.update(
-            session.exec(
-                select(PolledItemRow.source).where(
-                    col(PolledItemRow.run_id).in_(runs[start : start + IN_BATCH]),
-                    col(PolledItemRow.recipe) == recipe,
-                    col(PolledItemRow.source) != source,
-                )
-            ).all()
-        )
+        rows = session.exec(
+            select(PolledItemRow.source, PolledItemRow.item_id, PolledItemRow.title).where(
+                col(PolledItemRow.run_id).in_(runs[start : start + IN_BATCH]),
+                col(PolledItemRow.recipe) == recipe,
+                col(PolledItemRow.source) != source,
+            )
+        ).all()
+        earlier.update(name for name, id_, title in rows if titles.get(id_) == title.strip())
     return [source, *sorted(earlier)]
 
 

@@ -272,3 +272,28 @@ def test_the_stale_skip_looks_again_with_the_run_locked(store: Store) -> None:
 
     assert result.outcome == DraftOutcome.QUEUED
     assert state_of(store, run_of(2)) == (RunState.PENDING, PendingReason.CLAIM_EXPIRED)
+
+
+def test_a_replacing_source_whose_ids_match_the_old_ones_backfills_and_skips_no_waiting_run(
+    store: Store,
+) -> None:
+    """Another repository's `pull:3` is not the first's: told apart by its title, the new
+    source's first poll backfills what it has, and the first source's item 3, waiting
+    under the same run id, is left waiting (backfill skips only a run its poll opened)."""
+    feed = FeedStub(feed_of(1))
+    p = make_poller(store, feed)
+    tight = items_recipe(pending_limit=1)
+    p.poll(tight)
+    feed.entries = feed_of(1, 2, 3)
+    p.clock.advance(timedelta(minutes=5))
+    p.poll(tight)  # item 2 drafted, item 3 waits for room
+    same_id = replace(entry(3), source="other", title="Another project's third")
+    fresh = replace(entry(8), source="other")
+    feed.entries = [fresh, same_id]
+    p.clock.advance(timedelta(minutes=5))
+
+    p.poll(renamed(tight, "other"))
+
+    assert state_of(store, run_of(3)) == (RunState.PENDING, PendingReason.ITEM_WAITS)
+    assert state_of(store, run_of(8)) == (RunState.SKIPPED, SkipReason.BACKFILL)
+    assert p.drafter.calls == 1
