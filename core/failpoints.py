@@ -24,9 +24,12 @@ class Failpoint(StrEnum):
 
     AFTER_POLL_COMMIT = "after_poll_commit"  # an items poll's new runs stored, none claimed
     AFTER_CLAIM_COMMIT = "after_claim_commit"
+    # an undated item's sighting read, not yet moved to this run (docs/design.md §27)
+    SEEN_ITEM_READ = "seen_item_read"
     AFTER_SNAPSHOT_COMMIT = (
         "after_snapshot_commit"  # a run's sources read and stored (docs/design.md §27)
     )
+    ATTEMPT_NUMBER_READ = "attempt_number_read"  # a call's number read, its row not written
     AFTER_MODEL_REPLY = "after_model_reply"
     BATCH_GATHER_READ = "batch_gather_read"  # unsent entries read, not yet tied to a batch
     AFTER_BATCH_CREATE = "after_batch_create"  # the batch exists; its id is not stored yet

@@ -508,6 +508,10 @@ class ItemPollRow(SQLModel, table=True):
     failing_since: datetime | None = _utc()  # this failing episode's first failure: its key
     lasting: bool = False  # a failure waiting cannot fix (401, 403, 404, not a feed)
     ended_since: datetime | None = _utc()  # the last episode to end (its alert is settled)
+    # the latest entry not drafted as a re-issue of a known item (same link and title under
+    # a new id): when, and its title and link, kept until a later one
+    reissued_at: datetime | None = _utc()
+    reissued: str | None = Field(default=None, sa_type=sa.Text)
 
 
 class PolledItemRow(SQLModel, table=True):

@@ -107,8 +107,10 @@ RUN_TRANSITIONS: dict[RunState, set[RunState]] = {
     _R.UNCERTAIN: {_R.SUCCEEDED, _R.PUBLISHING, _R.FAILED, _R.CANCELLED, _R.AWAITING_REVIEW},
     _R.SKIPPED: _REOPEN | {_R.SKIPPED},
     # a person re-drafts it, skips it, or retries a refused publication once fixed; or
-    # cancels one approved draft that missed its time (docs/design.md §23), so it never goes out
-    _R.FAILED: _REOPEN | {_R.SKIPPED, _R.PUBLISHING, _R.CANCELLED},
+    # cancels one approved draft that missed its time (docs/design.md §23), so it never goes out;
+    # pending: a person's retry of an item run the gate refused waits its turn
+    # (docs/design.md §29)
+    _R.FAILED: _REOPEN | {_R.SKIPPED, _R.PUBLISHING, _R.CANCELLED, _R.PENDING},
     _R.SUCCEEDED: _REOPEN,
     _R.REJECTED: _REOPEN,
     _R.EXPIRED: _REOPEN,

@@ -30,6 +30,7 @@ _KEPT_STATE_OUTCOMES = {
     DecisionKind.APPROVAL: "counted",  # one approval of several required
     DecisionKind.EDIT: "edited",
     DecisionKind.REDRAFT: "requested",
+    DecisionKind.RESOLUTION: "retried",  # a failed run asked for again, before its claim
 }
 
 

@@ -11,10 +11,11 @@ primary key), so a change to the models that this read would miss fails there.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import sqlalchemy as sa
 
-from core.api.status_views import RecipeStatus, Status, describe_poll, item_label
+from core.api.status_views import RecipeStatus, Status, describe_poll, describe_reissue, item_label
 from core.identity import item_token_of_run
 from core.policies import Trigger
 from core.setup.config import Config
@@ -62,6 +63,8 @@ item_polls = sa.Table(  # docs/design.md §29: an items recipe's latest poll
     sa.Column("polled_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("outcome", _STATE, nullable=False),
     sa.Column("detail", sa.Text, nullable=True),
+    sa.Column("reissued_at", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("reissued", sa.Text, nullable=True),
 )
 polled_items = sa.Table(  # an item run's title and link (ix_polled_items_run)
     "polled_items",
@@ -103,9 +106,7 @@ def read_status(connection: sa.Connection, config: Config, now: datetime) -> Sta
                 else None,
                 paused_reason=row.paused_reason if row else None,
                 in_batch=in_batch.get(recipe.name, 0),
-                last_poll=describe_poll(poll.outcome, _utc(poll.polled_at), poll.detail)
-                if poll
-                else None,
+                last_poll=_last_poll(poll) if poll else None,
             )
         )
     uncertain = list(
@@ -114,6 +115,13 @@ def read_status(connection: sa.Connection, config: Config, now: datetime) -> Sta
         ).scalars()
     )
     return Status(recipes=statuses, uncertain=uncertain, items=_item_labels(connection, uncertain))
+
+
+def _last_poll(poll: sa.Row[Any]) -> str:
+    said = describe_poll(poll.outcome, _utc(poll.polled_at), poll.detail)
+    if poll.reissued_at is None:
+        return said
+    return f"{said}; {describe_reissue(_utc(poll.reissued_at), poll.reissued or '')}"
 
 
 def _item_labels(connection: sa.Connection, run_ids: list[str]) -> dict[str, str]:

@@ -86,6 +86,12 @@ def describe_poll(outcome: str, polled_at: datetime, detail: str | None) -> str:
     return f"{when} read" if outcome == PollOutcome.READ else f"{when} failed: {detail}"
 
 
+def describe_reissue(at: datetime, item: str) -> str:
+    """The latest entry an items recipe's poll did not draft as a re-issue of a known item
+    (docs/design.md §29), as `galley status` and Home say it."""
+    return f"not drafted, a known link and title under a new id: {item} ({at:%Y-%m-%d %H:%M} UTC)"
+
+
 def item_label(title: str, link: str | None) -> str:
     """An item as a run's label says it: its title, and its link."""
     return title + (f" <{link}>" if link else "")

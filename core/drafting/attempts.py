@@ -17,18 +17,20 @@ from typing import Any, NamedTuple, Protocol
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from core.errors import LostClaim, ModelCallFailed
+from core.errors import ConcurrentChange, LostClaim, ModelCallFailed
+from core.failpoints import Failpoint, failpoint
 from core.identity import attempt_id
 from core.models import AttemptRow, DraftRow
 from core.policies import AttemptOutcome
 from core.ports import ModelReply
 from core.setup.config import Recipe
 from core.store.conditions import unfinished_batch_entry_of
+from core.store.engine import insert_ignore
 from core.store.leases import LeaseTable, fence
 
 _ATTEMPTS: Any = AttemptRow.__table__  # type: ignore[attr-defined]
 _ATTEMPT = "attempt_id"
-_INSERT_ATTEMPT = sa.insert(_ATTEMPTS)
+NUMBER_TRIES = 8  # attempt numbers tried while other calls of the run take them
 _ATTEMPT_USAGE = sa.update(_ATTEMPTS).where(_ATTEMPTS.c.id == sa.bindparam(_ATTEMPT))
 _FINISH_ATTEMPT = _ATTEMPT_USAGE.where(_ATTEMPTS.c.finished_at.is_(None))
 
@@ -151,8 +153,8 @@ def begin_attempt(
     attempts = Attempts(int(made), last)
     if attempts.spent(recipe.max_attempts):
         return None
-    add_attempt(session, claim, recipe, attempts.next_number, started_at, **kind)
-    return attempts.next_number
+    failpoint(Failpoint.ATTEMPT_NUMBER_READ)  # tests: another call of the run numbered here
+    return add_attempt(session, claim, recipe, attempts.next_number, started_at, **kind)
 
 
 class Holder(Protocol):
@@ -175,20 +177,31 @@ def add_attempt(
     number: int,
     started_at: datetime,
     **kind: object,
-) -> None:
-    """The attempt row, written before its call; `kind` is `redraft=`, `cause=`, or a
-    batch entry's `mode=` and `wait_until=` (the other columns take their defaults)."""
-    row = {
-        "id": attempt_id(claim.run_id, number),
-        "run_id": claim.run_id,
-        "recipe": recipe.name,
-        "draft_key": claim.draft_key,
-        "number": number,
-        "worker": claim.owner,
-        "model": recipe.model,
-        "started_at": started_at,
-    }
-    session.execute(_INSERT_ATTEMPT, row | kind)
+) -> int:
+    """The attempt row, written before its call, and the number it took; `kind` is
+    `redraft=`, `cause=`, or a batch entry's `mode=` and `wait_until=` (the other columns
+    take their defaults). `number` is the run's next as the caller read it; two calls of
+    one run under different claims (a redraft of an older version's draft while a bump's
+    claim drafts) may read the same one at once on PostgreSQL (READ COMMITTED): the unique
+    (run, number) decides, and the loser reads the run's last number again and takes the
+    next, never failing the call nor sharing a number."""
+    for _ in range(NUMBER_TRIES):
+        row: dict[str, Any] = {
+            "id": attempt_id(claim.run_id, number),
+            "run_id": claim.run_id,
+            "recipe": recipe.name,
+            "draft_key": claim.draft_key,
+            "number": number,
+            "worker": claim.owner,
+            "model": recipe.model,
+            "started_at": started_at,
+            **kind,
+        }
+        if insert_ignore(session, AttemptRow, **row):
+            return number
+        last = session.execute(_last_number_of_run(claim.run_id)).scalar_one()
+        number = max(number, last or 0) + 1
+    raise ConcurrentChange(f"{claim.run_id}: no attempt number free after {NUMBER_TRIES} tries")
 
 
 def finish_attempt(

@@ -26,6 +26,7 @@ from core.identity import draft_key
 from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
 from core.policies import (
     AttemptOutcome,
+    DecisionKind,
     DraftOutcome,
     Overlap,
     PendingReason,
@@ -41,6 +42,7 @@ from core.store.leases import (
     DRAFT_CLAIMS,
     SWEEPER,
     claim_new,
+    is_person,
     lapsed_keys,
     lease_now,
     new_owner,
@@ -49,6 +51,7 @@ from core.store.leases import (
 )
 from core.store.rows import draft_row, lock_recipe, lock_run, recipe_row, required, run_holds
 from core.store.transitions import (
+    Decided,
     guarded_delete,
     guarded_update,
     move_run,
@@ -221,6 +224,8 @@ def claim_slot(
             # refusing or claiming now would strand the answer already paid for.
             detail = f"{run.draft_key} is being drafted; this version follows once it is stored"
             return DraftResult(DraftOutcome.IN_PROGRESS, run.id, key, None, detail)
+        if run.state == RunState.FAILED and is_person(actor):  # a pass's is no retry
+            note_retry(session, run, actor=actor, now=now)
         refusal = gate_reason(session, recipe, recipe_row, now)
         if refusal is not None and slot.item is not None:  # an item waits (docs/design.md §29)
             item_waits(session, run, recipe_row, refusal, actor=actor, now=now)
@@ -262,6 +267,14 @@ def claim_slot(
         run.version, run.draft_key = recipe_row.version, key
         move_run(session, run, RunState.RUNNING, actor=owner, at=now, detail=f"claimed {key}")
         return Claim(run.id, key, recipe_row.version, owner, took_over=False, opened_run=opened)
+
+
+def note_retry(session: Session, run: RunRow, *, actor: str, now: datetime) -> None:
+    """A failed run asked for again, before its claim or the gate's refusal: the decision
+    log keeps the person who asked (a pass's request is history only)."""
+    why = f"retried by {actor} after failing ({run.reason})"
+    retried = Decided(DecisionKind.RESOLUTION, None)  # failed before it had a draft
+    note_run(session, run, actor=actor, at=now, reason=why, decision=retried)
 
 
 def _answer_existing(

@@ -13,7 +13,7 @@ from sqlmodel import Session
 from core.models import RecipeRow, RunRow
 from core.policies import PendingReason, SkipReason
 from core.states import RunState
-from core.store.transitions import guarded_update, note_run
+from core.store.transitions import guarded_update, move_run, note_run
 
 
 def open_episode(
@@ -38,10 +38,15 @@ def item_waits(
     now: datetime,
 ) -> None:
     """An item's run the gate refuses stays `pending` for the next poll, oldest first, until
-    `item_ttl` (docs/design.md §29); its history says why once per reason."""
+    `item_ttl` (docs/design.md §29); its history says why once per reason. A failed one a
+    person retried waits the same way: its polls draft it once there is room."""
     reason, detail = refusal
     open_episode(session, recipe_row, reason, now)
-    if run.state == RunState.PENDING and run.reason != PendingReason.ITEM_WAITS:
+    if run.state == RunState.FAILED:
+        why = f"waits: {detail}"
+        waits = PendingReason.ITEM_WAITS
+        move_run(session, run, RunState.PENDING, actor=actor, at=now, reason=waits, detail=why)
+    elif run.state == RunState.PENDING and run.reason != PendingReason.ITEM_WAITS:
         run.reason, run.updated_at = PendingReason.ITEM_WAITS, now
         guarded_update(session, run, state=RunState.PENDING)
         note_run(session, run, actor=actor, at=now, reason=f"waits: {detail}")

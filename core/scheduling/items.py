@@ -14,10 +14,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import sqlalchemy as sa
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col
 
 from core.drafting.basis import Refused, SourceAccess, read_sources
 from core.drafting.claims import DraftResult, lock_recipe_row, open_run, skip_if_pending
@@ -30,7 +30,7 @@ from core.ports import Clock
 from core.setup.config import Recipe
 from core.slots.schedule import Slot, slot_of_run
 from core.sources.items import SourceItem, Window
-from core.sources.poll_health import PollFailure, note_poll
+from core.sources.poll_health import PollFailure, note_poll, note_reissue
 from core.sources.polled import first_poll_of, plan_poll, record_item
 from core.sources.reading import read_source
 from core.sources.snapshot import Snapshot
@@ -82,7 +82,7 @@ class PollResult:
         if seen.backfilled:
             said += f", {seen.backfilled} already there (backfill)"
         if seen.reissued:
-            said += f", {seen.reissued} re-issued under a new id"
+            said += f", {seen.reissued} not drafted as re-issues (a known link and title, new id)"
         drafted = sum(1 for result in self.drafted if result.outcome == DraftOutcome.DRAFTED)
         return said + f"; {drafted} drafted"
 
@@ -137,13 +137,13 @@ class ItemPoller:
         a run that waited past `item_ttl` is skipped (`stale_item`) instead."""
         results: list[DraftResult] = []
         gate_open = True
-        for run_id, state, created_at, slot_at in self._waiting(recipe):
+        for waiting in self._waiting(recipe):
             if self.stopping.is_set():
                 break
-            if state == RunState.PENDING and self.clock.now() - created_at > recipe.item_ttl:
-                results.append(self._skip_stale(recipe, run_id))
+            if went_stale(waiting, recipe, self.clock.now()):
+                results.append(self._skip_stale(recipe, waiting.id))
                 continue
-            slot = slot_of_run(recipe, run_id, slot_at)
+            slot = slot_of_run(recipe, waiting.id, waiting.slot_at)
             if not gate_open or slot is None:
                 continue  # still waiting: only item_ttl can end it before the gate opens
             result = self.drafting.draft_slot(recipe, slot, actor=SCHEDULER)
@@ -151,14 +151,15 @@ class ItemPoller:
             gate_open = result.outcome != DraftOutcome.QUEUED
         return tuple(results)
 
-    def _waiting(self, recipe: Recipe) -> list[tuple[str, RunState, datetime, datetime]]:
+    def _waiting(self, recipe: Recipe) -> list[WaitingRun]:
         """Pending item runs of the recipe, oldest item first (ix_runs_recipe_state), and
         running ones: a claim whose holder died is taken over by the next request for its
         run (docs/design.md §4), a live one answers `in_progress` and is left alone."""
         after, before = item_run_range(recipe.name)
         with self.store.read() as session:
-            rows = session.exec(
-                select(RunRow.id, RunRow.state, RunRow.created_at, RunRow.slot_at)
+            turns = (RunRow.id, RunRow.state, RunRow.created_at, RunRow.slot_at, RunRow.draft_key)
+            rows = session.execute(
+                sa.select(*(col(column) for column in turns))
                 .join(PolledItemRow, col(PolledItemRow.run_id) == col(RunRow.id))
                 .where(
                     col(RunRow.recipe) == recipe.name,
@@ -173,20 +174,46 @@ class ItemPoller:
                     col(RunRow.id),
                 )
             ).all()
-        return [
-            (run_id, RunState(state), created, slot_at) for run_id, state, created, slot_at in rows
-        ]
+        return [WaitingRun(run_id, RunState(state), *rest) for run_id, state, *rest in rows]
 
     def _skip_stale(self, recipe: Recipe, run_id: str) -> DraftResult:
         detail = f"waited longer than item_ttl ({recipe.item_ttl}) for room in the review queue"
         with self.store.transaction() as session:
             run = lock_run(session, run_id)
-            if run is not None:
-                now = self.clock.now()
-                skip_if_pending(
-                    session, run, SkipReason.STALE_ITEM, detail, actor=SCHEDULER, now=now
-                )
+            now = self.clock.now()
+            if run is None or not went_stale(run, recipe, now):  # claimed since the read
+                return DraftResult(DraftOutcome.QUEUED, run_id, None, PendingReason.ITEM_WAITS)
+            skip_if_pending(session, run, SkipReason.STALE_ITEM, detail, actor=SCHEDULER, now=now)
         return DraftResult(DraftOutcome.SKIPPED, run_id, None, SkipReason.STALE_ITEM, detail)
+
+
+class _RunTurn(Protocol):
+    @property
+    def state(self) -> str: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def draft_key(self) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class WaitingRun:
+    """An item run a poll drafts in its turn, as `_waiting` reads it."""
+
+    id: str
+    state: RunState
+    created_at: datetime
+    slot_at: datetime
+    draft_key: str | None  # set once the run was claimed: it had its turn
+
+
+def went_stale(run: _RunTurn, recipe: Recipe, now: datetime) -> bool:
+    """The one `stale_item` rule (docs/design.md §29): an item run still pending `item_ttl`
+    after it was opened, that never had its turn. A run once claimed (its claim given back
+    by the sweeper, a closed gate met at `resume`, a person's retry) is drafted whatever
+    its age: its model call may have been paid for, and it already had its turn."""
+    pending = run.state == RunState.PENDING
+    return pending and run.draft_key is None and now - run.created_at > recipe.item_ttl
 
 
 def _failure_of(read: Refused | Snapshot) -> PollFailure:
@@ -210,7 +237,7 @@ def record_poll(
     (pending; `backfill` skipped at the source's first poll, but the newest `backfill`);
     a known id nothing; a new id with a known link and title a re-issue, logged."""
     lock_recipe_row(session, recipe.name, now)  # polls of one recipe, one at a time
-    note_poll(session, recipe.name, now)  # read: a failing episode, if any, ends here
+    health = note_poll(session, recipe.name, now)  # read: a failing episode ends here
     source = recipe.sources[0].label  # every item it reads is labelled so
     first_poll = first_poll_of(session, recipe.name, source, now)
     plan = plan_poll(
@@ -229,12 +256,15 @@ def record_poll(
                 recipe.name,
                 item.item_id,
             )
+            note_reissue(health, item.title, item.link, now)
             reissued += 1
             continue
         if not record_item(session, recipe.name, item, run_id=planned.run_id, now=now):
             continue
         item_slot = Slot(wall=slot.wall, fire_at=slot.fire_at, item=planned.token)
-        run, _ = open_run(session, recipe, item_slot, manual=False, actor=SCHEDULER, now=now)
+        run, opened = open_run(session, recipe, item_slot, manual=False, actor=SCHEDULER, now=now)
+        if not opened:  # its run is an item's recorded before (same id): never backfill's
+            continue
         if planned.fate == ItemFate.BACKFILL:
             detail = f"already there at the first poll of {source} (backfill = {recipe.backfill})"
             skip_if_pending(session, run, SkipReason.BACKFILL, detail, actor=SCHEDULER, now=now)

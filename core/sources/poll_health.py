@@ -51,6 +51,13 @@ def note_poll(
     return row
 
 
+def note_reissue(row: ItemPollRow, title: str, link: str | None, now: datetime) -> None:
+    """An entry this poll did not draft, as a re-issue of a known item (docs/design.md §29):
+    kept on the recipe's poll row until a later one, so `galley status` and Home say it
+    (a daily report linking one page under one title is never posted: people must know)."""
+    row.reissued_at, row.reissued = now, title + (f" <{link}>" if link else "")
+
+
 def is_alert_due(row: ItemPollRow, now: datetime) -> bool:
     """A failing episode is people's to fix: a failure waiting cannot fix, or
     FAILURES_ALERTED failed polls in a row, or FAILING_ALERTED of failing."""

@@ -62,20 +62,28 @@ def plan_poll(
 ) -> PollPlan:
     """Each unseen item (the first place of an id a feed lists twice) as a new run, a
     `backfill` skip at a first poll (all but the newest `backfill`), or a re-issue of a
-    known item (or of an older one in this poll) by its link and title."""
+    known item (or of an older one in this poll) by its link and title. Items recorded
+    under an earlier name of the source are known: see `names_of_source`."""
     first_of_id: dict[str, SourceItem] = {}
     for item in items:
         first_of_id.setdefault(item.item_id, item)
     unique = list(first_of_id.values())
     if not unique:
         return PollPlan(first_poll=first_poll)
-    known = known_item_ids(session, recipe, source, [item.item_id for item in unique])
+    ids = [item.item_id for item in unique]
+    known = known_item_ids(session, recipe, source, ids)
+    unknown = [item for item in unique if item.item_id not in known]
+    names = names_of_source(session, recipe, source, unknown)
+    for earlier in names[1:]:
+        known |= known_item_ids(session, recipe, earlier, [i for i in ids if i not in known])
+    first_poll = first_poll and len(names) == 1  # a source renamed is not a new source
     fresh = [item for item in unique if item.item_id not in known]
     drafted_now = {item.item_id for item in fresh[:backfill]} if first_poll else None
     identities = [ident for item in fresh if (ident := item_identity(item)) is not None]
     firsts = {
         ident: (row.item_id, row.run_id)
-        for ident, row in firsts_by_identity(session, recipe, source, identities).items()
+        for name in reversed(names)  # a first under this name wins over an earlier one's
+        for ident, row in firsts_by_identity(session, recipe, name, identities).items()
     }
     planned: list[PlannedItem] = []
     for item in reversed(fresh):  # oldest first: runs are made, and drafted, in item order
@@ -91,6 +99,31 @@ def plan_poll(
         fate = ItemFate.BACKFILL if backfilled else ItemFate.NEW
         planned.append(PlannedItem(item, fate, run_id, token))
     return PollPlan(tuple(planned), len(known), first_poll)
+
+
+def names_of_source(
+    session: Session, recipe: str, source: str, unknown: Sequence[SourceItem]
+) -> list[str]:
+    """The source's name, then the earlier names it was polled under: those under which the
+    recipe recorded an item of this poll's, unknown by this name, with the same id and
+    title (found by its run id, which an item's id alone makes: ix_polled_items_run). A
+    `name` added, or a feed moved to another host, changes the name its items are keyed
+    by, not the items: one recorded before is known, and the poll is no first poll. A
+    source replaced by another whose ids happen to match (`pull:1` of another repository)
+    is told apart by its titles: its first poll backfills."""
+    titles = {item.item_id: item.title.strip() for item in unknown}
+    runs = [item_run_id(recipe, item_token(item_id)) for item_id in titles]
+    earlier: set[str] = set()
+    for start in range(0, len(runs), IN_BATCH):
+        rows = session.exec(
+            select(PolledItemRow.source, PolledItemRow.item_id, PolledItemRow.title).where(
+                col(PolledItemRow.run_id).in_(runs[start : start + IN_BATCH]),
+                col(PolledItemRow.recipe) == recipe,
+                col(PolledItemRow.source) != source,
+            )
+        ).all()
+        earlier.update(name for name, id_, title in rows if titles.get(id_) == title.strip())
+    return [source, *sorted(earlier)]
 
 
 def item_identity(item: SourceItem) -> str | None:

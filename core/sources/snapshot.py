@@ -17,6 +17,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
+from core.failpoints import Failpoint, failpoint
 from core.models import SeenSourceItemRow, SnapshotItemRow, SourceSnapshotRow
 from core.post_body import BodyUnreadable, ImageRef, PostBody
 from core.sources.items import ItemImage, SourceItem, Window
@@ -150,6 +151,7 @@ def _new_to(session: Session, recipe: str, run_id: str, item: SourceItem, now: d
     ):
         return True
     seen = session.get(SeenSourceItemRow, (recipe, item.source, item.item_id))
+    failpoint(Failpoint.SEEN_ITEM_READ)  # tests: another run's edit of it, committed here
     if seen is None or seen.first_run_id == run_id:
         return seen is not None
     if seen.content_hash == digest:

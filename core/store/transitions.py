@@ -32,6 +32,7 @@ from core.states import (
     check_effect,
     check_run,
 )
+from core.store.leases import is_person
 from core.telemetry import observe
 
 RELEASED = "released"  # the event of a claim given back: its draft row is deleted
@@ -64,7 +65,8 @@ def record_event(
 ) -> None:
     """The event row of one change; `step` (an effect's stored step) is told to
     core/telemetry/observe.py, not stored twice; `decision`, a person's act the decision
-    log keeps (core/review/decision_log.py), is stored with it."""
+    log keeps (core/api/decisions.py), is stored with it when a person acted: a pass's or
+    the model's change (an alt text it proposed) is history, never a decision."""
     fields: dict[str, Any] = {
         "subject": subject,
         "subject_id": subject_id,
@@ -77,7 +79,9 @@ def record_event(
     # Held until the transaction commits, then written by one prebuilt Core INSERT for
     # all of its events (`_write_events`): no unit of work, no RETURNING of an id nobody
     # reads, and one statement where a claim has three events.
-    marked = {"decision": decision.kind, "revision": decision.revision} if decision else _UNDECIDED
+    marked: dict[str, Any] = _UNDECIDED
+    if decision is not None and is_person(actor):  # the decision log is people's acts only
+        marked = {"decision": decision.kind, "revision": decision.revision}
     session.info.setdefault(_EVENTS, []).append({"at": at, **fields, **marked})
     observe.state_changed(session, **fields, step=step)
 
@@ -281,11 +285,20 @@ def note_released(
     _row_event(session, draft, DraftState.CLAIMED, RELEASED, actor=actor, at=at, reason=reason)
 
 
-def note_run(session: Session, run: RunRow, *, actor: str, at: datetime, reason: str) -> None:
-    """History for a run whose state stays as it is: queued, or a refusal the state
-    machine cannot show. Like every event, it leaves the run in the state it names, so
-    the history replays to the stored state."""
-    _row_event(session, run, run.state, run.state, actor=actor, at=at, reason=reason)
+def note_run(
+    session: Session,
+    run: RunRow,
+    *,
+    actor: str,
+    at: datetime,
+    reason: str,
+    decision: Decided | None = None,
+) -> None:
+    """History for a run whose state stays as it is: queued, a refusal the state machine
+    cannot show, a person's retry before its claim. Like every event, it leaves the run in
+    the state it names, so the history replays to the stored state."""
+    state = run.state
+    _row_event(session, run, state, state, actor=actor, at=at, reason=reason, decision=decision)
 
 
 def _row_event(

@@ -12,6 +12,7 @@ from sqlmodel import col, select
 from core.api.services import Services
 from core.drafting.claims import Claim, DraftResult, claim_slot, renew_lease, sweep_expired_claims
 from core.drafting.service import DraftingService
+from core.failpoints import Failpoint, hook
 from core.models import AttemptRow, DraftRow, EventRow, RunRow
 from core.policies import AttemptOutcome, DraftOutcome
 from core.setup.config import Recipe
@@ -21,6 +22,7 @@ from core.store.engine import Store
 from core.store.leases import Heartbeat
 from core.testing import FrozenClock, InstantDrafter
 from tests.conftest import make_config
+from tests.harness.races import skip_on_sqlite
 
 SLOT_WALL = "2026-11-23T09:00"
 
@@ -225,6 +227,30 @@ def test_the_sweeper_takes_only_the_lapsed_claim_of_two(store: Store) -> None:
         DraftState.CLAIMED,
         live.owner,
     )
+
+
+def test_the_sweeper_leaves_a_claim_renewed_after_it_read_the_claim_as_lapsed(
+    store: Store, db_url: str
+) -> None:
+    """A late heartbeat lands between the sweeper's read and its delete: the delete names
+    the expiry it read, so the renewed claim stays its holder's and its run keeps running."""
+    skip_on_sqlite(db_url)
+    _, recipe, slot = recipe_and_slot(store)
+    clock = FrozenClock()
+    held = claim(store, recipe, slot, "worker-slow", clock)
+    clock.advance(recipe.takeover_after + timedelta(seconds=1))
+
+    def heartbeat_meanwhile() -> None:
+        assert renew_lease(store, held, recipe.takeover_after, clock)
+
+    with hook(Failpoint.SWEEPER_AFTER_READ, heartbeat_meanwhile):
+        swept = sweep_expired_claims(store, clock)
+
+    assert swept == []
+    [draft] = draft_rows(store)
+    assert (draft.state, draft.claimed_by) == (DraftState.CLAIMED, held.owner)
+    with store.read() as session:
+        assert session.exec(select(RunRow)).one().state == RunState.RUNNING
 
 
 def test_every_run_transition_writes_an_event(store: Store) -> None:

@@ -13,7 +13,7 @@ from sqlmodel import select
 
 from core.api.draft_images import DraftImages
 from core.images.library import Taken
-from core.models import AttemptRow
+from core.models import AttemptRow, DraftRevisionRow
 from core.policies import AttemptCause, ImageSource
 from core.ports import Drafter, DraftRequest, ModelReply
 from core.post_body import PostBody
@@ -79,6 +79,29 @@ def test_an_added_image_gets_a_proposed_alt_text_from_one_call_and_a_second_ask_
     [attempt] = alt_attempts(world)
     assert attempt.outcome == "ok" and attempt.output_tokens > 0 and attempt.finished_at
     assert attempt.number < 0  # never one of the draft's own attempt numbers
+
+
+def test_a_proposed_alt_text_is_the_models_revision_not_a_persons_decision(
+    db_url: str, worlds: MakeWorld, fake_anthropic: FakeAnthropic
+) -> None:
+    """The decision log holds people's acts only: the model's revision is in the draft's
+    history and its revisions (written by `model:<name>`), never an `edit` in `galley
+    decisions`, whose table, JSON and CSV are one list."""
+    world, _, taken = drafted_with_image(worlds, db_url, fake_anthropic)
+    fake_anthropic.script(ok(text="The team cheering at the launch."))
+
+    proposal = proposer(world).propose(KEY, taken.ref, CONTEXT)
+
+    assert proposal.answer is not None and world.draft_row().revision == 3
+    logged = world.galley.decisions()
+    assert [(d.decision, d.who, d.revision) for d in logged] == [("edit", "U0EDITOR", 2)]
+    rows = list(logged.records(logged.field_names()))
+    assert [row[logged.field_names().index("who")] for row in rows] == ["U0EDITOR"]
+    with world.store.read() as session:
+        [written] = session.exec(
+            select(DraftRevisionRow).where(DraftRevisionRow.revision == 3)
+        ).all()
+    assert written.written_by.startswith("model")
 
 
 def test_a_claimed_proposal_is_not_paid_again_even_when_the_image_still_has_no_alt_text(

@@ -127,6 +127,28 @@ def test_a_decision_between_the_read_and_the_post_means_no_reminder(
     assert replies(world) == []
 
 
+def test_an_edit_between_the_read_and_the_post_means_no_reminder_of_the_old_revision(
+    worlds: MakeWorld, db_url: str
+) -> None:
+    """The draft still waits, but on a newer revision: the reminder the pass read is owed by
+    a revision nobody is asked about any more (its last look requires it still current)."""
+    world = waiting(worlds, db_url)
+    after(world, 4.1)
+
+    def edited_meanwhile() -> None:
+        saved = edit(
+            world.store, world.config, world.clock, draft_key=KEY, revision=1,
+            text="A reviewer's words.", user="U0EDITOR", permitted=True,
+        )  # fmt: skip
+        assert saved.accepted
+
+    with hook("reminders_due_read", edited_meanwhile):
+        assert remind(world) == 0
+
+    assert replies(world) == []
+    assert world.draft_row().revision == 2
+
+
 def test_two_replicas_in_the_same_interval_post_one_reminder(
     worlds: MakeWorld, db_url: str
 ) -> None:
