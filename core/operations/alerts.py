@@ -34,6 +34,7 @@ from core.operations.stuck import is_stuck
 from core.policies import AlertKind, EffectStep, FailReason
 from core.ports import Alerter, Clock, MessageRef, ReviewItem, RunAlert
 from core.setup.config import Config
+from core.setup.durations import spoken_duration
 from core.states import (
     RUN_PUBLISHABLE_STATES,
     RUN_WATCHED_STATES,
@@ -251,7 +252,7 @@ class AlertService:
             )
         if not is_stuck(run, self.config, now):
             return None
-        age = _minutes(now - run.updated_at)
+        age = spoken_duration(now - run.updated_at)
         if run.state == RunState.RUNNING:
             return f"Drafting has been running for {age}.", AlertKind.STRANDED
         return f"Publishing has been in progress for {age}.", AlertKind.PUBLISH
@@ -372,10 +373,6 @@ def _already_told(session: Session, keys: list[str]) -> set[str]:
 
 def _why(run: RunRow) -> str:
     return f" ({run.reason})." if run.reason else "."
-
-
-def _minutes(delta: timedelta) -> str:
-    return f"{int(delta.total_seconds() // 60)} minutes"
 
 
 def failure_said(session: Session, run_id: str) -> str | None:
