@@ -16,6 +16,7 @@ import typer
 
 from bot.cli import EXIT_FAILED, app, explained_errors, open_galley, out
 from core.policies import Refusal
+from core.store.leases import CLI_ACTOR
 
 if TYPE_CHECKING:
     from core.api.views import Answer
@@ -28,7 +29,7 @@ Person = Annotated[str | None, typer.Option("--as", help="Who decides (default: 
 
 
 def _person(actor: str | None) -> str:
-    return actor or os.environ.get("GALLEY_USER") or "cli"
+    return actor or os.environ.get("GALLEY_USER") or CLI_ACTOR
 
 
 def _told(answer: Answer, person: str) -> None:

@@ -344,3 +344,6 @@ class RunAlert:
     facts: list[str]
     mentions: list[str]
     kind: AlertKind = AlertKind.PUBLISH
+    # A settled alert's rewrite: who moved the run on (a person's id, or CLI_ACTOR), or
+    # "" when no person did (Galley itself). None: the alert is not settled.
+    settled_by: str | None = None

@@ -62,6 +62,7 @@ from core.setup.config import Config
 from core.setup.settings import Settings
 from core.states import DraftState, RunState
 from core.store.engine import Store
+from core.store.leases import CLI_ACTOR
 
 if TYPE_CHECKING:  # loaded by the operations that use them: reads stay light
     from core.api.calendar import Calendar
@@ -171,7 +172,7 @@ class Galley:
     ) -> DraftResult:
         """Draft one slot now: a person's explicit request, so misfire_grace does not apply.
         `batch`: send it through a Message Batch instead (`batched`; `galley run` stores it)."""
-        actor = self._acting(actor, Role.ADMIN) if actor or self._people.as_person else "cli"
+        actor = self._acting(actor, Role.ADMIN) if actor or self._people.as_person else CLI_ACTOR
         services = self._services
         recipe = services.recipe(recipe_name)
         if recipe.trigger == Trigger.ITEMS:  # its runs are its items': docs/design.md §29

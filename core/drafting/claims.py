@@ -41,6 +41,7 @@ from core.store.leases import (
     DRAFT_CLAIMS,
     SWEEPER,
     claim_new,
+    is_person,
     lapsed_keys,
     lease_now,
     new_owner,
@@ -250,6 +251,8 @@ def claim_slot(
             binds={"attempts_of_key": key},
         ):
             return DraftResult(DraftOutcome.IN_PROGRESS, run.id, key)
+        if manual and not opened and is_person(actor):  # who asked: a retry's settled alert
+            note_run(session, run, actor=actor, at=now, reason=f"{actor} asked to draft it again")
         record_event(
             session,
             subject=EventSubject.DRAFT,

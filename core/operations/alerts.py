@@ -144,8 +144,9 @@ class AlertService:
             run_id=run.id,
             recipe=run.recipe,
             headline=f"Settled: run `{run.id}` is now {run.state}.",
-            facts=[f"By {moved_by or 'Galley'}, {run.updated_at:%Y-%m-%d %H:%M} UTC" + _why(run)],
+            facts=[f"At {run.updated_at:%Y-%m-%d %H:%M} UTC" + _why(run)],
             mentions=[],
+            settled_by=moved_by or "",
         )
 
         def rewrite() -> Proof:
