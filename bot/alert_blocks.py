@@ -19,9 +19,9 @@ from bot.blocks import (
     section,
 )
 from bot.mrkdwn import SECTION_LIMIT, clip_mrkdwn, escape_mrkdwn, inert, split_for_sections
+from core.identity import CLI_ACTOR
 from core.policies import AlertKind
 from core.ports import RunAlert
-from core.store.leases import CLI_ACTOR
 
 PUBLISH_EVENT_TYPE = "galley_publish"
 ALERT_EVENT_TYPE = "galley_alert"

@@ -31,9 +31,9 @@ from bot.cli_output import print_json as print_json
 from bot.cli_output import table as table
 from bot.cli_status import print_status, read_status
 from core.errors import ConfigError, GalleyError
+from core.identity import CLI_ACTOR
 from core.policies import DraftOutcome, FailReason, Finding
 from core.states import RunState
-from core.store.leases import CLI_ACTOR
 
 if TYPE_CHECKING:
     from core.api.galley import Galley
@@ -165,8 +165,8 @@ def runs(
         print_json({"runs": page.to_json()})
         return
     following = page[-1].id if len(found) > limit else None
-    rows = [[r.label(), r.state, r.reason, r.draft_key, r.attempts] for r in page]
-    out.print(table("runs", ["run", "state", "reason", "draft key", "attempts"], rows))
+    rows = [[r.label(), r.state, r.reason, r.draft_key, r.model_calls] for r in page]
+    out.print(table("runs", ["run", "state", "reason", "draft key", "model calls"], rows))
     if following is not None:
         out.print(f"older: galley runs --before {following}", highlight=False)
 

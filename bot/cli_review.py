@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from bot.cli import EXIT_FAILED, app, explained_errors, open_galley, out
+from core.identity import CLI_ACTOR
 from core.policies import Refusal
-from core.store.leases import CLI_ACTOR
 
 if TYPE_CHECKING:
     from core.api.views import Answer

@@ -46,6 +46,7 @@ from core.api.views import (
     Status,
 )
 from core.errors import SlotError
+from core.identity import CLI_ACTOR
 from core.models import DraftRow
 from core.policies import Finding, Role, Trigger, Verdict
 from core.ports import Clock, Directory, Drafter, RecipeRecord, SimilarPost
@@ -62,7 +63,6 @@ from core.setup.config import Config
 from core.setup.settings import Settings
 from core.states import DraftState, RunState
 from core.store.engine import Store
-from core.store.leases import CLI_ACTOR
 
 if TYPE_CHECKING:  # loaded by the operations that use them: reads stay light
     from core.api.calendar import Calendar

@@ -35,6 +35,7 @@ from core.api.views import (
     SourceItemView,
     Status,
 )
+from core.drafting.attempts import model_calls_of_run
 from core.drafting.revisions import model_author
 from core.errors import UnknownRun
 from core.identity import item_token_of_run
@@ -62,7 +63,8 @@ PREVIEW = 120  # characters of a draft shown in a list
 def list_runs(
     session: Session, state: RunState | None, limit: int | None, before: str | None = None
 ) -> RunList:
-    """Newest slot first, with each run's attempt count. A page of runs counts its own
+    """Newest slot first, with each run's model calls (`model_calls_of_run`: the
+    whole history's GROUP BY counts the same rows). A page of runs counts its own
     attempts (a correlated count on the indexed run id: cost follows the rows returned);
     the whole history joins one GROUP BY over the attempts instead of 100,000 lookups."""
     attempts: Any
@@ -74,12 +76,7 @@ def list_runs(
         )
         attempts = sa.func.coalesce(counted.c.n, 0)
     else:
-        attempts = (
-            sa.select(sa.func.count())
-            .where(col(AttemptRow.run_id) == col(RunRow.id))
-            .correlate(RunRow)
-            .scalar_subquery()
-        )
+        attempts = model_calls_of_run(col(RunRow.id)).correlate(RunRow)
     query = sa.select(
         col(RunRow.id),
         col(RunRow.recipe),
@@ -122,12 +119,7 @@ def run_summary(session: Session, run_id: str) -> RunSummary | None:
 
 
 def list_runs_by_id(session: Session, run_ids: list[str]) -> RunList:
-    attempts = (
-        sa.select(sa.func.count())
-        .where(col(AttemptRow.run_id) == col(RunRow.id))
-        .correlate(RunRow)
-        .scalar_subquery()
-    )
+    attempts = model_calls_of_run(col(RunRow.id)).correlate(RunRow)
     rows = session.execute(sa.select(RunRow, attempts).where(col(RunRow.id).in_(run_ids))).all()
     return with_items(
         session,

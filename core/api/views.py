@@ -37,7 +37,7 @@ class RunSummary:
     state: str
     reason: str | None
     draft_key: str | None
-    attempts: int
+    model_calls: int  # every model call for the run: core.drafting.attempts.model_calls_of_run
     item_title: str | None = None  # an item run's item (docs/design.md §29): its title
     item_link: str | None = None  # and its link
 

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
 
+from core.drafting.attempts import model_calls_of_run
 from core.drafting.causes import last_attempt_cause
 from core.identity import (
     POST_GONE,
@@ -29,7 +30,7 @@ from core.identity import (
     reminder_key,
     target_of_publish_key,
 )
-from core.models import AttemptRow, EffectRow, EventRow, RunRow
+from core.models import EffectRow, EventRow, RunRow
 from core.operations.stuck import is_stuck
 from core.policies import AlertKind, EffectStep, FailReason
 from core.ports import Alerter, Clock, MessageRef, ReviewItem, RunAlert
@@ -334,10 +335,10 @@ class AlertService:
         facts = [f"Run `{run.id}` is `{run.state}` since {run.updated_at:%Y-%m-%d %H:%M} UTC."]
         if run.state == RunState.FAILED:
             with self.store.read() as session:
-                attempts = session.exec(
-                    select(sa.func.count()).where(col(AttemptRow.run_id) == run.id)
-                ).one()
-            facts.append(f"Model calls made: {attempts}. Reason: `{run.reason}`.")
+                calls = session.execute(sa.select(model_calls_of_run(run.id))).scalar_one()
+            facts.append(
+                f"Model calls for this run, every draft and retry: {calls}. Reason: `{run.reason}`."
+            )
         if run.draft_key is None:
             return facts
         with self.store.read() as session:

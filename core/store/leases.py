@@ -70,7 +70,6 @@ def lease_now(session: Session, clock: object) -> datetime:
 
 SCHEDULER, SWEEPER, PUBLISHER = "scheduler", "sweeper", "publisher"  # Galley's own passes
 PASSES = frozenset({SCHEDULER, SWEEPER, PUBLISHER})
-CLI_ACTOR = "cli"  # a person at the command line who named nobody (`--as`, GALLEY_USER)
 
 
 def is_person(actor: str) -> bool:

@@ -19,6 +19,7 @@ from core.api.services import Services
 from core.drafting.anthropic_drafter import AnthropicDrafter
 from core.drafting.attempts import Backoff
 from core.errors import EffectOutcomeUnknown, LookupUnavailable
+from core.identity import CLI_ACTOR
 from core.models import DraftRow, RunRow
 from core.operations.alerts import AlertService
 from core.policies import AlertKind, DraftOutcome, FailReason, SkipReason
@@ -29,7 +30,6 @@ from core.setup.config import Config
 from core.states import DraftState, RunState
 from core.store.effects import EffectLedger
 from core.store.engine import Store
-from core.store.leases import CLI_ACTOR
 from core.testing import FrozenClock, InstantDrafter
 from tests.conftest import config_text, make_config
 from tests.fakes.anthropic_api import FakeAnthropic
@@ -139,6 +139,24 @@ def test_a_settled_alert_names_the_person_who_retried_not_the_command_line_that_
     assert settled.settled_by == "U0ADMIN"
     rendered = str(alert_message(settled, actionable=False)["blocks"])
     assert "Settled by <@U0ADMIN>" in rendered and "cli" not in rendered
+
+
+def test_each_surface_says_which_model_calls_it_counts_and_they_agree(store: Store) -> None:
+    """Failed, retried, failed again: the failure counts this draft's calls against
+    max_attempts; the alert and `runs` count every call of the run, by one definition."""
+    clock = FrozenClock()
+    config = make_config(max_attempts=2)
+    down = galley_with_the_model_down(config, store, clock)
+    down.draft(RECIPE, SLOT)
+    again = down.retry(RUN, actor="U0ADMIN")
+
+    assert "2 model calls for this draft (max_attempts), no draft" in again
+    alerts, alerter = alerts_for(store, config, clock)
+    alerts.sweep()
+    [alert] = alerter.sent
+    assert "Model calls for this run, every draft and retry: 4." in " ".join(alert.facts)
+    [run] = down.runs()
+    assert run.model_calls == 4
 
 
 def test_who_settled_an_alert_is_said_in_words() -> None:
