@@ -76,10 +76,52 @@ def retry_delay(tries: int, asked: float | None = None) -> timedelta:
 def take_up_publications(
     session: Session, now: datetime, verify_after: Callable[[str], timedelta]
 ) -> int:
-    """A row for each publication succeeded within TAKE_UP_WITHIN that has none yet,
-    due `verify_after(recipe)` after it; a second replica's insert is ignored. Only the
-    publications since the newest row (less TAKE_UP_OVERLAP) are read: a pass costs the
-    last minutes' publications, not the day's."""
+    """A row for each publication `not_taken_up`, due `verify_after(recipe)` after it; a
+    second replica's insert is ignored."""
+    made = 0
+    for receipt in not_taken_up(session, now)[:TAKE_UP_BATCH]:
+        post = published_post(receipt)
+        made += insert_ignore(
+            session,
+            PostCheckRow,
+            receipt=receipt.key,
+            recipe=post.recipe,
+            target=post.target,
+            external_id=receipt.external_id,
+            url=post.url,
+            published_at=post.published_at,
+            state=PostCheck.DUE,
+            due_at=post.published_at + verify_after(post.recipe),
+            tries=0,
+            readings_done=0,
+        )
+    return made
+
+
+@dataclass(frozen=True)
+class PublishedPost:
+    """What a publish receipt says of its post, before (or as) its row is written."""
+
+    recipe: str
+    target: str
+    url: str | None
+    published_at: datetime
+
+
+def published_post(receipt: EffectRow) -> PublishedPost:
+    return PublishedPost(
+        recipe=recipe_of_run(run_of_draft_key(receipt.draft_key)),
+        target=target_of_publish_key(receipt.key),
+        url=_public_url(receipt.result),
+        published_at=receipt.updated_at,
+    )
+
+
+def not_taken_up(session: Session, now: datetime) -> list[EffectRow]:
+    """The publications succeeded within TAKE_UP_WITHIN that have no row yet, oldest
+    first: a thread's first post only (it is read back and counted for the thread). Only
+    the publications since the newest row (less TAKE_UP_OVERLAP) are read: a pass, or
+    `galley stats` before the pass, costs the last minutes' publications, not the day's."""
     since = now - TAKE_UP_WITHIN
     newest = session.exec(
         select(sa.func.max(PostCheckRow.published_at)).where(
@@ -94,7 +136,7 @@ def take_up_publications(
         .order_by(col(EffectRow.updated_at))
     ).all()
     if not recent:
-        return 0
+        return []
     taken = set(
         session.exec(
             select(PostCheckRow.receipt).where(
@@ -102,27 +144,11 @@ def take_up_publications(
             )
         ).all()
     )
-    receipts = [r for r in recent if r.key not in taken][:TAKE_UP_BATCH]
-    made = 0
-    for receipt in receipts:
-        if not receipt.external_id or part_of_publish_key(receipt.key) > 1:
-            continue  # a thread is read back and counted by its first post
-        recipe = recipe_of_run(run_of_draft_key(receipt.draft_key))
-        made += insert_ignore(
-            session,
-            PostCheckRow,
-            receipt=receipt.key,
-            recipe=recipe,
-            target=target_of_publish_key(receipt.key),
-            external_id=receipt.external_id,
-            url=_public_url(receipt.result),
-            published_at=receipt.updated_at,
-            state=PostCheck.DUE,
-            due_at=receipt.updated_at + verify_after(recipe),
-            tries=0,
-            readings_done=0,
-        )
-    return made
+    return [
+        r
+        for r in recent
+        if r.key not in taken and r.external_id and part_of_publish_key(r.key) == 1
+    ]
 
 
 def claim_due(session: Session, now: datetime, owner: str, limit: int) -> list[PostCheckRow]:

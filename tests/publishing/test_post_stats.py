@@ -19,10 +19,10 @@ from bot.digest_text import digest_text
 from core.api.home import read_home
 from core.models import PostCheckRow
 from core.operations.digest import build_digest
-from core.policies import PostCheck
-from core.publishing.engagement import score
+from core.policies import PostCheck, PublishOutcome
+from core.publishing.engagement import NOT_READ, score
 from tests.harness.two_platforms import BLUESKY, Platforms
-from tests.harness.worlds import RUN, World
+from tests.harness.worlds import RUN, MakeWorld, World
 from tests.publishing.test_post_readings import mine, readings, world
 
 __all__ = ["world"]  # the fixture, shared
@@ -112,3 +112,39 @@ def test_the_engagement_plot_draws_each_posts_score_per_recipe_and_target(
         f"weekly-update → {BLUESKY}": [21],
         f"weekly-update → {platforms.mastodon_target}": [2],
     }
+
+
+def test_a_post_just_published_is_in_stats_before_the_read_back_pass_and_says_not_read(
+    world: World, platforms: Platforms, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No pass has taken the publications up yet: they are shown from their receipts,
+    and their counts say "not read", not zero likes; once taken up, still not read."""
+    found = world.galley.stats()
+    assert sorted(post.target for post in found) == sorted([BLUESKY, platforms.mastodon_target])
+    assert {(post.state, post.unread, post.reading) for post in found} == {
+        (PostCheck.DUE, NOT_READ, None)
+    }
+    monkeypatch.setattr("bot.cli_stats.open_galley", lambda: world.galley)
+    table = CliRunner().invoke(app, ["stats"])
+    assert table.exit_code == 0 and table.stdout.count("not read") == 2
+
+    readings(world).read_due()  # taken up, due for read-back: still nothing counted
+    assert {post.unread for post in world.galley.stats()} == {NOT_READ}
+    assert len(world.galley.stats()) == 2
+
+
+def test_a_webhook_post_says_it_has_no_engagement_instead_of_zeros(
+    db_url: str, worlds: MakeWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hooked = worlds(db_url)  # a webhook with a status URL: read back, never counted
+    hooked.approved()
+    assert hooked.service().publish_run(RUN).outcome == PublishOutcome.PUBLISHED
+    readings(hooked).read_due()
+    hooked.clock.advance(timedelta(minutes=2))
+    assert readings(hooked).read_due().verified == 1
+
+    [post] = hooked.galley.stats()
+    assert (post.state, post.unread) == (PostCheck.VERIFIED, "no engagement: webhook")
+    monkeypatch.setattr("bot.cli_stats.open_galley", lambda: hooked.galley)
+    table = CliRunner().invoke(app, ["stats", "--json"])
+    assert json.loads(table.stdout)["posts"][0]["unread"] == "no engagement: webhook"
