@@ -237,6 +237,11 @@ def test_the_decision_log_names_each_approval_s_stage(store: Store, clock: Froze
         ("approval", ANA, "editor", "counted"),
         ("approval", CAL, "legal", "approved"),
     ]
+    # the next stage has nobody yet: no empty parentheses where names would be
+    assert (
+        logged[-1].reason
+        == "Approval counted: stage 2 of 2 (legal), 0 of 1; approved by editor U0ANA."
+    )
 
 
 def test_the_decision_log_names_the_stage_a_rejection_was_given_at(
