@@ -34,6 +34,7 @@ from core.api.views import (
     SnapshotList,
     SourceItemView,
     Status,
+    printed_text,
 )
 from core.drafting.attempts import model_calls_of_run
 from core.drafting.revisions import model_author
@@ -48,6 +49,7 @@ from core.models import (
     EventRow,
     RunRow,
 )
+from core.publishing.post_checks import read_back_of
 from core.publishing.targets import public_url
 from core.setup.config import Config
 from core.sources.polled import labels_of_runs
@@ -228,6 +230,8 @@ def list_effects(
     query = query.order_by(col(EffectRow.created_at), col(EffectRow.key))
     if limit is not None:
         query = query.limit(limit)
+    effects = session.exec(query).all()
+    read_back = read_back_of(session, effects)
     return EffectList(
         EffectView(
             e.key,
@@ -239,8 +243,9 @@ def list_effects(
             e.tries,
             e.updated_at,
             public_url(e.result) if e.state == EffectState.SUCCEEDED else None,
+            read_back.get(e.key),
         )
-        for e in session.exec(query).all()
+        for e in effects
     )
 
 
@@ -301,11 +306,14 @@ def _revisions(session: Session, draft: DraftRow) -> RevisionList:
         .order_by(col(DraftRevisionRow.revision))
     ).all()
     if kept:
-        return RevisionList(Revision(r.revision, r.written_by, r.written_at, r.text) for r in kept)
+        return RevisionList(
+            Revision(r.revision, r.written_by, r.written_at, printed_text(r.text, "")) for r in kept
+        )
     if draft.text is None:
         return RevisionList()
+    shown = printed_text(draft.text, "")
     return RevisionList(
-        [Revision(draft.revision, model_author(draft.model), draft.ready_at, draft.text)]
+        [Revision(draft.revision, model_author(draft.model), draft.ready_at, shown)]
     )
 
 

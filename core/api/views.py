@@ -20,6 +20,7 @@ from core.post_body import PostBody
 from core.render import (
     Printable,
     Rows,
+    cell_text,
     fact_lines,
     html_block,
     html_table,
@@ -135,6 +136,7 @@ class EffectView:
     tries: int
     updated_at: datetime
     url: str | None = None  # a publication's public URL, kept in its receipt
+    read_back: str | None = None  # a publication's: verified, gone, not read yet (§28)
 
 
 class EffectList(Rows[EffectView]):
@@ -280,7 +282,9 @@ class DraftDetail(Printable):
                 ("ready at", draft.ready_at),
                 (
                     "decided",
-                    f"{draft.decided_by} at {draft.decided_at}" if draft.decided_by else "",
+                    f"{draft.decided_by} at {cell_text(draft.decided_at)}"
+                    if draft.decided_by
+                    else "",
                 ),
                 ("decision reason", draft.decision_reason),
             ]

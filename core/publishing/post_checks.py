@@ -25,10 +25,11 @@ from core.identity import (
     target_of_publish_key,
 )
 from core.models import PUBLISHED_RECEIPT, EffectRow, PostCheckRow, PostReadingRow
-from core.policies import PostCheck
+from core.policies import EffectStep, PostCheck
 from core.ports import PostCounts
 from core.publishing.targets import PUBLIC_URL
 from core.setup.durations import format_duration
+from core.states import EffectState
 from core.store.engine import insert_ignore
 
 # Publications older than this when first seen are not read back. Only a running replica
@@ -38,6 +39,13 @@ TAKE_UP_WITHIN = timedelta(days=1)
 # replicas publishing at once): each pass reads this far behind the newest it took up.
 TAKE_UP_OVERLAP = timedelta(minutes=10)
 TAKE_UP_BATCH = 500
+# A publication's read-back state as people read it (`galley show`); no row yet: not read.
+READ_BACK_WORDS = {
+    PostCheck.DUE: "not read yet",
+    PostCheck.VERIFIED: "verified",
+    PostCheck.GONE: "gone",
+    PostCheck.UNREADABLE: "cannot be read back",
+}
 CLAIM_FOR = timedelta(minutes=5)  # a claimed row is due again this late if its reader died
 FIRST_RETRY = timedelta(minutes=1)
 LAST_RETRY = timedelta(hours=1)
@@ -115,6 +123,28 @@ def published_post(receipt: EffectRow) -> PublishedPost:
         url=_public_url(receipt.result),
         published_at=receipt.updated_at,
     )
+
+
+def read_back_of(session: Session, receipts: Sequence[EffectRow]) -> dict[str, str]:
+    """Each succeeded publication's read-back state in words, by receipt key (a thread
+    is read back by its first post: its other parts have none)."""
+    firsts = [
+        r.key
+        for r in receipts
+        if r.step == EffectStep.PUBLISH
+        and r.state == EffectState.SUCCEEDED
+        and part_of_publish_key(r.key) == 1
+    ]
+    if not firsts:
+        return {}
+    states = dict(
+        session.exec(
+            select(PostCheckRow.receipt, PostCheckRow.state).where(
+                col(PostCheckRow.receipt).in_(firsts)
+            )
+        ).all()
+    )
+    return {key: READ_BACK_WORDS[PostCheck(states.get(key, PostCheck.DUE))] for key in firsts}
 
 
 def not_taken_up(session: Session, now: datetime) -> list[EffectRow]:

@@ -17,9 +17,10 @@ from bot.app_home import Viewer, home_view
 from bot.cli import app
 from bot.digest_text import digest_text
 from core.api.home import read_home
-from core.models import PostCheckRow
+from core.models import DraftRevisionRow, DraftRow, PostCheckRow
 from core.operations.digest import build_digest
 from core.policies import PostCheck, PublishOutcome
+from core.post_body import BODY_MARK, PostBody
 from core.publishing.engagement import NOT_READ, score
 from tests.harness.two_platforms import BLUESKY, Platforms
 from tests.harness.worlds import RUN, MakeWorld, World
@@ -148,3 +149,45 @@ def test_a_webhook_post_says_it_has_no_engagement_instead_of_zeros(
     monkeypatch.setattr("bot.cli_stats.open_galley", lambda: hooked.galley)
     table = CliRunner().invoke(app, ["stats", "--json"])
     assert json.loads(table.stdout)["posts"][0]["unread"] == "no engagement: webhook"
+
+
+def test_galley_show_gives_each_publication_its_read_back_state_and_times_alike(
+    world: World, platforms: Platforms
+) -> None:
+    """`galley show`: each publication verified, gone or not read yet (as `galley stats`
+    knows it), and the decided time in the format of its other times."""
+
+    def read_back() -> dict[str, str | None]:
+        shown = world.galley.show(RUN).effects
+        return {e.key.rpartition(":")[2]: e.read_back for e in shown if e.step == "publish"}
+
+    assert set(read_back().values()) == {"not read yet"}
+    world.clock.advance(timedelta(minutes=2))
+    readings(world).read_due()
+    assert set(read_back().values()) == {"verified"}
+    platforms.mastodon.delete(mine)
+    with world.store.transaction() as session:  # the Mastodon post is read back once more
+        session.execute(
+            sa.update(PostCheckRow)
+            .where(col(PostCheckRow.target) == platforms.mastodon_target)
+            .values(state=PostCheck.DUE, due_at=world.clock.now())
+        )
+    readings(world).read_due()
+    assert sorted(read_back().values()) == ["gone", "verified"]
+
+    detail = world.galley.show(RUN)
+    assert detail.draft is not None and detail.draft.decided_at is not None
+    printed = detail.rendered()
+    assert f"U0EDITOR at {detail.draft.decided_at.isoformat(timespec='seconds')}" in printed
+    assert "read_back" in printed and "gone" in printed
+
+
+def test_galley_show_prints_a_revision_s_text_not_its_stored_form(world: World) -> None:
+    body = PostBody({"*": ("First part.", "Second part.")})
+    with world.store.transaction() as session:
+        session.execute(sa.delete(DraftRevisionRow))  # the draft row's own text is shown
+        session.execute(sa.update(DraftRow).values(text=body.to_text()))
+
+    [revision] = world.galley.show(RUN).revisions
+    assert revision.text == "--- * 1/2 ---\nFirst part.\n\n--- * 2/2 ---\nSecond part."
+    assert BODY_MARK not in world.galley.show(RUN).rendered()
