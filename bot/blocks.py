@@ -23,7 +23,7 @@ from bot.mrkdwn import (
 )
 from bot.mrkdwn import split_for_sections as split_for_sections
 from core.policies import Backpressure, Refusal
-from core.ports import BackpressureNotice, ReviewItem
+from core.ports import ApprovalProgress, BackpressureNotice, ReviewItem
 from core.post_body import PostBody
 from core.review.queue import ReviewAnswer
 from core.states import DraftState
@@ -293,6 +293,19 @@ def _details(view: ReviewItem) -> dict[str, Any]:
     return context(" · ".join(parts))
 
 
+_APPROVED_STATES = frozenset({DraftState.APPROVED, DraftState.PUBLISHED})
+
+
+def _approved_at_each_stage(progress: ApprovalProgress) -> str:
+    """`editor <@U0ANA>; legal <@U0CAL>`: who approved at every stage, the first too."""
+    stages = [*progress.earlier, (progress.stage, progress.approvers)]
+    return "; ".join(
+        f"{escape_mrkdwn(stage)} " + " and ".join(mention_user(person) for person in people)
+        for stage, people in stages
+        if people
+    )
+
+
 def _decision_line(item: ReviewItem) -> tuple[str, str]:
     """The line that replaces the buttons, and the verdict for the fallback text."""
     at = item.decided_at or item.slot_at
@@ -302,6 +315,8 @@ def _decision_line(item: ReviewItem) -> tuple[str, str]:
     approvers = item.approvals.approvers if item.approvals else ()
     if len(approvers) > 1:  # approvals_required people decided together (docs/design.md §22)
         who = " by " + " and ".join(mention_user(person) for person in approvers)
+    if item.approvals and item.approvals.earlier and item.state in _APPROVED_STATES:
+        who = " by " + _approved_at_each_stage(item.approvals)
     match item.state:
         case DraftState.APPROVED if item.publishes:
             return f"✅ Approved{who} · publishes {escape_mrkdwn(item.publishes)}", item.state

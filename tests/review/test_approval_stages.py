@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 import pytest
 from sqlmodel import col, select
 
+from bot.blocks import decided_message
 from bot.review_facts import fact_lines
 from core.api.decisions import read_decisions
 from core.errors import ConfigError
@@ -163,6 +164,24 @@ def test_the_message_names_the_stage_who_approved_and_who_is_asked(
     assert f"Stage 2 of 2 (legal): approved by editor <@{ANA}>; asking <@{CAL}>, <@{DAN}>" in (
         progress
     )
+
+
+def test_the_approved_message_names_who_approved_at_every_stage(
+    store: Store, clock: FrozenClock
+) -> None:
+    """The final message replaces the buttons with who approved: the first stage's
+    approver too, not only the one who decided at the last."""
+    cfg = staged()
+    key = drafted(store, clock, cfg)
+    assert approve(store, cfg, clock, key, ANA).accepted
+    answer = approve(store, cfg, clock, key, CAL)
+    assert answer.item is not None and state_of(store, key) == DraftState.APPROVED
+
+    _, blocks = decided_message(annotate(store, cfg, clock.now(), answer.item))
+
+    [decision] = [b for b in blocks if b.get("block_id") == "galley_decision"]
+    said = decision["elements"][0]["text"]
+    assert said.startswith(f"✅ Approved by editor <@{ANA}>; legal <@{CAL}>")
 
 
 def test_approvers_of_two_stages_clicking_at_once_pass_them_in_order(
