@@ -453,7 +453,7 @@ class Galley:
         """Figures of the history (needs the `notebook` extra)."""
         from core.api.plots import Plots
 
-        return Plots(self._services.store, self._services.config)
+        return Plots(self._services.store, self._services.config, self._services.clock)
 
 
 def plain_description(result: DraftResult) -> str:
