@@ -39,6 +39,13 @@ class Drop:
     def name(self) -> str:
         return str(self.file.get("name") or self.file.get("id") or "image")
 
+    @property
+    def context(self) -> str:
+        """What the alt text's model is told of the image: its name, and the reviewer's
+        words when they wrote any (no "the reviewer wrote:" followed by nothing)."""
+        words = self.words.strip()
+        return f"a file named {self.name}" + (f"; the reviewer wrote: {words}" if words else "")
+
 
 def drops_in(event: dict[str, Any], review_channel: str, images: DraftImages) -> list[Drop]:
     """The image files of a message posted in a review message's thread, by a person."""
@@ -76,8 +83,7 @@ def take_drop(
         shaped = f" ({taken.changed})" if taken.changed else ""
         tell(f"Image {drop.name} added{shaped}. Add its alt text with Edit before approving.")
         if alt_texts is not None and not taken.ref.alt:
-            context = f"a file named {drop.name}; the reviewer wrote: {drop.words}"
-            proposal = alt_texts.propose(drop.draft_key, taken.ref, context)
+            proposal = alt_texts.propose(drop.draft_key, taken.ref, drop.context)
             if proposal.told:
                 tell(proposal.told)
             return proposal.answer or answer
