@@ -289,7 +289,7 @@ def _details(view: ReviewItem) -> dict[str, Any]:
     model = [inert(view.model, LABEL_LIMIT)] if view.model else []
     tokens = f"{view.input_tokens:,} in / {view.output_tokens:,} out tokens"
     recipe, platform = inert(view.recipe, LABEL_LIMIT), inert(view.platform, LABEL_LIMIT)
-    parts = [recipe, platform, _slack_date(view.slot_at), f"v{view.version}", *model, tokens]
+    parts = [recipe, platform, slack_date(view.slot_at), f"v{view.version}", *model, tokens]
     return context(" · ".join(parts))
 
 
@@ -310,7 +310,7 @@ def _decision_line(item: ReviewItem) -> tuple[str, str]:
     """The line that replaces the buttons, and the verdict for the fallback text."""
     at = item.decided_at or item.slot_at
     _require_aware(at, "decided_at")
-    when = _slack_date(at)
+    when = slack_date(at)
     who = f" by {mention_user(item.decided_by)}" if item.decided_by else ""
     approvers = item.approvals.approvers if item.approvals else ()
     if len(approvers) > 1:  # approvals_required people decided together (docs/design.md §22)
@@ -354,7 +354,7 @@ def mention_user(user_id: str) -> str:
     return inert(user_id, LABEL_LIMIT)
 
 
-def _slack_date(moment: datetime) -> str:
+def slack_date(moment: datetime) -> str:
     """Shown in each reader's own zone; the fallback is the wall time where it was set."""
     fallback = moment.isoformat(timespec="minutes")
     return f"<!date^{int(moment.timestamp())}^{{date_short_pretty}} {{time}}|{fallback}>"

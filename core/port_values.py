@@ -158,6 +158,8 @@ class DraftBasis:
     items: tuple[BasisItem, ...]
     left_out: tuple[str, ...] = ()  # source names
     image_notes: tuple[str, ...] = ()  # why an item's image is not in the draft
+    # read late for an earlier slot: the window's end, after which entries were left out
+    closed_at: datetime | None = None
 
 
 @dataclass(frozen=True)
