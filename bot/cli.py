@@ -165,7 +165,7 @@ def runs(
         print_json({"runs": page.to_json()})
         return
     following = page[-1].id if len(found) > limit else None
-    rows = [[r.label(), r.state, r.reason, r.draft_key, r.model_calls] for r in page]
+    rows = [[r.label(), r.state, r.reason, r.draft_key, r.attempts] for r in page]
     out.print(table("runs", ["run", "state", "reason", "draft key", "model calls"], rows))
     if following is not None:
         out.print(f"older: galley runs --before {following}", highlight=False)

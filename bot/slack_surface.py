@@ -29,7 +29,7 @@ from bot.review_facts import Permalink, fact_lines
 from core.errors import EffectNotSent, EffectOutcomeUnknown, LookupUnavailable, MessageGone
 from core.http_calls import never_sent, retry_after_seconds
 from core.ports import BackpressureNotice, MessageRef, ReviewItem, ReviewReminder
-from core.setup.durations import spoken_duration
+from core.spoken import spoken_duration
 from core.telemetry import observe
 
 POSTS_PER_CHANNEL_SECONDS = 1.05  # Slack allows about one message per second per channel;

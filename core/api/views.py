@@ -38,7 +38,9 @@ class RunSummary:
     state: str
     reason: str | None
     draft_key: str | None
-    model_calls: int  # every model call for the run: core.drafting.attempts.model_calls_of_run
+    # every model call for the run (`model_calls_of_run`), shown as "model calls"; the
+    # key stays `attempts`: --json and the notebook's columns only ever gain keys
+    attempts: int
     item_title: str | None = None  # an item run's item (docs/design.md §29): its title
     item_link: str | None = None  # and its link
 
@@ -136,7 +138,8 @@ class EffectView:
     tries: int
     updated_at: datetime
     url: str | None = None  # a publication's public URL, kept in its receipt
-    read_back: str | None = None  # a publication's: verified, gone, not read yet (§28)
+    # a publication's read-back state: verified, gone, not read yet (docs/design.md §28)
+    read_back: str | None = None
 
 
 class EffectList(Rows[EffectView]):

@@ -35,7 +35,7 @@ from core.operations.stuck import is_stuck
 from core.policies import AlertKind, EffectStep, FailReason
 from core.ports import Alerter, Clock, MessageRef, ReviewItem, RunAlert
 from core.setup.config import Config
-from core.setup.durations import spoken_duration
+from core.spoken import spoken_duration
 from core.states import (
     RUN_PUBLISHABLE_STATES,
     RUN_WATCHED_STATES,

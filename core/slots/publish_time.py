@@ -15,8 +15,8 @@ from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from core.ports import ReviewItem
-from core.setup.durations import spoken_duration
 from core.slots.schedule import ScheduleSpec, Slot, next_slots
+from core.spoken import spoken_duration
 from core.states import DraftState
 
 

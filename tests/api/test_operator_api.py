@@ -253,12 +253,12 @@ def test_collections_convert_to_data_frames(connect: Connect) -> None:
         "state",
         "reason",
         "draft_key",
-        "model_calls",
+        "attempts",
         "item_title",  # an items recipe's run names its item (docs/design.md §29)
         "item_link",
     ]
     assert sorted(runs["id"]) == [RUN, f"{RECIPE}@2026-11-30T09:00"]
-    assert list(runs["model_calls"]) == [1, 1]
+    assert list(runs["attempts"]) == [1, 1]
     assert admin.runs(limit=None) == admin.runs()  # the whole-history query agrees
     assert admin.runs(state="awaiting_review", limit=None) == admin.runs("awaiting_review")
     assert len(admin.drafts().to_frame()) == 2
@@ -269,7 +269,7 @@ def test_collections_convert_to_data_frames(connect: Connect) -> None:
     assert pretty(admin.runs()).splitlines()[:2] == [
         "runs (2 rows)",
         "id                              recipe         slot              state            "
-        "reason  draft_key                                   model_calls",
+        "reason  draft_key                                   attempts",
     ]
     assert pretty(admin.status()).splitlines()[0] == "status"
 
