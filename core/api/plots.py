@@ -341,8 +341,10 @@ def _legend(axes: Any, data: Any) -> None:
 
 
 def _recent_posts(session: Session, days: int) -> StatsList:
-    """The posts of the `days` before the newest publication: no clock, no today."""
+    """The posts of the `days` before the newest publication that have a reading (an
+    unread post has no score to draw, not a score of 0): no clock, no today."""
     newest = session.exec(select(sa.func.max(PostCheckRow.published_at))).one()
     if newest is None:
         return StatsList()
-    return read_stats(session, newest + timedelta(seconds=1), days)
+    posts = read_stats(session, newest + timedelta(seconds=1), days)
+    return StatsList(post for post in posts if post.unread is None)

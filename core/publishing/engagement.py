@@ -87,7 +87,7 @@ def read_stats(session: Session, now: datetime, days: int, recipe: str | None = 
     found = [_stats(post, latest.get(post.receipt)) for post in posts]
     start = now - timedelta(days=days)
     newer = [_not_read_yet(receipt) for receipt in not_taken_up(session, now)]
-    found += [p for p in newer if p.published_at > start and recipe in (None, p.recipe)]
+    found += [p for p in newer if start < p.published_at <= now and recipe in (None, p.recipe)]
     found.sort(key=lambda post: post.published_at, reverse=True)
     return StatsList(found[:MAX_POSTS])
 

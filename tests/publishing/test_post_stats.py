@@ -106,6 +106,9 @@ def test_the_engagement_plot_draws_each_posts_score_per_recipe_and_target(
 ) -> None:
     empty = world.galley.plots.engagement()
     assert [t.get_text() for t in empty.axes[0].texts] == ["no published post read back yet"]
+    readings(world).read_due()  # taken up, not read yet: no score to draw, not a 0
+    unread = world.galley.plots.engagement()
+    assert [t.get_text() for t in unread.axes[0].texts] == ["no published post read back yet"]
     read_for_a_day(world, platforms)
     [axes] = world.galley.plots.engagement().axes
     drawn = {line.get_label(): list(line.get_ydata()) for line in axes.get_lines()}
