@@ -61,6 +61,7 @@ class StatsList(Rows[PostStats]):
         "target",
         "state",
         "reading",
+        "unread",  # why there is no reading: its counts below are not zeros people gave
         "likes",
         "reposts",
         "replies",
