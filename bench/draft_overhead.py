@@ -49,7 +49,7 @@ import sqlalchemy as sa
 
 from bench.floors import bare_transactions, create_floor_table, matched_batch
 
-RECIPE = "weekly-update"  # tests.conftest's recipe: "0 9 * * mon" in Europe/London
+RECIPE = "weekly-update"  # core.testing's recipe: "0 9 * * mon" in Europe/London
 NEWEST_SLOT = date(2026, 11, 23)  # a Monday; slots go back a week at a time from here
 PHASES = ("claim", "attempt", "store", "other")
 PG_ENV = "GALLEY_TEST_DATABASE_URL"
@@ -158,8 +158,7 @@ def worker(
         import core.drafting.service
         from core.api.services import Services
         from core.store.engine import Store
-        from core.testing import InstantDrafter
-        from tests.conftest import make_config
+        from core.testing import InstantDrafter, make_config
 
         drafter = InstantDrafter(DRAFT_TEXT)
         model_laps: list[float] = []

@@ -30,7 +30,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-RECIPE = "weekly-update"  # tests.conftest's recipe: "0 9 * * mon" in Europe/London
+RECIPE = "weekly-update"  # core.testing's recipe: "0 9 * * mon" in Europe/London
 NEWEST_SLOT = date(2026, 11, 23)
 FILES_DATED = datetime(2020, 1, 6, 12, 0, tzinfo=UTC)  # inside every slot's 10-year window
 SOURCES = (
@@ -124,7 +124,7 @@ def database(backend: str, pg_url: str | None) -> Iterator[str]:
 def measure(backend: str, pg_url: str | None, args: argparse.Namespace) -> bool:
     """Drafts of the two recipes interleaved, so a busy machine slows both alike; the
     added cost is the median of each pair's difference."""
-    from tests.conftest import config_text
+    from core.testing import config_text
 
     base = config_text(pending_limit=10_000)
     with (

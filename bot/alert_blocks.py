@@ -16,6 +16,7 @@ from bot.blocks import (
     mention_user,
 )
 from bot.mrkdwn import SECTION_LIMIT, clip_mrkdwn, escape_mrkdwn, inert, split_for_sections
+from core.identity import CLI_ACTOR
 from core.policies import AlertKind
 from core.ports import RunAlert
 
@@ -59,6 +60,8 @@ def alert_message(alert: RunAlert, *, actionable: bool = True) -> dict[str, Any]
     mentions = " ".join(mention(m) for m in alert.mentions)
     headline = f"{mentions} {escape_mrkdwn(alert.headline)}".strip()
     facts = "\n".join(f"• {escape_mrkdwn(fact)}" for fact in alert.facts)
+    if alert.settled_by is not None:
+        facts = f"• {settled_by_words(alert.settled_by)}\n{facts}"
     blocks: list[dict[str, Any]] = [
         section(clip_mrkdwn(f":warning: {headline}", SECTION_LIMIT)),
         section(clip_mrkdwn(facts, SECTION_LIMIT) or " "),
@@ -70,6 +73,14 @@ def alert_message(alert: RunAlert, *, actionable: bool = True) -> dict[str, Any]
         "blocks": blocks,
         "metadata": {"event_type": ALERT_EVENT_TYPE, "event_payload": {"run": alert.run_id}},
     }
+
+
+def settled_by_words(actor: str) -> str:
+    """Who moved a settled alert's run on: a person (mentioned), a person at the command
+    line who named nobody, or Galley itself ("")."""
+    if actor == CLI_ACTOR:
+        return "Settled from the command line"
+    return f"Settled by {mention_user(actor)}" if actor else "Settled by Galley"
 
 
 def _subject(alert: RunAlert) -> str:

@@ -37,7 +37,7 @@ from bot.mrkdwn import (
 from bot.mrkdwn import split_for_sections as split_for_sections
 from bot.version_blocks import is_set, set_blocks
 from core.policies import Backpressure, Refusal
-from core.ports import BackpressureNotice, ReviewItem
+from core.ports import ApprovalProgress, BackpressureNotice, ReviewItem
 from core.post_body import PostBody
 from core.review.queue import ReviewAnswer
 from core.states import DraftState
@@ -296,19 +296,34 @@ def _details(view: ReviewItem) -> dict[str, Any]:
     model = [inert(view.model, LABEL_LIMIT)] if view.model else []
     tokens = f"{view.input_tokens:,} in / {view.output_tokens:,} out tokens"
     recipe, platform = inert(view.recipe, LABEL_LIMIT), inert(view.platform, LABEL_LIMIT)
-    parts = [recipe, platform, _slack_date(view.slot_at), f"v{view.version}", *model, tokens]
+    parts = [recipe, platform, slack_date(view.slot_at), f"v{view.version}", *model, tokens]
     return context(" · ".join(parts))
+
+
+_APPROVED_STATES = frozenset({DraftState.APPROVED, DraftState.PUBLISHED})
+
+
+def _approved_at_each_stage(progress: ApprovalProgress) -> str:
+    """`editor <@U0ANA>; legal <@U0CAL>`: who approved at every stage, the first too."""
+    stages = [*progress.earlier, (progress.stage, progress.approvers)]
+    return "; ".join(
+        f"{escape_mrkdwn(stage)} " + " and ".join(mention_user(person) for person in people)
+        for stage, people in stages
+        if people
+    )
 
 
 def _decision_line(item: ReviewItem) -> tuple[str, str]:
     """The line that replaces the buttons, and the verdict for the fallback text."""
     at = item.decided_at or item.slot_at
     _require_aware(at, "decided_at")
-    when = _slack_date(at)
+    when = slack_date(at)
     who = f" by {mention_user(item.decided_by)}" if item.decided_by else ""
     approvers = item.approvals.approvers if item.approvals else ()
     if len(approvers) > 1:  # approvals_required people decided together (docs/design.md §22)
         who = " by " + " and ".join(mention_user(person) for person in approvers)
+    if item.approvals and item.approvals.earlier and item.state in _APPROVED_STATES:
+        who = " by " + _approved_at_each_stage(item.approvals)
     match item.state:
         case DraftState.APPROVED if item.publishes:
             return f"✅ Approved{who} · publishes {escape_mrkdwn(item.publishes)}", item.state
@@ -346,7 +361,7 @@ def mention_user(user_id: str) -> str:
     return inert(user_id, LABEL_LIMIT)
 
 
-def _slack_date(moment: datetime) -> str:
+def slack_date(moment: datetime) -> str:
     """Shown in each reader's own zone; the fallback is the wall time where it was set."""
     fallback = moment.isoformat(timespec="minutes")
     return f"<!date^{int(moment.timestamp())}^{{date_short_pretty}} {{time}}|{fallback}>"

@@ -31,6 +31,7 @@ from bot.cli_output import print_json as print_json
 from bot.cli_output import table as table
 from bot.cli_status import print_status, read_status
 from core.errors import ConfigError
+from core.identity import CLI_ACTOR
 from core.policies import DraftOutcome, FailReason, Finding
 from core.states import RunState
 
@@ -53,7 +54,7 @@ def draft(
         typer.Option(help="ISO date-time; without an offset, wall time in the recipe's zone."),
     ] = None,
     as_json: JsonFlag = False,
-    actor: Actor = "cli",
+    actor: Actor = CLI_ACTOR,
     batch: Annotated[
         bool,
         typer.Option(
@@ -119,7 +120,7 @@ def runs(
         return
     following = page[-1].id if len(found) > limit else None
     rows = [[r.label(), r.state, r.reason, r.draft_key, r.attempts] for r in page]
-    out.print(table("runs", ["run", "state", "reason", "draft key", "attempts"], rows))
+    out.print(table("runs", ["run", "state", "reason", "draft key", "model calls"], rows))
     if following is not None:
         out.print(f"older: galley runs --before {following}", highlight=False)
 
@@ -144,7 +145,7 @@ def show(
 def bump(
     recipe: Annotated[str, typer.Argument(help="Recipe name.")],
     reason: Annotated[str | None, typer.Option(help="Why, for the history.")] = None,
-    actor: Actor = "cli",
+    actor: Actor = CLI_ACTOR,
 ) -> None:
     """Raise a recipe's version: the only way to a second draft for a drafted slot."""
     with explained_errors():
@@ -156,7 +157,7 @@ def bump(
 def pause(
     target: Annotated[str, typer.Argument(help="Recipe name, or `all`.")],
     reason: Annotated[str | None, typer.Option(help="Why, shown in status.")] = None,
-    actor: Actor = "cli",
+    actor: Actor = CLI_ACTOR,
 ) -> None:
     """Stop drafting for a recipe (or all) until resumed."""
     with explained_errors():
@@ -167,7 +168,7 @@ def pause(
 @app.command()
 def resume(
     target: Annotated[str, typer.Argument(help="Recipe name, or `all`.")],
-    actor: Actor = "cli",
+    actor: Actor = CLI_ACTOR,
 ) -> None:
     """Let a paused recipe (or all) draft again."""
     with explained_errors():
@@ -179,7 +180,7 @@ def resume(
 def resolve(
     run_id: Annotated[str, typer.Argument(metavar="RUN", help="The run id.")],
     finding: Annotated[Finding, typer.Argument(help="What you found at the destination.")],
-    actor: Actor = "cli",
+    actor: Actor = CLI_ACTOR,
 ) -> None:
     """Settle an uncertain run: `published` closes it; `absent` publishes it once."""
     with explained_errors():
@@ -190,7 +191,7 @@ def resolve(
 @app.command()
 def retry(
     run_id: Annotated[str, typer.Argument(metavar="RUN", help="The run id.")],
-    actor: Actor = "cli",
+    actor: Actor = CLI_ACTOR,
 ) -> None:
     """Draft a failed run's slot again (no bump needed), or publish an uncertain run once
     more (you accept the risk of a repeat)."""
@@ -205,7 +206,7 @@ def retry(
 @app.command()
 def cancel(
     run_id: Annotated[str, typer.Argument(metavar="RUN", help="The run id.")],
-    actor: Actor = "cli",
+    actor: Actor = CLI_ACTOR,
 ) -> None:
     """Stop a run's further steps; lists the effects that had already completed."""
     with explained_errors():
@@ -215,7 +216,7 @@ def cancel(
 @app.command()
 def skip(
     run_id: Annotated[str, typer.Argument(metavar="RUN", help="The run id.")],
-    actor: Actor = "cli",
+    actor: Actor = CLI_ACTOR,
 ) -> None:
     """Give up on a failed run's slot: it will not be drafted again."""
     with explained_errors():

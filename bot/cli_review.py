@@ -16,6 +16,7 @@ import typer
 
 from bot.cli_app import app, explained_errors, open_galley
 from bot.cli_output import EXIT_FAILED, out
+from core.identity import CLI_ACTOR
 from core.policies import Refusal
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ Person = Annotated[str | None, typer.Option("--as", help="Who decides (default: 
 
 
 def _person(actor: str | None) -> str:
-    return actor or os.environ.get("GALLEY_USER") or "cli"
+    return actor or os.environ.get("GALLEY_USER") or CLI_ACTOR
 
 
 def _told(answer: Answer, person: str) -> None:

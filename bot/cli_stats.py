@@ -46,16 +46,15 @@ def rows_of(found: StatsList) -> list[list[object]]:
 
 
 def _row(post: PostStats) -> list[object]:
+    """A post's counts, or why it has none (`not read`, `no engagement: webhook`): an
+    unread post's zeros are not likes nobody gave."""
+    counts: list[object] = [post.likes, post.reposts, post.replies, post.quotes, post.score]
     return [
         post.published_at.isoformat(timespec="minutes"),
         post.recipe,
         post.target,
         post.state,
-        post.reading or "",
-        post.likes,
-        post.reposts,
-        post.replies,
-        post.quotes,
-        post.score,
+        post.unread or post.reading or "",
+        *([""] * len(counts) if post.unread else counts),
         post.url or "",
     ]

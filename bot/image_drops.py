@@ -42,6 +42,13 @@ class Drop:
         """The description the person gave the file in Slack (`alt_txt`), or ""."""
         return str(self.file.get("alt_txt") or "").strip()
 
+    @property
+    def context(self) -> str:
+        """What the alt text's model is told of the image: its name, and the reviewer's
+        words when they wrote any (no "the reviewer wrote:" followed by nothing)."""
+        words = self.words.strip()
+        return f"a file named {self.name}" + (f"; the reviewer wrote: {words}" if words else "")
+
 
 def drops_in(event: dict[str, Any], review_channel: str, images: DraftImages) -> list[Drop]:
     """The image files of a message posted in a review message's thread, by a person."""
@@ -92,8 +99,7 @@ def take_drop(
             return answer
         say(f"Image {drop.name} added{shaped}. Add its alt text with Edit before approving.")
         if alt_texts is not None:
-            context = f"a file named {drop.name}; the reviewer wrote: {drop.words}"
-            proposal = alt_texts.propose(drop.draft_key, taken.ref, context)
+            proposal = alt_texts.propose(drop.draft_key, taken.ref, drop.context)
             if proposal.told:
                 say(proposal.told)
             return proposal.answer or answer

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from bot.blocks import mention_user
+from bot.blocks import mention_user, slack_date
 from bot.mrkdwn import escape_mrkdwn, inert
 from core.ports import (
     ApprovalProgress,
@@ -74,6 +74,11 @@ def basis_line(basis: DraftBasis) -> str:
     if basis.left_out:
         names = ", ".join(inert(name, NAME_SHOWN) for name in basis.left_out)
         line += f" · left out (could not be read): {names}"
+    if basis.closed_at is not None:
+        line += (
+            f" · drafted late: entries after {slack_date(basis.closed_at)} are left out, "
+            "they belong to the next slot"
+        )
     return line
 
 

@@ -29,6 +29,7 @@ from bot.review_facts import Permalink, fact_lines
 from core.errors import EffectNotSent, EffectOutcomeUnknown, LookupUnavailable, MessageGone
 from core.http_calls import never_sent, retry_after_seconds
 from core.ports import BackpressureNotice, MessageRef, ReviewItem, ReviewReminder
+from core.spoken import spoken_duration
 from core.telemetry import observe
 
 POSTS_PER_CHANNEL_SECONDS = 1.05  # Slack allows about one message per second per channel;
@@ -241,10 +242,7 @@ class SlackReviewSurface:
 
 def reminder_text(reminder: ReviewReminder) -> str:
     """`Still waiting for review after 4 hours: <@U…> <!subteam^S…>`."""
-    hours = int(reminder.waiting.total_seconds() // 3600)
-    waited = (
-        f"{hours} hours" if hours >= 2 else f"{int(reminder.waiting.total_seconds() // 60)} minutes"
-    )
+    waited = spoken_duration(reminder.waiting)
     who = " ".join(mention(slack_id) for slack_id in reminder.mentions)
     head = "Waiting for review too long" if reminder.escalated else "Still waiting for review"
     return f"{head} after {waited} (revision {reminder.revision}). {who}".rstrip()

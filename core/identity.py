@@ -28,6 +28,7 @@ TID_JITTER_BITS = 20  # low bits of the time taken from the key: ~1.05 s after t
 HEADER_KEY_MAX = 128  # an effect key longer than this travels as a hash in HTTP headers
 HEADER_KEY_PREFIX = "galley-"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+CLI_ACTOR = "cli"  # the actor of a person at the command line who named nobody (`--as`)
 
 
 def run_id(recipe: str, slot_wall: datetime, occurrence: int = 1) -> str:

@@ -211,6 +211,8 @@ class DraftBasis:
     items: tuple[BasisItem, ...]
     left_out: tuple[str, ...] = ()  # source names
     image_notes: tuple[str, ...] = ()  # why an item's image is not in the draft
+    # read late for an earlier slot: the window's end, after which entries were left out
+    closed_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -397,3 +399,6 @@ class RunAlert:
     facts: list[str]
     mentions: list[str]
     kind: AlertKind = AlertKind.PUBLISH
+    # A settled alert's rewrite: who moved the run on (a person's id, or CLI_ACTOR), or
+    # "" when no person did (Galley itself). None: the alert is not settled.
+    settled_by: str | None = None

@@ -15,54 +15,14 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from core.setup.config import Config, parse_config
 from core.store.engine import Store, normalise_url
+from core.testing import config_text, make_config
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.harness import real_pds, slow_marks
 
 PG_URL = os.environ.get("GALLEY_TEST_DATABASE_URL")
 TEMPLATE = f"galley_template_{os.getpid()}"
-
-BASE_CONFIG = """
-[slack]
-review_channel = "C0REVIEW"
-
-[egress]
-allow = ["127.0.0.1"]  # the local fakes; inside servers listen on 127.0.0.2
-
-[defaults]
-timezone = "Europe/London"
-model = "claude-test"
-pending_limit = {pending_limit}
-claim_lease = "{claim_lease}"
-heartbeat = "{heartbeat}"
-takeover_after = "{takeover_after}"
-model_timeout = "{model_timeout}"
-max_attempts = {max_attempts}
-
-[[recipes]]
-name = "weekly-update"
-platform = "linkedin"
-schedule = "0 9 * * mon"
-system = "You write concise updates."
-prompt = "Write the weekly update for {{slot:%d %B %Y}}."
-"""
-
-
-def config_text(**overrides: Any) -> str:
-    values = {
-        "pending_limit": 3,
-        "claim_lease": "10m",
-        "heartbeat": "2s",
-        "takeover_after": "8s",
-        "model_timeout": "2m",
-        "max_attempts": 4,
-    } | overrides
-    return BASE_CONFIG.format(**values)
-
-
-def make_config(**overrides: Any) -> Config:
-    return parse_config(config_text(**overrides))
+__all__ = ["PG_URL", "config_text", "make_config"]  # kept here for tests
 
 
 def pytest_report_header() -> list[str]:

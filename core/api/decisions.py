@@ -185,9 +185,14 @@ def _view(session: Session, row: Any, config: Config) -> DecisionView:
 def _stage(
     session: Session, config: Config, row: Any, kind: DecisionKind, recipe: str
 ) -> str | None:
-    """An approval's own stage; a rejection's, the stage its revision waited at."""
+    """An approval's own stage; a rejection's, the stage its revision waited at. None
+    for a resolution, and for a recipe without `approval_stages`: it has no stage to
+    name (its one stage's stored name, "approval", is no word a person gave it)."""
     if row.subject != EventSubject.DRAFT:
         return None  # a resolution settles a run, not a review stage
+    found = config.recipes.get(recipe)
+    if found is not None and not found.approval_stages:
+        return None
     if kind == DecisionKind.APPROVAL and row.approval_stage:
         return str(row.approval_stage)
     if kind == DecisionKind.REJECTION and row.revision is not None:

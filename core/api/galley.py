@@ -46,6 +46,7 @@ from core.api.views import (
     Status,
 )
 from core.errors import SlotError
+from core.identity import CLI_ACTOR
 from core.models import DraftRow
 from core.policies import Finding, Role, Trigger, Verdict
 from core.ports import Clock, Directory, Drafter, RecipeRecord, SimilarPost
@@ -171,7 +172,7 @@ class Galley:
     ) -> DraftResult:
         """Draft one slot now: a person's explicit request, so misfire_grace does not apply.
         `batch`: send it through a Message Batch instead (`batched`; `galley run` stores it)."""
-        actor = self._acting(actor, Role.ADMIN) if actor or self._people.as_person else "cli"
+        actor = self._acting(actor, Role.ADMIN) if actor or self._people.as_person else CLI_ACTOR
         services = self._services
         recipe = services.recipe(recipe_name)
         if recipe.trigger == Trigger.ITEMS:  # its runs are its items': docs/design.md §29
@@ -452,7 +453,7 @@ class Galley:
         """Figures of the history (needs the `notebook` extra)."""
         from core.api.plots import Plots
 
-        return Plots(self._services.store, self._services.config)
+        return Plots(self._services.store, self._services.config, self._services.clock)
 
 
 def plain_description(result: DraftResult) -> str:

@@ -27,6 +27,7 @@ from core.api.analytics import (
     skipped_slots,
 )
 from core.api.queries import list_events
+from core.clock import Clock, SystemClock
 from core.errors import UnknownRun
 from core.models import PostCheckRow
 from core.policies import Drafting
@@ -51,8 +52,9 @@ def _figure(width: float = 9.0, height: float = 4.0) -> Figure:
 
 
 class Plots:
-    def __init__(self, store: Store, config: Config) -> None:
+    def __init__(self, store: Store, config: Config, clock: Clock | None = None) -> None:
         self.store, self.config = store, config
+        self.clock = clock or SystemClock()  # "now": no series is drawn past it
 
     def _read(self, query: Any, *args: Any) -> Any:
         with self.store.transaction() as session:
@@ -71,11 +73,13 @@ class Plots:
         # one panel per recipe: two recipes at the same depth would hide one another
         figure = _figure(9.0, 1.2 + 2.0 * len(series))
         grid = figure.subplots(len(series), 1, squeeze=False, sharex=True)
-        closing = max(day for days, _ in series.values() for day in days) + timedelta(days=1)
+        last_day = max(day for days, _ in series.values() for day in days)
+        closing = min(_as_datetime(last_day) + timedelta(days=1), self.clock.now())
+        held_to = closing.astimezone(UTC).replace(tzinfo=None)  # naive UTC beside the days
         for axes, (recipe, (days, depths)) in zip(grid[:, 0], sorted(series.items()), strict=True):
-            # held to the end of the last day: a one-day series is a step, not a lone
-            # point that draws nothing
-            axes.step([*days, closing], [*depths, depths[-1]], where="post", label=recipe)
+            # held to the end of the last day, or to now while it lasts: a one-day
+            # series is a step, not a lone point that draws nothing, nor one into the future
+            axes.step([*days, held_to], [*depths, depths[-1]], where="post", label=recipe)
             if len(days) <= MARKERS_UP_TO:
                 axes.plot(days, depths, "o", color="C0")
             top = max(depths)
@@ -337,8 +341,10 @@ def _legend(axes: Any, data: Any) -> None:
 
 
 def _recent_posts(session: Session, days: int) -> StatsList:
-    """The posts of the `days` before the newest publication: no clock, no today."""
+    """The posts of the `days` before the newest publication that have a reading (an
+    unread post has no score to draw, not a score of 0): no clock, no today."""
     newest = session.exec(select(sa.func.max(PostCheckRow.published_at))).one()
     if newest is None:
         return StatsList()
-    return read_stats(session, newest + timedelta(seconds=1), days)
+    posts = read_stats(session, newest + timedelta(seconds=1), days)
+    return StatsList(post for post in posts if post.unread is None)

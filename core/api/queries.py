@@ -34,7 +34,9 @@ from core.api.views import (
     SnapshotList,
     SourceItemView,
     Status,
+    printed_text,
 )
+from core.drafting.attempts import model_calls_of_run
 from core.drafting.revisions import model_author
 from core.errors import UnknownRun
 from core.identity import item_token_of_run
@@ -47,6 +49,7 @@ from core.models import (
     EventRow,
     RunRow,
 )
+from core.publishing.post_checks import read_back_of
 from core.publishing.targets import public_url
 from core.setup.config import Config
 from core.sources.polled import labels_of_runs
@@ -62,7 +65,8 @@ PREVIEW = 120  # characters of a draft shown in a list
 def list_runs(
     session: Session, state: RunState | None, limit: int | None, before: str | None = None
 ) -> RunList:
-    """Newest slot first, with each run's attempt count. A page of runs counts its own
+    """Newest slot first, with each run's model calls (`model_calls_of_run`: the
+    whole history's GROUP BY counts the same rows). A page of runs counts its own
     attempts (a correlated count on the indexed run id: cost follows the rows returned);
     the whole history joins one GROUP BY over the attempts instead of 100,000 lookups."""
     attempts: Any
@@ -74,12 +78,7 @@ def list_runs(
         )
         attempts = sa.func.coalesce(counted.c.n, 0)
     else:
-        attempts = (
-            sa.select(sa.func.count())
-            .where(col(AttemptRow.run_id) == col(RunRow.id))
-            .correlate(RunRow)
-            .scalar_subquery()
-        )
+        attempts = model_calls_of_run(col(RunRow.id)).correlate(RunRow)
     query = sa.select(
         col(RunRow.id),
         col(RunRow.recipe),
@@ -122,12 +121,7 @@ def run_summary(session: Session, run_id: str) -> RunSummary | None:
 
 
 def list_runs_by_id(session: Session, run_ids: list[str]) -> RunList:
-    attempts = (
-        sa.select(sa.func.count())
-        .where(col(AttemptRow.run_id) == col(RunRow.id))
-        .correlate(RunRow)
-        .scalar_subquery()
-    )
+    attempts = model_calls_of_run(col(RunRow.id)).correlate(RunRow)
     rows = session.execute(sa.select(RunRow, attempts).where(col(RunRow.id).in_(run_ids))).all()
     return with_items(
         session,
@@ -236,6 +230,8 @@ def list_effects(
     query = query.order_by(col(EffectRow.created_at), col(EffectRow.key))
     if limit is not None:
         query = query.limit(limit)
+    effects = session.exec(query).all()
+    read_back = read_back_of(session, effects)
     return EffectList(
         EffectView(
             e.key,
@@ -247,8 +243,9 @@ def list_effects(
             e.tries,
             e.updated_at,
             public_url(e.result) if e.state == EffectState.SUCCEEDED else None,
+            read_back.get(e.key),
         )
-        for e in session.exec(query).all()
+        for e in effects
     )
 
 
@@ -309,11 +306,14 @@ def _revisions(session: Session, draft: DraftRow) -> RevisionList:
         .order_by(col(DraftRevisionRow.revision))
     ).all()
     if kept:
-        return RevisionList(Revision(r.revision, r.written_by, r.written_at, r.text) for r in kept)
+        return RevisionList(
+            Revision(r.revision, r.written_by, r.written_at, printed_text(r.text, "")) for r in kept
+        )
     if draft.text is None:
         return RevisionList()
+    shown = printed_text(draft.text, "")
     return RevisionList(
-        [Revision(draft.revision, model_author(draft.model), draft.ready_at, draft.text)]
+        [Revision(draft.revision, model_author(draft.model), draft.ready_at, shown)]
     )
 
 

@@ -27,6 +27,7 @@ from core.publishing.target_outcomes import (
 from core.render import (
     Printable,
     Rows,
+    cell_text,
     fact_lines,
     html_block,
     html_table,
@@ -44,6 +45,8 @@ class RunSummary:
     state: str
     reason: str | None
     draft_key: str | None
+    # every model call for the run (`model_calls_of_run`), shown as "model calls"; the
+    # key stays `attempts`: --json and the notebook's columns only ever gain keys
     attempts: int
     item_title: str | None = None  # an item run's item (docs/design.md §29): its title
     item_link: str | None = None  # and its link
@@ -142,6 +145,8 @@ class EffectView:
     tries: int
     updated_at: datetime
     url: str | None = None  # a publication's public URL, kept in its receipt
+    # a publication's read-back state: verified, gone, not read yet (docs/design.md §28)
+    read_back: str | None = None
 
 
 class EffectList(Rows[EffectView]):
@@ -299,7 +304,9 @@ class DraftDetail(Printable):
                 ("ready at", draft.ready_at),
                 (
                     "decided",
-                    f"{draft.decided_by} at {draft.decided_at}" if draft.decided_by else "",
+                    f"{draft.decided_by} at {cell_text(draft.decided_at)}"
+                    if draft.decided_by
+                    else "",
                 ),
                 ("decision reason", draft.decision_reason),
             ]

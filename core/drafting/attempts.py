@@ -97,6 +97,18 @@ def attempts_of_key(draft_key: Any) -> Any:
     )
 
 
+def model_calls_of_run(run_id: Any) -> Any:
+    """Every model call made for a run (a bind parameter or a column), as a scalar
+    subquery: each draft, retry, redraft and batch entry of every version. What the
+    `runs` table's "model calls" and a failed run's alert count: one definition."""
+    return (
+        select(sa.func.count())
+        .select_from(AttemptRow)
+        .where(col(AttemptRow.run_id) == run_id)
+        .scalar_subquery()
+    )
+
+
 def _last_number_of_run(run_id: Any) -> Any:
     return select(sa.func.max(AttemptRow.number)).where(col(AttemptRow.run_id) == run_id)
 

@@ -255,6 +255,8 @@ def claim_slot(
             binds={"attempts_of_key": key},
         ):
             return DraftResult(DraftOutcome.IN_PROGRESS, run.id, key)
+        if manual and not opened and is_person(actor):  # who asked: a retry's settled alert
+            note_run(session, run, actor=actor, at=now, reason=f"{actor} asked to draft it again")
         record_event(
             session,
             subject=EventSubject.DRAFT,

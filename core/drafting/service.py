@@ -528,4 +528,4 @@ def _fail_reason(outcome: AttemptOutcome) -> FailReason:
 
 
 def _exhausted(recipe: Recipe) -> str:
-    return f"{recipe.max_attempts} attempts made (max_attempts), no draft"
+    return f"{recipe.max_attempts} model calls for this draft (max_attempts), no draft"

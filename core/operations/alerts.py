@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
 
+from core.drafting.attempts import model_calls_of_run
 from core.drafting.causes import last_attempt_cause
 from core.identity import (
     POST_GONE,
@@ -29,7 +30,7 @@ from core.identity import (
     reminder_key,
     target_of_publish_key,
 )
-from core.models import AttemptRow, EffectRow, EventRow, RunRow
+from core.models import EffectRow, EventRow, RunRow
 from core.operations.stuck import is_stuck
 from core.policies import AlertKind, EffectStep, FailReason
 from core.ports import Alerter, Clock, MessageRef, ReviewItem, RunAlert
@@ -41,6 +42,7 @@ from core.publishing.target_outcomes import (
 )
 from core.publishing.targets import public_url
 from core.setup.config import Config
+from core.spoken import spoken_duration
 from core.states import (
     RUN_PUBLISHABLE_STATES,
     RUN_WATCHED_STATES,
@@ -150,8 +152,9 @@ class AlertService:
             run_id=run.id,
             recipe=run.recipe,
             headline=f"Settled: run `{run.id}` is now {run.state}.",
-            facts=[f"By {moved_by or 'Galley'}, {run.updated_at:%Y-%m-%d %H:%M} UTC" + _why(run)],
+            facts=[f"At {run.updated_at:%Y-%m-%d %H:%M} UTC" + _why(run)],
             mentions=[],
+            settled_by=moved_by or "",
         )
 
         def rewrite() -> Proof:
@@ -259,7 +262,7 @@ class AlertService:
             )
         if not is_stuck(run, self.config, now):
             return None
-        age = _minutes(now - run.updated_at)
+        age = spoken_duration(now - run.updated_at)
         if run.state == RunState.RUNNING:
             return f"Drafting has been running for {age}.", AlertKind.STRANDED
         return f"Publishing has been in progress for {age}.", AlertKind.PUBLISH
@@ -338,10 +341,10 @@ class AlertService:
         facts = [f"Run `{run.id}` is `{run.state}` since {run.updated_at:%Y-%m-%d %H:%M} UTC."]
         if run.state == RunState.FAILED:
             with self.store.read() as session:
-                attempts = session.exec(
-                    select(sa.func.count()).where(col(AttemptRow.run_id) == run.id)
-                ).one()
-            facts.append(f"Model calls made: {attempts}. Reason: `{run.reason}`.")
+                calls = session.execute(sa.select(model_calls_of_run(run.id))).scalar_one()
+            facts.append(
+                f"Model calls for this run, every draft and retry: {calls}. Reason: `{run.reason}`."
+            )
         if run.draft_key is None:
             return facts
         with self.store.read() as session:
@@ -378,10 +381,6 @@ def _already_told(session: Session, keys: list[str]) -> set[str]:
 
 def _why(run: RunRow) -> str:
     return f" ({run.reason})." if run.reason else "."
-
-
-def _minutes(delta: timedelta) -> str:
-    return f"{int(delta.total_seconds() // 60)} minutes"
 
 
 def failure_said(session: Session, run_id: str) -> str | None:

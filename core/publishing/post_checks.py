@@ -25,10 +25,11 @@ from core.identity import (
     target_of_publish_key,
 )
 from core.models import PUBLISHED_RECEIPT, EffectRow, PostCheckRow, PostReadingRow
-from core.policies import PostCheck
+from core.policies import EffectStep, PostCheck
 from core.ports import PostCounts
 from core.publishing.targets import PUBLIC_URL
 from core.setup.durations import format_duration
+from core.states import EffectState
 from core.store.engine import insert_ignore
 
 # Publications older than this when first seen are not read back. Only a running replica
@@ -38,6 +39,13 @@ TAKE_UP_WITHIN = timedelta(days=1)
 # replicas publishing at once): each pass reads this far behind the newest it took up.
 TAKE_UP_OVERLAP = timedelta(minutes=10)
 TAKE_UP_BATCH = 500
+# A publication's read-back state as people read it (`galley show`); no row yet: not read.
+READ_BACK_WORDS = {
+    PostCheck.DUE: "not read yet",
+    PostCheck.VERIFIED: "verified",
+    PostCheck.GONE: "gone",
+    PostCheck.UNREADABLE: "cannot be read back",
+}
 CLAIM_FOR = timedelta(minutes=5)  # a claimed row is due again this late if its reader died
 FIRST_RETRY = timedelta(minutes=1)
 LAST_RETRY = timedelta(hours=1)
@@ -76,10 +84,74 @@ def retry_delay(tries: int, asked: float | None = None) -> timedelta:
 def take_up_publications(
     session: Session, now: datetime, verify_after: Callable[[str], timedelta]
 ) -> int:
-    """A row for each publication succeeded within TAKE_UP_WITHIN that has none yet,
-    due `verify_after(recipe)` after it; a second replica's insert is ignored. Only the
-    publications since the newest row (less TAKE_UP_OVERLAP) are read: a pass costs the
-    last minutes' publications, not the day's."""
+    """A row for each publication `not_taken_up`, due `verify_after(recipe)` after it; a
+    second replica's insert is ignored."""
+    made = 0
+    for receipt in not_taken_up(session, now)[:TAKE_UP_BATCH]:
+        post = published_post(receipt)
+        made += insert_ignore(
+            session,
+            PostCheckRow,
+            receipt=receipt.key,
+            recipe=post.recipe,
+            target=post.target,
+            external_id=receipt.external_id,
+            url=post.url,
+            published_at=post.published_at,
+            state=PostCheck.DUE,
+            due_at=post.published_at + verify_after(post.recipe),
+            tries=0,
+            readings_done=0,
+        )
+    return made
+
+
+@dataclass(frozen=True)
+class PublishedPost:
+    """What a publish receipt says of its post, before (or as) its row is written."""
+
+    recipe: str
+    target: str
+    url: str | None
+    published_at: datetime
+
+
+def published_post(receipt: EffectRow) -> PublishedPost:
+    return PublishedPost(
+        recipe=recipe_of_run(run_of_draft_key(receipt.draft_key)),
+        target=target_of_publish_key(receipt.key),
+        url=_public_url(receipt.result),
+        published_at=receipt.updated_at,
+    )
+
+
+def read_back_of(session: Session, receipts: Sequence[EffectRow]) -> dict[str, str]:
+    """Each succeeded publication's read-back state in words, by receipt key (a thread
+    is read back by its first post: its other parts have none)."""
+    firsts = [
+        r.key
+        for r in receipts
+        if r.step == EffectStep.PUBLISH
+        and r.state == EffectState.SUCCEEDED
+        and part_of_publish_key(r.key) == 1
+    ]
+    if not firsts:
+        return {}
+    states = dict(
+        session.exec(
+            select(PostCheckRow.receipt, PostCheckRow.state).where(
+                col(PostCheckRow.receipt).in_(firsts)
+            )
+        ).all()
+    )
+    return {key: READ_BACK_WORDS[PostCheck(states.get(key, PostCheck.DUE))] for key in firsts}
+
+
+def not_taken_up(session: Session, now: datetime) -> list[EffectRow]:
+    """The publications succeeded within TAKE_UP_WITHIN that have no row yet, oldest
+    first: a thread's first post only (it is read back and counted for the thread). Only
+    the publications since the newest row (less TAKE_UP_OVERLAP) are read: a pass, or
+    `galley stats` before the pass, costs the last minutes' publications, not the day's."""
     since = now - TAKE_UP_WITHIN
     newest = session.exec(
         select(sa.func.max(PostCheckRow.published_at)).where(
@@ -94,7 +166,7 @@ def take_up_publications(
         .order_by(col(EffectRow.updated_at))
     ).all()
     if not recent:
-        return 0
+        return []
     taken = set(
         session.exec(
             select(PostCheckRow.receipt).where(
@@ -102,27 +174,11 @@ def take_up_publications(
             )
         ).all()
     )
-    receipts = [r for r in recent if r.key not in taken][:TAKE_UP_BATCH]
-    made = 0
-    for receipt in receipts:
-        if not receipt.external_id or part_of_publish_key(receipt.key) > 1:
-            continue  # a thread is read back and counted by its first post
-        recipe = recipe_of_run(run_of_draft_key(receipt.draft_key))
-        made += insert_ignore(
-            session,
-            PostCheckRow,
-            receipt=receipt.key,
-            recipe=recipe,
-            target=target_of_publish_key(receipt.key),
-            external_id=receipt.external_id,
-            url=_public_url(receipt.result),
-            published_at=receipt.updated_at,
-            state=PostCheck.DUE,
-            due_at=receipt.updated_at + verify_after(recipe),
-            tries=0,
-            readings_done=0,
-        )
-    return made
+    return [
+        r
+        for r in recent
+        if r.key not in taken and r.external_id and part_of_publish_key(r.key) == 1
+    ]
 
 
 def claim_due(session: Session, now: datetime, owner: str, limit: int) -> list[PostCheckRow]:

@@ -182,9 +182,10 @@ def _editor_barred(session: Session, config: Config, draft: DraftRow) -> str | N
 
 def progress_sentence(progress: ApprovalProgress) -> str:
     """`Approval counted: 1 of 2 (U0ANA).`, in plain words, or with stages `Approval
-    counted: stage 2 of 2 (legal), 0 of 1 (); approved by U0ED.`; the bot renders its own."""
-    who = ", ".join(progress.approvers)
-    counted = f"{len(progress.approvers)} of {progress.required} ({who})"
+    counted: stage 2 of 2 (legal), 0 of 1; approved by editor U0ED.`; the bot renders
+    its own. Nobody is named in no parentheses: a stage just reached has no approver yet."""
+    who = f" ({', '.join(progress.approvers)})" if progress.approvers else ""
+    counted = f"{len(progress.approvers)} of {progress.required}{who}"
     if progress.stages == 1:
         return f"Approval counted: {counted}."
     where = f"stage {progress.stage_number} of {progress.stages} ({progress.stage})"

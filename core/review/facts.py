@@ -142,6 +142,7 @@ def _with_basis(store: Store, config: Config, item: ReviewItem) -> ReviewItem:
         items=tuple(BasisItem(i.title, i.link) for i in snapshot.items),
         left_out=tuple(gone.source for gone in snapshot.left_out),
         image_notes=tuple(i.image.note for i in snapshot.items if i.image and i.image.note),
+        closed_at=snapshot.closed_before_read(),
     )
     return dataclasses.replace(item, basis=basis)
 

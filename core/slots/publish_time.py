@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 
 from core.ports import ReviewItem
 from core.slots.schedule import ScheduleSpec, Slot, next_slots
+from core.spoken import spoken_duration
 from core.states import DraftState
 
 
@@ -70,7 +71,10 @@ def too_late_to_draft(recipe: Timing, slot_at: datetime, now: datetime) -> str |
     its publication time, which nothing drafted now could make."""
     lateness = drafting_lateness(recipe, slot_at, now)
     if lateness > recipe.misfire_grace:
-        return f"found {_minutes(lateness)} late; misfire_grace is {_minutes(recipe.misfire_grace)}"
+        return (
+            f"found {spoken_duration(lateness)} late; "
+            f"misfire_grace is {spoken_duration(recipe.misfire_grace)}"
+        )
     if ahead(recipe) and now > slot_at:
         return "its publication time passed before it was drafted"
     return None
@@ -137,7 +141,3 @@ def with_publication(recipes: Mapping[str, Timing], item: ReviewItem) -> ReviewI
     if item.publish_at is None or (item.decided_at and item.publish_at <= item.decided_at):
         return item
     return dataclasses.replace(item, publishes=publication_label(item.publish_at, recipe.zone))
-
-
-def _minutes(delta: timedelta) -> str:
-    return f"{int(delta.total_seconds() // 60)}m"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
@@ -23,6 +23,10 @@ from core.post_body import BodyUnreadable, ImageRef, PostBody
 from core.sources.items import ItemImage, SourceItem, Window
 from core.sources.lessons import Lessons
 from core.store.engine import insert_ignore
+
+# A snapshot read this long after its window's end was drafted late (an earlier slot by
+# hand): newer entries exist that it leaves out, and its message says so.
+READ_LATE_AFTER = timedelta(minutes=10)
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,15 @@ class Snapshot:
     items: tuple[SourceItem, ...] = ()
     left_out: tuple[LeftOut, ...] = ()
     lessons: Lessons | None = None
+    window_end: datetime | None = None  # stored: the end of the window it was read for
+    taken_at: datetime | None = None  # stored: when it was read
+
+    def closed_before_read(self) -> datetime | None:
+        """The window's end when the snapshot was read well after it (a late draft of an
+        earlier slot): entries dated after it were left out, for their own slot."""
+        if self.window_end is None or self.taken_at is None:
+            return None
+        return self.window_end if self.taken_at - self.window_end > READ_LATE_AFTER else None
 
     @property
     def empty(self) -> bool:
@@ -66,6 +79,8 @@ def stored_snapshot(session: Session, run_id: str) -> Snapshot | None:
         items=tuple(_item(row) for row in rows),
         left_out=_parse_left_out(taken.left_out),
         lessons=Lessons.from_json(taken.lessons) if taken.lessons is not None else None,
+        window_end=taken.window_end,
+        taken_at=taken.taken_at,
     )
 
 

@@ -92,6 +92,8 @@ def test_status_and_runs_show_what_bump_pause_and_resume_changed(env: dict[str, 
     [run] = json.loads(out)["runs"]
     assert set(run) >= {"id", "recipe", "slot", "state", "reason", "draft_key", "attempts"}
     assert (run["state"], run["attempts"]) == ("pending", 1)
+    code, out = galley(env, "runs")  # the table says what it counts: every model call
+    assert code == 0 and "model calls" in out and "attempts" not in out
     code, out = galley(env, "runs", "--state", "succeeded", "--json")
     assert json.loads(out) == {"runs": []}
 

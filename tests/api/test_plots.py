@@ -20,6 +20,7 @@ from core.api.plots import Plots
 from core.setup.config import parse_config
 from core.store.engine import Store
 from core.telemetry.pricing import estimated_cost_usd
+from core.testing import FrozenClock
 from tests.harness.history import CONFIG, RECIPES, History, seed_history
 
 START = datetime(2026, 9, 7, 6, 0, tzinfo=UTC)  # a Monday
@@ -33,7 +34,8 @@ def seeded(store: Store) -> History:
 
 @pytest.fixture
 def plots(store: Store) -> Plots:
-    return Plots(store, parse_config(CONFIG))
+    """Plots read a year after the seeded history: no "today" of the machine's."""
+    return Plots(store, parse_config(CONFIG), FrozenClock(START + timedelta(days=365)))
 
 
 def scalar(store: Store, sql: str, **params: Any) -> Any:
@@ -310,6 +312,17 @@ def test_two_drafts_waiting_on_one_day_are_drawn_as_a_step_at_two(
         [line] = [line for line in axes.get_lines() if line.get_label() == recipe]
         start, end = (_as_dt(day), 1.0), (_as_dt(day + timedelta(days=1)), 1.0)
         assert _painted_along(figure, axes, line.get_color(), start, end) > 0.8
+
+
+def test_the_queue_depth_is_drawn_up_to_now_and_not_into_the_future(store: Store) -> None:
+    seed_history(store, runs=2, start=START, seed=92)  # drafts still ready at 19:00
+    now = START + timedelta(hours=13)
+    figure = Plots(store, parse_config(CONFIG), FrozenClock(now)).queue_depth()
+
+    for axes in figure.axes:
+        [line] = [line for line in axes.get_lines() if line.get_label() in RECIPES]
+        assert max(date2num(x) for x in line.get_xdata()) == pytest.approx(date2num(now))
+        assert axes.get_xlim()[1] < date2num(START.replace(hour=0) + timedelta(days=1, hours=12))
 
 
 def _as_dt(day: date) -> datetime:

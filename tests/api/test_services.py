@@ -218,3 +218,24 @@ def test_the_facade_shows_only_what_the_readme_documents(store: Store) -> None:
         name for name in FACADE - {"from_settings", "over", "opened"} if name not in notebook
     }
     assert undocumented == set()
+
+
+def test_the_readme_names_what_galley_draft_prints_and_its_exit_codes() -> None:
+    """The command table's `galley draft` row: every outcome it can print (the queue is
+    the scheduler's alone) and the exit codes `report_draft` and `explained` end with."""
+    from bot.cli_output import EXIT_FAILED, EXIT_USAGE
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    [row] = [line for line in readme.splitlines() if line.startswith("| `galley draft RECIPE")]
+    printed = set(DraftOutcome) - {DraftOutcome.QUEUED}
+    assert {outcome for outcome in printed if f"`{outcome}`" not in row} == set()
+    assert f"{EXIT_FAILED} when drafting failed" in row and "Exit 0" in row
+    assert f"{EXIT_USAGE} when Anthropic refused `ANTHROPIC_API_KEY`" in row
+    assert "--batch" in row
+
+
+def test_the_readme_source_table_names_githubs_keys() -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    [row] = [line for line in readme.splitlines() if line.startswith("| `sources[].kind`")]
+    github = row[row.index("`github`") : row.index("`slack`")]
+    assert {key for key in ("repo", "items", "api") if f"`{key}`" not in github} == set()

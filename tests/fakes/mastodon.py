@@ -103,10 +103,12 @@ class FakeMastodon(MastodonMedia, social.SocialFake):
         port: int = 0,
         accounts: dict[str, str] | None = None,
         max_characters: int = MAX_CHARACTERS,
+        version: str = "4.3.0",
     ) -> None:
         super().__init__(state_file=state_file, port=port)
         self.accounts = dict(accounts or {TOKEN: USERNAME})
         self.max_characters = max_characters
+        self.version = version  # before 4.3: no GET /api/v1/statuses?id[]= (404)
         self._keys: dict[tuple[str, str], tuple[str, float]] = {}  # (account, key) -> status
         self._sequence = itertools.count(1)
         self._init_media()
@@ -177,7 +179,7 @@ class FakeMastodon(MastodonMedia, social.SocialFake):
             {
                 "domain": "127.0.0.1",
                 "title": "Fake Mastodon",
-                "version": "4.3.0",
+                "version": self.version,
                 "configuration": {
                     "statuses": {
                         "max_characters": limit,
@@ -324,9 +326,16 @@ class FakeMastodon(MastodonMedia, social.SocialFake):
         account = self._account(call)
         if isinstance(account, tuple):
             return account
+        if _older_than_4_3(self.version):  # the route does not exist there
+            return 404, {"error": "Record not found"}, {}
         ids = parse_qs(call.query).get("id[]", [])[:STATUSES_LIMIT]
         found = {p["id"]: p for p in self._visible(lambda p: p["id"] in ids)}
         return 200, [_public(found[i]) for i in ids if i in found], {}
+
+
+def _older_than_4_3(version: str) -> bool:
+    major, minor = (int(n) for n in re.findall(r"\d+", version)[:2])
+    return (major, minor) < (4, 3)
 
 
 def _public(post: dict[str, Any]) -> dict[str, Any]:

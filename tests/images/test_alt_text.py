@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from sqlmodel import select
 
+from bot import image_drops
 from core.api.draft_images import DraftImages
 from core.images.library import Taken
 from core.models import AttemptRow, DraftRevisionRow
@@ -175,3 +177,27 @@ def test_a_spent_token_budget_proposes_nothing_and_says_why(
     assert refused.answer is None and "daily_token_budget is spent" in refused.told
     assert len(fake_anthropic.requests) == calls and alt_attempts(world) == []
     assert alts(world) == [""]
+
+
+def test_a_drop_without_words_asks_for_alt_text_without_an_empty_reviewer_clause(
+    db_url: str,
+    worlds: MakeWorld,
+    fake_anthropic: FakeAnthropic,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    world = worlds(db_url)
+    fake_anthropic.script(ok(text=TEXT))
+    world.draft()
+    images = DraftImages(world.store, world.config, world.core.images, world.core.desk())
+    said: list[str] = []
+
+    def dropped(words: str, width: int) -> str:  # a new image each time
+        monkeypatch.setattr(image_drops, "download", lambda file, token: photo(width, 600))
+        fake_anthropic.script(ok(text="The team cheering at the launch."))
+        drop = image_drops.Drop(KEY, "U0EDITOR", "C0REVIEW", "1.0", {"name": "launch.jpg"}, words)
+        image_drops.take_drop(drop, images, "xoxb-test", said.append, proposer(world))
+        return str(fake_anthropic.requests[-1].body["messages"])
+
+    asked = dropped("  ", 800)
+    assert "a file named launch.jpg" in asked and "the reviewer wrote" not in asked
+    assert "the reviewer wrote: the crowd" in dropped("the crowd", 640)

@@ -151,5 +151,5 @@ def test_a_settled_alert_names_the_person_not_the_worker_that_finished(
 
     assert w.alerts().settle_resolved() == 1
     [alert] = w.alert_messages()
-    assert "By U0ADMIN" in str(alert["blocks"])
+    assert "Settled by <@U0ADMIN>" in str(alert["blocks"])
     assert "w1" not in str(alert["blocks"])

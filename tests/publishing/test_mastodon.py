@@ -349,3 +349,28 @@ def test_a_429_names_its_reset_to_the_microsecond_and_galley_reads_it(
         r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", action.headers["X-RateLimit-Reset"]
     )
     assert caught.value.retry_after is not None and 115 <= caught.value.retry_after <= 120
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", ["4.3.0", "4.2.10"])
+def test_counts_are_read_on_a_server_older_than_4_3_one_status_at_a_time(version: str) -> None:
+    """Mastodon 4.3 reads 20 statuses per `GET /api/v1/statuses?id[]=`; an older server
+    has no such route (404): its counts are read one status at a time from then on,
+    a deleted status left out as the batch read leaves it out."""
+    with FakeMastodon(version=version) as server:
+        pub = publisher(server.url)
+        ids = [pub.publish(publication(f"{KEY}:{n}", f"Post {n}.")) for n in range(3)]
+        server.set_counts(lambda post: post["id"] == ids[0], likes=4)
+        server.delete(lambda post: post["id"] == ids[2])
+
+        for _ in range(2):  # the second pass asks the older server no batch again
+            counts = pub.read_counts(ids)
+            assert sorted(counts) == sorted(ids[:2])
+            assert (counts[ids[0]].likes, counts[ids[1]].likes) == (4, 0)
+
+        batches = server.requests_to("/api/v1/statuses", "GET")
+        singles = [r for r in server.requests if re.search(r"/api/v1/statuses/\d+$", r.path)]
+        if version == "4.3.0":
+            assert (len(batches), len(singles)) == (2, 0)
+        else:
+            assert (len(batches), len(singles)) == (1, 6)

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 import pytest
 from sqlmodel import col, select
 
+from bot.blocks import decided_message
 from bot.review_facts import fact_lines
 from core.api.decisions import read_decisions
 from core.errors import ConfigError
@@ -167,6 +168,24 @@ def test_the_message_names_the_stage_who_approved_and_who_is_asked(
     )
 
 
+def test_the_approved_message_names_who_approved_at_every_stage(
+    store: Store, clock: FrozenClock
+) -> None:
+    """The final message replaces the buttons with who approved: the first stage's
+    approver too, not only the one who decided at the last."""
+    cfg = staged()
+    key = drafted(store, clock, cfg)
+    assert approve(store, cfg, clock, key, ANA).accepted
+    answer = approve(store, cfg, clock, key, CAL)
+    assert answer.item is not None and state_of(store, key) == DraftState.APPROVED
+
+    _, blocks = decided_message(annotate(store, cfg, clock.now(), answer.item))
+
+    [decision] = [b for b in blocks if b.get("block_id") == "galley_decision"]
+    said = decision["elements"][0]["text"]
+    assert said.startswith(f"✅ Approved by editor <@{ANA}>; legal <@{CAL}>")
+
+
 def test_approvers_of_two_stages_clicking_at_once_pass_them_in_order(
     store: Store, clock: FrozenClock
 ) -> None:
@@ -239,6 +258,11 @@ def test_the_decision_log_names_each_approval_s_stage(store: Store, clock: Froze
         ("approval", ANA, "editor", "counted"),
         ("approval", CAL, "legal", "approved"),
     ]
+    # the next stage has nobody yet: no empty parentheses where names would be
+    assert (
+        logged[-1].reason
+        == "Approval counted: stage 2 of 2 (legal), 0 of 1; approved by editor U0ANA."
+    )
 
 
 def test_the_decision_log_names_the_stage_a_rejection_was_given_at(

@@ -117,11 +117,11 @@ def test_every_kind_of_decision_is_logged_with_who_revision_hash_and_outcome(
 
     logged = oldest_first(world)
     assert [(d.decision, d.who, d.revision, d.stage, d.outcome) for d in logged] == [
-        ("edit", ANA, 2, "approval", "edited"),
-        ("redraft", BEN, 2, "approval", "requested"),
-        ("approval", ANA, 3, "approval", "counted"),
-        ("approval", BEN, 3, "approval", "approved"),
-        ("unapprove", ANA, 3, "approval", "ready"),
+        ("edit", ANA, 2, None, "edited"),  # a recipe without approval_stages: no stage
+        ("redraft", BEN, 2, None, "requested"),
+        ("approval", ANA, 3, None, "counted"),
+        ("approval", BEN, 3, None, "approved"),
+        ("unapprove", ANA, 3, None, "ready"),
         ("resolution", ADMIN, 4, None, "cancelled"),
     ]
     assert [d.text_hash for d in logged] == [
@@ -246,6 +246,7 @@ def test_galley_decisions_prints_json_and_csv(store: Store, db_url: str, tmp_pat
     [header, *rows] = list(csv.reader(io.StringIO(table.stdout)))
     assert header[:3] == ["id", "at", "local_at"] and len(rows) == 1
     assert rows[0][header.index("reason")] == "off-brand"
+    assert rows[0][header.index("stage")] == ""  # no approval_stages: no stage named
 
     refused = CliRunner().invoke(app, ["decisions", "--since", "last tuesday"], env=env)
     assert refused.exit_code == 2

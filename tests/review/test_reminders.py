@@ -253,3 +253,20 @@ def test_the_bot_runs_the_reminders_pass_and_replies_in_the_review_thread(
     [reply] = [m for m in h.slack.messages(REVIEW) if m.get("thread_ts")]
     assert reply["thread_ts"] == message["ts"]
     assert "<@U0EDITOR>" in reply["text"] and "<!subteam^S0EDITORS>" in reply["text"]
+
+
+def test_a_reminder_says_its_wait_in_the_unit_that_fits() -> None:
+    """A 20 s `remind_after` is said as seconds, not "0 minutes" (one rule for every
+    duration a message shows a person: core.setup.durations.spoken_duration)."""
+    from bot.slack_surface import reminder_text
+    from core.ports import MessageRef, ReviewReminder
+
+    def said(waiting: timedelta) -> str:
+        thread = MessageRef(channel=REVIEW, ts="1.0")
+        return reminder_text(ReviewReminder(thread, KEY, "weekly-update", 1, waiting, []))
+
+    assert said(timedelta(seconds=20)).startswith("Still waiting for review after 20 seconds ")
+    assert "after 1 minute " in said(timedelta(seconds=61))
+    assert "after 1 hour 30 minutes " in said(timedelta(minutes=90))
+    assert "after 4 hours " in said(timedelta(hours=4, seconds=59))
+    assert "after 2 days 1 hour " in said(timedelta(days=2, hours=1))

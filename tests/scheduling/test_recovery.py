@@ -13,11 +13,13 @@ from datetime import timedelta
 import pytest
 from sqlmodel import col, select
 
+from bot.alert_blocks import alert_message, settled_by_words
 from core.api.galley import Galley
 from core.api.services import Services
 from core.drafting.anthropic_drafter import AnthropicDrafter
 from core.drafting.attempts import Backoff
 from core.errors import EffectOutcomeUnknown, LookupUnavailable
+from core.identity import CLI_ACTOR
 from core.models import DraftRow, RunRow
 from core.operations.alerts import AlertService
 from core.policies import AlertKind, DraftOutcome, FailReason, SkipReason
@@ -115,6 +117,52 @@ def test_a_failed_draft_is_told_once_with_its_cause_and_retried_without_a_bump(
         other = session.exec(select(DraftRow).where(col(DraftRow.key) == waiting.key)).one()
     assert other.state == DraftState.READY  # nothing else was superseded
     assert len(fake_anthropic.requests) == 2
+
+
+def test_a_settled_alert_names_the_person_who_retried_not_the_command_line_that_drafted(
+    store: Store, fake_anthropic: FakeAnthropic
+) -> None:
+    """Drafted from the command line, failed, retried by a person's click: the settled
+    alert says that person moved it on (the retry's history names them), never "cli"."""
+    clock = FrozenClock()
+    config = make_config(max_attempts=1)
+    down = galley_with_the_model_down(config, store, clock)
+    up = Galley(config, store, drafter=AnthropicDrafter("k", fake_anthropic.url), clock=clock)
+    assert down.draft(RECIPE, SLOT).outcome == DraftOutcome.FAILED  # actor: the CLI
+    alerts, alerter = alerts_for(store, config, clock)
+    alerts.sweep()
+
+    up.retry(RUN, actor="U0ADMIN")
+
+    assert alerts.settle_resolved() == 1
+    [(_, settled)] = alerter.settled
+    assert settled.settled_by == "U0ADMIN"
+    rendered = str(alert_message(settled, actionable=False)["blocks"])
+    assert "Settled by <@U0ADMIN>" in rendered and "cli" not in rendered
+
+
+def test_each_surface_says_which_model_calls_it_counts_and_they_agree(store: Store) -> None:
+    """Failed, retried, failed again: the failure counts this draft's calls against
+    max_attempts; the alert and `runs` count every call of the run, by one definition."""
+    clock = FrozenClock()
+    config = make_config(max_attempts=2)
+    down = galley_with_the_model_down(config, store, clock)
+    down.draft(RECIPE, SLOT)
+    again = down.retry(RUN, actor="U0ADMIN")
+
+    assert "2 model calls for this draft (max_attempts), no draft" in again
+    alerts, alerter = alerts_for(store, config, clock)
+    alerts.sweep()
+    [alert] = alerter.sent
+    assert "Model calls for this run, every draft and retry: 4." in " ".join(alert.facts)
+    [run] = down.runs()
+    assert run.attempts == 4  # shown as "model calls" by `galley runs`
+
+
+def test_who_settled_an_alert_is_said_in_words() -> None:
+    assert settled_by_words(CLI_ACTOR) == "Settled from the command line"
+    assert settled_by_words("U0ADMIN") == "Settled by <@U0ADMIN>"
+    assert settled_by_words("") == "Settled by Galley"
 
 
 def test_a_failed_draft_can_be_skipped_by_a_person(store: Store) -> None:

@@ -69,3 +69,22 @@ def test_compose_replicas_listen_on_their_network_and_publish_no_port() -> None:
     assert "ports" not in galley
     dockerfile = (REPO / "Dockerfile").read_text()
     assert "GALLEY_HTTP_HOST=0.0.0.0" in dockerfile  # the image's healthcheck and -p reach it
+
+
+def test_every_secret_a_config_can_name_reaches_both_containers() -> None:
+    """Each platform's default secret variable and GALLEY_GITHUB_TOKEN are passed by
+    name; a variable the config names itself (`secret_env`) comes from galley.env,
+    which both the migration and the replicas read, and which may be absent."""
+    from core.setup.publish_targets import BlueskyTarget, LinkedInTarget, MastodonTarget
+
+    named = {
+        str(target.model_fields["secret_env"].default)
+        for target in (BlueskyTarget, MastodonTarget, LinkedInTarget)
+    } | {"GALLEY_GITHUB_TOKEN", "ANTHROPIC_API_KEY", "SLACK_BOT_TOKEN"}
+    passed = set(compose()["x-galley-environment"])
+    assert named - passed == set()
+    for name in ("migrate", "galley"):
+        service = compose()["services"][name]
+        assert set(service["environment"]) == passed
+        assert service["env_file"] == [{"path": "./galley.env", "required": False}]
+    assert "galley.env" in (REPO / ".dockerignore").read_text().split()

@@ -87,11 +87,47 @@ def test_the_review_message_says_what_the_draft_is_based_on_with_links(
     assert "<!here>" not in shown and "<@U0BOSS>" not in shown
 
 
+def basis_drafted_at(store: Store, tmp_path: Path, now: datetime) -> str:
+    """The "Based on" line of this morning's slot (Monday 09:00) drafted by hand at `now`."""
+    config = parse_config(config_text() + SOURCES)
+    recipe = config.recipe("weekly-update")
+    service = DraftingService(store, InstantDrafter(), clock=FrozenClock(now), worker="w")
+    service.basis.access, service.basis.reader = SourceAccess(tmp_path), read
+    slot = Services(config, store).resolve_slot(recipe, "2026-11-30T09:00")
+    assert service.draft_slot(recipe, slot, manual=True).outcome == DraftOutcome.DRAFTED
+    with store.read() as session:
+        draft = session.exec(select(DraftRow)).one()
+        run = session.get(RunRow, draft.run_id)
+        assert run is not None
+        item = review_item(draft, run)
+    [line] = [f for f in fact_lines(annotate(store, config, now, item)) if "Based on" in f]
+    return line
+
+
+def test_a_late_draft_says_the_entries_after_its_slot_are_left_out(
+    store: Store, tmp_path: Path
+) -> None:
+    """Drafted by hand three hours after its slot: its window closed at the slot, so
+    the morning's entries are not in it, and the message says why."""
+    line = basis_drafted_at(store, tmp_path, datetime(2026, 11, 30, 12, 0, tzinfo=UTC))
+    slot = int(datetime(2026, 11, 30, 9, 0, tzinfo=UTC).timestamp())
+    assert line.endswith(
+        f" · drafted late: entries after <!date^{slot}^{{date_short_pretty}} {{time}}|"
+        "2026-11-30T09:00+00:00> are left out, they belong to the next slot"
+    )
+
+
+def test_a_draft_on_time_says_nothing_of_later_entries(store: Store, tmp_path: Path) -> None:
+    line = basis_drafted_at(store, tmp_path, datetime(2026, 11, 30, 9, 1, tzinfo=UTC))
+    assert "drafted late" not in line
+
+
 def test_the_basis_line_stays_within_a_context_block() -> None:
     long = "x" * 5000
     basis = DraftBasis(
         items=tuple(BasisItem(long, "https://example.com/" + "y" * 300) for _ in range(50)),
         left_out=tuple("z" * 200 for _ in range(3)),
+        closed_at=AT,
     )
     assert len(basis_line(basis)) <= CONTEXT_LIMIT
 

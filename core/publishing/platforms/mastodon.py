@@ -60,6 +60,7 @@ ASK_AGAIN_SECONDS = 300.0  # after /api/v2/instance failed, Mastodon's defaults 
 RETRY_LATER = frozenset({429, 503})
 PERMANENT = frozenset({400, 404, 410, 413, 422})
 STATUSES_LIMIT = 20  # ids one GET /api/v1/statuses takes (Mastodon 4.3)
+NO_MULTI_READ = frozenset({404, 422})  # before 4.3: GET /api/v1/statuses is no route
 
 
 class MastodonPublisher:
@@ -81,6 +82,7 @@ class MastodonPublisher:
         self._limits_failed_at = -ASK_AGAIN_SECONDS  # time.monotonic() of the last failed ask
         self._account: Any = None  # verify_credentials, once
         self._links: dict[str, str] = {}
+        self._one_at_a_time = False  # a server before 4.3: counts read status by status
 
     thread_style = ThreadStyle.PART_BY_PART  # each part its own status, key and receipt
 
@@ -175,24 +177,36 @@ class MastodonPublisher:
         return PostFound()
 
     def read_counts(self, external_ids: Sequence[str]) -> dict[str, PostCounts]:
-        """One `GET /api/v1/statuses?id[]=…` for up to 20 statuses; a deleted one is left
-        out of the answer."""
-        try:
-            statuses = self._signed_in().statuses(list(external_ids))
-        except Exception as exc:
-            response = getattr(self._answers, "response", None)
-            status = None if response is None else int(response.status_code)
-            wait = _wait_of(response) if status in RETRY_LATER else None
-            raise ReadRefused(f"Mastodon statuses read failed: {_describe(exc)}", wait) from exc
-        return {
-            str(found["id"]): PostCounts(
-                likes=int(found.get("favourites_count") or 0),
-                reposts=int(found.get("reblogs_count") or 0),
-                replies=int(found.get("replies_count") or 0),
-                quotes=int(found.get("quotes_count") or 0),
-            )
-            for found in statuses
-        }
+        """One `GET /api/v1/statuses?id[]=…` for up to 20 statuses (Mastodon 4.3); a
+        server older than 4.3 answers it 404 or 422, and is read one `GET
+        /api/v1/statuses/:id` at a time from then on. A deleted status is left out."""
+        if not self._one_at_a_time:
+            try:
+                return _counts_of(self._signed_in().statuses(list(external_ids)))
+            except Exception as exc:
+                if self._last_status() not in NO_MULTI_READ:
+                    raise self._read_refused(exc) from exc
+                self._one_at_a_time = True
+        return _counts_of(self._each_status(external_ids))
+
+    def _each_status(self, external_ids: Sequence[str]) -> list[Any]:
+        found = []
+        for external_id in external_ids:
+            try:
+                found.append(self._signed_in().status(external_id))
+            except Exception as exc:
+                if self._last_status() not in GONE:
+                    raise self._read_refused(exc) from exc
+        return found
+
+    def _last_status(self) -> int | None:
+        response = getattr(self._answers, "response", None)
+        return None if response is None else int(response.status_code)
+
+    def _read_refused(self, exc: Exception) -> ReadRefused:
+        status = self._last_status()
+        wait = _wait_of(self._answers.response) if status in RETRY_LATER else None
+        return ReadRefused(f"Mastodon statuses read failed: {_describe(exc)}", wait)
 
     def link(self, external_id: str) -> str | None:
         if external_id in self._links:
@@ -349,6 +363,18 @@ def _error_of(response: Any) -> str:
         return str(body["error"])
     text = " ".join(str(response.text).split())
     return text[:200] or "(empty body)"
+
+
+def _counts_of(statuses: Sequence[Any]) -> dict[str, PostCounts]:
+    return {
+        str(found["id"]): PostCounts(
+            likes=int(found.get("favourites_count") or 0),
+            reposts=int(found.get("reblogs_count") or 0),
+            replies=int(found.get("replies_count") or 0),
+            quotes=int(found.get("quotes_count") or 0),
+        )
+        for found in statuses
+    }
 
 
 def _wait_of(response: Any) -> float | None:
