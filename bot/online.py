@@ -13,7 +13,7 @@ from slack_sdk import WebClient
 from bot.slack_check import TOKEN_VARIABLE, check_slack
 from bot.slack_surface import SlackChannels
 from bot.wiring import Publishers
-from core.egress.client import Egress
+from core.egress.way_out import Egress
 from core.errors import GalleyError
 from core.publishing.platforms.online_check import CredentialProof, prove_targets
 from core.setup.config import Config, Recipe

@@ -23,7 +23,7 @@ from sqlmodel import Session
 from core.drafting.attempts import Backoff
 from core.drafting.claims import Claim
 from core.drafting.learning import read_lessons
-from core.egress.client import Egress
+from core.egress.way_out import Egress
 from core.errors import LostClaim
 from core.failpoints import Failpoint, failpoint
 from core.images.library import ImageLibrary

@@ -10,8 +10,8 @@ Redirects are followed here, by hand, at most MAX_REDIRECTS. Never retries.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import cache
 from ssl import SSLContext
@@ -31,6 +31,7 @@ from core.egress.backend import (
     system_resolver,
 )
 from core.egress.bodies import ACCEPT_ENCODING, read_bounded
+from core.egress.way_out import RequestHook
 from core.errors import NotFetched
 from core.http_calls import call_timeout
 
@@ -38,9 +39,6 @@ MAX_REDIRECTS = 5
 PAGE_BYTES = 5_000_000  # a feed or page larger than this is not news, it is a mistake
 IMAGE_BYTES = 25_000_000  # an item's image before shaping: a camera's JPEG, not a video
 _SECRET_HEADERS = ("authorization", "cookie")  # never carried to another origin
-RequestHook = Callable[[httpx.Request], None]
-"""Run on every request a read sends, each redirect hop included (a source's secret
-header goes to its configured origin only: core/sources/source_secrets.py)."""
 
 
 @dataclass(frozen=True)
@@ -54,25 +52,6 @@ class Fetched:
     headers: httpx.Headers
     body: bytes
     next_url: str | None = None
-
-
-@dataclass(frozen=True)
-class Egress:
-    """How a reader goes out: `[egress] allow` and, in tests only, a resolver and a
-    dialer that simulate the network (so no packet leaves for a refused address)."""
-
-    allow: EgressAllow = field(default_factory=EgressAllow)
-    resolver: Resolver = system_resolver
-    dialer: Dialer = system_dialer
-
-    def client(self, timeout: float, on_request: Sequence[RequestHook] = ()) -> EgressClient:
-        return EgressClient(
-            self.allow,
-            timeout=timeout,
-            resolver=self.resolver,
-            dialer=self.dialer,
-            on_request=on_request,
-        )
 
 
 class EgressClient:

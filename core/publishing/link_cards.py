@@ -18,7 +18,8 @@ from datetime import timedelta
 
 import httpx
 
-from core.egress.client import PAGE_BYTES, Egress, Fetched
+from core.egress.client import PAGE_BYTES, Fetched
+from core.egress.way_out import Egress
 from core.errors import ImageRefused, NotFetched
 from core.images.library import ImageLibrary
 from core.images.uploads import ImageUploads

@@ -21,7 +21,7 @@ from typing import TypeVar
 from sqlmodel import Session
 
 from core.drafting.revisions import renumber_revision
-from core.egress.client import Egress
+from core.egress.way_out import Egress
 from core.errors import (
     ConcurrentChange,
     EffectNotSent,

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from core.egress.client import Egress
+from core.egress.way_out import Egress
 from core.errors import GalleyError
 from core.sources.url_credentials import without_credentials
 

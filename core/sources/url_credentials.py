@@ -67,7 +67,7 @@ def without_credentials(url: str) -> str:
         return ""
     query = [pair for pair in _pairs(parts.query) if not _holds_credential(pair)]
     fragment = [pair for pair in _pairs(parts.fragment) if not _holds_credential(pair, "=")]
-    netloc = parts.netloc.rpartition("@")[2]
+    netloc = parts.netloc[parts.netloc.rfind("@") + 1 :]  # past a `user:password@`
     return urlunsplit((parts.scheme, netloc, parts.path, "&".join(query), "&".join(fragment)))
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from core.egress.client import Egress
+from core.egress.way_out import Egress
 from core.publishing.link_cards import PageCard, read_card
 from core.sources.items import SourceReadError
 from core.sources.reading import read_source

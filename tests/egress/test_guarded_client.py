@@ -18,7 +18,7 @@ import pytest
 
 from core.egress.addresses import EgressAllow, parse_allow
 from core.egress.backend import system_dialer
-from core.egress.client import Egress
+from core.egress.way_out import Egress
 from core.errors import NotFetched
 from tests.fakes.web import FakeWeb, drip, status
 from tests.harness.slow_marks import starts_a_server

@@ -18,7 +18,7 @@ from sqlmodel import col, select
 from bot.digest_text import digest_text
 from core.drafting.basis import SourceAccess
 from core.drafting.service import DraftingService
-from core.egress.client import Egress
+from core.egress.way_out import Egress
 from core.failpoints import Failpoint, hook
 from core.identity import item_run_id, item_token
 from core.models import DraftRow, PolledItemRow, RunRow, SnapshotItemRow

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from core.egress.addresses import parse_allow
-from core.egress.client import Egress
+from core.egress.way_out import Egress
 from core.sources.items import ReadContext, Window
 from core.sources.specs import SourceSpec
 

@@ -1,0 +1,45 @@
+"""How a reader goes out (docs/design.md §33): the `[egress] allow` list and, in tests
+only, a resolver and a dialer that simulate the network, so no packet leaves for a
+refused address. Light on purpose: a read command that never fetches carries it in its
+config without loading httpx, which loads with the first client made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from core.egress.addresses import EgressAllow
+
+if TYPE_CHECKING:
+    import httpx
+
+    from core.egress.backend import Dialer, Resolver
+    from core.egress.client import EgressClient
+
+RequestHook = Callable[["httpx.Request"], None]
+"""Run on every request a read sends, each redirect hop included (a source's secret
+header goes to its configured origin only: core/sources/source_secrets.py)."""
+
+
+@dataclass(frozen=True)
+class Egress:
+    """`allow`: the networks and hosts found URLs may reach besides global addresses;
+    `resolver` and `dialer`: the system's unless a test simulates the network."""
+
+    allow: EgressAllow = field(default_factory=EgressAllow)
+    resolver: Resolver | None = None
+    dialer: Dialer | None = None
+
+    def client(self, timeout: float, on_request: Sequence[RequestHook] = ()) -> EgressClient:
+        from core.egress.backend import system_dialer, system_resolver
+        from core.egress.client import EgressClient
+
+        return EgressClient(
+            self.allow,
+            timeout=timeout,
+            resolver=self.resolver or system_resolver,
+            dialer=self.dialer or system_dialer,
+            on_request=on_request,
+        )
