@@ -9,6 +9,7 @@ import os
 import re
 from abc import abstractmethod
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
@@ -25,8 +26,21 @@ DID_PATTERN = re.compile(r"^did:[a-z]+:[A-Za-z0-9._:%-]+$")
 BASE_URL_PATTERN = re.compile(r"^https?://[^\s/?#|]+(/[^\s?#|]*)?$")
 
 
+# How long after a send whose answer was lost a destination read by its listing shows
+# the post (docs/design.md §9): the request may still be running there, and a listing
+# may be served by a replica behind the primary. Before then "absent" is not believed.
+MASTODON_READ_DELAY = timedelta(minutes=1)
+LINKEDIN_READ_DELAY = timedelta(minutes=2)
+
+
 class _Target(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @property
+    def lookup_grace(self) -> timedelta:
+        """How long after a lost answer a look-up is believed: none where the post is
+        found by its key (Slack's metadata, a webhook's status URL, Bluesky's record)."""
+        return timedelta(0)
 
 
 class SlackTarget(_Target):
@@ -125,6 +139,10 @@ class MastodonTarget(_SecretTarget):
         default = MastodonTarget.model_fields["secret_env"].default
         return f"mastodon:{where}" + ("" if self.secret_env == default else f"+{self.secret_env}")
 
+    @property
+    def lookup_grace(self) -> timedelta:
+        return MASTODON_READ_DELAY
+
 
 class LinkedInTarget(_SecretTarget):
     to: Literal["linkedin"]
@@ -160,6 +178,12 @@ class LinkedInTarget(_SecretTarget):
     @property
     def target(self) -> str:
         return f"linkedin:{self.author}"
+
+    @property
+    def lookup_grace(self) -> timedelta:
+        """An organization's posts are listed after LinkedIn's read delay; a member's are
+        never readable, so nothing is gained by waiting."""
+        return LINKEDIN_READ_DELAY if self.is_organization else timedelta(0)
 
 
 PublishTarget = Annotated[

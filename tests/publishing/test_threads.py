@@ -32,7 +32,7 @@ from core.publishing.lookup_proof import publish_payload, publish_spec
 from core.publishing.platforms.bluesky import BlueskyPublisher
 from core.publishing.post_checks import take_up_publications
 from core.publishing.targets import frozen_text, published_links
-from core.setup.publish_targets import BlueskyTarget
+from core.setup.publish_targets import MASTODON_READ_DELAY, BlueskyTarget
 from core.states import EffectState, RunState
 from core.store.leases import lease_now
 from tests.fakes import social
@@ -303,6 +303,7 @@ def test_a_mastodon_part_whose_answer_was_lost_is_found_in_its_place_not_sent_tw
     with world.store.read() as session:  # Edit is refused naming the target once, by its part
         said = frozen_text(session, KEY) or ""
     assert said.count(mastodon_target(mastodon)) == 1 and "part 2 sent, outcome unknown" in said
+    world.clock.advance(MASTODON_READ_DELAY)  # looked up once Mastodon would show it
     assert world.service("w2").publish_run(RUN).outcome == PublishOutcome.PUBLISHED
     assert_a_mastodon_thread(mastodon)
     assert len(mastodon.requests_to("/api/v1/statuses", "POST")) == 4  # part 2 found, not re-sent
