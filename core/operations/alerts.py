@@ -32,8 +32,8 @@ from core.identity import (
 from core.models import AttemptRow, EffectRow, EventRow, RunRow
 from core.operations.stuck import is_stuck
 from core.policies import AlertKind, EffectStep, FailReason
-from core.publishing.lost_answers import sweep_alert_due
 from core.ports import Alerter, Clock, MessageRef, ReviewItem, RunAlert
+from core.publishing.lost_answers import sweep_alert_due
 from core.setup.config import Config
 from core.states import (
     RUN_PUBLISHABLE_STATES,
@@ -239,9 +239,7 @@ class AlertService:
             return episode
         return reminder_key(episode, reminders)
 
-    def _headline(
-        self, run: RunRow, now: datetime, *, swept: bool
-    ) -> tuple[str, AlertKind] | None:
+    def _headline(self, run: RunRow, now: datetime, *, swept: bool) -> tuple[str, AlertKind] | None:
         recipe = self.config.recipes.get(run.recipe)
         if run.state == RunState.UNCERTAIN:
             if swept and not sweep_alert_due(run, recipe, now):

@@ -9,7 +9,6 @@ received are counted. Both backends.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import timedelta
 
 import pytest
 

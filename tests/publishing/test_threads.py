@@ -323,8 +323,64 @@ def test_a_mastodon_part_marked_published_by_a_person_stops_the_thread_never_pos
     assert world.run_row().state == RunState.PUBLISHING  # not succeeded: parts 3 and 4 are not out
     result = world.service().publish_run(RUN)
     assert result.outcome == PublishOutcome.FAILED and "part 3" in (result.detail or "")
+    assert "marked published by a person" in (result.detail or "")
     assert len(mastodon.statuses_of()) == 2
+    assert len(mastodon.requests_to("/api/v1/statuses", "POST")) == 2  # part 3 never asked
     assert world.run_row().state == RunState.FAILED
+
+
+def look_alike(fake: FakeMastodon, text: str) -> str:
+    """The same words posted on the account by hand, outside the thread: another post."""
+    answer = httpx.post(
+        f"{fake.url}/api/v1/statuses",
+        data={"status": text},
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        timeout=5,
+    )
+    answer.raise_for_status()
+    return str(answer.json()["id"])
+
+
+def test_a_lost_part_is_found_in_its_place_never_as_a_look_alike_elsewhere_on_the_account(
+    db_url: str, worlds: MakeWorld, mastodon: FakeMastodon
+) -> None:
+    """Part 2's answer lost, and the same words posted alone since: the look-up takes the
+    reply to part 1, so part 3 replies to the thread's part 2, not to the look-alike."""
+    world = mastodon_world(worlds, db_url, mastodon)
+    approved_thread(world)
+    mastodon.script("create", social.accept(), social.accept_then_drop())
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.UNCERTAIN
+    alike = look_alike(mastodon, PARTS[1])
+    world.clock.advance(MASTODON_READ_DELAY)
+    assert world.service("w2").publish_run(RUN).outcome == PublishOutcome.PUBLISHED
+    thread = sorted(
+        (s for s in mastodon.statuses_of() if s["id"] != alike), key=lambda s: int(s["id"])
+    )
+    assert [s["source_text"] for s in thread] == list(PARTS)
+    for before, status in itertools.pairwise(thread):
+        assert status["in_reply_to_id"] == before["id"]
+    part_2 = world.effect(publish_part_key(KEY, mastodon_target(mastodon), 2))
+    assert part_2 is not None and part_2.external_id == thread[1]["id"]
+
+
+def test_an_orphaned_later_part_is_looked_up_in_its_place_never_as_a_look_alike(
+    db_url: str, worlds: MakeWorld, mastodon: FakeMastodon
+) -> None:
+    """Cancelled while part 2's answer was lost: the orphan pass settles part 2 by the
+    reply to part 1, not by the same words posted alone on the account since."""
+    world = mastodon_world(worlds, db_url, mastodon)
+    approved_thread(world)
+    mastodon.script("create", social.accept(), social.accept_then_drop())
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.UNCERTAIN
+    world.resolver().cancel(RUN, actor="U0ADMIN")
+    alike = look_alike(mastodon, PARTS[1])
+    world.clock.advance(MASTODON_READ_DELAY)
+    world.service().publish_pending()
+    part_2 = world.effect(publish_part_key(KEY, mastodon_target(mastodon), 2))
+    assert part_2 is not None and part_2.state == EffectState.SUCCEEDED
+    real = [s for s in mastodon.statuses_of() if s["source_text"] == PARTS[1] and s["id"] != alike]
+    assert part_2.external_id == real[0]["id"]
+    assert len(mastodon.requests_to("/api/v1/statuses", "POST")) == 3  # nothing sent again
 
 
 def test_a_bluesky_thread_marked_published_by_a_person_is_settled_by_its_one_receipt(
