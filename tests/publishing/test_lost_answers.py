@@ -12,16 +12,17 @@ from collections.abc import Iterator
 
 import pytest
 
+from core.identity import publish_effect_key
 from core.policies import PublishOutcome
 from core.publishing.lost_answers import LOOK_UP_ALLOWANCE
 from core.setup.publish_targets import LINKEDIN_READ_DELAY, MASTODON_READ_DELAY
-from core.states import RunState
+from core.states import EffectState, RunState
 from tests.fakes import social
 from tests.fakes.linkedin import ORGANIZATION, FakeLinkedIn
 from tests.fakes.linkedin import TOKEN as LINKEDIN_TOKEN
 from tests.fakes.mastodon import TOKEN, FakeMastodon
 from tests.harness.slow_marks import starts_a_server
-from tests.harness.worlds import RUN, MakeWorld, World
+from tests.harness.worlds import KEY, RUN, MakeWorld, World
 
 
 @pytest.fixture
@@ -41,6 +42,10 @@ def linkedin() -> Iterator[FakeLinkedIn]:
 def mastodon_world(worlds: MakeWorld, db_url: str, fake: FakeMastodon) -> World:
     publish = f'publish = {{ to = "mastodon", instance = "{fake.url}" }}'
     return worlds(db_url, publish=publish, environ={"GALLEY_MASTODON_TOKEN": TOKEN})
+
+
+def mastodon_target(fake: FakeMastodon) -> str:
+    return f"mastodon:{fake.url.removeprefix('http://')}"
 
 
 def linkedin_world(worlds: MakeWorld, db_url: str, fake: FakeLinkedIn) -> World:
@@ -78,12 +83,15 @@ def test_a_mastodon_post_whose_answer_was_lost_is_found_after_the_read_delay_unp
 def test_a_linkedin_post_whose_answer_was_lost_is_found_after_the_read_delay_unpaged(
     db_url: str, worlds: MakeWorld, linkedin: FakeLinkedIn
 ) -> None:
+    """Within the read delay the post is not listed yet: a look-up then would find it
+    absent and send again, which LinkedIn refuses as a duplicate (the run failed)."""
     world = linkedin_world(worlds, db_url, linkedin)
     world.approved()
-    linkedin.script("create", social.accept_then_drop())
+    linkedin.script("create", social.hold_then_drop())
     assert world.service().publish_run(RUN).outcome == PublishOutcome.UNCERTAIN
     passes(world)
     assert world.run_row().state == RunState.UNCERTAIN
+    linkedin.release()  # LinkedIn lists it now
     world.clock.advance(LINKEDIN_READ_DELAY)
     passes(world)
     assert world.run_row().state == RunState.SUCCEEDED
@@ -127,3 +135,27 @@ def test_a_lost_answer_nobody_looks_up_is_told_by_the_sweep_after_the_allowance(
     world.clock.advance(LOOK_UP_ALLOWANCE)
     assert world.alerts().sweep() == 1
     assert len(world.alert_messages()) == 1
+
+
+def test_an_orphaned_send_is_not_settled_absent_within_the_read_delay(
+    db_url: str, worlds: MakeWorld, mastodon: FakeMastodon
+) -> None:
+    """Cancelled while its answer was lost and the post not listed yet: the orphan pass
+    waits the read delay, then finds the post; it is never recorded as not sent."""
+    world = mastodon_world(worlds, db_url, mastodon)
+    world.approved()
+    mastodon.script("create", social.hold_then_drop())
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.UNCERTAIN
+    world.resolver().cancel(RUN, actor="U0ADMIN")
+    world.service().publish_pending()  # within the read delay: not looked up
+    key = publish_effect_key(KEY, mastodon_target(mastodon))
+    receipt = world.effect(key)
+    assert receipt is not None and receipt.state == EffectState.UNCERTAIN
+    mastodon.release()
+    world.clock.advance(MASTODON_READ_DELAY)
+    world.service().publish_pending()
+    receipt = world.effect(key)
+    [status] = mastodon.statuses_of()
+    assert receipt is not None and receipt.state == EffectState.SUCCEEDED
+    assert receipt.external_id == status["id"]
+    assert "completed after cancellation" in (world.run_row().reason or "")
