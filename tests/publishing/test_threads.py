@@ -31,6 +31,7 @@ from core.post_body import PostBody
 from core.publishing.lookup_proof import publish_payload, publish_spec
 from core.publishing.platforms.bluesky import BlueskyPublisher
 from core.publishing.post_checks import take_up_publications
+from core.publishing.readings import PostReadings
 from core.publishing.targets import frozen_text, published_links
 from core.setup.publish_targets import MASTODON_READ_DELAY, BlueskyTarget
 from core.states import EffectState, RunState
@@ -203,6 +204,37 @@ def test_a_bluesky_thread_whose_answer_was_lost_is_found_and_never_sent_again(
     assert world.service("w2").publish_run(RUN).outcome == PublishOutcome.PUBLISHED
     assert len(pds.posts_of(DID)) == 4
     assert len(pds.requests_to("com.atproto.repo.applyWrites")) == 1  # found, not re-sent
+
+
+def test_a_bluesky_thread_whose_first_post_was_deleted_while_its_answer_was_lost_ends(
+    db_url: str, worlds: MakeWorld, pds: FakeBluesky
+) -> None:
+    """The thread went out, its answer was lost, and a person deleted its first post: the
+    look-up finds the thread by its second record, so it is published (never sent again,
+    never uncertain forever), and the reading pass finds the first post gone."""
+    world = bluesky_world(worlds, db_url, pds)
+    approved_thread(world)
+    pds.script("create", social.accept_then_drop())
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.UNCERTAIN
+    first = in_thread_order(pds)[0]
+    assert pds.delete(lambda p: p["uri"] == first["uri"]) == 1
+    for worker in ("w2", "w3"):
+        world.service(worker).publish_run(RUN)
+    assert world.run_row().state == RunState.SUCCEEDED
+    assert len(pds.requests_to("com.atproto.repo.applyWrites")) == 1  # never sent again
+    [receipt] = world.publish_effects()
+    assert receipt.external_id == first["uri"]
+    readings = PostReadings(
+        world.store,
+        world.config,
+        world.clock,
+        "w1",
+        world.publishers.publishers_for,
+        world.alerts().alert_post_gone,
+    )
+    readings.read_due()
+    world.clock.advance(timedelta(minutes=2))
+    assert readings.read_due().gone == 1
 
 
 def test_a_thread_key_sent_with_another_part_is_a_payload_conflict(
