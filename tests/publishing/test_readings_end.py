@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
+import pytest
 from sqlmodel import select
 
 from core.models import PostCheckRow, PostReadingRow
@@ -23,6 +24,8 @@ from core.store.engine import Store
 from core.testing import FrozenClock
 from tests.conftest import make_config
 from tests.fakes import social
+from tests.fakes.linkedin import ORGANIZATION, FakeLinkedIn
+from tests.fakes.linkedin import TOKEN as LINKEDIN_TOKEN
 from tests.harness.two_platforms import BLUESKY, Platforms, world_of
 from tests.harness.worlds import ANNOUNCE, RUN, MakeWorld, World
 
@@ -130,6 +133,30 @@ def test_a_slack_post_deleted_after_verification_is_marked_gone_and_told_once(
     [row] = checks(world).values()
     assert (row.state, row.due_at) == (PostCheck.GONE, None)
     assert len(gone_alerts(world)) == 1
+
+
+@pytest.mark.slow  # starts the LinkedIn fake in its body
+def test_a_linkedin_post_deleted_after_verification_is_marked_gone_and_told_once(
+    db_url: str, worlds: MakeWorld
+) -> None:
+    with FakeLinkedIn() as linkedin:
+        publish = (
+            f'publish = {{ to = "linkedin", author = "{ORGANIZATION}", api = "{linkedin.api}" }}'
+        )
+        world = worlds(db_url, publish=publish, environ={"GALLEY_LINKEDIN_TOKEN": LINKEDIN_TOKEN})
+        world.approved()
+        assert world.service().publish_run(RUN).outcome == PublishOutcome.PUBLISHED
+        readings(world).read_due()
+        world.clock.advance(timedelta(minutes=2))
+        assert readings(world).read_due().verified == 1
+        linkedin.delete(mine)
+        for _ in range(3):
+            world.clock.advance(timedelta(hours=1))
+            readings(world).read_due()
+    [row] = checks(world).values()
+    assert (row.state, row.due_at) == (PostCheck.GONE, None)
+    [told] = gone_alerts(world)
+    assert "Published to LinkedIn, then gone (404 at" in told
 
 
 def test_a_post_the_counts_never_hold_is_read_until_its_last_reading_then_ends(
