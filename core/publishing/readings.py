@@ -20,7 +20,7 @@ from functools import partial
 from sqlmodel import Session
 
 from core.errors import ReadRefused
-from core.identity import platform_of_target, run_of_draft_key
+from core.identity import is_manual_proof, platform_of_target, run_of_draft_key
 from core.models import PostCheckRow
 from core.policies import PostCheck
 from core.ports import (
@@ -90,8 +90,11 @@ class PostReadings:
                 session, now, lambda recipe: self._schedule(recipe).verify_after
             )
             claimed = post_checks.claim_due(session, now, owner, self.limit)
+        marked = [row for row in claimed if is_manual_proof(row.external_id)]
+        self._marked(marked, owner, done)  # taken up before marked rows were told apart
         by_target: dict[str, list[PostCheckRow]] = defaultdict(list)
-        for row in claimed:  # one account per target id, whichever recipes post there
+        for row in (r for r in claimed if not is_manual_proof(r.external_id)):
+            # one account per target id, whichever recipes post there
             by_target[row.target].append(row)
         for target, rows in by_target.items():
             try:
@@ -310,6 +313,18 @@ class PostReadings:
         log.info("post_read_cannot_tell receipt=%s tries=%d why=%s", row.receipt, tries, why.why)
         schedule = self._schedule(row.recipe)
         return post_checks.read_again(session, row, owner, now, why, schedule)
+
+    def _marked(self, rows: list[PostCheckRow], owner: str, done: ReadingPass) -> None:
+        """Rows of receipts a person marked published: no post id to read, never due."""
+        if not rows:
+            return
+        with self.store.transaction() as session:
+            for row in rows:
+                detail = post_checks.marked_detail(row.external_id)
+                kept = post_checks.finish(
+                    session, row, owner, state=PostCheck.MARKED, detail=detail, due_at=None
+                )
+                done.lost += not kept
 
     def _unreadable(self, rows: list[PostCheckRow], owner: str, done: ReadingPass) -> None:
         if not rows:

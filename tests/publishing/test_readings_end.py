@@ -89,6 +89,25 @@ def test_a_receipt_marked_published_is_never_read_back_and_every_surface_says_so
     assert stats[BLUESKY].state == PostCheck.VERIFIED
 
 
+def test_a_marked_receipt_taken_up_as_due_before_is_marked_and_never_read(
+    store: Store,
+) -> None:
+    clock = FrozenClock()
+    reader = StubReader("stub-a")
+    with store.transaction() as session:
+        row = stub_row(clock, "stub-a", "post-x", PostCheck.DUE, 0, 10)
+        row.external_id = "manual:U0ADMIN"
+        session.add(row)
+    PostReadings(
+        store, make_config(), clock, "w1", lambda recipe: [reader], lambda *_: False
+    ).read_due()
+    with store.read() as session:
+        [found] = session.exec(select(PostCheckRow)).all()
+    assert (found.state, found.due_at) == (PostCheck.MARKED, None)
+    assert found.detail == "marked published by U0ADMIN; not read back"
+    assert reader.read == []
+
+
 # --- a post deleted after it was verified -----------------------------------------------
 
 
