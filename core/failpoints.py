@@ -53,6 +53,7 @@ class Failpoint(StrEnum):
     READINGS_DUE_READ = (
         "readings_due_read"  # posts due read back, not yet claimed (docs/design.md §28)
     )
+    READING_KEEP = "reading_keep"  # one post's counts about to be written (§28)
 
 
 _hooks: dict[str, Callable[[], None]] = {}

@@ -13,13 +13,14 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from functools import partial
 
 from sqlmodel import Session
 
 from core.errors import ReadRefused
+from core.failpoints import Failpoint, failpoint
 from core.identity import is_manual_proof, platform_of_target, run_of_draft_key
 from core.models import PostCheckRow
 from core.policies import PostCheck
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 TellGone = Callable[[str, str, str, str | None], bool]
 """(publish receipt, run, headline, public URL) -> whether an alert was posted now."""
 
+Outcome = PostCounts | PostGone | PostUnknown  # what reading one post's counts came to
 PASS_LIMIT = 200  # rows one pass claims: what is left is due at the next pass
 PLATFORM_NAMES = {
     "bluesky": "Bluesky",
@@ -66,6 +68,10 @@ class ReadingPass:
     refused: int = 0  # a platform said 429: read again when it allows
     lost: int = 0  # claimed by another pass meanwhile: nothing written
     failed: int = 0  # reading it raised: logged, recorded on the row, read again later
+
+    def add(self, other: ReadingPass) -> None:
+        for counter in fields(self):
+            setattr(self, counter.name, getattr(self, counter.name) + getattr(other, counter.name))
 
 
 @dataclass(eq=False)  # a service: compared and hashed by identity
@@ -217,33 +223,53 @@ class PostReadings:
     def _keep_batch(
         self,
         batch: Sequence[PostCheckRow],
-        found: Mapping[str, PostCounts | PostGone | PostUnknown | Exception],
+        found: Mapping[str, Outcome | Exception],
         owner: str,
         done: ReadingPass,
     ) -> None:
-        """A batch's outcomes in one transaction, each row under its own savepoint: a row
-        that raises undoes only itself, and is recorded as failed after."""
-        failed: list[tuple[PostCheckRow, Exception]] = []
-        gone: list[tuple[PostCheckRow, PostGone]] = []
+        """A batch's outcomes in one transaction; should one row's write raise, the batch
+        is written again row by row, each in its own transaction, so only that row fails
+        (recorded on it) and the others are kept. A row whose read raised is recorded."""
+        kept_rows: list[tuple[PostCheckRow, Outcome]] = []
+        raised: list[tuple[PostCheckRow, Exception]] = []
+        for row in batch:
+            outcome = found[row.receipt]
+            if isinstance(outcome, Exception):
+                raised.append((row, outcome))
+            else:
+                kept_rows.append((row, outcome))
+        tally = ReadingPass()
+        try:
+            gone = self._keep_rows(kept_rows, owner, tally)
+        except Exception:
+            log.exception("post_readings_batch_failed target=%s", batch[0].target)
+            tally, gone = ReadingPass(), []
+            for row, reading in kept_rows:
+                try:
+                    gone += self._keep_rows([(row, reading)], owner, tally)
+                except Exception as exc:
+                    self._failed(row, owner, exc, tally)
+        done.add(tally)
+        for row, error in raised:
+            self._failed(row, owner, error, done)
+        for row, said, at in gone:  # told once: the row is never read again
+            self._tell_gone(row, _said(said, at))
+
+    def _keep_rows(
+        self,
+        rows: Sequence[tuple[PostCheckRow, Outcome]],
+        owner: str,
+        tally: ReadingPass,
+    ) -> list[tuple[PostCheckRow, PostGone, datetime]]:
+        """`rows`' outcomes in one transaction; the rows found gone, to be told."""
+        gone = []
         with self.store.transaction() as session:
             now = lease_now(session, self.clock)
-            for row in batch:
-                reading = found[row.receipt]
-                if isinstance(reading, Exception):
-                    failed.append((row, reading))
-                    continue
-                try:
-                    with session.begin_nested():
-                        kept = self._keep(session, row, owner, now, reading, done)
-                except Exception as exc:
-                    failed.append((row, exc))
-                    continue
+            for row, reading in rows:
+                kept = self._keep(session, row, owner, now, reading, tally)
                 if kept and isinstance(reading, PostGone):
-                    gone.append((row, reading))
-        for row, error in failed:
-            self._failed(row, owner, error, done)
-        for row, said in gone:  # told once: the row is never read again
-            self._tell_gone(row, _said(said, now))
+                    gone.append((row, reading, now))
+        return gone
 
     def _counts_of(
         self, reader: PostReader, batch: Sequence[PostCheckRow]
@@ -284,6 +310,7 @@ class PostReadings:
         reading: PostCounts | PostGone | PostUnknown,
         done: ReadingPass,
     ) -> bool:
+        failpoint(Failpoint.READING_KEEP)
         if isinstance(reading, PostCounts):
             schedule = self._schedule(row.recipe)
             kept = post_checks.keep_reading(session, row, owner, reading, now, schedule)

@@ -14,6 +14,7 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
+from core.failpoints import hook
 from core.models import PostCheckRow, PostReadingRow
 from core.policies import Finding, PostCheck, PublishOutcome
 from core.ports import PostCounts, PostFound, PostRead, PostUnknown
@@ -280,6 +281,38 @@ def test_a_row_at_its_42nd_try_and_rows_that_raise_never_stop_the_pass(store: St
     assert counted == {rows["post-counted"].receipt}
     assert done.failed == 1  # the adapter that raised; a counts read that raised cannot tell
     assert later.read == ["post-later"]
+
+
+class BatchReader(StubReader):
+    counts_per_request = 25  # every row of the target in one counts request
+
+
+def test_a_row_whose_write_raises_fails_alone_and_its_batch_is_kept(store: Store) -> None:
+    clock = FrozenClock()
+    reader = BatchReader("stub-a")
+    with store.transaction() as session:
+        for n in range(3):
+            session.add(stub_row(clock, "stub-a", f"post-{n}", PostCheck.VERIFIED, 0, 10 - n))
+    writes: list[int] = []
+
+    def second_write_raises() -> None:  # the second row: in the batch, then alone
+        writes.append(1)
+        if len(writes) in (2, 4):
+            raise RuntimeError("the database tripped")
+
+    readings = PostReadings(
+        store, make_config(), clock, "w1", lambda recipe: [reader], lambda *_: False
+    )
+    with hook("reading_keep", second_write_raises):
+        done = readings.read_due()
+    with store.read() as session:
+        rows = {row.external_id: row for row in session.exec(select(PostCheckRow)).all()}
+        counted = {r.receipt for r in session.exec(select(PostReadingRow)).all()}
+    assert (done.readings, done.failed) == (2, 1)
+    failed = [row for row in rows.values() if row.receipt not in counted]
+    [bad] = failed
+    assert bad.tries == 1 and "RuntimeError" in (bad.detail or "")
+    assert len(counted) == 2
 
 
 def test_the_retry_delay_never_overflows_whatever_the_tries() -> None:
