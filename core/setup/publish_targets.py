@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from core.errors import MissingSecret
 from core.identity import slack_target
+from core.setup.durations import ZeroOrDuration
 
 ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 HANDLE_PATTERN = re.compile(
@@ -41,6 +42,14 @@ class _Target(BaseModel):
         """How long after a lost answer a look-up is believed: none where the post is
         found by its key (Slack's metadata, a webhook's status URL, Bluesky's record)."""
         return timedelta(0)
+
+
+class _ListedTarget(BaseModel):
+    """A destination whose look-up lists the account's posts (docs/design.md §9):
+    `read_delay` in the file overrides the platform's stated delay (an instance known to
+    lag more, or a test's fake that shows a post at once)."""
+
+    read_delay: ZeroOrDuration | None = None
 
 
 class SlackTarget(_Target):
@@ -119,7 +128,7 @@ class BlueskyTarget(_SecretTarget):
         return f"bluesky:{self.handle}"
 
 
-class MastodonTarget(_SecretTarget):
+class MastodonTarget(_SecretTarget, _ListedTarget):
     to: Literal["mastodon"]
     instance: str  # base URL: https://mastodon.social
     visibility: Literal["public", "unlisted", "private", "direct"] = "public"
@@ -141,10 +150,10 @@ class MastodonTarget(_SecretTarget):
 
     @property
     def lookup_grace(self) -> timedelta:
-        return MASTODON_READ_DELAY
+        return MASTODON_READ_DELAY if self.read_delay is None else self.read_delay
 
 
-class LinkedInTarget(_SecretTarget):
+class LinkedInTarget(_SecretTarget, _ListedTarget):
     to: Literal["linkedin"]
     author: str  # urn:li:organization:N (a page) or urn:li:person:ID (a member)
     api: str = "https://api.linkedin.com/rest/"
@@ -183,7 +192,9 @@ class LinkedInTarget(_SecretTarget):
     def lookup_grace(self) -> timedelta:
         """An organization's posts are listed after LinkedIn's read delay; a member's are
         never readable, so nothing is gained by waiting."""
-        return LINKEDIN_READ_DELAY if self.is_organization else timedelta(0)
+        if not self.is_organization:
+            return timedelta(0)
+        return LINKEDIN_READ_DELAY if self.read_delay is None else self.read_delay
 
 
 PublishTarget = Annotated[
