@@ -157,8 +157,9 @@ def worker(
     try:
         import core.drafting.service
         from core.api.services import Services
+        from core.setup.sample_config import make_config
         from core.store.engine import Store
-        from core.testing import InstantDrafter, make_config
+        from core.testing import InstantDrafter
 
         drafter = InstantDrafter(DRAFT_TEXT)
         model_laps: list[float] = []

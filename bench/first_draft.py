@@ -29,7 +29,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from core.testing import config_text
+from core.setup.sample_config import config_text
 from tests.fakes.anthropic_api import read_requests, write_script
 from tests.harness.processes import GALLEY, fake_server, galley_run_env
 

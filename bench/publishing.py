@@ -25,7 +25,7 @@ from bot.block_kit import button_value
 from bot.blocks import ACTION_APPROVE
 from bot.run import Bot
 from core.models import EventRow, RunRow
-from core.testing import config_text
+from core.setup.sample_config import config_text
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.webhook import FakeWebhook, accept_then_hang

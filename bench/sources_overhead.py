@@ -124,7 +124,7 @@ def database(backend: str, pg_url: str | None) -> Iterator[str]:
 def measure(backend: str, pg_url: str | None, args: argparse.Namespace) -> bool:
     """Drafts of the two recipes interleaved, so a busy machine slows both alike; the
     added cost is the median of each pair's difference."""
-    from core.testing import config_text
+    from core.setup.sample_config import config_text
 
     base = config_text(pending_limit=10_000)
     with (

@@ -56,6 +56,8 @@ class Failpoint(StrEnum):
     READINGS_DUE_READ = (
         "readings_due_read"  # posts due read back, not yet claimed (docs/design.md §28)
     )
+    # one post's counts about to be written (docs/design.md §28)
+    READING_KEEP = "reading_keep"
 
 
 _hooks: dict[str, Callable[[], None]] = {}

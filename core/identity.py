@@ -324,6 +324,16 @@ def upload_effect_key(draft: str, target: str, sha256: str) -> str:
     return f"{draft}{UPLOAD_MARK}{target}{KEY_MARK}{sha256}"
 
 
+RENEWAL_MARK = "|renewal:"
+
+
+def renewed_upload_key(upload_key: str, renewal: int) -> str:
+    """`<upload key>|renewal:N`: the same image uploaded again for the same draft and
+    target because the platform deleted the upload no post held (Mastodon, after a day);
+    each renewal once, like the first upload (docs/design.md §32)."""
+    return f"{upload_key}{RENEWAL_MARK}{renewal}"
+
+
 ALT_TEXT_MARK = "|alt:"
 
 

@@ -445,6 +445,8 @@ class PostCheck(StrEnum):
     VERIFIED = "verified"  # found where it was published
     GONE = "gone"  # the platform says it is no longer there (deleted, removed)
     UNREADABLE = "unreadable"  # its target cannot be read back (no status URL, no scope)
+    MARKED = "marked"  # a person marked it published: no post id is known, nothing is read
+    UNCONFIRMED = "unconfirmed"  # no read told found or gone before its last reading's time
 
 
 class ImageSource(StrEnum):

@@ -2,8 +2,8 @@
 a drafter that answers at once and counts its calls, a clock that moves only when told,
 and a clock that runs at real speed from a fixed instant.
 
-Tests and `bench/` import them from here, with the small config both build services
-from (`config_text`, `make_config`); the running bot never does. Nothing here touches
+Tests and `bench/` import them from here (the small config they build services from is
+core/setup/sample_config.py); the running bot never does. Nothing here touches
 the network or imports from `tests/` or pytest: a bench needs no test tool.
 """
 
@@ -12,54 +12,10 @@ from __future__ import annotations
 import threading
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from core.ports import DraftRequest, ModelReply
-from core.setup.config import Config, parse_config
 
 FROZEN_AT = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)  # a Monday, noon UTC
-
-BASE_CONFIG = """
-[slack]
-review_channel = "C0REVIEW"
-
-[egress]
-allow = ["127.0.0.1"]  # the local fakes; inside servers listen on 127.0.0.2
-
-[defaults]
-timezone = "Europe/London"
-model = "claude-test"
-pending_limit = {pending_limit}
-claim_lease = "{claim_lease}"
-heartbeat = "{heartbeat}"
-takeover_after = "{takeover_after}"
-model_timeout = "{model_timeout}"
-max_attempts = {max_attempts}
-
-[[recipes]]
-name = "weekly-update"
-platform = "linkedin"
-schedule = "0 9 * * mon"
-system = "You write concise updates."
-prompt = "Write the weekly update for {{slot:%d %B %Y}}."
-"""
-
-
-def config_text(**overrides: Any) -> str:
-    """The tests' and benches' config: one weekly recipe, "0 9 * * mon" in Europe/London."""
-    values = {
-        "pending_limit": 3,
-        "claim_lease": "10m",
-        "heartbeat": "2s",
-        "takeover_after": "8s",
-        "model_timeout": "2m",
-        "max_attempts": 4,
-    } | overrides
-    return BASE_CONFIG.format(**values)
-
-
-def make_config(**overrides: Any) -> Config:
-    return parse_config(config_text(**overrides))
 
 
 class FrozenClock:

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from core.setup.sample_config import config_text, make_config
 from core.store.engine import Store, normalise_url
-from core.testing import config_text, make_config
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.harness import real_pds, slow_marks
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import httpcore
+import httpx
 from httpcore import NetworkBackend, NetworkStream, SyncBackend
 
 from core.egress.addresses import EgressAllow, refusal_for
@@ -23,6 +24,9 @@ from core.errors import NotFetched
 
 Resolver = Callable[[str, int], Sequence[str]]
 """(host, port) -> the addresses it names, as text; OSError when it names none."""
+RequestHook = Callable[[httpx.Request], None]
+"""Run on every request a read sends, each redirect hop included (a source's secret
+header goes to its configured origin only: core/sources/source_secrets.py)."""
 Dialer = Callable[[str, int, float | None], NetworkStream]
 """(address, port, timeout) -> a connection to that address: httpcore's own unless a test
 puts a simulated network in its place; httpcore's ConnectError/ConnectTimeout if none."""

@@ -26,12 +26,12 @@ from core.egress.backend import (
     Deadline,
     Dialer,
     GuardedBackend,
+    RequestHook,
     Resolver,
     system_dialer,
     system_resolver,
 )
 from core.egress.bodies import ACCEPT_ENCODING, read_bounded
-from core.egress.way_out import RequestHook
 from core.errors import NotFetched
 from core.http_calls import call_timeout
 

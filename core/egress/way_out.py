@@ -6,21 +6,15 @@ config without loading httpx, which loads with the first client made.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from core.egress.addresses import EgressAllow
 
 if TYPE_CHECKING:
-    import httpx
-
-    from core.egress.backend import Dialer, Resolver
+    from core.egress.backend import Dialer, RequestHook, Resolver
     from core.egress.client import EgressClient
-
-RequestHook = Callable[["httpx.Request"], None]
-"""Run on every request a read sends, each redirect hop included (a source's secret
-header goes to its configured origin only: core/sources/source_secrets.py)."""
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import timedelta
 
 from core.identity import platform_of_target
 
@@ -26,6 +27,9 @@ class ImageLimits:
     media_types: frozenset[str]  # formats it takes as they are
     max_pixels: int | None = None  # width x height, where the platform caps it
     max_alt: int | None = None  # characters of alt text, where the platform caps it
+    # how long an upload no post holds is kept, where the platform deletes it: an upload
+    # older than this is made again before a post names it (core/images/uploads.py)
+    unattached_kept: timedelta | None = None
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,9 @@ LIMITS: dict[str, ImageLimits] = {
         16 * MB,
         frozenset({JPEG, PNG, GIF, WEBP, HEIC, HEIF, AVIF}),
         max_alt=1500,
+        # Scheduler::MediaCleanupScheduler destroys media no status holds once a day
+        # old: an upload is trusted for 20 hours, whenever the daily job runs
+        unattached_kept=timedelta(hours=20),
     ),
     # LinkedIn's Images API: one image on a post of ours; JPG, GIF and PNG, at most
     # 36,152,320 pixels.

@@ -12,15 +12,17 @@ holds, which the instance deletes). It never posts anything.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from core.errors import EffectNotSent
-from core.identity import upload_effect_key
+from core.identity import renewed_upload_key, upload_effect_key
 from core.images.library import ImageLibrary
+from core.images.limits import limits_for
 from core.policies import EffectOutcome, EffectStep
 from core.ports import ImageBytes, ImageUploader, UploadedMedia
 from core.post_body import ImageRef
+from core.states import EffectState
 from core.store.effects import EffectLedger
 from core.store.receipts import EffectSpec, Performed, Proof, Receipt
 
@@ -58,7 +60,7 @@ class ImageUploads:
         call_timeout: timedelta,
     ) -> UploadedMedia:
         spec = EffectSpec(
-            upload_effect_key(draft_key, target, image.sha256),
+            self._current_key(upload_effect_key(draft_key, target, image.sha256), target),
             draft_key=draft_key,
             step=EffectStep.UPLOAD,
             payload={"target": target, "sha256": image.sha256},
@@ -77,6 +79,19 @@ class ImageUploads:
             raise _not_uploaded(image, target, performed)
         return _media_of(performed.receipt, image)
 
+    def _current_key(self, first: str, target: str) -> str:
+        """The upload's key now: the first, or the renewal after the last upload the
+        platform has deleted since (no post held it for `unattached_kept`)."""
+        limits = limits_for(target)
+        kept = None if limits is None else limits.unattached_kept
+        if kept is None:
+            return first
+        key, renewal = first, 1
+        while _expired(self.ledger.get(key), kept, self.ledger.clock.now()):
+            renewal += 1
+            key = renewed_upload_key(first, renewal)
+        return key
+
     def _bytes_of(self, image: ImageRef) -> ImageBytes:
         stored = self.library.get(image.sha256)
         if stored is None:
@@ -91,6 +106,13 @@ class ImageUploads:
             facts.height,
             stored.data,
         )
+
+
+def _expired(receipt: Receipt | None, kept: timedelta, now: datetime) -> bool:
+    """An upload that succeeded longer than `kept` ago: the platform may have deleted it."""
+    if receipt is None or receipt.state != EffectState.SUCCEEDED or receipt.updated_at is None:
+        return False
+    return now - receipt.updated_at >= kept
 
 
 def _result_of(media: UploadedMedia) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from core.models import EffectRow, EventRow, RunRow
 from core.operations.stuck import is_stuck
 from core.policies import AlertKind, EffectStep, FailReason
 from core.ports import Alerter, Clock, MessageRef, ReviewItem, RunAlert
+from core.publishing.lost_answers import sweep_alert_due
 from core.publishing.target_outcomes import (
     ReceiptFacts,
     TargetOutcome,
@@ -74,7 +75,7 @@ class AlertService:
         """Alert for a run now if it needs one; True when a message was posted."""
         with self.store.read() as session:
             run = required(run_row(session, run_id), f"run {run_id}")
-        return self._alert_if_due(run, self.clock.now())
+        return self._alert_if_due(run, self.clock.now(), swept=False)
 
     def sweep(self) -> int:
         """The periodic pass: first alerts missed by a crash, reminders, stuck, failed
@@ -92,7 +93,7 @@ class AlertService:
             keys = {run.id: self._alert_key(run, now) for run in runs}
             told = _already_told(session, list(keys.values()))
         due = [run for run in runs if keys[run.id] not in told]
-        return sum(self._alert_if_due(run, now) for run in due)
+        return sum(self._alert_if_due(run, now, swept=True) for run in due)
 
     def settle_resolved(self) -> int:
         """Alerts whose run has since moved on (retried and drafted, published, cancelled,
@@ -209,8 +210,9 @@ class AlertService:
         key = draft_alert_key(POST_GONE, receipt)
         return self._post_once(key, run, headline, AlertKind.POST_GONE, facts)
 
-    def _alert_if_due(self, run: RunRow, now: datetime) -> bool:
-        found = self._headline(run, now)
+    def _alert_if_due(self, run: RunRow, now: datetime, *, swept: bool) -> bool:
+        """`swept`: found by the sweep, not sent by the pass that just looked."""
+        found = self._headline(run, now, swept=swept)
         if found is None:
             return False
         headline, kind = found
@@ -248,9 +250,11 @@ class AlertService:
             return episode
         return reminder_key(episode, reminders)
 
-    def _headline(self, run: RunRow, now: datetime) -> tuple[str, AlertKind] | None:
+    def _headline(self, run: RunRow, now: datetime, *, swept: bool) -> tuple[str, AlertKind] | None:
         recipe = self.config.recipes.get(run.recipe)
         if run.state == RunState.UNCERTAIN:
+            if swept and not sweep_alert_due(run, recipe, now):
+                return None  # its lost answer is looked up first (docs/design.md §9)
             return "Galley cannot tell whether this was published.", AlertKind.PUBLISH
         if run.state == RunState.FAILED:
             return self._failure(run)

@@ -21,7 +21,7 @@ from core.publishing.targets import REOPENED, all_published, receipt_keys
 from core.setup.config import Config
 from core.states import DraftState, EffectState, RunState, run_may_move
 from core.store.engine import Store
-from core.store.leases import EFFECT_RECEIPTS, hold
+from core.store.leases import EFFECT_RECEIPTS, hold, lease_now
 from core.store.rows import lock_draft_of, lock_effect, lock_run
 from core.store.transitions import Decided, move_draft, move_effect, move_run
 
@@ -46,11 +46,12 @@ class Resolver:
                 return found
             run, draft, effects = found
             now = self.clock.now()
+            stamped = lease_now(session, self.clock)  # receipts: the database's clock
             for effect in effects:
                 effect.external_id = manual_proof(actor)
                 effect.result = json.dumps({"resolved_by": actor})
                 move_effect(
-                    session, effect, EffectState.SUCCEEDED, actor=actor, at=now, run_id=run_id
+                    session, effect, EffectState.SUCCEEDED, actor=actor, at=stamped, run_id=run_id
                 )
             recipe = self.config.recipes[run.recipe]  # _uncertain found its publish keys
             if not all_published(session, recipe, draft.key if draft else ""):
@@ -129,7 +130,8 @@ class Resolver:
                 )
             ).all()
             now = self.clock.now()
-            effects = [*effects, *self._reopened(session, run, actor, now)]
+            stamped = lease_now(session, self.clock)  # receipts: the database's clock
+            effects = [*effects, *self._reopened(session, run, actor, stamped)]
             done = [e for e in effects if e.state == EffectState.SUCCEEDED]
             sending = [e.key for e in effects if e.state == EffectState.IN_FLIGHT]
             unknown = [e.key for e in effects if e.state == EffectState.UNCERTAIN]
@@ -218,6 +220,7 @@ class Resolver:
                 return found
             run, draft, effects = found
             now = self.clock.now()
+            stamped = lease_now(session, self.clock)  # receipts: the database's clock
             for effect in effects:
                 hold(effect, EFFECT_RECEIPTS, None, None)
                 move_effect(
@@ -225,7 +228,7 @@ class Resolver:
                     effect,
                     EffectState.FAILED,
                     actor=actor,
-                    at=now,
+                    at=stamped,
                     run_id=run_id,
                     reason=why,
                 )

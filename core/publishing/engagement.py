@@ -37,7 +37,7 @@ class PostStats:
     target: str
     run: str
     published_at: datetime
-    state: str  # a PostCheck: due, verified, gone, unreadable
+    state: str  # a PostCheck: due, verified, gone, unreadable, marked, unconfirmed
     url: str | None
     reading: str | None  # the offset of the latest reading: `1h`, `1d`, `7d`
     read_at: datetime | None
@@ -47,7 +47,8 @@ class PostStats:
     quotes: int
     impressions: int | None
     score: int
-    note: str | None  # what the platform would not say (a LinkedIn scope missing)
+    note: str | None  # what the platform would not say (a LinkedIn scope missing), or
+    # that a person marked it published and it is not read back
     gone: str | None = None  # gone when read back: the platform's answer and its time
     unread: str | None = None  # why it has no reading: NOT_READ or NO_ENGAGEMENT
 
@@ -146,10 +147,14 @@ def _stats(post: PostCheckRow, reading: PostReadingRow | None) -> PostStats:
         quotes=counts[3],
         impressions=reading.impressions if reading is not None else None,
         score=score(*counts),
-        note=reading.note if reading is not None else None,
+        note=post.detail if post.state == PostCheck.MARKED else _note_of(reading),
         gone=post.detail if post.state == PostCheck.GONE else None,
         unread=None if reading is not None else _unread(post),
     )
+
+
+def _note_of(reading: PostReadingRow | None) -> str | None:
+    return reading.note if reading is not None else None
 
 
 def gone_text(post: PostStats) -> str:

@@ -18,14 +18,16 @@ from typing import Any
 from sqlmodel import Session, col, select
 
 from core.identity import (
+    is_manual_proof,
     part_of_publish_key,
     payload_hash,
+    publish_part_key,
     target_of_publish_key,
     text_hash,
 )
 from core.models import DraftRevisionRow, DraftRow, EffectRow
 from core.policies import EffectStep
-from core.ports import PostQuery, Publication
+from core.ports import PostQuery, Publication, ThreadPlace
 from core.post_body import BodyUnreadable, ImageRef, PostBody
 from core.setup.config import Recipe
 from core.store.engine import Store
@@ -136,13 +138,37 @@ def post_query(store: Store, effect_key: str, fallback: PostQuery) -> PostQuery:
             return fallback
         stored = sent_body(session, receipt)
         since = receipt.created_at
+        place = fallback.reply_to or thread_place(session, receipt)
     text = fallback.text if stored is None else part_text(stored, effect_key)
     return replace(
         fallback,
         text=text,
         since=since - LOOKUP_SKEW,
         taken=lambda found: proof_taken(store, found, effect_key),
+        reply_to=place,
     )
+
+
+NO_PROOF = "(no proof)"
+"""The place of a part whose part before holds no post id: no post replies to it."""
+
+
+def thread_place(session: Session, receipt: EffectRow) -> ThreadPlace | None:
+    """Where a thread's later part was sent, read from the receipts of the part before and
+    of the first part: a look-up takes only the reply to the part before, whoever asks
+    (the publish pass, or the orphan pass after its run stopped). None for a first part."""
+    part = part_of_publish_key(receipt.key)
+    if part == 1:
+        return None
+    target = target_of_publish_key(receipt.key)
+    before = session.get(EffectRow, publish_part_key(receipt.draft_key, target, part - 1))
+    first = session.get(EffectRow, publish_part_key(receipt.draft_key, target, 1))
+    return ThreadPlace(parent=_proof_of(before), root=_proof_of(first))
+
+
+def _proof_of(receipt: EffectRow | None) -> str:
+    found = None if receipt is None else receipt.external_id
+    return found if found and not is_manual_proof(found) else NO_PROOF
 
 
 def sent_body(session: Session, receipt: EffectRow) -> str | None:

@@ -13,18 +13,19 @@ from sqlmodel import Session
 from core.errors import LookupUnavailable
 from core.failpoints import Failpoint, failpoint
 from core.identity import target_of_publish_key
-from core.models import RunRow
+from core.models import EffectRow, RunRow
 from core.policies import EffectOutcome, PublishOutcome
 from core.ports import Clock, PostQuery, Publisher
 from core.publishing.lookup_proof import part_text, post_query, sent_from, stored_spec
+from core.publishing.lost_answers import lookup_grace
 from core.publishing.queue import OrphanedSend
 from core.publishing.results import PublishResult
 from core.publishing.targets import all_published, found_at
-from core.setup.config import Config
+from core.setup.config import Config, Recipe
 from core.states import DraftState, RunState
 from core.store.effects import EffectLedger
 from core.store.engine import Store
-from core.store.leases import PUBLISHER
+from core.store.leases import PUBLISHER, lease_now
 from core.store.receipts import Proof
 from core.store.rows import lock_draft, lock_run, required
 from core.store.transitions import guarded_update, move_draft, note_run
@@ -49,6 +50,8 @@ class OrphanSettler:
         )
         if publisher is None:
             return None  # the recipe publishes elsewhere now
+        if self._within_read_delay(send, recipe):
+            return None  # absent may only mean not shown yet (docs/design.md §9)
         try:
             stored = sent_from(self.store, send.effect_key) or send.text
             fallback = PostQuery(send.effect_key, part_text(stored, send.effect_key), send.since)
@@ -83,6 +86,14 @@ class OrphanSettler:
         if noted:
             return PublishResult(PublishOutcome.NOT_READY, send.run_id, ORPHAN_NOT_SENT)
         return None
+
+    def _within_read_delay(self, send: OrphanedSend, recipe: Recipe) -> bool:
+        """The send's last attempt is younger than the destination's read delay: a look-up
+        now could find it absent and record a post that is there as never sent."""
+        with self.store.read() as session:
+            receipt = session.get(EffectRow, send.effect_key)
+            now = lease_now(session, self.clock)
+        return receipt is not None and now < receipt.updated_at + lookup_grace(recipe)
 
     def _note(self, send: OrphanedSend, outcome: str, *, published: bool = False) -> None:
         with self.store.transaction() as session:

@@ -9,6 +9,7 @@ Every read is of what is due (ix_post_checks_due) or lately published
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -19,6 +20,8 @@ from sqlmodel import Session, col, select
 
 from core.failpoints import Failpoint, failpoint
 from core.identity import (
+    MANUAL_PROOF,
+    is_manual_proof,
     part_of_publish_key,
     recipe_of_run,
     run_of_draft_key,
@@ -26,7 +29,7 @@ from core.identity import (
 )
 from core.models import PUBLISHED_RECEIPT, EffectRow, PostCheckRow, PostReadingRow
 from core.policies import EffectStep, PostCheck
-from core.ports import PostCounts
+from core.ports import PostCounts, PostUnknown
 from core.publishing.targets import PUBLIC_URL
 from core.setup.durations import format_duration
 from core.states import EffectState
@@ -45,10 +48,19 @@ READ_BACK_WORDS = {
     PostCheck.VERIFIED: "verified",
     PostCheck.GONE: "gone",
     PostCheck.UNREADABLE: "cannot be read back",
+    PostCheck.MARKED: "marked published by a person: not read back",
+    PostCheck.UNCONFIRMED: "never found before its last reading",
 }
 CLAIM_FOR = timedelta(minutes=5)  # a claimed row is due again this late if its reader died
 FIRST_RETRY = timedelta(minutes=1)
 LAST_RETRY = timedelta(hours=1)
+# doublings from FIRST_RETRY past LAST_RETRY: the exponent is capped here, so no count of
+# tries makes the arithmetic overflow (2**42 minutes does not fit in a timedelta)
+LAST_DOUBLING = math.ceil(math.log2(LAST_RETRY / FIRST_RETRY))
+LONGEST_ASKED = timedelta(days=1)  # a platform's wait beyond this is taken as this
+# A row still read in vain this long after its last reading's time ends (`read_until`):
+# every row reaches an end, never read hourly forever.
+READ_FOR_AFTER_LAST = timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -63,6 +75,12 @@ class Schedule:
             return None
         return published_at + self.engagement_at[done]
 
+    def read_until(self, published_at: datetime) -> datetime:
+        """When a row that could not be read ends: its last reading's time (or its
+        verification's) and READ_FOR_AFTER_LAST more."""
+        last = max((self.verify_after, *self.engagement_at))
+        return published_at + last + READ_FOR_AFTER_LAST
+
     def reading_now(self, published_at: datetime, done: int, now: datetime) -> int:
         """The index of the latest offset passed by `now` (at least `done`): a reading
         missed while no replica ran is taken once, under the latest label it passed."""
@@ -76,9 +94,10 @@ def label_of(offset: timedelta) -> str:
 
 def retry_delay(tries: int, asked: float | None = None) -> timedelta:
     """Backoff between reads that could not tell: doubling from a minute to an hour, or
-    what the platform asked for when that is longer."""
-    backoff: timedelta = min(FIRST_RETRY * (2 ** max(tries - 1, 0)), LAST_RETRY)
-    return max(backoff, timedelta(seconds=asked or 0))
+    what the platform asked for when that is longer (at most LONGEST_ASKED)."""
+    doublings = min(max(tries - 1, 0), LAST_DOUBLING)
+    backoff: timedelta = min(FIRST_RETRY * 2**doublings, LAST_RETRY)
+    return max(backoff, timedelta(seconds=min(asked or 0, LONGEST_ASKED.total_seconds())))
 
 
 def take_up_publications(
@@ -89,6 +108,8 @@ def take_up_publications(
     made = 0
     for receipt in not_taken_up(session, now)[:TAKE_UP_BATCH]:
         post = published_post(receipt)
+        proof = receipt.external_id or ""  # not_taken_up keeps receipts holding one
+        marked = is_manual_proof(proof)  # no post id: nothing to read back
         made += insert_ignore(
             session,
             PostCheckRow,
@@ -98,10 +119,11 @@ def take_up_publications(
             external_id=receipt.external_id,
             url=post.url,
             published_at=post.published_at,
-            state=PostCheck.DUE,
-            due_at=post.published_at + verify_after(post.recipe),
+            state=PostCheck.MARKED if marked else PostCheck.DUE,
+            due_at=None if marked else post.published_at + verify_after(post.recipe),
             tries=0,
             readings_done=0,
+            detail=marked_detail(proof) if marked else None,
         )
     return made
 
@@ -181,6 +203,12 @@ def not_taken_up(session: Session, now: datetime) -> list[EffectRow]:
     ]
 
 
+def marked_detail(external_id: str) -> str:
+    """What a receipt a person marked published says instead of a reading."""
+    actor = external_id.removeprefix(MANUAL_PROOF)
+    return f"marked published by {actor}; not read back"
+
+
 def claim_due(session: Session, now: datetime, owner: str, limit: int) -> list[PostCheckRow]:
     """The rows due now, claimed by `owner`: their `due_at` moves CLAIM_FOR on, guarded
     by `due_at <= now`, so a row another pass claimed first (its `due_at` already moved)
@@ -229,7 +257,10 @@ def keep_reading(
     schedule: Schedule,
 ) -> bool:
     """One reading kept under the label of the offset it was due at, and the row made
-    due at the next offset (or never again); False when the claim was lost."""
+    due at the next offset (or never again); False when the claim was lost. A row past
+    every offset the config names now (its `engagement_at` shortened) ends unread."""
+    if row.readings_done >= len(schedule.engagement_at):
+        return finish(session, row, owner, due_at=None)
     index = schedule.reading_now(row.published_at, row.readings_done, now)
     offset = schedule.engagement_at[index]
     done = index + 1
@@ -260,6 +291,27 @@ def keep_reading(
         note=counts.note,
     )
     return True
+
+
+def read_again(
+    session: Session,
+    row: PostCheckRow,
+    owner: str,
+    now: datetime,
+    why: PostUnknown,
+    schedule: Schedule,
+) -> bool:
+    """A read that could not tell: due again after the backoff, but never past the row's
+    `read_until`; read in vain at that time, the row ends (a post never verified is
+    `unconfirmed`), so every row reaches an end. False when the claim was lost."""
+    tries = row.tries + 1
+    until = schedule.read_until(row.published_at)
+    if now >= until:
+        state = PostCheck.UNCONFIRMED if row.state == PostCheck.DUE else row.state
+        ended = f"not read by {until:%Y-%m-%d %H:%M} UTC: {why.why}"
+        return finish(session, row, owner, state=state, tries=tries, detail=ended, due_at=None)
+    due_at = min(now + retry_delay(tries, why.retry_after), until)
+    return finish(session, row, owner, tries=tries, detail=why.why, due_at=due_at)
 
 
 def chunks(rows: Sequence[PostCheckRow], size: int) -> list[Sequence[PostCheckRow]]:

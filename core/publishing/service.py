@@ -38,6 +38,7 @@ from core.ports import Clock, ImageUploader, LinkCardTaker, PostQuery, Publicati
 from core.post_body import PostBody
 from core.publishing.link_cards import card_for, with_card_note
 from core.publishing.lookup_proof import post_query, publish_spec
+from core.publishing.lost_answers import look_up_due, lookup_grace
 from core.publishing.missed_slots import miss_its_time
 from core.publishing.orphans import OrphanSettler, note_outcome
 from core.publishing.queue import PUBLISHABLE, OrphanedSend, orphaned_sends, publishable
@@ -54,13 +55,14 @@ from core.publishing.targets import (
 )
 from core.publishing.threads import proof_of_version, publish_version
 from core.setup.config import Config, Recipe
+from core.setup.durations import format_duration
 from core.slots.publish_time import approval_stale, not_yet
 from core.states import DraftState, RunState, run_may_move
 from core.store.effects import EffectLedger
 from core.store.engine import Store
 from core.store.leases import PUBLISHER, lease_now
 from core.store.receipts import Performed, Proof
-from core.store.rows import lock_draft, lock_draft_of, lock_run, required, run_holds
+from core.store.rows import lock_draft, lock_draft_of, lock_run, required, run_holds, run_row
 from core.store.transitions import move_draft, move_run
 
 log = logging.getLogger(__name__)
@@ -305,6 +307,10 @@ class PublishingService:
             recipe = self.config.recipes.get(run.recipe)
             if recipe is None or recipe.publish is None or run.state not in PUBLISHABLE:
                 return PublishResult(PublishOutcome.NOT_READY, run_id)
+            if run.state == RunState.UNCERTAIN and not look_up_due(run, recipe, now):
+                grace = format_duration(lookup_grace(recipe))
+                said = f"its lost answer is looked up {grace} after it (the read delay)"
+                return PublishResult(PublishOutcome.NOT_READY, run_id, said)
             draft = _draft(session, run)
             if draft.state not in (DraftState.APPROVED, DraftState.PUBLISHED):
                 # only an approved draft leaves the building: never a superseded one
@@ -335,8 +341,14 @@ class PublishingService:
             )
 
     def _uncertain(self, run_id: str, detail: str) -> PublishResult:
+        """The run is uncertain; people are told only when this was a look-up after the
+        destination's read delay that could not tell (docs/design.md §9): a lost answer
+        just now is looked up first, by a later pass."""
         self._move(run_id, RunState.UNCERTAIN, detail=detail)  # only a publishing run
-        self.alert(run_id)
+        with self.store.read() as session:
+            run = required(run_row(session, run_id), f"run {run_id}")
+        if look_up_due(run, self.config.recipes.get(run.recipe), self.clock.now()):
+            self.alert(run_id)
         return PublishResult(PublishOutcome.UNCERTAIN, run_id, detail)
 
     def _finish(self, run_id: str, external_id: str) -> PublishResult:

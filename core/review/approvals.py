@@ -42,8 +42,9 @@ def count_approval(
     if _editor_barred(session, config, draft) == user:
         return Refusal.EDITOR_MAY_NOT_APPROVE
     before = approval_progress(session, config, draft)
-    waiting = stages_of(config, draft.recipe)[before.stage_number - 1]
-    if not may_approve_at(config.slack, directory or ListedOnly(), user, waiting):
+    stages = stages_of(config, draft.recipe)
+    waiting = stages[before.stage_number - 1]
+    if not may_approve_at(config.slack, directory or ListedOnly(), user, waiting, stages):
         return Refusal.STAGE_WAITING
     counted = insert_ignore(
         session,

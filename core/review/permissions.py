@@ -32,12 +32,20 @@ def asked_at(slack: SlackSection, stage: ApprovalStage) -> list[str]:
 
 
 def may_approve_at(
-    slack: SlackSection, directory: Directory, user: str, stage: ApprovalStage
+    slack: SlackSection,
+    directory: Directory,
+    user: str,
+    stage: ApprovalStage,
+    stages: Iterable[ApprovalStage],
 ) -> bool:
-    """Whether `user`'s approval counts at `stage`: named by the stage, even when not in
-    `[slack] approvers`; at a stage naming nobody, allowed by `[slack] approvers`."""
-    asked = asked_at(slack, stage)
-    return not asked or listed(user, asked, directory)
+    """Whether `user`'s approval counts at `stage` of a recipe with these `stages` (the
+    caller checked `may_review`): named by the stage, even when not in `[slack] approvers`;
+    at a stage naming nobody, anyone who may review but not someone who may review only
+    because another stage names them (a later stage's approver clicking early)."""
+    if stage.approvers:
+        return listed(user, stage.approvers, directory)
+    named_elsewhere = any(s.approvers and listed(user, s.approvers, directory) for s in stages)
+    return not named_elsewhere or may_approve(slack, directory, user)
 
 
 def may_review(

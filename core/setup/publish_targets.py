@@ -9,6 +9,7 @@ import os
 import re
 from abc import abstractmethod
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
@@ -16,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from core.errors import MissingSecret
 from core.identity import slack_target
+from core.setup.durations import ZeroOrDuration
 
 ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 HANDLE_PATTERN = re.compile(
@@ -25,8 +27,29 @@ DID_PATTERN = re.compile(r"^did:[a-z]+:[A-Za-z0-9._:%-]+$")
 BASE_URL_PATTERN = re.compile(r"^https?://[^\s/?#|]+(/[^\s?#|]*)?$")
 
 
+# How long after a send whose answer was lost a destination read by its listing shows
+# the post (docs/design.md §9): the request may still be running there, and a listing
+# may be served by a replica behind the primary. Before then "absent" is not believed.
+MASTODON_READ_DELAY = timedelta(minutes=1)
+LINKEDIN_READ_DELAY = timedelta(minutes=2)
+
+
 class _Target(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @property
+    def lookup_grace(self) -> timedelta:
+        """How long after a lost answer a look-up is believed: none where the post is
+        found by its key (Slack's metadata, a webhook's status URL, Bluesky's record)."""
+        return timedelta(0)
+
+
+class _ListedTarget(BaseModel):
+    """A destination whose look-up lists the account's posts (docs/design.md §9):
+    `read_delay` in the file overrides the platform's stated delay (an instance known to
+    lag more, or a test's fake that shows a post at once)."""
+
+    read_delay: ZeroOrDuration | None = None
 
 
 class SlackTarget(_Target):
@@ -105,7 +128,7 @@ class BlueskyTarget(_SecretTarget):
         return f"bluesky:{self.handle}"
 
 
-class MastodonTarget(_SecretTarget):
+class MastodonTarget(_SecretTarget, _ListedTarget):
     to: Literal["mastodon"]
     instance: str  # base URL: https://mastodon.social
     visibility: Literal["public", "unlisted", "private", "direct"] = "public"
@@ -125,8 +148,12 @@ class MastodonTarget(_SecretTarget):
         default = MastodonTarget.model_fields["secret_env"].default
         return f"mastodon:{where}" + ("" if self.secret_env == default else f"+{self.secret_env}")
 
+    @property
+    def lookup_grace(self) -> timedelta:
+        return MASTODON_READ_DELAY if self.read_delay is None else self.read_delay
 
-class LinkedInTarget(_SecretTarget):
+
+class LinkedInTarget(_SecretTarget, _ListedTarget):
     to: Literal["linkedin"]
     author: str  # urn:li:organization:N (a page) or urn:li:person:ID (a member)
     api: str = "https://api.linkedin.com/rest/"
@@ -160,6 +187,14 @@ class LinkedInTarget(_SecretTarget):
     @property
     def target(self) -> str:
         return f"linkedin:{self.author}"
+
+    @property
+    def lookup_grace(self) -> timedelta:
+        """An organization's posts are listed after LinkedIn's read delay; a member's are
+        never readable, so nothing is gained by waiting."""
+        if not self.is_organization:
+            return timedelta(0)
+        return LINKEDIN_READ_DELAY if self.read_delay is None else self.read_delay
 
 
 PublishTarget = Annotated[

@@ -32,6 +32,7 @@ class Receipt:
     result: dict[str, Any] | None
     detail: str | None
     tries: int
+    updated_at: datetime | None = None  # when it last changed (a success: when it succeeded)
 
     @classmethod
     def of(cls, row: EffectRow) -> Receipt:
@@ -42,6 +43,7 @@ class Receipt:
             result=json.loads(row.result) if row.result else None,
             detail=row.detail,
             tries=row.tries,
+            updated_at=row.updated_at,
         )
 
 

@@ -91,6 +91,16 @@ class MastodonMedia:
                 return 422, {"error": NOT_PROCESSED}, {}
             return free
 
+    def clean_up_unattached(self) -> int:
+        """Mastodon's `Scheduler::MediaCleanupScheduler`, run once a day: every media no
+        status holds (a day old, as the test's clock has it) is destroyed; a read of it is
+        then `404 Record not found`."""
+        with self._lock:  # type: ignore[attr-defined]
+            stray = [i for i, m in self.media.items() if m["status_id"] is None]
+            for media_id in stray:
+                del self.media[media_id]
+        return len(stray)
+
     def hold_media(self, media: list[dict[str, Any]], status_id: str) -> None:
         with self._lock:  # type: ignore[attr-defined]
             for item in media:

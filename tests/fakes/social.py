@@ -32,7 +32,7 @@ class Action(server.ScriptedAction):
     """One scripted outcome for one request of a route. Build with the functions below."""
 
     # "accept" | "status" | "hang_before" | "drop" | "accept_then_hang" | "accept_then_drop"
-    # | "hold" | "slow"
+    # | "hold" | "hold_then_drop" | "slow"
     kind: str
     code: int = 200
     headers: dict[str, str] = field(default_factory=dict)
@@ -63,6 +63,12 @@ def drop() -> Action:
 def accept_then_hang(seconds: float = 30.0) -> Action:
     """Act (post), then send nothing for `seconds` (or until stop) and close."""
     return Action("accept_then_hang", seconds=seconds)
+
+
+def hold_then_drop() -> Action:
+    """Act, the post held back from reads until released (a lagging read replica), and
+    close the connection without answering: a lost answer during the read delay."""
+    return Action("hold_then_drop")
 
 
 def accept_then_drop() -> Action:
@@ -135,8 +141,9 @@ class SocialHandler(server.Handler["SocialFake"]):
             self._close_after(action.seconds)
             return
         pause = action.seconds if action.kind == "slow" else 0.0
-        reply = serve(Call(method, path, query, headers, body, action.kind == "hold", pause, fake))
-        if action.kind in ("accept_then_hang", "accept_then_drop"):
+        held = action.kind in ("hold", "hold_then_drop")
+        reply = serve(Call(method, path, query, headers, body, held, pause, fake))
+        if action.kind in ("accept_then_hang", "accept_then_drop", "hold_then_drop"):
             self._close_after(action.seconds)
             return
         self._send_reply(reply)

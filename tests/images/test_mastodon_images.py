@@ -16,7 +16,7 @@ import pytest
 from sqlmodel import select
 
 from core.errors import EffectNotSent
-from core.identity import upload_effect_key
+from core.identity import renewed_upload_key, upload_effect_key
 from core.models import EffectRow
 from core.policies import EffectStep, ImageSource, PublishOutcome
 from core.ports import ImageBytes
@@ -118,6 +118,29 @@ def test_a_retry_of_the_status_reuses_the_media_never_uploads_again(
     assert len(instance.requests_to("/api/v1/statuses", "POST")) == 2
     [status] = instance.statuses_of()
     assert [m["id"] for m in status["media_attachments"]] == [upload_receipt(world).external_id]
+
+
+def test_an_upload_mastodon_deleted_unattached_after_a_day_is_made_again_once(
+    db_url: str, worlds: MakeWorld, instance: FakeMastodon, fake_anthropic: FakeAnthropic
+) -> None:
+    """The status held back (503), then tried again a day on: Mastodon destroyed the media
+    no status held, so the image is uploaded again, once, under its renewal key; the
+    status names the new media."""
+    world, ref = approved_with_image(worlds, db_url, instance, fake_anthropic)
+    instance.processing_polls = 0
+    instance.script("create", social.status(503))
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.WAITING
+    world.clock.advance(timedelta(hours=21))
+    assert instance.clean_up_unattached() == 1
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.PUBLISHED
+    assert world.service("w2").publish_run(RUN).outcome == PublishOutcome.NOT_READY
+    assert instance.uploads() == 2
+    [status] = instance.statuses_of()
+    [attached] = status["media_attachments"]
+    first = upload_effect_key(KEY, target_of(instance), ref.sha256)
+    renewal = world.effect(renewed_upload_key(first, 2))
+    assert renewal is not None and renewal.external_id == attached["id"]
+    assert world.run_row().state == RunState.SUCCEEDED
 
 
 def test_an_alt_text_edited_after_the_upload_is_set_before_the_status_names_it(

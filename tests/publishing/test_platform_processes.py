@@ -70,8 +70,12 @@ class Platform:
                 handle = bluesky.HANDLE
                 return f'publish = {{ to = "bluesky", handle = "{handle}", service = "{url}" }}'
             case "mastodon":
-                return f'publish = {{ to = "mastodon", instance = "{url}" }}'
-        return f'publish = {{ to = "linkedin", author = "{author}", api = "{url}/rest/" }}'
+                # the fake lists a post at once: no read delay to wait in real time
+                return f'publish = {{ to = "mastodon", instance = "{url}", read_delay = "0s" }}'
+        return (
+            f'publish = {{ to = "linkedin", author = "{author}", api = "{url}/rest/", '
+            'read_delay = "0s" }'
+        )
 
     def target(self, url: str, author: str = linkedin.ORGANIZATION) -> str:
         match self.name:

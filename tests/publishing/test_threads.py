@@ -31,8 +31,9 @@ from core.post_body import PostBody
 from core.publishing.lookup_proof import publish_payload, publish_spec
 from core.publishing.platforms.bluesky import BlueskyPublisher
 from core.publishing.post_checks import take_up_publications
+from core.publishing.readings import PostReadings
 from core.publishing.targets import frozen_text, published_links
-from core.setup.publish_targets import BlueskyTarget
+from core.setup.publish_targets import MASTODON_READ_DELAY, BlueskyTarget
 from core.states import EffectState, RunState
 from core.store.leases import lease_now
 from tests.fakes import social
@@ -205,6 +206,37 @@ def test_a_bluesky_thread_whose_answer_was_lost_is_found_and_never_sent_again(
     assert len(pds.requests_to("com.atproto.repo.applyWrites")) == 1  # found, not re-sent
 
 
+def test_a_bluesky_thread_whose_first_post_was_deleted_while_its_answer_was_lost_ends(
+    db_url: str, worlds: MakeWorld, pds: FakeBluesky
+) -> None:
+    """The thread went out, its answer was lost, and a person deleted its first post: the
+    look-up finds the thread by its second record, so it is published (never sent again,
+    never uncertain forever), and the reading pass finds the first post gone."""
+    world = bluesky_world(worlds, db_url, pds)
+    approved_thread(world)
+    pds.script("create", social.accept_then_drop())
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.UNCERTAIN
+    first = in_thread_order(pds)[0]
+    assert pds.delete(lambda p: p["uri"] == first["uri"]) == 1
+    for worker in ("w2", "w3"):
+        world.service(worker).publish_run(RUN)
+    assert world.run_row().state == RunState.SUCCEEDED
+    assert len(pds.requests_to("com.atproto.repo.applyWrites")) == 1  # never sent again
+    [receipt] = world.publish_effects()
+    assert receipt.external_id == first["uri"]
+    readings = PostReadings(
+        world.store,
+        world.config,
+        world.clock,
+        "w1",
+        world.publishers.publishers_for,
+        world.alerts().alert_post_gone,
+    )
+    readings.read_due()
+    world.clock.advance(timedelta(minutes=2))
+    assert readings.read_due().gone == 1
+
+
 def test_a_thread_key_sent_with_another_part_is_a_payload_conflict(
     db_url: str, worlds: MakeWorld, pds: FakeBluesky
 ) -> None:
@@ -303,6 +335,7 @@ def test_a_mastodon_part_whose_answer_was_lost_is_found_in_its_place_not_sent_tw
     with world.store.read() as session:  # Edit is refused naming the target once, by its part
         said = frozen_text(session, KEY) or ""
     assert said.count(mastodon_target(mastodon)) == 1 and "part 2 sent, outcome unknown" in said
+    world.clock.advance(MASTODON_READ_DELAY)  # looked up once Mastodon would show it
     assert world.service("w2").publish_run(RUN).outcome == PublishOutcome.PUBLISHED
     assert_a_mastodon_thread(mastodon)
     assert len(mastodon.requests_to("/api/v1/statuses", "POST")) == 4  # part 2 found, not re-sent
@@ -322,8 +355,64 @@ def test_a_mastodon_part_marked_published_by_a_person_stops_the_thread_never_pos
     assert world.run_row().state == RunState.PUBLISHING  # not succeeded: parts 3 and 4 are not out
     result = world.service().publish_run(RUN)
     assert result.outcome == PublishOutcome.FAILED and "part 3" in (result.detail or "")
+    assert "marked published by a person" in (result.detail or "")
     assert len(mastodon.statuses_of()) == 2
+    assert len(mastodon.requests_to("/api/v1/statuses", "POST")) == 2  # part 3 never asked
     assert world.run_row().state == RunState.FAILED
+
+
+def look_alike(fake: FakeMastodon, text: str) -> str:
+    """The same words posted on the account by hand, outside the thread: another post."""
+    answer = httpx.post(
+        f"{fake.url}/api/v1/statuses",
+        data={"status": text},
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        timeout=5,
+    )
+    answer.raise_for_status()
+    return str(answer.json()["id"])
+
+
+def test_a_lost_part_is_found_in_its_place_never_as_a_look_alike_elsewhere_on_the_account(
+    db_url: str, worlds: MakeWorld, mastodon: FakeMastodon
+) -> None:
+    """Part 2's answer lost, and the same words posted alone since: the look-up takes the
+    reply to part 1, so part 3 replies to the thread's part 2, not to the look-alike."""
+    world = mastodon_world(worlds, db_url, mastodon)
+    approved_thread(world)
+    mastodon.script("create", social.accept(), social.accept_then_drop())
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.UNCERTAIN
+    alike = look_alike(mastodon, PARTS[1])
+    world.clock.advance(MASTODON_READ_DELAY)
+    assert world.service("w2").publish_run(RUN).outcome == PublishOutcome.PUBLISHED
+    thread = sorted(
+        (s for s in mastodon.statuses_of() if s["id"] != alike), key=lambda s: int(s["id"])
+    )
+    assert [s["source_text"] for s in thread] == list(PARTS)
+    for before, status in itertools.pairwise(thread):
+        assert status["in_reply_to_id"] == before["id"]
+    part_2 = world.effect(publish_part_key(KEY, mastodon_target(mastodon), 2))
+    assert part_2 is not None and part_2.external_id == thread[1]["id"]
+
+
+def test_an_orphaned_later_part_is_looked_up_in_its_place_never_as_a_look_alike(
+    db_url: str, worlds: MakeWorld, mastodon: FakeMastodon
+) -> None:
+    """Cancelled while part 2's answer was lost: the orphan pass settles part 2 by the
+    reply to part 1, not by the same words posted alone on the account since."""
+    world = mastodon_world(worlds, db_url, mastodon)
+    approved_thread(world)
+    mastodon.script("create", social.accept(), social.accept_then_drop())
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.UNCERTAIN
+    world.resolver().cancel(RUN, actor="U0ADMIN")
+    alike = look_alike(mastodon, PARTS[1])
+    world.clock.advance(MASTODON_READ_DELAY)
+    world.service().publish_pending()
+    part_2 = world.effect(publish_part_key(KEY, mastodon_target(mastodon), 2))
+    assert part_2 is not None and part_2.state == EffectState.SUCCEEDED
+    real = [s for s in mastodon.statuses_of() if s["source_text"] == PARTS[1] and s["id"] != alike]
+    assert part_2.external_id == real[0]["id"]
+    assert len(mastodon.requests_to("/api/v1/statuses", "POST")) == 3  # nothing sent again
 
 
 def test_a_bluesky_thread_marked_published_by_a_person_is_settled_by_its_one_receipt(

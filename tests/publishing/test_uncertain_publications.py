@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -350,3 +350,25 @@ def test_a_pass_that_dies_before_settling_an_orphaned_send_lists_it_once(
 
 def crash() -> None:
     raise Crash
+
+
+class SkewedReplicaClock:
+    """A replica whose clock runs an hour behind the database's (it judges no leases)."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) - timedelta(hours=1)
+
+
+def test_receipts_a_person_settles_are_stamped_by_the_databases_clock_not_the_replicas(
+    worlds: MakeWorld, db_url: str
+) -> None:
+    """Every other receipt is stamped by the database's clock, and the passes that read
+    them (the take-up of published posts, the orphan pass) compare with it."""
+    world = worlds(db_url)
+    world.go_uncertain(accept_then_drop())
+    Resolver(world.store, world.config, SkewedReplicaClock()).resolve(
+        RUN, Finding.PUBLISHED, actor="U0ADMIN"
+    )
+    effect = world.effect()
+    assert effect is not None and effect.state == EffectState.SUCCEEDED
+    assert abs(effect.updated_at - datetime.now(UTC)) < timedelta(minutes=5)

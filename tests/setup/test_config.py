@@ -109,7 +109,7 @@ def test_an_unknown_key_names_the_one_likely_meant_and_every_key_the_table_takes
     [target_line] = [p for p in problems if "instanse" in p]
     assert target_line.endswith(
         "publish.instanse: unknown key; did you mean 'instance'? "
-        "(valid keys: instance, secret_env, to, visibility)"
+        "(valid keys: instance, read_delay, secret_env, to, visibility)"
     )
 
 

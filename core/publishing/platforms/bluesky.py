@@ -185,7 +185,7 @@ class BlueskyPublisher:
             found = client.app.bsky.feed.post.get(repo, rkey)
         except Exception as exc:
             if _xrpc_error(exc)[1] == "RecordNotFound":
-                return None
+                return self._thread_without_its_first(client, repo, query.effect_key, rkey)
             raise LookupUnavailable(f"Bluesky getRecord failed: {_describe(exc)}") from exc
         sent = getattr(found.value, "text", None)
         if not isinstance(sent, str) or comparable(sent) != comparable(query.text):
@@ -193,6 +193,27 @@ class BlueskyPublisher:
                 f"Bluesky record {found.uri} holds a different post: a person must check"
             )
         return str(found.uri)
+
+    def _thread_without_its_first(
+        self, client: Any, repo: str, effect_key: str, rkey: str
+    ) -> str | None:
+        """The first record absent. A thread is written in one applyWrites, all or none:
+        its second record there, replying in the thread rooted at the first, means the
+        thread was published and a person deleted its first post since. Found then, under
+        the first record's URI (never sent again: the resend would fail on the records
+        that exist, uncertain forever; the reading pass finds it gone and tells people)."""
+        try:
+            second = client.app.bsky.feed.post.get(repo, bluesky_part_record_key(effect_key, 2))
+        except ValueError:
+            return None
+        except Exception as exc:
+            if _xrpc_error(exc)[1] == "RecordNotFound":
+                return None  # no thread there either: absent
+            raise LookupUnavailable(f"Bluesky getRecord failed: {_describe(exc)}") from exc
+        root = getattr(getattr(getattr(second.value, "reply", None), "root", None), "uri", None)
+        if not isinstance(root, str) or not root.endswith(f"/{POST_COLLECTION}/{rkey}"):
+            return None
+        return root
 
     # --- read back (docs/design.md §28) ---
 
