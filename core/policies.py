@@ -318,7 +318,7 @@ class SimilarityMethod(StrEnum):
 
 
 class Drafting(StrEnum):
-    """How a recipe's slots reach the model (docs/design.md §21)."""
+    """How a recipe's slots reach the model: one call each, or a batch (docs/design.md §21)."""
 
     SYNC = "sync"  # one Messages API call per slot, answered while Galley waits
     BATCH = "batch"  # gathered into a Message Batch: half price, answered within 24 hours

@@ -334,7 +334,7 @@ class Galley:
         *,
         user: str | None = None,
     ) -> Answer:
-        """Ask the model for the next revision of the revision read, with `note` saying
+        """Redraft: ask the model for the next revision of the revision read, with `note` saying
         what to change; one model call however often it is asked (docs/design.md §22)."""
         from core.api.desk import as_answer
         from core.review.redraft_claims import RedraftClaim

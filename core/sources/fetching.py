@@ -1,5 +1,5 @@
 """One GET of a source's server, classified as a model call's failure is (docs/design.md
-§8, §14): timeouts, 5xx, 429 and 304 may help to ask again; 401/403/404 and other 4xx
+§8, §26): timeouts, 5xx, 429 and 304 may help to ask again; 401/403/404 and other 4xx
 never do. Never retries or sleeps itself: the run's attempt policy decides.
 """
 
