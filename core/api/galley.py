@@ -411,7 +411,7 @@ class Galley:
         limit: int | None = 1000,
         before: int | None = None,
     ) -> DecisionList:
-        """The decision log, newest first (docs/design.md §34): who approved, rejected,
+        """The decision log, newest first (docs/design.md §35): who approved, rejected,
         edited, redrafted, unapproved or settled what, when, on which revision; `before`
         pages by `id`."""
         from core.api.decisions import read_decisions

@@ -118,7 +118,7 @@ def get(
 ) -> Answer:
     """GET `url`: its answer whatever its status (the body at most `limit` bytes,
     MAX_ANSWER_BYTES unless told), or a SourceReadError: retryable when no answer came,
-    not when the URL was refused or a bound passed (docs/design.md §19). `configured`:
+    not when the URL was refused or a bound passed (docs/design.md §33). `configured`:
     the operator wrote `url`, so its first request is trusted; a found URL never is."""
     where = shown_url(url)
     try:
