@@ -1,4 +1,4 @@
-"""`galley decisions`: the decision log (docs/design.md §18) as a table, one JSON document
+"""`galley decisions`: the decision log (docs/design.md §35) as a table, one JSON document
 or CSV. Kept beside `bot/cli.py`, which registers it; reads through `Galley.decisions`."""
 
 from __future__ import annotations

@@ -177,7 +177,7 @@ class Bot:
             Pass("pending", self.host.settle_stale_pending, Every.HOUSEKEEPING, Pool.HOUSEKEEPING),
             Pass("expiry", self.host.expire, Every.HOUSEKEEPING, Pool.HOUSEKEEPING),
             Pass("deliveries", self.forget_deliveries, Every.HOUSEKEEPING, Pool.HOUSEKEEPING),
-            # docs/design.md §11: remind_after
+            # docs/design.md §35: remind_after
             Pass("reminders", self.remind_reviewers, Every.OUTBOX, Pool.SLACK),
             # published posts read back and counted (docs/design.md §28)
             Pass("readings", self.services.readings.read_due, Every.HOUSEKEEPING, Pool.SLACK),

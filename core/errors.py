@@ -203,7 +203,7 @@ class ImageRefused(GalleyError):
 
 class NotFetched(GalleyError):
     """A URL Galley was about to read was refused, or its read hit a bound
-    (docs/design.md §19): the message is one line naming the reason or the bound ("not
+    (docs/design.md §33): the message is one line naming the reason or the bound ("not
     fetched: the address is private"); `retryable` is true only where a later read may
     pass (a read cut at its deadline)."""
 

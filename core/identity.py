@@ -257,7 +257,7 @@ def digest_key(day: str) -> str:
 
 def review_reminder_key(draft: str, revision: int, interval: int) -> str:
     """`<draft key>|remind:<revision>:<n>`: the reminder of the n-th `remind_after` that one
-    revision has waited, posted once across replicas (docs/design.md §18)."""
+    revision has waited, posted once across replicas (docs/design.md §35)."""
     return f"{draft}|remind:{revision}:{interval}"
 
 

@@ -200,7 +200,7 @@ class EffectStep(StrEnum):
     ALERT_SETTLED = "alert-settled"  # an alert rewritten to say how its run was settled
     DIGEST = "digest"  # the daily operations digest
     REMINDER = (
-        "reminder"  # a waiting draft announced again in its review thread (docs/design.md §11)
+        "reminder"  # a waiting draft announced again in its review thread (docs/design.md §35)
     )
     UPLOAD = "upload"  # one image's bytes uploaded to one target (docs/design.md §32)
 
@@ -214,7 +214,7 @@ class Verdict(StrEnum):
 
 class DecisionKind(StrEnum):
     """What a person did to a draft or a run that the decision log keeps (`events.decision`,
-    docs/design.md §18): the event row of that act is its one record."""
+    docs/design.md §35): the event row of that act is its one record."""
 
     APPROVAL = "approval"  # one approval counted; the one that decides moves the draft
     REJECTION = "rejection"
@@ -318,7 +318,7 @@ class SimilarityMethod(StrEnum):
 
 
 class Drafting(StrEnum):
-    """How a recipe's slots reach the model (docs/design.md §21)."""
+    """How a recipe's slots reach the model: one call each, or a batch (docs/design.md §21)."""
 
     SYNC = "sync"  # one Messages API call per slot, answered while Galley waits
     BATCH = "batch"  # gathered into a Message Batch: half price, answered within 24 hours

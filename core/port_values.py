@@ -282,7 +282,7 @@ class Publication:
 
     `text` is the first (or only) part of this target's version: what a post is matched
     by when it is looked up. `replies` are the thread's later parts, in order, each
-    replying to the one before; `images` go with the first part (docs/design.md §16)."""
+    replying to the one before; `images` go with the first part (docs/design.md §31 and §32)."""
 
     effect_key: str
     draft_key: str

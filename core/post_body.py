@@ -1,5 +1,5 @@
 """What one revision of a draft says: a version per target, each a thread of parts, and
-the images that go with it (docs/design.md §16).
+the images that go with it (docs/design.md §30, §31 and §32).
 
 A draft row keeps one `text` and one `text_hash`, and an approval binds to that hash.
 `PostBody.to_text` is that text: the plain post itself when the body is the common

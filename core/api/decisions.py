@@ -1,4 +1,4 @@
-"""The decision log (docs/design.md §18): every approval, rejection, edit, redraft,
+"""The decision log (docs/design.md §35): every approval, rejection, edit, redraft,
 unapprove and resolution, with who, when, which revision and its text hash, the stage,
 the outcome and the reason (`galley decisions`, `g.decisions()`).
 

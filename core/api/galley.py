@@ -335,7 +335,7 @@ class Galley:
         *,
         user: str | None = None,
     ) -> Answer:
-        """Ask the model for the next revision of the revision read, with `note` saying
+        """Redraft: ask the model for the next revision of the revision read, with `note` saying
         what to change; one model call however often it is asked (docs/design.md §22)."""
         from core.api.desk import as_answer
         from core.review.redraft_claims import RedraftClaim
@@ -412,7 +412,7 @@ class Galley:
         limit: int | None = 1000,
         before: int | None = None,
     ) -> DecisionList:
-        """The decision log, newest first (docs/design.md §11): who approved, rejected,
+        """The decision log, newest first (docs/design.md §35): who approved, rejected,
         edited, redrafted, unapproved or settled what, when, on which revision; `before`
         pages by `id`."""
         from core.api.decisions import read_decisions

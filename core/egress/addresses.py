@@ -1,4 +1,4 @@
-"""Which addresses a found URL may reach (docs/design.md §19): pure rules, no network.
+"""Which addresses a found URL may reach (docs/design.md §33): pure rules, no network.
 
 An address is fetched only if it is global: loopback, private, link-local, CGNAT,
 unique-local, multicast, unspecified, reserved and documentation ranges are refused, and

@@ -1,4 +1,4 @@
-"""An answer's body read under its bounds (docs/design.md §19): bytes on the wire and
+"""An answer's body read under its bounds (docs/design.md §33): bytes on the wire and
 bytes after decoding both capped, only `gzip`, `deflate` or no encoding accepted, and the
 decoding done a bounded piece at a time, so a small compressed answer can never inflate
 past the cap in memory. Reads the socket; never writes.

@@ -1,4 +1,4 @@
-"""The one guarded client for every URL Galley fetches (docs/design.md §19): sources'
+"""The one guarded client for every URL Galley fetches (docs/design.md §33): sources'
 servers, items' images and pages, link cards' pages and thumbnails.
 
 A configured URL (the operator wrote it) is trusted for its first request only; every

@@ -6,7 +6,7 @@ and kept in the image library, all before the run's snapshot is stored (its call
 the claim, its heartbeat running, and no transaction). What it returns is the item with
 the kept image's hash, or a one-line note saying why none was kept; an item without an
 image, or whose page has none, is returned as it is. Every URL here is found, never
-configured: each is checked by the guarded client (docs/design.md §19), and a refusal is
+configured: each is checked by the guarded client (docs/design.md §33), and a refusal is
 the note ("not fetched: the address is private"). Never calls the model.
 """
 

@@ -4,7 +4,7 @@ OpenGraph tags when the post is sent. The thumbnail is an image like any other: 
 kept by hash and uploaded once per draft and target (`core/images/uploads.py`). A page
 that cannot be read gives no card, and the publication's receipt says why.
 
-The link and its thumbnail are found URLs (docs/design.md §19): both go through the
+The link and its thumbnail are found URLs (docs/design.md §33): both go through the
 guarded client, each read capped (PAGE_BYTES, IMAGE_LIMIT) and done within CARD_DEADLINE
 at most, since the post waits on it inside its fenced send (the receipt's lease is kept
 alive by heartbeat meanwhile). It reads pages; it never posts.

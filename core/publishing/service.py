@@ -426,7 +426,7 @@ def _send_back(
 def shaped_for(approved: Publication, target: str) -> Publication:
     """The approved draft as `target` publishes it: its own version of the body (or the
     one for every target), split into the first part and the thread's replies, with the
-    body's images (docs/design.md §16). A plain draft comes out as it went in."""
+    body's images (docs/design.md §30, §31 and §32). A plain draft comes out as it went in."""
     body = PostBody.parse(approved.text)
     first, *replies = body.parts_for(target)
     return replace(approved, text=first, replies=tuple(replies), images=body.images)

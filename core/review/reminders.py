@@ -1,4 +1,4 @@
-"""Reminders (docs/design.md §18): a draft still waiting for review is announced again in
+"""Reminders (docs/design.md §35): a draft still waiting for review is announced again in
 its review message's thread once per `remind_after`, pinging the approvers who have not
 approved yet (groups as groups); once it has waited `escalate_after`, `alert_mentions`
 are pinged, once. Each is an effect with its own key (draft, revision, interval), so

@@ -117,7 +117,7 @@ class SlackSection(_Strict):
 
 
 def _one_or_many(value: Any) -> Any:
-    """`publish` is one target table or a list of them (docs/design.md §15). A tuple, as
+    """`publish` is one target table or a list of them (docs/design.md §24). A tuple, as
     strict validation of the tuple field takes no list once a validator has run."""
     if isinstance(value, dict):
         return (value,)

@@ -1,4 +1,4 @@
-"""The config's `[egress]` table (docs/design.md §19): `allow`, the networks (CIDR) or
+"""The config's `[egress]` table (docs/design.md §33): `allow`, the networks (CIDR) or
 host names a found URL may reach although they are not public. Default: none.
 """
 

@@ -1,5 +1,5 @@
 """One GET of a source's server, classified as a model call's failure is (docs/design.md
-§8, §14): timeouts, 5xx, 429 and 304 may help to ask again; 401/403/404 and other 4xx
+§8, §26): timeouts, 5xx, 429 and 304 may help to ask again; 401/403/404 and other 4xx
 never do. Never retries or sleeps itself: the run's attempt policy decides.
 """
 
@@ -118,7 +118,7 @@ def get(
 ) -> Answer:
     """GET `url`: its answer whatever its status (the body at most `limit` bytes,
     MAX_ANSWER_BYTES unless told), or a SourceReadError: retryable when no answer came,
-    not when the URL was refused or a bound passed (docs/design.md §19). `configured`:
+    not when the URL was refused or a bound passed (docs/design.md §33). `configured`:
     the operator wrote `url`, so its first request is trusted; a found URL never is."""
     where = shown_url(url)
     try:

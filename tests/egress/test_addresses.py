@@ -1,4 +1,4 @@
-"""The address rules of the guarded client (docs/design.md §19), on their own: which
+"""The address rules of the guarded client (docs/design.md §33), on their own: which
 addresses a found URL may reach, IPv4 and IPv6 and the IPv6 forms that carry IPv4 ones,
 and what `[egress] allow` lets through. Pure: nothing is resolved or connected."""
 

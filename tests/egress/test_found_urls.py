@@ -1,4 +1,4 @@
-"""Found URLs go through the guard where they are fetched (docs/design.md §19): an item's
+"""Found URLs go through the guard where they are fetched (docs/design.md §33): an item's
 image, its link's page and that page's og:image, a `url` source's redirect, a link card's
 page, redirect and thumbnail. A URL naming an inside server (127.0.0.2, never allowed) is
 not fetched, the inside server receives nothing, and the note, error or receipt says why.

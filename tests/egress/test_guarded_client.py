@@ -1,4 +1,4 @@
-"""The guarded client over real sockets (docs/design.md §19): where it connects, how it
+"""The guarded client over real sockets (docs/design.md §33): where it connects, how it
 follows redirects, and the bounds of each read. Servers listen on 127.0.0.1 (reached only
 through `[egress] allow`) and 127.0.0.2 (an "inside" server nothing may reach); any other
 address (10.x, 169.254.169.254, a public one) is simulated at the resolver and the

@@ -1,4 +1,4 @@
-"""A draft with a version per target (docs/design.md §31, issue 38): each target publishes
+"""A draft with a version per target (docs/design.md §30): each target publishes
 its own version, whole, through the real clients against the fakes. Both backends."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""An approved draft is published exactly once (docs/design.md §3, §4, §7, §9),
+"""An approved draft is published exactly once (docs/design.md §3, §4, §7, §9:
+its states, the claim, the receipt and the look-up),
 whatever interrupts it: a crash just before the call or right after the receipt, the
 same trigger delivered twice (at once or in a row), a database restored from before
 the send. A bumped version is a second, deliberate publication under another key; the

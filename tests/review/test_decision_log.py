@@ -1,4 +1,4 @@
-"""The decision log (issue 41.3, docs/design.md §18): every approval, rejection, edit,
+"""The decision log (docs/design.md §35): every approval, rejection, edit,
 redraft, unapprove and resolution, read from the event rows those acts write, with who,
 when, the revision and its text hash, the stage and the outcome; pages by (at, id).
 On both backends; assertions on what `g.decisions()` and `galley decisions` return."""

@@ -1,4 +1,4 @@
-"""Reminders (issue 41.2, docs/design.md §18): a draft still waiting is announced again in
+"""Reminders (docs/design.md §35): a draft still waiting is announced again in
 its review message's thread once per `remind_after`, pinging the approvers (groups as
 groups); `escalate_after` pings `alert_mentions` once; nothing after a decision; never
 twice for one interval across replicas. On both backends, over the fake Slack Web API;

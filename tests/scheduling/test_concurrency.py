@@ -1,4 +1,5 @@
-"""Never twice, never lost, when two things happen at once (docs/design.md §3, §4-§5, §12).
+"""Never twice, never lost, when two things happen at once: states, claims and leases,
+and people told (docs/design.md §3, §4-§5, §12).
 
 Each test forces one interleaving (a failpoint hook between a read and the write that
 depends on it, an event that holds a call open, or a barrier) on SQLite and PostgreSQL,

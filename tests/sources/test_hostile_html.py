@@ -1,4 +1,4 @@
-"""HTML from the open web is parsed in time linear in its size (docs/design.md §19): a
+"""HTML from the open web is parsed in time linear in its size (docs/design.md §33): a
 page crafted against the standard library's `HTMLParser` (quadratic on unclosed comments
 and tags before Python 3.11.13, CVE-2025-6069) costs a fraction of a CPU second, both
 for its text (a `url` source's fallback, a feed entry's HTML) and its OpenGraph tags."""

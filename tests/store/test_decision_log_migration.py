@@ -1,5 +1,5 @@
 """Migration 0022 on both backends: a decision log written before it kept people's acts
-only (docs/design.md §11) once upgraded: an alt text the model proposed, logged then as
+only (docs/design.md §35) once upgraded: an alt text the model proposed, logged then as
 an `edit` by `model:<name>`, stays in the history and leaves the log; a person's stays."""
 
 from __future__ import annotations

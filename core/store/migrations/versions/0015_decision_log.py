@@ -1,4 +1,4 @@
-"""The decision log (issue 41.3, docs/design.md §18): the event row of each person's act
+"""The decision log (docs/design.md §35): the event row of each person's act
 on a draft or a run names the act (`decision`) and the revision it was about, and a
 partial index holds only those rows, so the newest N decisions cost N however long the
 history. Earlier decisions the event rows tell apart are marked; their revision is unknown.

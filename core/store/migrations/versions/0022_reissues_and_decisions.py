@@ -1,4 +1,4 @@
-"""Items and the decision log tell the truth (issue 48, docs/design.md §11, §29): an items
+"""Items and the decision log tell the truth (docs/design.md §35, §29): an items
 recipe's latest poll keeps the latest entry it did not draft as a re-issue of a known
 item (same link and title under a new id), so `galley status` and Home say so; and the
 decision log keeps people's acts only, so an alt text the model proposed, once logged as
