@@ -51,7 +51,7 @@ class OrphanSettler:
         if publisher is None:
             return None  # the recipe publishes elsewhere now
         if self._within_read_delay(send, recipe):
-            return None  # absent may only mean not shown yet (docs/design.md §9)
+            return None  # not found may only mean not shown yet (docs/design.md §9)
         try:
             stored = sent_from(self.store, send.effect_key) or send.text
             fallback = PostQuery(send.effect_key, part_text(stored, send.effect_key), send.since)
