@@ -6,6 +6,7 @@ and the redirect are tested against local servers."""
 
 from __future__ import annotations
 
+import gzip
 import socket
 import threading
 from collections.abc import Iterator, Sequence
@@ -74,6 +75,29 @@ def test_a_file_larger_than_the_cap_is_refused_from_its_length() -> None:
         assert files.download({"url_private_download": url, "size": 2048}).startswith("it is over")
         small = SlackFiles("xoxb-test", web.url, max_bytes=4096)
         assert small.download({"url_private_download": url}) == b"x" * 2048
+
+
+@pytest.mark.slow
+def test_a_gzip_download_is_decoded_under_the_cap_and_another_coding_refused_by_name() -> None:
+    with FakeWeb() as web:
+        gzipped = {"Content-Encoding": "gzip"}
+        small = web.publish(
+            "/files-pri/T1-F1/a.png", gzip.compress(b"png" * 100), "image/png", gzipped
+        )
+        bomb = web.publish(
+            "/files-pri/T1-F1/b.png", gzip.compress(b"\0" * 4096), "image/png", gzipped
+        )
+        brotli = web.publish(
+            "/files-pri/T1-F1/c.png", b"br", "image/png", {"Content-Encoding": "br"}
+        )
+        files = SlackFiles("xoxb-test", web.url, max_bytes=1024)
+        assert files.download({"url_private_download": small}) == b"png" * 100
+        assert str(files.download({"url_private_download": bomb})).startswith("it is over")
+        told = files.download({"url_private_download": brotli})
+        assert told == (
+            f"not downloaded: the answer from 127.0.0.1:{web.port}/files-pri/T1-F1/c.png is "
+            "encoded as 'br': only gzip, deflate or none is accepted"
+        )
 
 
 @pytest.mark.slow
