@@ -1,9 +1,11 @@
-"""A Slack file's bytes, downloaded with the bot token (docs/design.md §34): the token goes
-only to Slack's file host, over https, and never to a redirect; the read is bounded in
-bytes (on the wire, no content coding) and in total time.
+"""A Slack file's bytes, downloaded with the bot token (docs/design.md §34) through the one
+guarded client: the token goes only to Slack's file host, over https, and never to a
+redirect; the read is bounded in bytes (on the wire and decoded) and in total time.
 
 A file object's URL is found, not configured: whoever shared the file, or a forged event,
-may name any host there. It must never carry the token anywhere but Slack's file host.
+may name any host there. It must never carry the token anywhere but Slack's file host:
+only once its origin is checked equal to that host (derived from the configured Slack API
+URL) is it read, and then as configured.
 
 Slack answers a download without a valid token with its sign-in page (200, HTML), never
 an error: a download is taken only when Slack sent bytes that are not that page.
@@ -11,12 +13,15 @@ an error: a download is taken only when Slack sent bytes that are not that page.
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+
+from core.egress.way_out import Egress
+from core.errors import NotFetched
+from core.policies import FetchStop
 
 SLACK_FILE_ORIGIN = "https://files.slack.com"
 MAX_DOWNLOAD = 50 * 1024 * 1024  # bytes: larger files are refused, before or while reading
@@ -48,13 +53,14 @@ def file_origin(api_base_url: str) -> str:
 
 @dataclass(frozen=True)
 class SlackFiles:
-    """Downloads with the bot token, to `origin` only, within `max_bytes` and `deadline`."""
+    """Downloads with the bot token, to `origin` only, within `max_bytes` and `deadline`,
+    through the one guarded client (`egress`; a test's simulates the network)."""
 
     token: str
     origin: str = SLACK_FILE_ORIGIN
     max_bytes: int = MAX_DOWNLOAD
     deadline: float = DOWNLOAD_DEADLINE  # seconds
-    transport: httpx.BaseTransport | None = None  # httpx's default: tests record requests
+    egress: Egress = field(default_factory=Egress)
 
     def download(self, file: dict[str, Any]) -> bytes | str:
         """The file's bytes, or why not in words (one line)."""
@@ -68,42 +74,40 @@ class SlackFiles:
             return f"not downloaded: its link is not Slack's file host ({urlsplit(url).netloc})"
         try:
             return self._read(url)
+        except NotFetched as refused:
+            return self._not_fetched(refused)
         except httpx.HTTPError as exc:
             return f"the download failed ({type(exc).__name__})"
 
     def _read(self, url: str) -> bytes | str:
-        headers = {"Authorization": f"Bearer {self.token}", "Accept-Encoding": "identity"}
-        timeout = httpx.Timeout(min(READ_TIMEOUT, self.deadline))
-        deadline = time.monotonic() + self.deadline
-        with (
-            httpx.Client(transport=self.transport, timeout=timeout) as client,
-            client.stream("GET", url, headers=headers, follow_redirects=False) as answer,
-        ):
-            if answer.is_redirect:  # the token is never sent on: the redirect is refused
-                return "not downloaded: Slack answered with a redirect"
-            if answer.status_code != 200:
-                return f"Slack answered {answer.status_code}"
-            if answer.headers.get("content-type", "").startswith("text/html"):
-                return "Slack sent its sign-in page: the app needs the files:read scope"
-            if answer.headers.get("content-encoding", "identity") != "identity":
-                return "not downloaded: Slack sent it encoded"
-            return self._bounded(answer, deadline)
+        """The bytes at `url`, already checked to be `origin`. The guarded client takes it
+        as configured (its address rules do not apply): its origin equals the file host
+        derived from the configured Slack API URL. The token is never sent on: a redirect
+        is refused, not followed."""
+        with self.egress.client(timeout=min(READ_TIMEOUT, self.deadline)) as client:
+            answer = client.get(
+                url,
+                limit=self.max_bytes,
+                deadline=self.deadline,
+                configured=True,
+                follow_redirects=False,
+                headers={"Authorization": f"Bearer {self.token}"},
+            )
+        if answer.status != 200:
+            return f"Slack answered {answer.status}"
+        if answer.headers.get("content-type", "").startswith("text/html"):
+            return "Slack sent its sign-in page: the app needs the files:read scope"
+        return answer.body
 
-    def _bounded(self, answer: httpx.Response, deadline: float) -> bytes | str:
-        """The body on the wire, refused past `max_bytes` or the deadline."""
-        length = answer.headers.get("content-length", "")
-        if length.isdigit() and int(length) > self.max_bytes:
+    def _not_fetched(self, refused: NotFetched) -> str:
+        """The guarded client's refusal in this download's words."""
+        if refused.stop is FetchStop.REDIRECT:
+            return "not downloaded: Slack answered with a redirect"
+        if refused.stop is FetchStop.OVER_CAP:
             return self._too_large()
-        chunks: list[bytes] = []
-        count = 0
-        for chunk in answer.iter_raw():
-            count += len(chunk)
-            if count > self.max_bytes:
-                return self._too_large()
-            if time.monotonic() > deadline:
-                return f"the download took over {self.deadline:g} s"
-            chunks.append(chunk)
-        return b"".join(chunks)
+        if refused.stop is FetchStop.DEADLINE:
+            return f"the download took over {self.deadline:g} s"
+        return f"not downloaded: {refused.why}"
 
     def _too_large(self) -> str:
         return f"it is over {self.max_bytes / (1024 * 1024):g} MB"

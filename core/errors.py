@@ -6,7 +6,7 @@ catch `GalleyError` to show a clean message instead of a stack trace.
 
 from __future__ import annotations
 
-from core.policies import AttemptOutcome, ImageProblem
+from core.policies import AttemptOutcome, FetchStop, ImageProblem
 
 
 class GalleyError(Exception):
@@ -205,9 +205,10 @@ class NotFetched(GalleyError):
     """A URL Galley was about to read was refused, or its read hit a bound
     (docs/design.md §33): the message is one line naming the reason or the bound ("not
     fetched: the address is private"); `retryable` is true only where a later read may
-    pass (a read cut at its deadline)."""
+    pass (a read cut at its deadline); `stop` which rule stopped it, where one did."""
 
-    def __init__(self, why: str, *, retryable: bool = False) -> None:
+    def __init__(self, why: str, *, retryable: bool = False, stop: FetchStop | None = None) -> None:
         super().__init__(f"not fetched: {why}")
         self.why = why
         self.retryable = retryable
+        self.stop = stop

@@ -465,3 +465,12 @@ class ImageProblem(StrEnum):
     TOO_BIG = "too_big"  # over the platform's size even at the smallest legible size
     TOO_MANY = "too_many"  # more images than the platform takes on one post
     NO_ALT = "no_alt"  # no alt text yet: nobody may approve it
+
+
+class FetchStop(StrEnum):
+    """Which rule stopped a guarded read (docs/design.md §33), for a caller that words it
+    its own way; most refusals name none."""
+
+    OVER_CAP = "over_cap"  # the body passed its byte cap, on the wire or decoded
+    DEADLINE = "deadline"  # no whole answer before the read's deadline
+    REDIRECT = "redirect"  # a redirect answered where none is followed

@@ -11,6 +11,7 @@ import zlib
 import httpx
 
 from core.errors import NotFetched
+from core.policies import FetchStop
 
 ACCEPT_ENCODING = "gzip, deflate"  # sent with every request; anything else is refused
 RAW_CHUNK = 65_536  # bytes read from the wire at a time
@@ -18,7 +19,7 @@ _ENCODINGS = {"gzip": "gzip", "x-gzip": "gzip", "deflate": "deflate"}
 
 
 def over_cap(where: str, limit: int) -> NotFetched:
-    return NotFetched(f"the answer from {where} is over {limit:,} bytes")
+    return NotFetched(f"the answer from {where} is over {limit:,} bytes", stop=FetchStop.OVER_CAP)
 
 
 def read_bounded(response: httpx.Response, limit: int, where: str) -> bytes:

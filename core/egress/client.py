@@ -34,6 +34,7 @@ from core.egress.backend import (
 from core.egress.bodies import ACCEPT_ENCODING, read_bounded
 from core.errors import NotFetched
 from core.http_calls import call_timeout
+from core.policies import FetchStop
 
 MAX_REDIRECTS = 5
 PAGE_BYTES = 5_000_000  # a feed or page larger than this is not news, it is a mistake
@@ -109,11 +110,13 @@ class EgressClient:
         configured: bool = False,
         headers: Mapping[str, str] | None = None,
         params: Mapping[str, str] | None = None,
+        follow_redirects: bool = True,
     ) -> Fetched:
         """GET `url` and its redirects within `deadline` seconds in all, the body at most
         `limit` bytes; the answer whatever its status. NotFetched for a refused URL or
-        address, a bound passed, or too many redirects; httpx's errors when no answer
-        came (a refused connection, a timeout before the deadline)."""
+        address, a bound passed, too many redirects, or any redirect at all when not
+        `follow_redirects` (then nothing is sent on: its headers go nowhere else); httpx's
+        errors when no answer came (a refused connection, a timeout before the deadline)."""
         self._deadline.start(deadline)
         try:
             current = httpx.URL(url).copy_merge_params(params or {})
@@ -130,6 +133,10 @@ class EgressClient:
                 answer = self._one(client, current, sent, limit)
                 if isinstance(answer, Fetched):
                     return answer
+                if not follow_redirects:
+                    raise NotFetched(
+                        f"{where} answered with a redirect: not followed", stop=FetchStop.REDIRECT
+                    )
                 sent = _hop_headers(sent, current, answer)
                 current, where = answer, shown_url(str(answer))
         except httpx.InvalidURL as exc:  # a redirect's Location that is no URL
@@ -140,6 +147,7 @@ class EgressClient:
             raise NotFetched(
                 f"no whole answer from {where} in time (the deadline is {deadline:g}s)",
                 retryable=True,
+                stop=FetchStop.DEADLINE,
             ) from exc
         raise NotFetched(f"{shown_url(url)} redirects more than {MAX_REDIRECTS} times")
 

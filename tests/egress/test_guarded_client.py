@@ -20,6 +20,7 @@ from core.egress.addresses import EgressAllow, parse_allow
 from core.egress.backend import system_dialer
 from core.egress.way_out import Egress
 from core.errors import NotFetched
+from core.policies import FetchStop
 from tests.fakes.web import FakeWeb, drip, status
 from tests.harness.slow_marks import starts_a_server
 from tests.harness.timing import scaled
@@ -166,6 +167,20 @@ def test_a_redirect_inside_is_refused_even_from_a_configured_url(
         client.get(f"{web.url}/page", limit=1000, deadline=5, configured=True)
 
     assert web.gets("/page") == 1 and inside.gets("/admin") == 0
+
+
+def test_a_redirect_is_not_followed_when_the_reader_follows_none(web: FakeWeb) -> None:
+    web.publish("/there", "elsewhere", "text/plain")
+    web.script("/here", status(302, headers={"Location": f"{web.url}/there"}))
+
+    with (
+        Egress(LOCAL_FAKES).client(timeout=5) as client,
+        pytest.raises(NotFetched, match="answered with a redirect: not followed") as raised,
+    ):
+        client.get(f"{web.url}/here", limit=1000, deadline=5, follow_redirects=False)
+
+    assert raised.value.stop is FetchStop.REDIRECT
+    assert web.gets("/here") == 1 and web.gets("/there") == 0
 
 
 def test_a_found_url_with_a_password_or_another_scheme_is_refused(web: FakeWeb) -> None:
