@@ -7,12 +7,12 @@ anthropic client against the fake API over HTTP. Both backends.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-import pytest
 from sqlmodel import select
 
 from bot import image_drops
+from bot.slack_files import SlackFiles
 from core.api.draft_images import DraftImages
 from core.images.library import Taken
 from core.models import AttemptRow, DraftRevisionRow
@@ -183,7 +183,6 @@ def test_a_drop_without_words_asks_for_alt_text_without_an_empty_reviewer_clause
     db_url: str,
     worlds: MakeWorld,
     fake_anthropic: FakeAnthropic,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     world = worlds(db_url)
     fake_anthropic.script(ok(text=TEXT))
@@ -191,11 +190,18 @@ def test_a_drop_without_words_asks_for_alt_text_without_an_empty_reviewer_clause
     images = DraftImages(world.store, world.config, world.core.images, world.core.desk())
     said: list[str] = []
 
-    def dropped(words: str, width: int) -> str:  # a new image each time
-        monkeypatch.setattr(image_drops, "download", lambda file, token: photo(width, 600))
+    class Photos:  # Slack's file host, answering a new image each time
+        def __init__(self, width: int) -> None:
+            self.width = width
+
+        def download(self, file: dict[str, object]) -> bytes:
+            return photo(self.width, 600)
+
+    def dropped(words: str, width: int) -> str:
         fake_anthropic.script(ok(text="The team cheering at the launch."))
         drop = image_drops.Drop(KEY, "U0EDITOR", "C0REVIEW", "1.0", {"name": "launch.jpg"}, words)
-        image_drops.take_drop(drop, images, "xoxb-test", said.append, proposer(world))
+        files = cast(SlackFiles, Photos(width))
+        image_drops.take_drop(drop, images, files, said.append, proposer(world))
         return str(fake_anthropic.requests[-1].body["messages"])
 
     asked = dropped("  ", 800)
