@@ -19,6 +19,7 @@ from core.setup.sample_config import config_text, make_config
 from core.store.engine import Store, normalise_url
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.harness import real_pds, slow_marks
+from tests.harness.local_names import names_resolved_locally
 
 PG_URL = os.environ.get("GALLEY_TEST_DATABASE_URL")
 TEMPLATE = f"galley_template_{os.getpid()}"
@@ -37,6 +38,14 @@ def pytest_report_header() -> list[str]:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     slow_marks.mark_server_tests(items)
+
+
+@pytest.fixture(autouse=True)
+def no_name_resolved_off_this_machine() -> Iterator[None]:
+    """A link in a post (a link card's page) or a feed's found URL names hosts like
+    `acme.example`: resolving one would send a DNS query off the machine."""
+    with names_resolved_locally():
+        yield
 
 
 @pytest.fixture(autouse=True)
