@@ -276,7 +276,8 @@ def credential_alert_range(target: str) -> tuple[str, str]:
 
 
 def expiry_alert_key(target: str, expires: date) -> str:
-    """`credential-expiry|<target>|<day>`: a known expiry told once, days ahead."""
+    """`credential-expiry|<target>|<day>`: a known expiry told once, days ahead
+    (docs/design.md §36); a new token's new date is a new key."""
     return KEY_MARK.join((EXPIRY_ALERT_PREFIX, target, expires.isoformat()))
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -22,10 +22,12 @@ from core.identity import (
     credential_alert_key,
     credential_alert_range,
     credential_check_key,
+    expiry_alert_key,
 )
 from core.models import EffectRow, RunRow
 from core.policies import AlertKind, EffectStep, Trigger
 from core.ports import Alerter, Clock, MessageRef, Publisher, RunAlert
+from core.publishing.known_expiry import KnownExpiry, known_expiries
 from core.publishing.platforms.online_check import CredentialProof, prove_publisher
 from core.setup.config import Config, Recipe
 from core.slots.schedule import slots_between
@@ -71,12 +73,14 @@ class CredentialWatch:
     ledger: EffectLedger
     alerter: Alerter
     publishers_for: PublishersFor
+    environ: Mapping[str, str] | None = None  # where known expiry dates are read; None: os's
 
     def sweep(self) -> int:
-        """Prove the targets due; alert the refused once, settle the fixed. Returns how
-        many alerts were posted or settled."""
+        """Prove the targets due; alert the refused once, settle the fixed; alert each
+        known token expiry once, days ahead. Returns how many alerts were posted or
+        settled."""
         now = self.clock.now()
-        told = 0
+        told = sum(self._expiry_once(e, now) for e in known_expiries(self.config, self.environ))
         open_alerts = self._open_alerts()
         for due in self._due(now, open_alerts):
             target = due.publisher.target
@@ -214,6 +218,42 @@ class CredentialWatch:
             settled, "", EffectStep.ALERT_SETTLED, {"alert": receipt.key}, ALERT_LEASE
         )
         return 1 if self.ledger.perform(spec, rewrite, repeatable=True).happened else 0
+
+    def _expiry_once(self, expiry: KnownExpiry, now: datetime) -> int:
+        """A token's known expiry, alerted once when TOKEN_WARN_DAYS or fewer are left."""
+        if expiry.expires is None or not expiry.due(now.date()):
+            return 0
+        key = expiry_alert_key(expiry.target, expiry.expires)
+        existing = self.ledger.get(key)
+        if existing is not None and existing.state != EffectState.FAILED:
+            return 0
+        recipe = next(
+            r.name for r in self.config.recipes.values() if expiry.target in _targets_of(r)
+        )
+        alert = RunAlert(
+            run_id="",
+            recipe=recipe,
+            headline=f"A token is about to expire: {expiry.text(now.date())}.",
+            facts=[
+                f"Fix: mint a new token, set {expiry.secret_env} to it and {expiry.variable} "
+                "to its expiry date, then restart Galley.",
+                "Posts to it fail from that day until then.",
+            ],
+            mentions=list(self.config.slack.alert_mentions),
+            kind=AlertKind.CREDENTIALS,
+        )
+
+        def post() -> Proof:
+            ref = self.alerter.alert(alert)
+            return Proof(ref.ts, {"channel": ref.channel, "ts": ref.ts})
+
+        payload = {"target": expiry.target, "expires": expiry.expires.isoformat()}
+        spec = EffectSpec(key, "", EffectStep.ALERT, payload, ALERT_LEASE)
+        return 1 if self.ledger.perform(spec, post).happened else 0
+
+
+def _targets_of(recipe: Recipe) -> set[str]:
+    return {t.target for t in recipe.targets}
 
 
 def fix_of(recipe: Recipe, target: str) -> str:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
-from sqlmodel import col, select
+from sqlmodel import select
 
 from bot.slack_publishing import SlackAlerter
-from core.identity import alert_settled_key, credential_alert_key
+from core.identity import alert_settled_key, credential_alert_key, expiry_alert_key
 from core.models import EffectRow
 from core.operations.credential_watch import CredentialWatch
 from core.policies import EffectStep
@@ -116,9 +116,7 @@ def test_a_revoked_token_alerts_once_before_the_slot_and_settles_once_it_works(
 
     told = credential_alert_key(target, SLOT - timedelta(hours=1))
     with store.read() as session:
-        receipts = session.exec(
-            select(EffectRow.key, EffectRow.state).where(col(EffectRow.step) != "x")
-        ).all()
+        receipts = session.exec(select(EffectRow.key, EffectRow.state)).all()
     assert (told, EffectState.SUCCEEDED) in receipts
     assert (alert_settled_key(told), EffectState.SUCCEEDED) in receipts
     checks = [k for k, _ in receipts if k.startswith(EffectStep.CREDENTIAL_CHECK.value)]
@@ -138,3 +136,37 @@ def test_a_token_that_stays_refused_is_told_once_per_episode(
 
     assert len(mastodon.requests_to(VERIFY)) == 4
     assert len(slack.messages(config.slack.alert_channel_or_review)) == 1
+
+
+def test_a_known_token_expiry_alerts_once_seven_days_ahead(store: Store, slack: FakeSlack) -> None:
+    author = "urn:li:organization:1"
+    publish = f'publish = {{ to = "linkedin", author = "{author}" }}'
+    text = re.sub(r"^(prompt = .*)$", rf"\1\n{publish}", config_text(), flags=re.M)
+    config = parse_config(text)
+    env = {"GALLEY_LINKEDIN_TOKEN_EXPIRES": "2026-12-01"}
+    alerter = SlackAlerter(slack_channels(slack), config.slack.alert_channel_or_review)
+    clock = FrozenClock(datetime(2026, 11, 23, 12, 0, tzinfo=UTC))
+    watches = [
+        CredentialWatch(
+            store, config, clock, EffectLedger(store, clock, w), alerter, lambda r: [], env
+        )
+        for w in ("w1", "w2")
+    ]
+
+    assert watches[0].sweep() == 0  # eight days ahead
+    clock.set(datetime(2026, 11, 24, 0, 5, tzinfo=UTC))
+    assert watches[0].sweep() == 1  # seven
+    assert watches[1].sweep() == 0  # another replica
+    clock.set(datetime(2026, 11, 28, 9, 0, tzinfo=UTC))
+    assert watches[0].sweep() == 0  # once
+
+    [alert] = slack.messages(config.slack.alert_channel_or_review)
+    said = str(alert.get("blocks"))
+    assert f"linkedin:{author}: token expires 2026-12-01 (in 7 day(s))" in said
+    assert "GALLEY_LINKEDIN_TOKEN_EXPIRES" in said
+    assert expiry_alert_key(f"linkedin:{author}", date(2026, 12, 1)) in _keys(store)
+
+
+def _keys(store: Store) -> list[str]:
+    with store.read() as session:
+        return list(session.exec(select(EffectRow.key)).all())
