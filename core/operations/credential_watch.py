@@ -28,7 +28,7 @@ from core.models import EffectRow, RunRow
 from core.policies import AlertKind, EffectStep, Trigger
 from core.ports import Alerter, Clock, MessageRef, Publisher, RunAlert
 from core.publishing.known_expiry import KnownExpiry, known_expiries
-from core.publishing.platforms.online_check import CredentialProof, prove_publisher
+from core.publishing.platforms.online_check import CredentialProof, can_prove, prove_publisher
 from core.setup.config import Config, Recipe
 from core.slots.schedule import slots_between
 from core.states import EffectState, RunState
@@ -100,7 +100,7 @@ class CredentialWatch:
         for recipe in self.config.recipes.values():
             for publisher in self.publishers_for(recipe):
                 target, slot_at = publisher.target, soonest.get(recipe.name)
-                if slot_at is None and target not in open_alerts:
+                if not can_prove(publisher) or (slot_at is None and target not in open_alerts):
                     continue
                 known = found.get(target)  # two recipes may share a target: the sooner
                 if known is None or (slot_at is not None and _sooner(slot_at, known.slot_at)):
@@ -162,8 +162,7 @@ class CredentialWatch:
 
         def prove() -> Proof:
             proof = prove_publisher(publisher)
-            if proof is None:
-                raise AssertionError("a target with nothing to prove is never due")
+            assert proof is not None  # `_due` takes only targets with credentials to prove
             proved.append(proof)
             return Proof("ok" if proof.ok else "failed", {"ok": proof.ok, "said": proof.said})
 

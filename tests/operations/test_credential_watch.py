@@ -16,11 +16,17 @@ import pytest
 from sqlmodel import select
 
 from bot.slack_publishing import SlackAlerter
-from core.identity import alert_settled_key, credential_alert_key, expiry_alert_key
+from core.identity import (
+    alert_settled_key,
+    credential_alert_key,
+    credential_check_key,
+    expiry_alert_key,
+)
 from core.models import EffectRow
 from core.operations.credential_watch import CredentialWatch
 from core.policies import EffectStep
 from core.ports import Publisher
+from core.publishing.destinations import Destinations
 from core.publishing.platforms.mastodon import MastodonPublisher
 from core.setup.config import Config, Recipe, parse_config
 from core.setup.publish_targets import MastodonTarget
@@ -170,3 +176,23 @@ def test_a_known_token_expiry_alerts_once_seven_days_ahead(store: Store, slack: 
 def _keys(store: Store) -> list[str]:
     with store.read() as session:
         return list(session.exec(select(EffectRow.key)).all())
+
+
+def test_only_targets_with_credentials_are_proved_through_the_bots_destinations(
+    store: Store, slack: FakeSlack, mastodon: FakeMastodon
+) -> None:
+    webhook = 'publish = [{ to = "webhook", url = "https://hooks.example.test/galley" }, '
+    mastodon_target = f'{{ to = "mastodon", instance = "{mastodon.url}" }}]'
+    text = re.sub(r"^(prompt = .*)$", rf"\1\n{webhook}{mastodon_target}", config_text(), flags=re.M)
+    config = parse_config(text)
+    destinations = Destinations(environ={"GALLEY_MASTODON_TOKEN": "revoked"})
+    clock = FrozenClock(SLOT - timedelta(minutes=45))
+    alerter = SlackAlerter(slack_channels(slack), config.slack.alert_channel_or_review)
+    ledger = EffectLedger(store, clock, "w1")
+    watch = CredentialWatch(store, config, clock, ledger, alerter, destinations.publishers_for)
+
+    assert watch.sweep() == 1
+    target = f"mastodon:{mastodon.url.removeprefix('http://')}"
+    checks = [k for k in _keys(store) if k.startswith(EffectStep.CREDENTIAL_CHECK.value)]
+    assert checks == [credential_check_key(target, SLOT - timedelta(hours=1))]
+    assert len(mastodon.requests_to(VERIFY)) == 1

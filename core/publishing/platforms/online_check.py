@@ -44,6 +44,11 @@ def prove_targets(
     return proofs
 
 
+def can_prove(publisher: Publisher) -> bool:
+    """Whether a destination has credentials to prove (a webhook, Slack: not here)."""
+    return callable(getattr(publisher, "prove_credentials", None))
+
+
 def prove_publisher(publisher: Publisher) -> CredentialProof | None:
     """One target's credentials proved; None for a destination with nothing to prove."""
     prove = getattr(publisher, "prove_credentials", None)
