@@ -274,13 +274,13 @@ def check(
         missing = unserved(services.config)  # one line per target or source it cannot serve
         if missing:
             raise ConfigError(missing)
+    if online:
+        prove_online(services)
+        return
     warnings = known_warnings(services.config, services.clock.now())  # docs/design.md §36
     if not as_json:
         for warning in warnings:
             out.print(f"warning: {warning}", markup=False, highlight=False)
-    if online:
-        prove_online(services)
-        return
     with explained_errors():
         now = services.clock.now()
         report = {

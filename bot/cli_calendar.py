@@ -4,13 +4,15 @@ beside `bot/cli.py`, which registers it."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from bot.cli_app import JsonFlag, app, explained_errors, open_galley
 from bot.cli_output import out, print_json, table
-from core.api.week import Week, entry_text
+
+if TYPE_CHECKING:
+    from core.api.week import Week
 
 
 @app.command()
@@ -39,6 +41,8 @@ def calendar(
 
 def print_week(week: Week) -> None:
     """The week at a glance (docs/design.md §36), as the Home tab shows it."""
+    from core.api.week import entry_text
+
     out.print(f"\nThe week (times in {week.zone}):", markup=False, highlight=False)
     for day in week.days:
         out.print(f"{day.day:%a %d %b}", markup=False, highlight=False)
