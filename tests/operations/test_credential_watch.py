@@ -22,7 +22,7 @@ from core.identity import (
     credential_check_key,
     expiry_alert_key,
 )
-from core.models import EffectRow
+from core.models import EffectRow, RecipeRow, RunRow
 from core.operations.credential_watch import CredentialWatch
 from core.policies import EffectStep
 from core.ports import Publisher
@@ -30,7 +30,7 @@ from core.publishing.destinations import Destinations
 from core.publishing.platforms.mastodon import MastodonPublisher
 from core.setup.config import Config, Recipe, parse_config
 from core.setup.publish_targets import MastodonTarget
-from core.states import EffectState
+from core.states import EffectState, RunState
 from core.store.effects import EffectLedger
 from core.store.engine import Store
 from core.testing import FrozenClock
@@ -196,3 +196,35 @@ def test_only_targets_with_credentials_are_proved_through_the_bots_destinations(
     checks = [k for k in _keys(store) if k.startswith(EffectStep.CREDENTIAL_CHECK.value)]
     assert checks == [credential_check_key(target, SLOT - timedelta(hours=1))]
     assert len(mastodon.requests_to(VERIFY)) == 1
+
+
+def test_a_planned_post_has_its_targets_proved_before_its_publish_time(
+    store: Store, slack: FakeSlack, mastodon: FakeMastodon
+) -> None:
+    """A run at review or approved with a `publish_at` (a person's post, a draft ahead)
+    is proved before that time as a slot is, though no slot of the schedule is near."""
+    config = mastodon_config(mastodon.url)
+    only = replica(store, slack, config, "w1")
+    planned = datetime(2026, 11, 25, 15, 0, tzinfo=UTC)  # a Wednesday: no slot that day
+    with store.transaction() as session:
+        session.add(RecipeRow(name="weekly-update", version=1, paused=False, updated_at=SLOT))
+        session.flush()
+        session.add(
+            RunRow(
+                id="weekly-update@2026-11-25T15:00",
+                recipe="weekly-update",
+                slot_wall="2026-11-25T15:00",
+                slot_at=planned,
+                state=RunState.APPROVED,
+                publish_at=planned,
+                created_at=SLOT,
+                updated_at=SLOT,
+            )
+        )
+    del mastodon.accounts[TOKEN]
+
+    assert sweep_at(only, planned - timedelta(hours=2)) == 0
+    assert mastodon.requests_to(VERIFY) == []
+    assert sweep_at(only, planned - timedelta(minutes=40)) == 1
+    [alert] = slack.messages(config.slack.alert_channel_or_review)
+    assert "2026-11-25 15:00 UTC" in str(alert.get("blocks"))
