@@ -107,6 +107,7 @@ BUTTONS: dict[AlertKind, list[tuple[str, str, str | None]]] = {
     AlertKind.REVIEW_POST: [],
     AlertKind.POST_GONE: [],  # published, then gone: nothing Galley may do about it
     AlertKind.POLL_FAILING: [],  # a source to fix: no run to act on
+    AlertKind.CREDENTIALS: [],  # a secret to set: no run to act on
 }
 
 

@@ -18,9 +18,11 @@ from bot.mrkdwn import escape_mrkdwn, mrkdwn_object
 from bot.review_facts import published_line
 from core.api.calendar import CalendarEntry
 from core.api.home import HomeModel, RecipeLine, RunNeedingPerson, WaitingDraft
+from core.api.week import WeekDay, entry_text
 from core.publishing.engagement import gone_text
 
 VIEW_BLOCK_LIMIT = 100
+WEEK_LINES = 20  # a day's lines shown; a section holds 3,000 characters
 ACTION_HOME_PAUSE = "galley_home_pause"
 ACTION_HOME_RESUME = "galley_home_resume"
 ACTION_HOME_RUN = "galley_home_run"
@@ -46,6 +48,7 @@ class Viewer:
     user: str
     approver: bool
     admin: bool
+    recipes: frozenset[str] = frozenset()  # the recipes whose drafts they may decide
 
 
 @dataclass
@@ -85,7 +88,7 @@ def home_view(
         top.append(_section(notice))
     parts = [
         _waiting_part(model, viewer, workspace_url),
-        _coming_up_part(model),
+        _week_part(model, viewer) if model.week is not None else _coming_up_part(model),
         _published_part(model),
         _recipes_part(model, viewer),
     ]
@@ -167,6 +170,42 @@ def _coming_up_line(entry: CalendarEntry) -> str:
     recipe, shown = escape_mrkdwn(entry.recipe), escape_mrkdwn(entry.shown)
     item = f" · {escape_mrkdwn(entry.item)}" if entry.item else ""  # docs/design.md §29
     return f"{_date(entry.slot_at)} · *{recipe}*{target}{item} · {shown}"
+
+
+def _week_part(model: HomeModel, viewer: Viewer) -> _Part:
+    """The week at a glance (docs/design.md §36): what needs the viewer's approval first,
+    then each day's slots and planned posts, then the items waiting."""
+    week = model.week
+    assert week is not None
+    heading = [_section(f"*The week* (times in {escape_mrkdwn(week.zone)})")]
+    first = [e for e in week.waiting_for_review() if e.recipe in viewer.recipes]
+    if first:
+        lines = [_week_line(e, week.zone) for e in first[:WEEK_LINES]]
+        heading.append(_section("*Needs your approval first*\n" + "\n".join(lines)))
+    items = [[_day_block(day, week.zone)] for day in week.days]
+    items += [
+        [_context(_items_text(w.recipe, w.count, w.oldest), f"week-items:{w.recipe}")]
+        for w in week.items_waiting
+    ]
+    return _Part(heading, items, "…and {n} more: `galley calendar` lists them all.")
+
+
+def _day_block(day: WeekDay, zone: str) -> Block:
+    lines = [_week_line(e, zone) for e in day.entries[:WEEK_LINES]]
+    if len(day.entries) > WEEK_LINES:
+        lines.append(f"…and {len(day.entries) - WEEK_LINES} more: `galley calendar`")
+    text = f"*{day.day:%a %d %b}*\n" + ("\n".join(lines) or "_nothing planned_")
+    return _section(text) | {"block_id": f"week:{day.day.isoformat()}"}
+
+
+def _week_line(entry: CalendarEntry, zone: str) -> str:
+    return escape_mrkdwn(entry_text(entry, zone))
+
+
+def _items_text(recipe: str, count: int, oldest: tuple[str, ...]) -> str:
+    titles = "; ".join(escape_mrkdwn(t) for t in oldest)
+    more = "…" if count > len(oldest) else ""
+    return f"*{escape_mrkdwn(recipe)}*: {count} item(s) found, not drafted yet: {titles}{more}"
 
 
 def _published_part(model: HomeModel) -> _Part:
@@ -300,8 +339,9 @@ def _section(mrkdwn: str) -> Block:
     return {"type": "section", "text": mrkdwn_object(mrkdwn[:3000])}
 
 
-def _context(mrkdwn: str) -> Block:
-    return {"type": "context", "elements": [mrkdwn_object(mrkdwn)]}
+def _context(mrkdwn: str, block_id: str | None = None) -> Block:
+    block: Block = {"type": "context", "elements": [mrkdwn_object(mrkdwn)]}
+    return block | ({"block_id": block_id[:255]} if block_id else {})
 
 
 def _divider() -> Block:

@@ -265,6 +265,7 @@ def check(
     recipe's next five slots. `--online`: each destination's credentials proved against
     its service without posting (Slack: auth.test) and each source read once, one line
     each, exit 2 on a failure."""
+    from core.operations.digest import known_warnings
     from core.setup.serving import unserved
     from core.slots.schedule import describe, next_slots
 
@@ -276,6 +277,10 @@ def check(
     if online:
         prove_online(services)
         return
+    warnings = known_warnings(services.config, services.clock.now())  # docs/design.md §36
+    if not as_json:
+        for warning in warnings:
+            out.print(f"warning: {warning}", markup=False, highlight=False)
     with explained_errors():
         now = services.clock.now()
         report = {
@@ -301,7 +306,8 @@ def check(
                         ],
                     }
                     for name, (recipe, slots) in report.items()
-                ]
+                ],
+                "warnings": warnings,
             }
         )
         return

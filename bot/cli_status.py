@@ -53,3 +53,5 @@ def print_status(report: Status, as_json: bool) -> None:
     if report.uncertain:
         labels = report.uncertain_labels()  # an item run with its item (docs/design.md §29)
         out.print("uncertain runs: " + ", ".join(labels), markup=False, highlight=False)
+    for line in report.expiries:  # docs/design.md §36: known token expiry dates
+        out.print(line, markup=False, highlight=False)

@@ -46,6 +46,7 @@ def digest_text(digest: Digest) -> str:
         lines.append(f"• {_bold(name)}: {_reviewers(said)}")
     if digest.best_post is not None:
         lines.append(f"• Best post this week: {best_post_text(digest.best_post)}")
+    lines += [f"• :warning: {escape_mrkdwn(warning)}" for warning in digest.warnings]
     return "\n".join(lines)
 
 

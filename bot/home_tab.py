@@ -100,10 +100,15 @@ class HomeTab:
 
     def _publish(self, user: str, model: HomeModel, notice: str | None, *, wait: bool) -> Publish:
         slack = self.services.config.slack
+        directory = self.services.directory
+        recipes = self.services.config.recipes.values()
         viewer = Viewer(
             user,
-            approver=may_review(slack, self.services.directory, user, self._stages()),
+            approver=may_review(slack, directory, user, self._stages()),
             admin=self.services.may_administer(user),
+            recipes=frozenset(
+                r.name for r in recipes if may_review(slack, directory, user, r.approval_stages)
+            ),
         )
         view = home_view(
             model,

@@ -181,6 +181,8 @@ class Bot:
             Pass("reminders", self.remind_reviewers, Every.OUTBOX, Pool.SLACK),
             # published posts read back and counted (docs/design.md §28)
             Pass("readings", self.services.readings.read_due, Every.HOUSEKEEPING, Pool.SLACK),
+            # docs/design.md §36: credentials proved before a slot, warning while there is time
+            Pass("credentials", self.services.credentials.sweep, Every.HOUSEKEEPING, Pool.SLACK),
         )
 
     def schedule_passes(self, intervals: dict[Every, timedelta]) -> None:

@@ -5,7 +5,7 @@ so a test exercises the wiring the bot runs, not a copy of it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -15,8 +15,9 @@ from bot.slack_publishing import SlackAlerter, SlackChannelPublisher
 from bot.slack_surface import SlackChannels, SlackReviewSurface
 from core.api.services import Services
 from core.operations.alerts import AlertService
+from core.operations.credential_watch import CredentialWatch, PublishersFor
 from core.operations.poll_alerts import PollAlerts
-from core.ports import Clock, Directory
+from core.ports import Clock, Directory, Publisher
 from core.publishing.destinations import Destinations
 from core.publishing.readings import PostReadings
 from core.publishing.service import PublishingService
@@ -24,7 +25,7 @@ from core.publishing.targets import PublisherFor
 from core.review.facts import AnnotatedReviewSurface
 from core.review.outbox import ReviewOutbox
 from core.scheduling.items import ItemPoller
-from core.setup.config import Config
+from core.setup.config import Config, Recipe
 from core.store.effects import EffectLedger
 from core.store.engine import Store
 
@@ -45,6 +46,7 @@ class PublishingServices:
     alerts: AlertService
     publishing: PublishingService
     poll_alerts: PollAlerts  # items recipes whose source fails (docs/design.md §29)
+    credentials: CredentialWatch  # credentials proved before a slot (docs/design.md §36)
 
 
 def publishing_services(
@@ -64,7 +66,19 @@ def publishing_services(
     publishing = PublishingService(
         store, config, clock, ledger, publisher_for, alert=alerts.alert_run
     )
-    return PublishingServices(alerts, publishing, PollAlerts(store, config, clock, ledger, alerter))
+    polls = PollAlerts(store, config, clock, ledger, alerter)
+    credentials = CredentialWatch(store, config, clock, ledger, alerter, _listed(publisher_for))
+    return PublishingServices(alerts, publishing, polls, credentials)
+
+
+def _listed(publisher_for: PublisherFor) -> PublishersFor:
+    """A recipe's publishers as a list, one or many."""
+
+    def listed(recipe: Recipe) -> Sequence[Publisher]:
+        found = publisher_for(recipe)
+        return list(found) if isinstance(found, Sequence) else [found]
+
+    return listed
 
 
 @dataclass(frozen=True)
@@ -85,6 +99,7 @@ class BotServices:
     readings: PostReadings
     poll_alerts: PollAlerts  # published posts read back and counted (docs/design.md §28)
     items: ItemPoller  # polls of items recipes, each told to `poll_alerts` as it happens
+    credentials: CredentialWatch  # warnings before a slot fails (docs/design.md §36)
 
     @property
     def directory(self) -> Directory:
@@ -141,4 +156,5 @@ def wire(
         readings,
         services.poll_alerts,
         items,
+        services.credentials,
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 WALL_FORMAT = "%Y-%m-%dT%H:%M"
@@ -236,13 +236,49 @@ def draft_alert_key(kind: str, draft: str) -> str:
 NOTICE_PREFIX = "backpressure"
 DIGEST_PREFIX = "digest"
 POLL_ALERT_PREFIX = "poll-failing"
-_NO_RUN_PREFIXES = (NOTICE_PREFIX, DIGEST_PREFIX, POLL_ALERT_PREFIX)
+CREDENTIAL_CHECK_PREFIX = "credential-check"
+CREDENTIAL_ALERT_PREFIX = "credential-failing"
+EXPIRY_ALERT_PREFIX = "credential-expiry"
+_NO_RUN_PREFIXES = (
+    NOTICE_PREFIX,
+    DIGEST_PREFIX,
+    POLL_ALERT_PREFIX,
+    CREDENTIAL_CHECK_PREFIX,
+    CREDENTIAL_ALERT_PREFIX,
+    EXPIRY_ALERT_PREFIX,
+)
 
 
 def poll_alert_key(recipe: str, failing_since: datetime) -> str:
     """`poll-failing|<recipe>|<first failure>`: one alert per failing episode of an items
     recipe's polls (docs/design.md §29); `alert_settled_key` of it when it ends."""
     return KEY_MARK.join((POLL_ALERT_PREFIX, recipe, failing_since.isoformat()))
+
+
+def credential_check_key(target: str, hour: datetime) -> str:
+    """`credential-check|<target>|<hour>`: one target's credentials proved at most once per
+    hour across replicas (docs/design.md §36); `hour` is the hour's start."""
+    return KEY_MARK.join((CREDENTIAL_CHECK_PREFIX, target, hour.isoformat()))
+
+
+def credential_alert_key(target: str, failed_at: datetime) -> str:
+    """`credential-failing|<target>|<hour>`: one alert per failing episode of a target's
+    credentials, named by the hour of the check that found it; `alert_settled_key` of it
+    when a check passes again."""
+    return KEY_MARK.join((CREDENTIAL_ALERT_PREFIX, target, failed_at.isoformat()))
+
+
+def credential_alert_range(target: str) -> tuple[str, str]:
+    """Every `credential_alert_key` of `target` (and their settled receipts) sort in
+    `[low, high)`."""
+    low = KEY_MARK.join((CREDENTIAL_ALERT_PREFIX, target, ""))
+    return low, low + RUN_ID_END
+
+
+def expiry_alert_key(target: str, expires: date) -> str:
+    """`credential-expiry|<target>|<day>`: a known expiry told once, days ahead
+    (docs/design.md §36); a new token's new date is a new key."""
+    return KEY_MARK.join((EXPIRY_ALERT_PREFIX, target, expires.isoformat()))
 
 
 def notice_key(recipe: str, episode: str, kind: str) -> str:

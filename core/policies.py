@@ -203,6 +203,7 @@ class EffectStep(StrEnum):
         "reminder"  # a waiting draft announced again in its review thread (docs/design.md §35)
     )
     UPLOAD = "upload"  # one image's bytes uploaded to one target (docs/design.md §32)
+    CREDENTIAL_CHECK = "credential-check"  # a target's credentials proved before a slot
 
 
 class Verdict(StrEnum):
@@ -302,6 +303,7 @@ class AlertKind(StrEnum):
     MISSED = "missed"  # docs/design.md §23: approved, not published by its time: Retry / Cancel
     POST_GONE = "post_gone"  # docs/design.md §28: published, then gone when read back
     POLL_FAILING = "poll_failing"  # docs/design.md §29: an items recipe's source unreadable
+    CREDENTIALS = "credentials"  # a target's credentials refused, or about to expire
 
 
 class OnSimilar(StrEnum):

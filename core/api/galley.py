@@ -71,6 +71,7 @@ if TYPE_CHECKING:  # loaded by the operations that use them: reads stay light
     from core.api.item_preview import ItemsPreview
     from core.api.plots import Plots
     from core.api.source_preview import SourcesPreview
+    from core.api.week import Week
     from core.drafting.attempts import Backoff
     from core.drafting.claims import DraftResult
     from core.publishing.engagement import StatsList
@@ -437,6 +438,14 @@ class Galley:
 
         with self._services.store.read() as session:
             return read_calendar(session, self._services.config, self._services.clock.now(), days)
+
+    def week(self) -> Week:
+        """The week at a glance (docs/design.md §36), as the Home tab shows it: each day's
+        slots and planned posts with their state, and the items waiting."""
+        from core.api.week import read_week
+
+        with self._services.store.read() as session:
+            return read_week(session, self._services.config, self._services.clock.now())
 
     def stats(self, recipe_name: str | None = None, days: int = 30) -> StatsList:
         """How published posts did (docs/design.md §28): each post of the last `days`

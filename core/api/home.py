@@ -17,6 +17,7 @@ from core.api.calendar import CalendarEntry, read_calendar
 from core.api.queries import read_status
 from core.api.services import Services
 from core.api.views import RecipeStatus
+from core.api.week import Week, read_week
 from core.identity import review_effect_key, run_id_range
 from core.models import DraftRow, EffectRow, RunRow
 from core.operations.stuck import is_stuck
@@ -79,6 +80,7 @@ class HomeModel:
     gone: list[PostStats] = field(
         default_factory=list
     )  # docs/design.md §28: published this week, then gone
+    week: Week | None = None  # docs/design.md §36: the week at a glance
 
 
 def read_home(services: Services) -> HomeModel:
@@ -107,10 +109,11 @@ def read_home(services: Services) -> HomeModel:
         ]
         needing = _runs_needing_person(session, config, now)
         calendar = read_calendar(session, config, now, COMING_UP_DAYS)
-        week = read_stats(session, now, WEEK_DAYS)
+        stats = read_stats(session, now, WEEK_DAYS)
+        week = read_week(session, config, now)
     coming_up = [entry for entry in calendar if entry.slot_at >= now][:COMING_UP_LIMIT]
-    gone = [post for post in week if post.gone is not None]
-    return HomeModel(waiting, total, recipes, needing, coming_up, week.best(), gone)
+    gone = [post for post in stats if post.gone is not None]
+    return HomeModel(waiting, total, recipes, needing, coming_up, stats.best(), gone, week)
 
 
 def _review_refs(session: Session, keys: list[str]) -> dict[str, tuple[str, str]]:

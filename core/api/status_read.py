@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from core.api.status_views import RecipeStatus, Status, describe_poll, describe_reissue, item_label
 from core.identity import item_token_of_run
 from core.policies import Trigger
+from core.publishing.known_expiry import known_expiries
 from core.setup.config import Config
 from core.slots.schedule import next_slots
 from core.states import RunState
@@ -114,7 +115,10 @@ def read_status(connection: sa.Connection, config: Config, now: datetime) -> Sta
             sa.select(runs.c.id).where(runs.c.state == RunState.UNCERTAIN).order_by(runs.c.slot_at)
         ).scalars()
     )
-    return Status(recipes=statuses, uncertain=uncertain, items=_item_labels(connection, uncertain))
+    # each token's known expiry date (docs/design.md §36)
+    expiries = [e.text(now.date()) for e in known_expiries(config)]
+    items = _item_labels(connection, uncertain)
+    return Status(recipes=statuses, uncertain=uncertain, items=items, expiries=expiries)
 
 
 def _last_poll(poll: sa.Row[Any]) -> str:

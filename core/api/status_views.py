@@ -32,12 +32,15 @@ class Status(Printable):
     recipes: list[RecipeStatus]
     uncertain: list[str]
     items: dict[str, str] = field(default_factory=dict)  # item run -> its title and link
+    # docs/design.md §36: each known token expiry, "linkedin:…: token expires 2027-01-20 …"
+    expiries: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "recipes": [jsonable(r) for r in self.recipes],
             "uncertain": self.uncertain,
             "items": self.items,
+            "expiries": self.expiries,
         }
 
     def uncertain_labels(self) -> list[str]:
@@ -77,7 +80,8 @@ class Status(Printable):
     def __str__(self) -> str:
         text = text_table("status", self._COLUMNS, self._rows())
         uncertain = ", ".join(self.uncertain_labels())
-        return text + (f"\nuncertain runs: {uncertain}" if self.uncertain else "")
+        text += f"\nuncertain runs: {uncertain}" if self.uncertain else ""
+        return text + "".join(f"\n{line}" for line in self.expiries)
 
 
 def describe_poll(outcome: str, polled_at: datetime, detail: str | None) -> str:

@@ -22,6 +22,7 @@ from core.operations.stuck import is_stuck
 from core.policies import EffectStep, FailReason, SkipReason
 from core.ports import MessageRef
 from core.publishing.engagement import PostStats, read_stats
+from core.publishing.known_expiry import expiry_warnings, version_warnings
 from core.review.feedback import RecipeFeedback, feedback_by_recipe, month_start
 from core.review.window import review_closes_at
 from core.setup.config import Config
@@ -106,6 +107,8 @@ class Digest:
     best_post: PostStats | None = (
         None  # docs/design.md §28: the best-scored post published this week
     )
+    # docs/design.md §36: a LinkedIn-Version near its retirement, a token near its expiry
+    warnings: list[str] = field(default_factory=list)
 
 
 def build_digest(store: Store, config: Config, now: datetime) -> Digest:
@@ -167,7 +170,14 @@ def build_digest(store: Store, config: Config, now: datetime) -> Digest:
         stale_items=_skips_of_recipes(recent, SkipReason.STALE_ITEM),
         expired_unread=unread,
         best_post=best,
+        warnings=known_warnings(config, now),
     )
+
+
+def known_warnings(config: Config, now: datetime) -> list[str]:
+    """Dates known ahead that will fail a publication (docs/design.md §36: retire, expiry)."""
+    today = now.astimezone(ZoneInfo(config.slack.digest_timezone)).date()
+    return version_warnings(config, today) + expiry_warnings(config, today)
 
 
 def _counts(

@@ -235,8 +235,9 @@ def test_the_home_tab_shows_what_is_coming_up_per_recipe_and_target(
         ("weekly-update", "not_drafted"),
     ]
     view = json.dumps(home_view(model, Viewer("U1", approver=True, admin=False), now=now))
-    assert "*Coming up*" in view
+    assert "*The week*" in view  # docs/design.md §36: the week in place of "Coming up"
     assert (
-        "*weekly-update* \\u2192 webhook \\u00b7 approved, publishes Tue 24 Nov 09:00 (UTC)" in view
+        "09:00 weekly-update \\u2192 webhook \\u00b7 weekly-update@2026-11-24T09:00 \\u00b7 "
+        "approved, publishes Tue 24 Nov 09:00 (UTC)" in view
     )
     store.dispose()

@@ -205,6 +205,7 @@ FACADE = {
     "show",
     "skip",
     "status",
+    "week",  # docs/design.md §36: the week at a glance
 }
 
 

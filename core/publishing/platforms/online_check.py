@@ -35,12 +35,24 @@ def prove_targets(
     seen: set[str] = set()
     for recipe in config.recipes.values():
         for publisher in publishers_for(recipe):
-            prove = getattr(publisher, "prove_credentials", None)
-            if prove is None or publisher.target in seen:
+            if publisher.target in seen:
                 continue
             seen.add(publisher.target)
-            proofs.append(_proved(publisher.target, prove))
+            proof = prove_publisher(publisher)
+            if proof is not None:
+                proofs.append(proof)
     return proofs
+
+
+def can_prove(publisher: Publisher) -> bool:
+    """Whether a destination has credentials to prove (a webhook, Slack: not here)."""
+    return callable(getattr(publisher, "prove_credentials", None))
+
+
+def prove_publisher(publisher: Publisher) -> CredentialProof | None:
+    """One target's credentials proved; None for a destination with nothing to prove."""
+    prove = getattr(publisher, "prove_credentials", None)
+    return None if prove is None else _proved(publisher.target, prove)
 
 
 def _proved(target: str, prove: Callable[[], str]) -> CredentialProof:
