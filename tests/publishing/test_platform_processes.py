@@ -1,8 +1,8 @@
-"""Real `galley run` processes publishing to Bluesky, Mastodon and a LinkedIn page, with
-the faults of docs/design.md §20: killed just before the call, the answer lost during the
-call, killed after the platform accepted and before the receipt, the same slot taken up
-by two processes at once, and a database restored from a backup taken before the send.
-Every time: exactly one post on the platform's fake. A LinkedIn member's posts cannot be
+"""Real `galley run` processes publishing to Bluesky, Mastodon, a LinkedIn page and a
+Discord channel, with the faults of docs/design.md §20: killed just before the call, the
+answer lost during the call, killed after the platform accepted and before the receipt,
+the same slot taken up by two processes at once, and a database restored from a backup
+taken before the send. Every time: exactly one post on the platform's fake. A LinkedIn member's posts cannot be
 read back: an unknown answer leaves the run `uncertain` with an alert, and at most one post.
 
 Each fake runs as its own process and persists its posts, so a crash of the bot loses
@@ -33,7 +33,7 @@ from core.setup.config import Config, parse_config
 from core.states import EffectState, RunState
 from core.store.engine import Store
 from tests.conftest import config_text
-from tests.fakes import bluesky, linkedin, mastodon, social
+from tests.fakes import bluesky, discord, linkedin, mastodon, social
 from tests.fakes.slack_api import read_messages
 from tests.harness import rows
 from tests.harness.approvals import approve
@@ -72,6 +72,11 @@ class Platform:
             case "mastodon":
                 # the fake lists a post at once: no read delay to wait in real time
                 return f'publish = {{ to = "mastodon", instance = "{url}", read_delay = "0s" }}'
+            case "discord":
+                channel = discord.CHANNEL_ID
+                return (
+                    f'publish = {{ to = "discord", channel = "{channel}", api = "{url}/api/v10" }}'
+                )
         return (
             f'publish = {{ to = "linkedin", author = "{author}", api = "{url}/rest/", '
             'read_delay = "0s" }'
@@ -83,6 +88,8 @@ class Platform:
                 return f"bluesky:{bluesky.HANDLE}"
             case "mastodon":
                 return f"mastodon:{url.removeprefix('http://')}"
+            case "discord":
+                return f"discord:{discord.CHANNEL_ID}"
         return f"linkedin:{author}"
 
 
@@ -101,7 +108,13 @@ MASTODON = Platform(
 LINKEDIN = Platform(
     "linkedin", "tests.fakes.linkedin", {"GALLEY_LINKEDIN_TOKEN": linkedin.TOKEN}, "/rest/posts"
 )
-PLATFORMS = [pytest.param(p, id=p.name) for p in (BLUESKY, MASTODON, LINKEDIN)]
+DISCORD = Platform(
+    "discord",
+    "tests.fakes.discord",
+    {"GALLEY_DISCORD_TOKEN": discord.TOKEN},
+    f"/api/v10/channels/{discord.CHANNEL_ID}/messages",
+)
+PLATFORMS = [pytest.param(p, id=p.name) for p in (BLUESKY, MASTODON, LINKEDIN, DISCORD)]
 
 
 @dataclass
