@@ -47,6 +47,13 @@ def test_more_images_than_a_target_takes_and_bytes_over_its_limit_are_refused() 
     assert image_problems([], [BLUESKY], {}) == []
 
 
+def test_a_discord_target_refuses_every_image_at_review() -> None:
+    images = [ImageRef("a" * 64, "a.jpg", alt="x")]
+    assert image_problems(
+        images, [BLUESKY, "discord:1250000000000000001"], {"a" * 64: JPEG_FACTS}
+    ) == ["Discord takes no images from Galley: remove them before approving."]
+
+
 def test_a_12_mb_photo_is_resized_under_every_targets_limit_and_kept_once(
     db_url: str, worlds: MakeWorld
 ) -> None:

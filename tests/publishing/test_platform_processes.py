@@ -2,8 +2,9 @@
 Discord channel, with the faults of docs/design.md §20: killed just before the call, the
 answer lost during the call, killed after the platform accepted and before the receipt,
 the same slot taken up by two processes at once, and a database restored from a backup
-taken before the send. Every time: exactly one post on the platform's fake. A LinkedIn member's posts cannot be
-read back: an unknown answer leaves the run `uncertain` with an alert, and at most one post.
+taken before the send. Every time: exactly one post on the platform's fake. A LinkedIn
+member's posts cannot be read back: an unknown answer leaves the run `uncertain` with an
+alert, and at most one post.
 
 Each fake runs as its own process and persists its posts, so a crash of the bot loses
 nothing on the platform's side. The draft is made with `galley draft` and approved in

@@ -107,7 +107,7 @@ class DiscordPublisher:
         if count > CHARACTER_LIMIT:
             refused = f"Discord takes {CHARACTER_LIMIT:,} characters; this draft has {count:,}"
             raise EffectNotSent(refused, permanent=True)
-        if publication.media:  # the review refused it: Discord takes no images from Galley
+        if publication.images or publication.media:  # refused at review (core/images/limits.py)
             raise EffectNotSent("Galley sends no images to Discord", permanent=True)
         body: dict[str, Any] = {
             "content": publication.text,
