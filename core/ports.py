@@ -135,8 +135,8 @@ class ReviewThread(Protocol):
 
 
 class Publisher(Protocol):
-    """A destination for approved drafts. Adapters: webhook, Bluesky, Mastodon and
-    LinkedIn (core), Slack channel (bot)."""
+    """A destination for approved drafts. Adapters: webhook, Bluesky, Mastodon, LinkedIn
+    and Discord (core), Slack channel (bot)."""
 
     @property
     def target(self) -> str:

@@ -19,7 +19,7 @@ from core.errors import EffectNotSent, EffectOutcomeUnknown, LookupUnavailable, 
 from core.identity import discord_nonce
 from core.ports import PostFound, PostGone, PostQuery, Publication, Publisher, ThreadPlace
 from core.publishing.platforms.discord import DiscordPublisher
-from core.publishing.platforms.discord_answers import snowflake_at
+from core.publishing.platforms.discord_answers import snowflake_at, snowflake_time
 from core.setup.publish_targets import DiscordTarget
 from tests.fakes import discord, social
 from tests.fakes.discord import CHANNEL_ID, GUILD_ID, PERSON_ID, TOKEN, FakeDiscord
@@ -402,3 +402,19 @@ def test_the_bot_id_is_asked_once_per_publisher(fake: FakeDiscord) -> None:
     pub.lookup(query())
     pub.lookup(query())
     assert len(fake.requests_to("/users/@me")) == 1
+
+
+# --- without a server -----------------------------------------------------------------------
+
+
+def test_the_nonce_is_25_characters_stable_per_key_and_differs_between_keys() -> None:
+    nonce = discord_nonce(KEY)
+    assert len(nonce) == 25 and nonce == discord_nonce(KEY) != discord_nonce(KEY + "#2")
+
+
+def test_a_snowflake_from_a_time_sorts_every_message_made_since_after_it() -> None:
+    at = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
+    made_then = discord.snowflake(at.timestamp(), 1)  # the fake's id for a message at `at`
+    assert int(snowflake_at(at)) <= int(made_then)
+    assert int(snowflake_at(at + timedelta(milliseconds=1))) > int(made_then)
+    assert snowflake_time(made_then) == at
