@@ -12,9 +12,12 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
+from sqlmodel import select
 
 from core.identity import publish_effect_key, publish_part_key
+from core.models import PostReadingRow
 from core.policies import PublishOutcome
+from core.publishing.readings import PostReadings
 from core.states import DraftState, EffectState, RunState
 from tests.fakes import discord, social
 from tests.fakes.anthropic_api import FakeAnthropic, ok
@@ -157,3 +160,36 @@ def test_a_thread_is_published_as_replies_each_part_once_through_a_lost_answer(
     assert len(fake.requests_to(f"/channels/{CHANNEL_ID}/messages", "POST")) == len(PARTS)
     for part in range(1, len(PARTS) + 1):
         assert receipt_state(world, publish_part_key(KEY, TARGET, part)) == EffectState.SUCCEEDED
+
+
+def test_the_message_is_verified_then_its_reactions_kept_per_reading_and_deletion_alerted(
+    db_url: str, worlds: MakeWorld, fake: FakeDiscord
+) -> None:
+    world = world_of(worlds, db_url, fake)
+    world.approved()
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.PUBLISHED
+    [message] = fake.messages()
+    world.clock.advance(timedelta(minutes=2))
+    assert readings(world).read_due().verified == 1
+    fake.set_reactions(message["id"], **{"👍": 4, "🎉": 1})
+    world.clock.advance(timedelta(hours=1))
+    assert readings(world).read_due().readings == 1
+    with world.store.read() as session:
+        [reading] = session.exec(select(PostReadingRow)).all()
+    assert (reading.target, reading.likes, reading.reposts) == (TARGET, 5, 0)
+    fake.delete(lambda post: post["id"] == message["id"])
+    world.clock.advance(timedelta(hours=23))
+    assert readings(world).read_due().gone == 1
+    [alert] = world.alert_messages()
+    assert "Discord" in json.dumps(alert) and "gone" in json.dumps(alert)
+
+
+def readings(world: World) -> PostReadings:
+    return PostReadings(
+        world.store,
+        world.config,
+        world.clock,
+        "w1",
+        world.publishers.publishers_for,
+        world.alerts("w1").alert_post_gone,
+    )
