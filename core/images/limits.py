@@ -64,11 +64,11 @@ LIMITS: dict[str, ImageLimits] = {
     "linkedin": ImageLimits(
         "linkedin", "LinkedIn", 1, 16 * MB, frozenset({JPEG, PNG, GIF}), max_pixels=36_152_320
     ),
-    # Discord: none. Its attachments travel in the message's own multipart request, so no
-    # upload could be its own effect (docs/design.md §24): a draft with an image is
-    # refused at review for a Discord target. Bytes and formats as Discord takes them
-    # (10 MiB a file), so shaping an image for a recipe's other targets is unchanged.
-    "discord": ImageLimits("discord", "Discord", 0, 10 * MB, frozenset({JPEG, PNG, GIF, WEBP})),
+    # Discord: attachments of the message's own multipart request, 10 a message, 10 MiB a
+    # file without boosts, an attachment's `description` (its alt text) 1,024 characters.
+    "discord": ImageLimits(
+        "discord", "Discord", 10, 10 * MB, frozenset({JPEG, PNG, GIF, WEBP}), max_alt=1024
+    ),
     # Slack: files shared with the message (files.completeUploadExternal takes up to 10).
     "slack": ImageLimits("slack", "Slack", 10, 16 * MB, frozenset({JPEG, PNG, GIF, WEBP})),
 }

@@ -24,6 +24,7 @@ Separate process (first stdout line is the URL)::
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import re
 import time
@@ -31,6 +32,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tests.fakes import server, social
+from tests.fakes.mastodon_media import parse_multipart
 from tests.fakes.social import Action, Call, Reply, Route
 
 TOKEN = "discord-bot-token-galley"
@@ -44,6 +46,9 @@ MAX_CONTENT = 2000
 MAX_NONCE = 25
 NONCE_SECONDS = 300.0  # Discord: "checked for uniqueness in the past few minutes"
 MAX_LIMIT = 100
+MAX_FILES = 10
+MAX_FILE_BYTES = 10 * 1024 * 1024  # a bot's upload limit in a server without boosts
+MAX_DESCRIPTION = 1024
 DISCORD_EPOCH_MS = 1_420_070_400_000
 API = "/api/v10"
 _EVERYONE = re.compile(r"@(everyone|here)\b")
@@ -145,6 +150,12 @@ class FakeDiscord(social.SocialFake):
             return "message", lambda call: self._message(call, one.group(1), one.group(2))
         return None
 
+    def parse_body(self, raw: bytes, headers: dict[str, str]) -> Any:
+        content_type = headers.get("content-type", "")
+        if content_type.startswith("multipart/form-data"):
+            return parse_multipart(raw, content_type)
+        return super().parse_body(raw, headers)
+
     def error_body(self, code: int, message: str | None = None) -> Any:
         words = {
             400: "400: Bad Request",
@@ -191,6 +202,14 @@ class FakeDiscord(social.SocialFake):
         if isinstance(bot, tuple):
             return bot
         body = call.body if isinstance(call.body, dict) else {}
+        files: list[dict[str, Any]] = []
+        if "payload_json" in body:  # multipart: the JSON body, and files[n] beside it
+            files = [body[k] for k in sorted(body) if k.startswith("files[")]
+            body = json.loads(body["payload_json"])
+        attached = _attachments(body.get("attachments") or [], files)
+        if isinstance(attached, tuple):
+            return attached
+        body["attachments"] = attached
         content = str(body.get("content") or "")
         nonce = body.get("nonce")
         if nonce is not None and len(str(nonce)) > MAX_NONCE:
@@ -257,7 +276,11 @@ class FakeDiscord(social.SocialFake):
             "mention_everyone": bool(_EVERYONE.search(content)),
             "mentions": [{"id": u} for u in _USER.findall(content)],
             "mention_roles": _ROLE.findall(content),
-            "attachments": [],
+            "attachments": [
+                {**a, "id": snowflake(now, next(self._sequence))} for a in body["attachments"]
+            ]
+            if body.get("attachments")
+            else [],
             "embeds": [],
             "pinned": False,
             "flags": 0,
@@ -323,6 +346,39 @@ class FakeDiscord(social.SocialFake):
                 None if parent is None else _public(parent, with_nonce=False)
             )
         return shown
+
+
+def _attachments(
+    listed: list[dict[str, Any]], files: list[dict[str, Any]]
+) -> list[dict[str, Any]] | Reply:
+    """The message's attachments, as Discord checks them: each `attachments[n]` names an
+    uploaded `files[n]`; at most 10; a file over the upload limit is 413 (40005); a
+    description over 1,024 characters a form error."""
+    if len(files) > MAX_FILES:
+        return (
+            400,
+            form_error("files", "BASE_TYPE_MAX_LENGTH", "Must be 10 or fewer in length."),
+            {},
+        )
+    shown = []
+    for n, file in enumerate(files):
+        if file["size"] > MAX_FILE_BYTES:
+            return 413, error(40005, "Request entity too large"), {}
+        entry = next((a for a in listed if int(a.get("id", -1)) == n), {})
+        description = str(entry.get("description") or "")
+        if len(description) > MAX_DESCRIPTION:
+            message = f"Must be {MAX_DESCRIPTION} or fewer in length."
+            return 400, form_error("attachments", "BASE_TYPE_MAX_LENGTH", message), {}
+        shown.append(
+            {
+                "filename": str(entry.get("filename") or file["filename"]),
+                "description": description or None,
+                "content_type": file["type"],
+                "size": file["size"],
+                "sha256": file["sha256"],  # the fake's own record of the bytes
+            }
+        )
+    return shown
 
 
 def _notified(content: str, allowed: Any) -> list[str]:

@@ -8,16 +8,27 @@ Each test checks what the publisher raised or returned and what the fake receive
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from core.errors import EffectNotSent, EffectOutcomeUnknown, LookupUnavailable, MissingSecret
 from core.identity import discord_nonce
-from core.ports import PostFound, PostGone, PostQuery, Publication, Publisher, ThreadPlace
+from core.ports import (
+    ImageBytes,
+    PostFound,
+    PostGone,
+    PostQuery,
+    Publication,
+    Publisher,
+    ThreadPlace,
+)
+from core.post_body import ImageRef
 from core.publishing.platforms.discord import DiscordPublisher
 from core.publishing.platforms.discord_answers import snowflake_at, snowflake_time
 from core.setup.publish_targets import DiscordTarget
@@ -402,6 +413,30 @@ def test_the_bot_id_is_asked_once_per_publisher(fake: FakeDiscord) -> None:
     pub.lookup(query())
     pub.lookup(query())
     assert len(fake.requests_to("/users/@me")) == 1
+
+
+def test_images_ride_in_the_message_as_attachments_with_their_alt_text(
+    fake: FakeDiscord,
+) -> None:
+    images = tuple(
+        ImageBytes(f"{n}" * 64, f"chart {n}.png", f"Sales, week {n}", "image/png", 8, 8, b"png" * n)
+        for n in (1, 2)
+    )
+    sent = replace(publication(), images=tuple(ImageRef(i.sha256, i.name, i.alt) for i in images))
+    with pytest.raises(EffectNotSent, match="images were not read"):
+        publisher(fake.api).publish(sent)  # never posted without its images
+    message_id = publisher(fake.api).publish(replace(sent, attachments=images))
+    [message] = fake.messages()
+    assert message["id"] == message_id and message["content"] == TEXT
+    assert [(a["filename"], a["description"], a["size"]) for a in message["attachments"]] == [
+        ("chart_1.png", "Sales, week 1", 3),
+        ("chart_2.png", "Sales, week 2", 6),
+    ]
+    [request] = fake.requests_to(f"/channels/{CHANNEL_ID}/messages", "POST")
+    payload = json.loads(request.body["payload_json"])
+    assert payload["nonce"] == discord_nonce(KEY) and payload["allowed_mentions"]["parse"] == []
+    assert request.body["files[1]"]["type"] == "image/png"
+    assert publisher(fake.api).lookup(query()) == message_id
 
 
 # --- without a server -----------------------------------------------------------------------

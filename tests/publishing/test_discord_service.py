@@ -7,6 +7,7 @@ run, the receipt. Both backends.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from datetime import timedelta
@@ -16,7 +17,8 @@ from sqlmodel import select
 
 from core.identity import publish_effect_key, publish_part_key
 from core.models import PostReadingRow
-from core.policies import PublishOutcome
+from core.policies import ImageSource, PublishOutcome
+from core.post_body import PostBody
 from core.publishing.readings import PostReadings
 from core.states import DraftState, EffectState, RunState
 from tests.fakes import discord, social
@@ -25,6 +27,7 @@ from tests.fakes.discord import CHANNEL_ID, GUILD_ID, TOKEN, FakeDiscord
 from tests.harness.slow_marks import starts_a_server
 from tests.harness.threads import PARTS, approved_thread
 from tests.harness.worlds import KEY, RUN, MakeWorld, World
+from tests.images.pictures import flat
 
 TARGET = f"discord:{CHANNEL_ID}"
 EFFECT = publish_effect_key(KEY, TARGET)
@@ -193,3 +196,28 @@ def readings(world: World) -> PostReadings:
         world.publishers.publishers_for,
         world.alerts("w1").alert_post_gone,
     )
+
+
+def test_an_approved_image_goes_with_the_message_once_with_its_alt_text(
+    db_url: str, worlds: MakeWorld, fake: FakeDiscord, fake_anthropic: FakeAnthropic
+) -> None:
+    world = world_of(worlds, db_url, fake)
+    fake_anthropic.script(ok(text="A week of shipping."))
+    key = world.draft()
+    data = flat(800, 600)
+    ref = world.core.images.take(
+        data, "chart.png", ImageSource.SLACK_FILE, [TARGET], alt="Sales by week"
+    ).ref
+    body = PostBody.single("A week of shipping.").with_images([ref]).to_text()
+    assert world.galley.edit(key, body, revision=1, user="U0EDITOR").accepted
+    assert world.galley.approve(key, revision=2, user="U0EDITOR").accepted
+    fake.script("create", social.accept_then_drop())  # the answer lost: looked up, not resent
+    world.service().publish_run(RUN)
+    world.clock.advance(timedelta(minutes=1))
+    world.service().publish_run(RUN)
+    assert world.run_row().state == RunState.SUCCEEDED
+    [message] = fake.messages()
+    [attachment] = message["attachments"]
+    assert (attachment["filename"], attachment["description"]) == ("chart.png", "Sales by week")
+    assert attachment["sha256"] == hashlib.sha256(data).hexdigest() == ref.sha256
+    assert len(fake.requests_to(f"/channels/{CHANNEL_ID}/messages", "POST")) == 1

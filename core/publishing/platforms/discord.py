@@ -9,11 +9,14 @@ receipt's first send (`after=` the snowflake of that time) are read, and only th
 message with the text (or the nonce) the receipt was sent with is taken, under the
 look-up proof rules (docs/design.md §24). `allowed_mentions` parses nothing, so
 `@everyone`, `@here`, a role or a user in model text is shown and pings nobody. A thread
-is posted part after part, each a reply (`message_reference`) to the part before.
+is posted part after part, each a reply (`message_reference`) to the part before; images
+go with the first part as attachments of the same request, each with its alt text.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
@@ -33,7 +36,15 @@ from core.errors import (
 from core.http_calls import call_timeout, never_sent
 from core.identity import discord_nonce
 from core.policies import ThreadStyle
-from core.ports import Fit, PostCounts, PostQuery, PostRead, PostUnknown, Publication
+from core.ports import (
+    Fit,
+    ImageBytes,
+    PostCounts,
+    PostQuery,
+    PostRead,
+    PostUnknown,
+    Publication,
+)
 from core.publishing.platforms.discord_answers import (
     REACTIONS_COUNTED,
     error_of,
@@ -78,6 +89,7 @@ class DiscordPublisher:
     """Posts plain text as one bot in one channel; shared by every worker."""
 
     thread_style = ThreadStyle.PART_BY_PART  # each part its own message, key and receipt
+    takes_attachments = True  # images ride in the message's own request (AttachmentTaker)
     counts_per_request = 1  # reactions are read message by message
 
     def __init__(
@@ -107,8 +119,8 @@ class DiscordPublisher:
         if count > CHARACTER_LIMIT:
             refused = f"Discord takes {CHARACTER_LIMIT:,} characters; this draft has {count:,}"
             raise EffectNotSent(refused, permanent=True)
-        if publication.images or publication.media:  # refused at review (core/images/limits.py)
-            raise EffectNotSent("Galley sends no images to Discord", permanent=True)
+        if len(publication.attachments) != len(publication.images):  # never posted without them
+            raise EffectNotSent("the draft's images were not read for Discord", permanent=True)
         body: dict[str, Any] = {
             "content": publication.text,
             "nonce": discord_nonce(publication.effect_key),
@@ -121,7 +133,7 @@ class DiscordPublisher:
                 "channel_id": self.config.channel,
                 "fail_if_not_exists": True,
             }
-        answer = self._send(body)
+        answer = self._send(body, publication.attachments)
         if 200 <= answer.status < 300:
             message = answer.json()
             if not isinstance(message, dict) or not message.get("id"):
@@ -129,11 +141,21 @@ class DiscordPublisher:
             return str(message["id"])
         raise self._refused(answer)
 
-    def _send(self, body: dict[str, Any]) -> Answer:
+    def _send(self, body: dict[str, Any], images: Sequence[ImageBytes]) -> Answer:
+        """The message as JSON, or with its images as multipart: `payload_json` and
+        `files[n]`, each `attachments[n]` naming its file and its alt text."""
         url = f"{self.config.api}/channels/{self.config.channel}/messages"
+        content: dict[str, Any] = {"json": body}
+        if images:
+            body = body | {"attachments": [_attachment(n, i) for n, i in enumerate(images)]}
+            files = [
+                (f"files[{n}]", (_file_name(n, image), image.data, image.media_type))
+                for n, image in enumerate(images)
+            ]
+            content = {"data": {"payload_json": json.dumps(body)}, "files": files}
         try:
             request = self._client.build_request(
-                "POST", url, json=body, headers=self._headers(), timeout=self._timeout
+                "POST", url, headers=self._headers(), timeout=self._timeout, **content
             )
             response = self._client.send(request, stream=True, follow_redirects=False)
         except _CANNOT_SEND as exc:
@@ -310,6 +332,16 @@ class DiscordPublisher:
         if status in PERMANENT:
             return EffectNotSent(said, permanent=True)
         return EffectOutcomeUnknown(said)  # 500, 502, 503, 504, redirects: it may have posted
+
+
+def _attachment(n: int, image: ImageBytes) -> dict[str, Any]:
+    return {"id": n, "filename": _file_name(n, image), "description": image.alt}
+
+
+def _file_name(n: int, image: ImageBytes) -> str:
+    """A name Discord keeps as given: the image's own, reduced to safe characters."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", image.name).strip("._") or f"image-{n + 1}"
+    return name[:100]
 
 
 def _ours(message: dict[str, Any], bot: str, wanted: str, nonce: str, query: PostQuery) -> bool:
