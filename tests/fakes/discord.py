@@ -32,6 +32,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tests.fakes import server, social
+from tests.fakes.discord_messages import (
+    EVERYONE,
+    ROLE,
+    USER,
+    attachments_of,
+    error,
+    form_error,
+    notified,
+    public,
+)
 from tests.fakes.mastodon_media import parse_multipart
 from tests.fakes.social import Action, Call, Reply, Route
 
@@ -46,29 +56,8 @@ MAX_CONTENT = 2000
 MAX_NONCE = 25
 NONCE_SECONDS = 300.0  # Discord: "checked for uniqueness in the past few minutes"
 MAX_LIMIT = 100
-MAX_FILES = 10
-MAX_FILE_BYTES = 10 * 1024 * 1024  # a bot's upload limit in a server without boosts
-MAX_DESCRIPTION = 1024
 DISCORD_EPOCH_MS = 1_420_070_400_000
 API = "/api/v10"
-_EVERYONE = re.compile(r"@(everyone|here)\b")
-_USER = re.compile(r"<@!?(\d+)>")
-_ROLE = re.compile(r"<@&(\d+)>")
-
-
-def error(code: int, message: str, errors: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Discord's JSON error body: `code` (its JSON error code), `message`, maybe `errors`."""
-    body: dict[str, Any] = {"message": message, "code": code}
-    if errors is not None:
-        body["errors"] = errors
-    return body
-
-
-def form_error(field: str, code: str, message: str) -> dict[str, Any]:
-    """`400 Invalid Form Body`: the field's `_errors` nested under `errors`."""
-    return error(
-        50035, "Invalid Form Body", {field: {"_errors": [{"code": code, "message": message}]}}
-    )
 
 
 def rate_limited(retry_after: float = 64.57, *, is_global: bool = False) -> Action:
@@ -206,7 +195,7 @@ class FakeDiscord(social.SocialFake):
         if "payload_json" in body:  # multipart: the JSON body, and files[n] beside it
             files = [body[k] for k in sorted(body) if k.startswith("files[")]
             body = json.loads(body["payload_json"])
-        attached = _attachments(body.get("attachments") or [], files)
+        attached = attachments_of(body.get("attachments") or [], files)
         if isinstance(attached, tuple):
             return attached
         body["attachments"] = attached
@@ -226,13 +215,13 @@ class FakeDiscord(social.SocialFake):
         if body.get("enforce_nonce") and nonce is not None:
             earlier = self._by_nonce(bot["id"], str(nonce))
             if earlier is not None:
-                return 200, _public(earlier, with_nonce=True), {}
+                return 200, public(earlier, with_nonce=True), {}
         parent = self._reference(body.get("message_reference"), channel_id)
         if isinstance(parent, tuple):
             return parent
         call.pause()  # the window between the nonce check and the insert
         created = self._create(bot, body, held=call.held, parent=parent)
-        return 200, _public(created, with_nonce=True), {}
+        return 200, public(created, with_nonce=True), {}
 
     def _by_nonce(self, author: str, nonce: str) -> dict[str, Any] | None:
         window = float(self._setting("nonce_seconds", self.nonce_seconds))
@@ -273,9 +262,9 @@ class FakeDiscord(social.SocialFake):
             "timestamp": datetime.fromtimestamp(now, UTC).isoformat(),
             "edited_timestamp": None,
             "tts": False,
-            "mention_everyone": bool(_EVERYONE.search(content)),
-            "mentions": [{"id": u} for u in _USER.findall(content)],
-            "mention_roles": _ROLE.findall(content),
+            "mention_everyone": bool(EVERYONE.search(content)),
+            "mentions": [{"id": u} for u in USER.findall(content)],
+            "mention_roles": ROLE.findall(content),
             "attachments": [
                 {**a, "id": snowflake(now, next(self._sequence))} for a in body["attachments"]
             ]
@@ -296,7 +285,7 @@ class FakeDiscord(social.SocialFake):
             **message,
             "owner": author["id"],
             "nonce": None if body.get("nonce") is None else str(body["nonce"]),
-            "notified": _notified(content, body.get("allowed_mentions")),
+            "notified": notified(content, body.get("allowed_mentions")),
         }
         added = self._add_post(stored, held=held)
         if at is not None:  # an earlier message: its nonce window counted from then
@@ -338,86 +327,14 @@ class FakeDiscord(social.SocialFake):
     def _shown(self, post: dict[str, Any]) -> dict[str, Any]:
         """A message as a read shows it: no nonce (only the create's answer echoes it), the
         message replied to inlined as `referenced_message`."""
-        shown = _public(post, with_nonce=False)
+        shown = public(post, with_nonce=False)
         reference = post.get("message_reference")
         if reference:
             parent = self._any(lambda p: p["id"] == reference["message_id"])
             shown["referenced_message"] = (
-                None if parent is None else _public(parent, with_nonce=False)
+                None if parent is None else public(parent, with_nonce=False)
             )
         return shown
-
-
-def _attachments(
-    listed: list[dict[str, Any]], files: list[dict[str, Any]]
-) -> list[dict[str, Any]] | Reply:
-    """The message's attachments, as Discord checks them: each `attachments[n]` names an
-    uploaded `files[n]`; at most 10; a file over the upload limit is 413 (40005); a
-    description over 1,024 characters a form error."""
-    if len(files) > MAX_FILES:
-        return (
-            400,
-            form_error("files", "BASE_TYPE_MAX_LENGTH", "Must be 10 or fewer in length."),
-            {},
-        )
-    shown = []
-    for n, file in enumerate(files):
-        if file["size"] > MAX_FILE_BYTES:
-            return 413, error(40005, "Request entity too large"), {}
-        entry = next((a for a in listed if int(a.get("id", -1)) == n), {})
-        description = str(entry.get("description") or "")
-        if len(description) > MAX_DESCRIPTION:
-            message = f"Must be {MAX_DESCRIPTION} or fewer in length."
-            return 400, form_error("attachments", "BASE_TYPE_MAX_LENGTH", message), {}
-        shown.append(
-            {
-                "filename": str(entry.get("filename") or file["filename"]),
-                "description": description or None,
-                "content_type": file["type"],
-                "size": file["size"],
-                "sha256": file["sha256"],  # the fake's own record of the bytes
-            }
-        )
-    return shown
-
-
-def _notified(content: str, allowed: Any) -> list[str]:
-    """Whom the message pings, as Discord decides it: without `allowed_mentions` every
-    @everyone/@here, user and role in the content; with it, only the kinds `parse` names
-    and the ids `users`/`roles` list."""
-    everyone = [f"@{m}" for m in _EVERYONE.findall(content)]
-    users = [f"user:{u}" for u in _USER.findall(content)]
-    roles = [f"role:{r}" for r in _ROLE.findall(content)]
-    if not isinstance(allowed, dict):
-        return everyone + users + roles
-    parse = set(allowed.get("parse") or [])
-    listed_users = {str(u) for u in allowed.get("users") or []}
-    listed_roles = {str(r) for r in allowed.get("roles") or []}
-    pinged = everyone if "everyone" in parse else []
-    pinged += [u for u in users if "users" in parse or u.removeprefix("user:") in listed_users]
-    pinged += [r for r in roles if "roles" in parse or r.removeprefix("role:") in listed_roles]
-    return pinged
-
-
-def _public(post: dict[str, Any], *, with_nonce: bool) -> dict[str, Any]:
-    hidden = {"owner", "visible", "at", "counts", "notified", "nonce"}
-    shown = {k: v for k, v in post.items() if k not in hidden}
-    if with_nonce and post.get("nonce") is not None:
-        shown["nonce"] = post["nonce"]
-    counts = post.get("counts") or {}
-    if counts:
-        shown["reactions"] = [
-            {
-                "count": n,
-                "count_details": {"burst": 0, "normal": n},
-                "me": False,
-                "me_burst": False,
-                "burst_colors": [],
-                "emoji": {"id": None, "name": name},
-            }
-            for name, n in counts.items()
-        ]
-    return shown
 
 
 def main(argv: list[str] | None = None) -> None:
