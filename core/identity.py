@@ -501,3 +501,14 @@ def header_key(effect_key: str) -> str:
     if len(effect_key) <= HEADER_KEY_MAX and effect_key.isascii() and effect_key.isprintable():
         return effect_key
     return HEADER_KEY_PREFIX + hashlib.sha256(effect_key.encode("utf-8")).hexdigest()[:40]
+
+
+DISCORD_NONCE_LENGTH = 25  # Create Message's `nonce`: a string of at most 25 characters
+
+
+def discord_nonce(effect_key: str) -> str:
+    """The `nonce` a Discord message is created under (with `enforce_nonce`): `g` and 24
+    hex digits of the effect key's SHA-256 (96 bits), so every send of one key names the
+    same nonce and Discord answers a resend within its window with the same message."""
+    digest = hashlib.sha256(effect_key.encode("utf-8")).hexdigest()
+    return "g" + digest[: DISCORD_NONCE_LENGTH - 1]

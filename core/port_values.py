@@ -297,6 +297,9 @@ class Publication:
     reply_to: ThreadPlace | None = None  # a later part sent alone: where it goes
     media: tuple[UploadedMedia, ...] = ()  # the images as this target holds them, uploaded
     card: LinkCard | None = None  # a link card, or why there is none (docs/design.md §32)
+    # the images' bytes, for a destination that sends them inside the post's own request
+    # (Discord's multipart message): it has no upload of its own (`AttachmentTaker`)
+    attachments: tuple[ImageBytes, ...] = ()
 
     @property
     def parts(self) -> tuple[str, ...]:

@@ -50,6 +50,7 @@ from core.port_values import (
 __all__ = [
     "Alerter",
     "ApprovalProgress",
+    "AttachmentTaker",
     "BackpressureNotice",
     "BasisItem",
     "Clock",
@@ -135,8 +136,8 @@ class ReviewThread(Protocol):
 
 
 class Publisher(Protocol):
-    """A destination for approved drafts. Adapters: webhook, Bluesky, Mastodon and
-    LinkedIn (core), Slack channel (bot)."""
+    """A destination for approved drafts. Adapters: webhook, Bluesky, Mastodon, LinkedIn
+    and Discord (core), Slack channel (bot)."""
 
     @property
     def target(self) -> str:
@@ -211,6 +212,15 @@ class LinkCardTaker(Protocol):
     """A publisher that shows a link card on a post with a link and no image."""
 
     takes_link_cards: bool
+
+
+@runtime_checkable
+class AttachmentTaker(Protocol):
+    """A publisher that sends a post's images inside the post's own request (Discord's
+    multipart message): no upload is its own effect, so the publication carries the
+    images' bytes (`Publication.attachments`) and the post's receipt covers them."""
+
+    takes_attachments: bool
 
 
 @runtime_checkable

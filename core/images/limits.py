@@ -64,6 +64,11 @@ LIMITS: dict[str, ImageLimits] = {
     "linkedin": ImageLimits(
         "linkedin", "LinkedIn", 1, 16 * MB, frozenset({JPEG, PNG, GIF}), max_pixels=36_152_320
     ),
+    # Discord: attachments of the message's own multipart request, 10 a message, 10 MiB a
+    # file without boosts, an attachment's `description` (its alt text) 1,024 characters.
+    "discord": ImageLimits(
+        "discord", "Discord", 10, 10 * MB, frozenset({JPEG, PNG, GIF, WEBP}), max_alt=1024
+    ),
     # Slack: files shared with the message (files.completeUploadExternal takes up to 10).
     "slack": ImageLimits("slack", "Slack", 10, 16 * MB, frozenset({JPEG, PNG, GIF, WEBP})),
 }

@@ -93,19 +93,24 @@ class ImageUploads:
         return key
 
     def _bytes_of(self, image: ImageRef) -> ImageBytes:
-        stored = self.library.get(image.sha256)
-        if stored is None:
-            raise EffectNotSent(f"image {image.name} has no stored bytes", permanent=True)
-        facts = stored.facts
-        return ImageBytes(
-            image.sha256,
-            image.name,
-            image.alt,
-            facts.media_type,
-            facts.width,
-            facts.height,
-            stored.data,
-        )
+        return image_bytes(self.library, image)
+
+
+def image_bytes(library: ImageLibrary, image: ImageRef) -> ImageBytes:
+    """An image's stored bytes as a destination receives them, with its alt text."""
+    stored = library.get(image.sha256)
+    if stored is None:
+        raise EffectNotSent(f"image {image.name} has no stored bytes", permanent=True)
+    facts = stored.facts
+    return ImageBytes(
+        image.sha256,
+        image.name,
+        image.alt,
+        facts.media_type,
+        facts.width,
+        facts.height,
+        stored.data,
+    )
 
 
 def _expired(receipt: Receipt | None, kept: timedelta, now: datetime) -> bool:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 
 from core.ports import Publisher
 from core.publishing.platforms.bluesky import BlueskyPublisher
+from core.publishing.platforms.discord import DiscordPublisher
 from core.publishing.platforms.linkedin import (
     LinkedInOrganizationPublisher,
     LinkedInPublisher,
@@ -20,6 +21,7 @@ from core.publishing.platforms.webhook import StatusWebhookPublisher, WebhookPub
 from core.setup.config import Recipe
 from core.setup.publish_targets import (
     BlueskyTarget,
+    DiscordTarget,
     MastodonTarget,
     PublishTarget,
     SlackTarget,
@@ -71,6 +73,8 @@ class Destinations:
             return BlueskyPublisher(target, timeout, self.environ)
         if isinstance(target, MastodonTarget):
             return MastodonPublisher(target, timeout, self.environ)
+        if isinstance(target, DiscordTarget):
+            return DiscordPublisher(target, timeout, self.environ)
         if target.is_organization:  # an organization's posts are read back (docs/design.md §28)
             return LinkedInOrganizationPublisher(target, timeout, self.environ)
         return LinkedInPublisher(target, timeout, self.environ)

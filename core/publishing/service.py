@@ -31,10 +31,18 @@ from core.errors import (
 from core.failpoints import Failpoint, failpoint
 from core.identity import publish_effect_key, run_of_draft_key
 from core.images.library import ImageLibrary
-from core.images.uploads import ImageUploads
+from core.images.uploads import ImageUploads, image_bytes
 from core.models import DraftRow, RunRow
 from core.policies import EffectOutcome, FailReason, PublishOutcome
-from core.ports import Clock, ImageUploader, LinkCardTaker, PostQuery, Publication, Publisher
+from core.ports import (
+    AttachmentTaker,
+    Clock,
+    ImageUploader,
+    LinkCardTaker,
+    PostQuery,
+    Publication,
+    Publisher,
+)
 from core.post_body import PostBody
 from core.publishing.link_cards import card_for, with_card_note
 from core.publishing.lookup_proof import post_query, publish_spec
@@ -191,7 +199,12 @@ class PublishingService:
     ) -> Publication:
         """The publication with its images as the target holds them, each uploaded once,
         or its link card (docs/design.md §32); a target that takes no bytes (a webhook)
-        gets the references."""
+        gets the references, a target that sends them inside the post (Discord) their
+        bytes."""
+        if isinstance(publisher, AttachmentTaker) and publisher.takes_attachments:
+            library = ImageLibrary(self.store, self.clock)
+            attached = tuple(image_bytes(library, image) for image in publication.images)
+            return replace(publication, attachments=attached)
         if not isinstance(publisher, ImageUploader):
             return publication
         library = ImageLibrary(self.store, self.clock)

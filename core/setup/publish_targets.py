@@ -32,6 +32,10 @@ BASE_URL_PATTERN = re.compile(r"^https?://[^\s/?#|]+(/[^\s?#|]*)?$")
 # may be served by a replica behind the primary. Before then "absent" is not believed.
 MASTODON_READ_DELAY = timedelta(minutes=1)
 LINKEDIN_READ_DELAY = timedelta(minutes=2)
+# Discord lists a channel's messages at once, and a resend within the nonce's window
+# returns the message a lost answer made: nothing to wait for.
+DISCORD_READ_DELAY = timedelta(0)
+SNOWFLAKE_PATTERN = re.compile(r"^\d{1,20}$")
 
 
 class _Target(BaseModel):
@@ -197,11 +201,42 @@ class LinkedInTarget(_SecretTarget, _ListedTarget):
         return LINKEDIN_READ_DELAY if self.read_delay is None else self.read_delay
 
 
+class DiscordTarget(_SecretTarget, _ListedTarget):
+    to: Literal["discord"]
+    channel: str  # the channel's id (a snowflake): 1234567890123456789
+    api: str = "https://discord.com/api/v10"
+    secret_env: str = "GALLEY_DISCORD_TOKEN"  # a bot token, sent as `Authorization: Bot …`
+
+    @field_validator("channel")
+    @classmethod
+    def _channel(cls, channel: str) -> str:
+        if not SNOWFLAKE_PATTERN.match(channel):
+            raise ValueError("must be a Discord channel id (digits only: Copy Channel ID)")
+        return channel
+
+    @field_validator("api")
+    @classmethod
+    def _api(cls, url: str) -> str:
+        return _base_url(url)
+
+    @property
+    def target(self) -> str:
+        """`discord:1234567890`; a second bot on one channel is told apart by its
+        variable: `discord:1234567890+GALLEY_DISCORD_TOKEN_TEAM`."""
+        default = DiscordTarget.model_fields["secret_env"].default
+        extra = "" if self.secret_env == default else f"+{self.secret_env}"
+        return f"discord:{self.channel}{extra}"
+
+    @property
+    def lookup_grace(self) -> timedelta:
+        return DISCORD_READ_DELAY if self.read_delay is None else self.read_delay
+
+
 PublishTarget = Annotated[
-    SlackTarget | WebhookTarget | BlueskyTarget | MastodonTarget | LinkedInTarget,
+    SlackTarget | WebhookTarget | BlueskyTarget | MastodonTarget | LinkedInTarget | DiscordTarget,
     Field(discriminator="to"),
 ]
-SecretTarget = BlueskyTarget | MastodonTarget | LinkedInTarget
+SecretTarget = BlueskyTarget | MastodonTarget | LinkedInTarget | DiscordTarget
 
 
 def _base_url(url: str) -> str:
@@ -217,4 +252,5 @@ TARGETS: dict[str, type[_Target]] = {
     "bluesky": BlueskyTarget,
     "mastodon": MastodonTarget,
     "linkedin": LinkedInTarget,
+    "discord": DiscordTarget,
 }

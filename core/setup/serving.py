@@ -15,8 +15,8 @@ from core.sources.source_secrets import missing_source_secret
 from core.sources.specs import FeedSource, UrlSource
 
 CLIENTS = {"bluesky": ("atproto_client", "atproto"), "mastodon": ("mastodon", "Mastodon.py")}
-"""A platform's client, as (module imported, package installed); LinkedIn, Slack and
-webhooks need none beyond the bot's own."""
+"""A platform's client, as (module imported, package installed); LinkedIn, Discord, Slack
+and webhooks need none beyond the bot's own (httpx)."""
 
 REINSTALL = "install the bot's pinned requirements (uv pip install -r requirements.lock)"
 

@@ -56,7 +56,7 @@ def problems_of(publish: str, keys: str) -> list[str]:
 def test_a_thread_to_a_platform_without_replies_is_a_config_error_naming_key_and_target() -> None:
     [problem] = problems_of(TWO, "thread = 3")
     assert problem.startswith("recipe 'weekly-update': thread: 'linkedin:urn:li:organization:1'")
-    assert "bluesky, mastodon, slack" in problem
+    assert "bluesky, discord, mastodon, slack" in problem
     assert recipe_with(BLUESKY, "thread = 3").thread == 3
 
 

@@ -5,6 +5,8 @@ recipe's targets before anyone sees them, so what is approved is what is sent.""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import sqlalchemy as sa
 
@@ -45,6 +47,15 @@ def test_more_images_than_a_target_takes_and_bytes_over_its_limit_are_refused() 
         "Too many images for LinkedIn: 2/1. Remove some before approving.",
     ]
     assert image_problems([], [BLUESKY], {}) == []
+
+
+def test_a_discord_target_takes_ten_images_with_alt_text_up_to_1024() -> None:
+    images = [ImageRef("a" * 64, f"{n}.jpg", alt="x" * 1025) for n in range(11)]
+    problems = image_problems(images, ["discord:1250000000000000001"], {"a" * 64: JPEG_FACTS})
+    assert problems[0] == "Too many images for Discord: 11/10. Remove some before approving."
+    assert problems[1] == "Alt text of 0.jpg is too long for Discord: 1025/1024."
+    fitting = [replace(image, alt="x" * 1024) for image in images[:10]]
+    assert image_problems(fitting, ["discord:1250000000000000001"], {"a" * 64: JPEG_FACTS}) == []
 
 
 def test_a_12_mb_photo_is_resized_under_every_targets_limit_and_kept_once(

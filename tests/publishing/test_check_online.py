@@ -1,6 +1,7 @@
 """`galley check --online` proves each destination's credentials against its service
 without posting (docs/design.md §24): Slack's auth.test, Bluesky signs in, Mastodon
-verifies the token, LinkedIn reads one post of the author. One line per target; exit 2
+verifies the token, LinkedIn reads one post of the author, Discord reads the bot and
+the channel. One line per target; exit 2
 on any failure. Against the fakes over real HTTP, with the real clients.
 """
 
@@ -15,9 +16,10 @@ from typer.testing import CliRunner
 
 from bot.cli import app
 from tests.conftest import config_text
-from tests.fakes import bluesky, linkedin, mastodon
+from tests.fakes import bluesky, discord, linkedin, mastodon
 from tests.fakes.anthropic_api import REFUSED_KEY, FakeAnthropic
 from tests.fakes.bluesky import FakeBluesky
+from tests.fakes.discord import FakeDiscord
 from tests.fakes.linkedin import FakeLinkedIn
 from tests.fakes.mastodon import FakeMastodon
 from tests.fakes.server import closed_port
@@ -31,6 +33,7 @@ class Services:
     mastodon: FakeMastodon
     linkedin: FakeLinkedIn
     anthropic: FakeAnthropic
+    discord: FakeDiscord
     mastodon_url: str = ""  # where the recipe's Mastodon target points (default: the fake)
 
     def recipe(self) -> str:
@@ -46,19 +49,26 @@ publish = [
   {{ to = "mastodon", instance = "{self.mastodon_url or self.mastodon.url}" }},
   {{ to = "linkedin", author = "{linkedin.ORGANIZATION}", api = "{self.linkedin.api}" }},
   {{ to = "linkedin", author = "{linkedin.PERSON}", api = "{self.linkedin.api}" }},
+  {{ to = "discord", channel = "{discord.CHANNEL_ID}", api = "{self.discord.api}" }},
 ]
 """
 
     def posts(self) -> int:
-        return sum(len(fake.posts) for fake in (self.bluesky, self.mastodon, self.linkedin))
+        fakes = (self.bluesky, self.mastodon, self.linkedin, self.discord)
+        return sum(len(fake.posts) for fake in fakes)
 
 
 @pytest.fixture
 def services(fake_anthropic: FakeAnthropic) -> Iterator[Services]:
-    with FakeBluesky() as sky, FakeMastodon() as toot, FakeLinkedIn() as page:
+    with (
+        FakeBluesky() as sky,
+        FakeMastodon() as toot,
+        FakeLinkedIn() as page,
+        FakeDiscord() as channel,
+    ):
         slack = FakeSlack().start()
         try:
-            yield Services(slack, sky, toot, page, fake_anthropic)
+            yield Services(slack, sky, toot, page, fake_anthropic, channel)
         finally:
             slack.stop()
 
@@ -76,6 +86,7 @@ def check_online(
         "GALLEY_BLUESKY_PASSWORD": bluesky.PASSWORD,
         "GALLEY_MASTODON_TOKEN": mastodon.TOKEN,
         "GALLEY_LINKEDIN_TOKEN": linkedin.TOKEN,
+        "GALLEY_DISCORD_TOKEN": discord.TOKEN,
         "ANTHROPIC_API_KEY": "sk-ant-test",
         "ANTHROPIC_BASE_URL": services.anthropic.url,
     } | secrets
@@ -96,12 +107,14 @@ def test_every_destination_is_proved_one_line_each_and_nothing_is_posted(
         f"mastodon:{services.mastodon.url.removeprefix('http://')}",
         f"linkedin:{linkedin.ORGANIZATION}",
         f"linkedin:{linkedin.PERSON}",
+        f"discord:{discord.CHANNEL_ID}",
     ]
     assert all(": ok: " in line for line in lines), lines
     assert services.posts() == 0
     assert services.bluesky.sessions_created() == 1  # the app password, proved by signing in
     assert services.mastodon.requests_to("/api/v1/accounts/verify_credentials")
     assert not services.mastodon.requests_to("/api/v1/statuses", "POST")
+    assert services.discord.requests_to("/users/@me", "GET")
     assert services.slack.calls("auth.test")
     paths = [r.path.partition("?")[0] for r in services.anthropic.requests]
     assert paths == ["/v1/models"]  # one read, and no tokens spent
@@ -111,7 +124,11 @@ def test_a_refused_credential_is_its_targets_line_and_exit_2(
     tmp_path: Path, services: Services
 ) -> None:
     code, lines = check_online(
-        tmp_path, services, GALLEY_MASTODON_TOKEN="wrong", GALLEY_LINKEDIN_TOKEN="wrong"
+        tmp_path,
+        services,
+        GALLEY_MASTODON_TOKEN="wrong",
+        GALLEY_LINKEDIN_TOKEN="wrong",
+        GALLEY_DISCORD_TOKEN="wrong",
     )
     assert code == 2, lines
     failed = [line for line in lines if ": FAILED: " in line]
@@ -119,7 +136,9 @@ def test_a_refused_credential_is_its_targets_line_and_exit_2(
         "mastodon",
         "linkedin",
         "linkedin",
+        "discord",
     ]
+    assert all("GALLEY_DISCORD_TOKEN" in line for line in failed if line.startswith("discord"))
     assert all("GALLEY_MASTODON_TOKEN" in line for line in failed if line.startswith("mastodon"))
     assert all("GALLEY_LINKEDIN_TOKEN" in line for line in failed if line.startswith("linkedin"))
     assert services.posts() == 0

@@ -1,9 +1,11 @@
 """Real `galley run` processes publishing to Bluesky, Mastodon and a LinkedIn page, with
 the faults of docs/design.md §20: killed just before the call, the answer lost during the
 call, killed after the platform accepted and before the receipt, the same slot taken up
-by two processes at once, and a database restored from a backup taken before the send.
-Every time: exactly one post on the platform's fake. A LinkedIn member's posts cannot be
-read back: an unknown answer leaves the run `uncertain` with an alert, and at most one post.
+by two processes at once, and a database restored from a backup taken before the send;
+a Discord channel with what only a process shows: a kill after Discord's 200, and two
+replicas. Every time: exactly one post on the platform's fake. A LinkedIn member's posts
+cannot be read back: an unknown answer leaves the run `uncertain` with an alert, and at
+most one post.
 
 Each fake runs as its own process and persists its posts, so a crash of the bot loses
 nothing on the platform's side. The draft is made with `galley draft` and approved in
@@ -33,7 +35,7 @@ from core.setup.config import Config, parse_config
 from core.states import EffectState, RunState
 from core.store.engine import Store
 from tests.conftest import config_text
-from tests.fakes import bluesky, linkedin, mastodon, social
+from tests.fakes import bluesky, discord, linkedin, mastodon, social
 from tests.fakes.slack_api import read_messages
 from tests.harness import rows
 from tests.harness.approvals import approve
@@ -72,6 +74,11 @@ class Platform:
             case "mastodon":
                 # the fake lists a post at once: no read delay to wait in real time
                 return f'publish = {{ to = "mastodon", instance = "{url}", read_delay = "0s" }}'
+            case "discord":
+                channel = discord.CHANNEL_ID
+                return (
+                    f'publish = {{ to = "discord", channel = "{channel}", api = "{url}/api/v10" }}'
+                )
         return (
             f'publish = {{ to = "linkedin", author = "{author}", api = "{url}/rest/", '
             'read_delay = "0s" }'
@@ -83,6 +90,8 @@ class Platform:
                 return f"bluesky:{bluesky.HANDLE}"
             case "mastodon":
                 return f"mastodon:{url.removeprefix('http://')}"
+            case "discord":
+                return f"discord:{discord.CHANNEL_ID}"
         return f"linkedin:{author}"
 
 
@@ -101,7 +110,16 @@ MASTODON = Platform(
 LINKEDIN = Platform(
     "linkedin", "tests.fakes.linkedin", {"GALLEY_LINKEDIN_TOKEN": linkedin.TOKEN}, "/rest/posts"
 )
+DISCORD = Platform(
+    "discord",
+    "tests.fakes.discord",
+    {"GALLEY_DISCORD_TOKEN": discord.TOKEN},
+    f"/api/v10/channels/{discord.CHANNEL_ID}/messages",
+)
 PLATFORMS = [pytest.param(p, id=p.name) for p in (BLUESKY, MASTODON, LINKEDIN)]
+# Discord joins only what needs a process: a kill after its 200, and two replicas. Its
+# lost answers and refusals are in process (tests/publishing/test_discord_service.py).
+WITH_DISCORD = [*PLATFORMS, pytest.param(DISCORD, id="discord")]
 
 
 @dataclass
@@ -254,6 +272,11 @@ def deployment(request: pytest.FixtureRequest, tmp_path: Path, db_url: str) -> I
 
 
 @pytest.fixture
+def discord_channel(tmp_path: Path, db_url: str) -> Iterator[Deployment]:
+    yield from deploy(tmp_path, db_url, DISCORD, linkedin.ORGANIZATION)
+
+
+@pytest.fixture
 def member_page(tmp_path: Path, db_url: str) -> Iterator[Deployment]:
     """LinkedIn with a person author: Galley cannot read a member's posts back."""
     yield from deploy(tmp_path, db_url, LINKEDIN, linkedin.PERSON)
@@ -270,6 +293,17 @@ def assert_published_once(deployment: Deployment) -> None:
 def test_a_bot_killed_around_the_call_publishes_exactly_once_after_a_restart(
     deployment: Deployment, failpoint: str
 ) -> None:
+    killed_around_the_call(deployment, failpoint)
+
+
+def test_a_bot_killed_after_discords_200_publishes_exactly_once_after_a_restart(
+    discord_channel: Deployment,
+) -> None:
+    """The restarted bot finds the bot's own message in the channel since the first send."""
+    killed_around_the_call(discord_channel, "after_publish_call")
+
+
+def killed_around_the_call(deployment: Deployment, failpoint: str) -> None:
     deployment.draft_and_approve()
     crashed = deployment.start(failpoint=failpoint)
     assert crashed.wait(timeout=60) == FAILPOINT_EXIT_CODE, deployment.log_of(1)
@@ -332,7 +366,7 @@ def test_a_members_unknown_answer_is_uncertain_with_an_alert_and_at_most_one_pos
     assert receipt is not None and receipt.state == EffectState.UNCERTAIN
 
 
-@pytest.fixture(params=PLATFORMS)
+@pytest.fixture(params=WITH_DISCORD)
 def replicas(request: pytest.FixtureRequest, tmp_path: Path, db_url: str) -> Iterator[Deployment]:
     if not db_url.startswith("postgresql"):
         pytest.skip("several replicas share PostgreSQL")

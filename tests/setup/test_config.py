@@ -247,6 +247,14 @@ def test_two_accounts_on_one_instance_are_told_apart_by_their_variable() -> None
             "recipe 'second': publish.secret_env: not an environment variable name",
         ),
         ("publish = { to = 'slack', channel = 'C1|x' }", "recipe 'second': publish.channel:"),
+        (
+            "publish = { to = 'discord', channel = '#news' }",
+            "recipe 'second': publish.channel: must be a Discord channel id",
+        ),
+        (
+            "publish = { to = 'discord', channel = '1', api = 'discord.com' }",
+            "recipe 'second': publish.api: not an http(s) base URL",
+        ),
         ("publish = 'slack'", "recipe 'second': publish: must be a target table"),
         ("publish = [{ to = 'fax' }]", "recipe 'second': publish[1]:"),
     ],
@@ -271,6 +279,27 @@ def test_a_missing_secret_is_one_line_naming_the_variable() -> None:
         "recipe 'second': publish: LI_TEAM is not set: linkedin:urn:li:person:x needs it to publish"
     ]
     assert config.missing_secrets({**env, "LI_TEAM": "t"}) == []
+
+
+def test_a_discord_target_names_its_channel_and_needs_its_bot_token() -> None:
+    """`galley check` and `galley run` refuse through `missing_secrets`, as for the others."""
+    config = parse_config(
+        config_text()
+        + recipe(
+            extra="publish = [{ to = 'discord', channel = '1250000000000000001' },\n"
+            "  { to = 'discord', channel = '1250000000000000001', secret_env = 'DC_TEAM' }]"
+        )
+    )
+    first, second = config.recipes["second"].targets
+    assert (first.target, second.target) == (
+        "discord:1250000000000000001",
+        "discord:1250000000000000001+DC_TEAM",
+    )
+    assert config.missing_secrets({"DC_TEAM": "t"}) == [
+        "recipe 'second': publish: GALLEY_DISCORD_TOKEN is not set: "
+        "discord:1250000000000000001 needs it to publish"
+    ]
+    assert config.missing_secrets({"DC_TEAM": "t", "GALLEY_DISCORD_TOKEN": "b"}) == []
 
 
 def test_the_readme_names_every_key_of_every_publish_target() -> None:

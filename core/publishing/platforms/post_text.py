@@ -97,6 +97,15 @@ def linkedin_length(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
+# --- Discord ------------------------------------------------------------------------------
+
+
+def discord_length(text: str) -> int:
+    """Characters as Discord's 2,000 limit is read here: UTF-16 code units (an emoji is
+    two), the cautious reading, since Discord does not say how it counts."""
+    return len(text.encode("utf-16-le")) // 2
+
+
 # --- matching a post read back against the text that was sent ------------------------------
 
 
