@@ -365,15 +365,11 @@ class Galley:
         a text of its own for some), at the same review as a model's draft, published at
         `at` (an ISO time; none: once approved), exactly once; no model call. `post_id`
         names it; without one the same post written twice is one run."""
-        from core.api.posts import PostDraft, planned_or_refused
-        from core.review.person_posts import write_posts
+        from core.api.posts import PostDraft, write_post
 
         actor = self._acting(actor, Role.ADMIN) if actor or self._people.as_person else CLI_ACTOR
-        services = self._services
         draft = PostDraft(recipe_name, text, dict(targets or {}), at, post_id)
-        planned = planned_or_refused(services.config, services.fits, draft, services.clock.now())
-        now = services.clock.now()
-        return write_posts(services.store, services.config, [planned], actor=actor, now=now)
+        return write_post(self._services, draft, actor=actor)
 
     def import_plan(
         self, path: str | Path, *, skip_bad: bool = False, actor: str | None = None

@@ -9,13 +9,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from core.drafting.fit import FitRule, refusal
 from core.identity import post_content_id, post_run_id
 from core.post_body import EVERY_TARGET, ImageRef, PostBody
-from core.review.person_posts import PlannedPost, PostRefused
+from core.review.person_posts import PlannedPost, PostRefused, Written, write_posts
 from core.setup.config import Config, Recipe
+
+if TYPE_CHECKING:
+    from core.api.services import Services
 
 
 @dataclass(frozen=True)
@@ -98,3 +102,11 @@ def _run_id(recipe: Recipe, draft: PostDraft, at: datetime | None) -> str:
     image = ",".join(i.sha256 for i in draft.images)
     alt = ",".join(i.alt for i in draft.images)
     return post_run_id(recipe.name, post_content_id(recipe.name, when, versions, image, alt))
+
+
+def write_post(services: Services, draft: PostDraft, *, actor: str) -> Written:
+    """One post checked and added as `actor` wrote it (`PostRefused` otherwise): the one
+    operation behind `g.post`, `galley post` and `/galley post`."""
+    now = services.clock.now()
+    planned = planned_or_refused(services.config, services.fits, draft, now)
+    return write_posts(services.store, services.config, [planned], actor=actor, now=now)

@@ -51,6 +51,7 @@ class Written:
 
     added: tuple[str, ...] = field(default=())
     already: tuple[str, ...] = field(default=())
+    drafts: tuple[str, ...] = field(default=())  # the draft keys of the runs added
 
     def describe(self) -> str:
         return f"{len(self.added)} added, {len(self.already)} already there"
@@ -68,12 +69,13 @@ def write_posts(
         return Written()
     with store.transaction() as session:
         versions = _recipe_versions(session, sorted({p.recipe for p in posts}), now)
-        added: list[str] = []
+        added: list[tuple[str, str]] = []
         for start in range(0, len(posts), WRITE_BATCH):
             batch = posts[start : start + WRITE_BATCH]
             added += _write_batch(session, config, batch, versions, actor, now)
-    taken = set(added)
-    return Written(tuple(added), tuple(p.run_id for p in posts if p.run_id not in taken))
+    taken = {run for run, _ in added}
+    already = tuple(p.run_id for p in posts if p.run_id not in taken)
+    return Written(tuple(run for run, _ in added), already, tuple(key for _, key in added))
 
 
 def _recipe_versions(session: Session, names: Sequence[str], now: datetime) -> dict[str, int]:
@@ -94,7 +96,8 @@ def _write_batch(
     versions: Mapping[str, int],
     actor: str,
     now: datetime,
-) -> list[str]:
+) -> list[tuple[str, str]]:
+    """The batch's runs not there yet, each with its draft: (run id, draft key)."""
     runs = [_run_values(config, post, versions[post.recipe], actor, now) for post in batch]
     inserted = set(
         session.execute(
@@ -108,7 +111,7 @@ def _write_batch(
     session.execute(_insert(session, DraftRow).values(drafts))
     for post, draft in zip(new, drafts, strict=True):
         _record(session, post, draft["key"], actor, now)
-    return [post.run_id for post in new]
+    return [(post.run_id, draft["key"]) for post, draft in zip(new, drafts, strict=True)]
 
 
 def _run_values(
