@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col, select
 
@@ -83,8 +84,11 @@ def _recipe_versions(session: Session, names: Sequence[str], now: datetime) -> d
     the version current when it was written."""
     rows = [{"name": n, "version": 1, "paused": False, "updated_at": now} for n in names]
     session.execute(_insert(session, RecipeRow).values(rows).on_conflict_do_nothing())
-    found = session.exec(
-        select(RecipeRow.name, RecipeRow.version).where(col(RecipeRow.name).in_(names))
+    found = session.exec(  # locked in name order: two imports of one recipe take turns
+        select(RecipeRow.name, RecipeRow.version)
+        .where(col(RecipeRow.name).in_(names))
+        .order_by(col(RecipeRow.name))
+        .with_for_update()
     ).all()
     return {str(name): int(version) for name, version in found}
 
@@ -98,17 +102,17 @@ def _write_batch(
     now: datetime,
 ) -> list[tuple[str, str]]:
     """The batch's runs not there yet, each with its draft: (run id, draft key)."""
-    runs = [_run_values(config, post, versions[post.recipe], actor, now) for post in batch]
-    inserted = set(
-        session.execute(
-            _insert(session, RunRow).values(runs).on_conflict_do_nothing().returning(RunRow.id)
-        ).scalars()
-    )
-    new = [post for post in batch if post.run_id in inserted]
+    there = set(
+        session.exec(select(RunRow.id).where(col(RunRow.id).in_([p.run_id for p in batch])))
+    )  # read under the recipes' locks: no other writer of their posts runs meanwhile
+    new = [post for post in batch if post.run_id not in there]
     if not new:
         return []
+    runs = [_run_values(config, post, versions[post.recipe], actor, now) for post in new]
     drafts = [_draft_values(config, post, versions[post.recipe], now) for post in new]
-    session.execute(_insert(session, DraftRow).values(drafts))
+    connection = session.connection()  # Core executemany: one statement, compiled once
+    connection.execute(sa.insert(_table(RunRow)), runs)
+    connection.execute(sa.insert(_table(DraftRow)), drafts)
     for post, draft in zip(new, drafts, strict=True):
         _record(session, post, draft["key"], actor, now)
     return [(post.run_id, draft["key"]) for post, draft in zip(new, drafts, strict=True)]
@@ -195,7 +199,12 @@ def _local_wall(at: datetime, zone: Any) -> datetime:
     return at.astimezone(zone).replace(tzinfo=None, second=0, microsecond=0)
 
 
-def _insert(session: Session, table: type[Any]) -> Any:
+def _table(model: Any) -> sa.Table:
+    table: sa.Table = model.__table__
+    return table
+
+
+def _insert(session: Session, table: Any) -> Any:
     """The dialect's INSERT, which has ON CONFLICT DO NOTHING (as `insert_ignore`)."""
     if session.get_bind().dialect.name == "postgresql":
         return postgresql.insert(table)
