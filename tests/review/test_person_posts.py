@@ -10,7 +10,7 @@ fakes received and on return values. Both backends.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,10 @@ from core.errors import GalleyError
 from core.identity import post_run_id
 from core.models import DraftRow, RunRow
 from core.policies import PublishOutcome
+from core.post_body import PostBody
+from core.publishing.missed_slots import expire_missed_slots
+from core.scheduling.catch_up import latest_recorded_slots
+from core.scheduling.dispatch import SlotDispatcher
 from core.states import DraftState, RunState
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.harness.worlds import RECIPE, MakeWorld, World
@@ -178,3 +182,70 @@ def test_a_bad_row_refuses_the_whole_plan_with_its_line_number(
     skipped = w.galley.import_plan(plan, skip_bad=True, actor="U0ADMIN")
     assert not skipped.refused and len(skipped.written.added) == 2
     assert len(post_runs(w)) == 2
+
+
+def test_a_post_planned_weeks_ahead_hides_no_slot_of_the_schedule(
+    worlds: MakeWorld, db_url: str, fake_anthropic: FakeAnthropic
+) -> None:
+    """The dispatcher and catch-up read a recipe's latest recorded slot: a post at its own
+    time, even weeks ahead, is none, or every slot before it would go undrafted."""
+    w = worlds(db_url)
+    w.galley.post(RECIPE, "Season's greetings.", "2026-12-20T09:00", actor="U0ADMIN")
+    with w.store.read() as session:
+        assert RECIPE not in latest_recorded_slots(session)
+    fire_at = datetime(2026, 12, 7, 9, 0, tzinfo=UTC)  # the next Monday slot
+    w.clock.current = fire_at
+    dispatcher = SlotDispatcher(w.store, w.core.drafting, w.clock, recipes=w.config.recipes)
+    [drafted] = dispatcher.fire(w.recipe, fire_at)
+    assert (drafted.run, drafted.outcome) == (f"{RECIPE}@2026-12-07T09:00", "drafted")
+    assert len(fake_anthropic.requests) == 1  # the slot's, never the post's
+
+
+def test_a_bump_leaves_a_persons_post_waiting_and_approvable(
+    worlds: MakeWorld, db_url: str
+) -> None:
+    w = worlds(db_url)
+    [run_id] = w.galley.post(RECIPE, "Written by hand.", actor="U0ADMIN").added
+    key = w.run_row(run_id).draft_key or ""
+    w.galley.bump_recipe(RECIPE, actor="U0ADMIN", reason="new tone")
+    assert w.draft_row(key).state == DraftState.READY
+    assert w.run_row(run_id).state == RunState.AWAITING_REVIEW
+    assert w.approve(key).accepted
+
+
+def test_a_post_without_a_time_is_never_missed_one_with_a_time_is_past_publish_late(
+    worlds: MakeWorld, db_url: str
+) -> None:
+    w = worlds(db_url)  # no draft_ahead: the recipe's own slots are never missed
+    [asap] = w.galley.post(RECIPE, "Whenever approved.", actor="U0ADMIN").added
+    at = (w.clock.now() + timedelta(hours=1)).isoformat()
+    [timed] = w.galley.post(RECIPE, "At one o'clock.", at, actor="U0ADMIN").added
+    w.clock.advance(timedelta(hours=2, minutes=1))  # past its time plus publish_late (1h)
+    missed = expire_missed_slots(w.store, w.config, w.clock)
+    assert [m.run_id for m in missed] == [timed]
+    assert w.run_row(timed).state == RunState.EXPIRED
+    assert w.run_row(asap).state == RunState.AWAITING_REVIEW
+
+
+def test_a_plan_s_image_is_kept_with_its_alt_text(
+    worlds: MakeWorld, db_url: str, tmp_path: Path
+) -> None:
+    w = worlds(db_url)
+    (tmp_path / "team.jpg").write_bytes(photo(800, 600))
+    (tmp_path / "inside").mkdir()
+    plan = write_plan(
+        tmp_path / "inside",
+        [
+            f"2026-12-03T09:00,{RECIPE},Our team,,../team.jpg,The team on stage",
+        ],
+    )
+    refused = w.galley.import_plan(plan, actor="U0ADMIN")
+    assert [row.line for row in refused.bad] == [2] and "not beside the plan" in refused.bad[
+        0
+    ].reason
+    plan = write_plan(tmp_path, [f"2026-12-03T09:00,{RECIPE},Our team,,team.jpg,The team on stage"])
+    [run_id] = w.galley.import_plan(plan, actor="U0ADMIN").written.added
+    body = PostBody.parse(w.draft_row(w.run_row(run_id).draft_key or "").text or "")
+    [image] = body.images
+    assert (image.name, image.alt) == ("team.jpg", "The team on stage")
+    assert w.core.images.get(image.sha256) is not None
