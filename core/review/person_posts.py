@@ -1,11 +1,11 @@
 """A person's own post (docs/design.md §36): a run `recipe@post:<id>` whose draft is the
 person's text, ready for the same review as a model's draft, with no model call.
 
-`write_posts` adds many at once (a plan imported) in one transaction, a few statements per
-500 posts: `INSERT … ON CONFLICT DO NOTHING` of the runs, so a post already there (the
-same id, or the same content when it has none) adds nothing, then the drafts of the runs
-this call inserted, each `ready` at revision 1 and its run `awaiting_review`. Its event
-rows name the person who wrote it; the draft's is a decision (`post`) in the decision log.
+`write_posts` adds many at once (a plan imported) in one transaction: the recipes' rows
+locked in name order, the runs already there read (the same id, or the same content when
+it has none: nothing added), the rest written by Core `executemany`, 500 a batch, each
+draft `ready` at revision 1 and its run `awaiting_review`. Its event rows name the person
+who wrote it; the draft's is a decision (`post`) in the decision log.
 """
 
 from __future__ import annotations
