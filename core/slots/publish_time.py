@@ -143,11 +143,14 @@ def publication_label(moment: datetime, zone: ZoneInfo | str) -> str:
 
 
 def with_publication(recipes: Mapping[str, Timing], item: ReviewItem) -> ReviewItem:
-    """An approved draft waiting for its slot says when it goes out (its message, until
-    publishing starts); one approved after its slot goes out at once and says nothing."""
+    """An approved draft waiting for its slot (a person's post: its time) says when it goes
+    out (its message, until publishing starts); one approved after it goes out at once and
+    says nothing."""
     recipe = recipes.get(item.recipe)
-    if recipe is None or not ahead(recipe) or not recipe.targets:
+    if recipe is None or not recipe.targets:
         return item
+    if not ahead(recipe) and post_id_of_run(item.run_id) is None:  # a person's post goes out
+        return item  # at its time, whatever draft_ahead (docs/design.md §36)
     if item.state != DraftState.APPROVED:
         return item
     if item.publish_at is None or (item.decided_at and item.publish_at <= item.decided_at):

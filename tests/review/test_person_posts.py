@@ -23,8 +23,10 @@ from core.models import DraftRow, RunRow
 from core.policies import PublishOutcome
 from core.post_body import PostBody
 from core.publishing.missed_slots import expire_missed_slots
+from core.review.queue import load_item
 from core.scheduling.catch_up import latest_recorded_slots
 from core.scheduling.dispatch import SlotDispatcher
+from core.slots.publish_time import with_publication
 from core.states import DraftState, RunState
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.harness.worlds import RECIPE, MakeWorld, World
@@ -96,6 +98,9 @@ def test_a_planned_post_goes_out_at_its_time_not_at_its_approval(
     assert run.slot_at == at
     assert w.approve(run.draft_key or "").accepted
     assert w.run_row(run_id).publish_at == at
+    item = load_item(w.store, run.draft_key or "")
+    assert item is not None  # its message says when it goes out, as a slot drafted ahead's
+    assert with_publication(w.config.recipes, item).publishes == "Wed 2 Dec 12:00 (Europe/London)"
     early = w.service("w1").publish_run(run_id)
     assert early.outcome != PublishOutcome.PUBLISHED and w.hook.posts == []
     w.clock.advance(timedelta(days=2, seconds=1))
