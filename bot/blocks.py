@@ -250,6 +250,7 @@ def help_text() -> str:
         ("resolve <run> published|absent", "settle an uncertain run after checking", True),
         ("retry <run>", "try a failed or uncertain run again", True),
         ("cancel <run>", "stop a run; effects already done are listed", True),
+        ("post [recipe]", "write a post yourself: reviewed, then published at its time", True),
     ]
     lines = ["*Galley* commands (_admin_ = admins only):"]
     for usage, meaning, admin in commands:

@@ -35,6 +35,7 @@ USAGE = {
     "resolve": "/galley resolve <run> published|absent",
     "retry": "/galley retry <run>",
     "cancel": "/galley cancel <run>",
+    "post": "/galley post [recipe]",
 }
 
 
@@ -168,6 +169,11 @@ def _cancel(args: list[str], context: CommandContext) -> str:
     return context.services.resolver.cancel(_first(args), actor=context.user)
 
 
+def _post(args: list[str], context: CommandContext) -> str:
+    """Reached only where no form can open (a Home button): the slash command opens one."""
+    return "Type `/galley post [recipe]` in a channel: it opens a form for your post."
+
+
 def _help(args: list[str], context: CommandContext) -> str:
     return help_text()
 
@@ -194,4 +200,5 @@ _COMMANDS: dict[str, Callable[[list[str], CommandContext], str]] = {
     "resolve": _resolve,
     "retry": _retry,
     "cancel": _cancel,
+    "post": _post,
 }

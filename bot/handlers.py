@@ -49,6 +49,8 @@ from bot.image_blocks import (
     with_alt_fields,
 )
 from bot.image_drops import Drop, drops_in, take_drop
+from bot.mrkdwn import escape_mrkdwn
+from bot.post_modal import POST_MODAL, TEXT_BLOCK, post_modal, read_post
 from bot.slack_files import SlackFiles, file_origin
 from bot.version_blocks import (
     ACTION_SHOW_ALL,
@@ -61,6 +63,7 @@ from bot.version_blocks import (
 from bot.work import Work
 from core.api.desk import Desk
 from core.api.draft_images import DraftImages
+from core.api.posts import PostDraft, write_post
 from core.api.services import Services
 from core.errors import GalleyError
 from core.policies import Finding, FollowUp, Verdict
@@ -97,6 +100,7 @@ LISTENERS: tuple[tuple[Kind, str | re.Pattern[str], str], ...] = (
     (Kind.ACTION, ACTION_ALERT_CANCEL, "on_alert_cancel"),
     (Kind.ACTION, ACTION_ALERT_SKIP, "on_alert_skip"),
     (Kind.COMMAND, "/galley", "on_command"),
+    (Kind.VIEW, POST_MODAL, "on_post_submitted"),
     (Kind.EVENT, "app_home_opened", "on_home_opened"),
     (Kind.ACTION, re.compile(r"^galley_home_"), "on_home_button"),
     (Kind.EVENT, "message", "on_message"),  # an image dropped in a review thread
@@ -303,14 +307,60 @@ class Listeners:
 
     # --- /galley, Home --------------------------------------------------------------------
 
-    def on_command(self, ack: Ack, command: dict[str, Any], respond: Respond) -> None:
+    def on_command(
+        self, ack: Ack, command: dict[str, Any], respond: Respond, client: WebClient
+    ) -> None:
         ack()
 
         def tell(text: str) -> object:
             return respond(text, response_type="ephemeral")
 
+        words = command.get("text", "").split()
+        if words[:1] == ["post"]:  # a form, not a reply: docs/design.md §37
+            refused = self._open_post(client, command, words[1:])
+            if refused is not None:
+                tell(refused)
+            return
         context = CommandContext(self.core, command["user_id"], self.work, tell)
         tell(answer(command.get("text", ""), context))
+
+    # --- a person's own post (docs/design.md §37) -------------------------------------------
+
+    def _open_post(self, client: WebClient, command: dict[str, Any], args: list[str]) -> str | None:
+        """`/galley post [recipe]`: the form opened, or why not."""
+        if not self.core.may_administer(command["user_id"]):
+            return "Only Galley's admins may `post`."
+        recipes = list(self.core.config.recipes.values())
+        if len(args) > 1 or not recipes:
+            return "Usage: `/galley post [recipe]`"
+        chosen = self.core.config.recipes.get(args[0]) if args else recipes[0]
+        if chosen is None:
+            return f"No recipe named {escape_mrkdwn(args[0])}."
+        client.views_open(trigger_id=command["trigger_id"], view=post_modal(recipes, chosen))
+        return None
+
+    def on_post_submitted(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
+        """The post written and its review message posted at once; a refusal (over a
+        target's limit, a time passed) shown on the form, which stays open."""
+        view, user = body["view"], body["user"]["id"]
+        form = read_post(view["state"]["values"], view["private_metadata"])
+        if not self.core.may_administer(user):
+            ack(response_action="errors", errors={TEXT_BLOCK: "Only Galley's admins may post."})
+            return
+        draft = PostDraft(form.recipe, form.text, form.targets, form.at)
+        try:
+            written = write_post(self.core, draft, actor=user)
+        except GalleyError as exc:
+            ack(response_action="errors", errors={TEXT_BLOCK: str(exc)[:500]})
+            return
+        ack()
+        for key in written.drafts:
+            item = load_item(self.core.store, key)
+            if item is not None:
+                self.work.post_review_soon(item)
+        said = [f"`{run}` waits for review." for run in written.added]
+        said += [f"`{run}` was written already." for run in written.already]
+        self._ephemeral_to(client, user)(" ".join(said))
 
     def on_home_opened(self, event: dict[str, Any]) -> None:
         if self.home is not None and event.get("tab") == "home":

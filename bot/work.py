@@ -38,6 +38,11 @@ class Work:
         its publication time (the reconcile pass takes it up then)."""
         self.host.publishing.take(self.services.publishing.publish_run, run_id)
 
+    def post_review_soon(self, item: ReviewItem) -> None:
+        """A person's post (docs/design.md §37): its review message posted now, on the
+        publishing pool, not at the next outbox pass (the receipt makes either one post)."""
+        self.host.publishing.take(self.services.outbox.post_one, item)
+
     def redraft_soon(self, claim: RedraftClaim, tell: Tell | None) -> None:
         """A reviewer's claimed redraft, on the drafting pool: the model's answer shown in
         place on the review message; a failure told to the reviewer."""

@@ -87,6 +87,42 @@ def item_run_range(recipe: str) -> tuple[str, str]:
     return f"{recipe}{RUN_MARK}{ITEM_MARK}", f"{recipe}{RUN_MARK}{ITEM_MARK}{RUN_ID_END}"
 
 
+# A person's post (docs/design.md §37): `launch@post:<id>`. The id is the person's own
+# (a plan's `id` column) made a token as an item's is, or a hash of the post's content, so
+# the same post written or imported twice is one run.
+POST_MARK = "post:"
+POST_HASH_LENGTH = 16  # hex digits: 64 bits of SHA-256 per recipe's posts
+ASAP_WALL = "asap"  # `runs.slot_wall` of a post given no time: published once approved
+
+
+def post_run_id(recipe: str, post_id: str) -> str:
+    """`launch@post:spring-sale`: one run per post a person wrote."""
+    return f"{recipe}{RUN_MARK}{POST_MARK}{item_token(post_id)}"
+
+
+def post_content_id(recipe: str, at: str, versions: dict[str, str], image: str, alt: str) -> str:
+    """A post's id when its writer gave none: the hash of what it is (recipe, time, each
+    target's text, image and alt text), so the same row imported twice names one run."""
+    digest = payload_hash([recipe, at, versions, image, alt])
+    return f"h-{digest[:POST_HASH_LENGTH]}"
+
+
+def post_id_of_run(run: str) -> str | None:
+    """The post's id inside a post run's id; None for any other run."""
+    _, _, rest = run.partition(RUN_MARK)
+    return rest.removeprefix(POST_MARK) if rest.startswith(POST_MARK) else None
+
+
+def post_run_range(recipe: str) -> tuple[str, str]:
+    """Bounds (both exclusive) of a recipe's post runs, as `run_id_range`'s."""
+    return f"{recipe}{RUN_MARK}{POST_MARK}", f"{recipe}{RUN_MARK}{POST_MARK}{RUN_ID_END}"
+
+
+def names_no_slot(run: str) -> bool:
+    """An item's or a person's run: its id names no slot of the schedule."""
+    return item_token_of_run(run) is not None or post_id_of_run(run) is not None
+
+
 RUN_MARK = "@"  # between a run id's recipe and its slot's wall time
 KEY_MARK = "|"  # between the parts of draft and effect keys
 RUN_ID_END = "~"  # sorts after every wall time: `[recipe@, recipe@~)` holds a recipe's runs
@@ -99,10 +135,10 @@ def recipe_of_run(run: str) -> str:
 
 def slot_wall_of_run(run: str) -> str:
     """The wall time inside a run id as stored in `runs.slot_wall` (`2026-10-20T09:00`,
-    `~2` kept on a repeated hour's second pass). ValueError for an item run: its id names
-    no slot (its row's `slot_wall` is the poll's)."""
-    if item_token_of_run(run) is not None:
-        raise ValueError(f"an item run names no slot: {run!r}")
+    `~2` kept on a repeated hour's second pass). ValueError for an item run or a person's
+    post: its id names no slot (its row's `slot_wall` is the poll's, or the post's)."""
+    if names_no_slot(run):
+        raise ValueError(f"an item or post run names no slot: {run!r}")
     return run.partition(RUN_MARK)[2]
 
 
@@ -421,10 +457,10 @@ def is_manual_proof(external_id: str) -> bool:
 
 def parse_run_id(run: str) -> tuple[str, datetime, int]:
     """The inverse of `run_id`: (recipe, wall time, occurrence). ValueError for an item
-    run (`item_token_of_run` reads those)."""
+    run or a person's post (`item_token_of_run`, `post_id_of_run` read those)."""
     recipe, _, wall = run.partition(RUN_MARK)
-    if wall.startswith(ITEM_MARK):
-        raise ValueError(f"an item run names no slot: {run!r}")
+    if wall.startswith((ITEM_MARK, POST_MARK)):
+        raise ValueError(f"an item or post run names no slot: {run!r}")
     occurrence = 2 if wall.endswith(SECOND_PASS_SUFFIX) else 1
     wall = wall.removesuffix(SECOND_PASS_SUFFIX)
     return recipe, datetime.strptime(wall, WALL_FORMAT), occurrence
@@ -448,15 +484,15 @@ def bluesky_record_key(effect_key: str) -> str:
     Its time is the slot named in the key's run id, its wall time read as UTC (a look-up
     has only the key, and a record key needs no zone), plus up to ~1 s from the key's
     hash so two keys of one slot differ; its clock id is the key's hash too: 30 bits that
-    tell keys apart. An item run names no slot: its time is a fixed base plus up to ~13
-    days from the key's hash. ValueError for a key without a run id in it.
+    tell keys apart. An item run or a person's post names no slot: its time is a fixed
+    base plus up to ~13 days from the key's hash. ValueError for a key without a run id.
     """
     digest = int.from_bytes(hashlib.sha256(effect_key.encode("utf-8")).digest()[:8], "big")
     clock = digest & ((1 << TID_CLOCK_BITS) - 1)
     jitter = (digest >> TID_CLOCK_BITS) & ((1 << TID_JITTER_BITS) - 1)
     try:
         run = run_of_draft_key(effect_key)
-        if item_token_of_run(run) is not None:
+        if names_no_slot(run):
             spread = (digest >> TID_CLOCK_BITS) & ((1 << _ITEM_TID_SPREAD_BITS) - 1)
             wall = (_ITEM_TID_BASE + timedelta(microseconds=spread)).replace(tzinfo=None)
             jitter = 0

@@ -223,6 +223,7 @@ class DecisionKind(StrEnum):
     REDRAFT = "redraft"  # a redraft asked for with a note
     UNAPPROVE = "unapprove"
     RESOLUTION = "resolution"  # an uncertain or failed run settled, retried, skipped, cancelled
+    POST = "post"  # a person wrote the post itself (docs/design.md §37): its first revision
 
 
 class Refusal(StrEnum):
@@ -457,6 +458,7 @@ class ImageSource(StrEnum):
     SLACK_FILE = "slack_file"  # a reviewer dropped it in the review message's thread
     FEED_ENCLOSURE = "feed_enclosure"  # a feed item's enclosure or media:content
     OG_IMAGE = "og_image"  # the linked page's OpenGraph image
+    PLAN_FILE = "plan_file"  # a file beside an imported plan (docs/design.md §37)
 
 
 class ImageProblem(StrEnum):

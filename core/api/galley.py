@@ -19,8 +19,10 @@ plots in `core/api/plots.py`.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from datetime import date, datetime
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.api.queries import (
@@ -69,12 +71,14 @@ if TYPE_CHECKING:  # loaded by the operations that use them: reads stay light
     from core.api.decisions import DecisionList
     from core.api.desk import Desk
     from core.api.item_preview import ItemsPreview
+    from core.api.plans import PlanImport
     from core.api.plots import Plots
     from core.api.source_preview import SourcesPreview
     from core.api.week import Week
     from core.drafting.attempts import Backoff
     from core.drafting.claims import DraftResult
     from core.publishing.engagement import StatsList
+    from core.review.person_posts import Written
     from core.scheduling.bumps import Bumped
     from core.scheduling.items import PollResult
 
@@ -347,6 +351,36 @@ class Galley:
         if isinstance(claimed, RedraftClaim):
             return as_answer(self._services.redrafting.run(claimed))
         return as_answer(claimed)
+
+    def post(
+        self,
+        recipe_name: str,
+        text: str,
+        at: str | datetime | None = None,
+        *,
+        targets: Mapping[str, str] | None = None,
+        post_id: str | None = None,
+        actor: str | None = None,
+    ) -> Written:
+        """A person's own post (docs/design.md §37): `text` for every target (`targets`:
+        a text of its own for some), at the same review as a model's draft, published at
+        `at` (an ISO time; none: once approved), exactly once; no model call. `post_id`
+        names it; without one the same post written twice is one run."""
+        from core.api.posts import PostDraft, write_post
+
+        actor = self._acting(actor, Role.ADMIN) if actor or self._people.as_person else CLI_ACTOR
+        draft = PostDraft(recipe_name, text, dict(targets or {}), at, post_id)
+        return write_post(self._services, draft, actor=actor)
+
+    def import_plan(
+        self, path: str | Path, *, skip_bad: bool = False, actor: str | None = None
+    ) -> PlanImport:
+        """A plan imported (docs/design.md §37): every row checked first, each a person's
+        post at review; nothing added while a row is bad unless `skip_bad`."""
+        from core.api.plans import import_plan
+
+        actor = self._acting(actor, Role.ADMIN) if actor or self._people.as_person else CLI_ACTOR
+        return import_plan(self._services, Path(path), actor=actor, skip_bad=skip_bad)
 
     # --- reading ------------------------------------------------------------------------
 

@@ -62,7 +62,11 @@ class ImageLibrary:
     ) -> Taken:
         """`data` shaped for every target that takes images and kept once by hash;
         `ImageRefused` with the reason when it cannot be made to fit them all."""
-        shaped = _shaped_for(data, targets)
+        return self.keep(shape_for(data, targets), name, source, alt)
+
+    def keep(self, shaped: Shaped, name: str, source: ImageSource, alt: str = "") -> Taken:
+        """An image already shaped (`shape_for`) kept once by hash: a plan's images are all
+        shaped while its rows are checked, and kept only once every row passed."""
         digest = hashlib.sha256(shaped.data).hexdigest()
         with self.store.transaction() as session:
             insert_ignore(
@@ -107,7 +111,8 @@ def image_facts(store: Store, sha256s: Sequence[str]) -> dict[str, ImageFacts]:
         }
 
 
-def _shaped_for(data: bytes, targets: Sequence[str]) -> Shaped:
+def shape_for(data: bytes, targets: Sequence[str]) -> Shaped:
+    """`data` shaped to the strictest limits of `targets`; `ImageRefused` otherwise."""
     from core.images.shaping import shape  # Pillow, imported by whoever takes an image
 
     every = [lim for lim in (limits_for(t) for t in targets) if lim is not None]

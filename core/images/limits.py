@@ -14,6 +14,9 @@ from core.identity import platform_of_target
 JPEG, PNG, GIF, WEBP = "image/jpeg", "image/png", "image/gif", "image/webp"
 HEIC, HEIF, AVIF = "image/heic", "image/heif", "image/avif"
 MB = 1024 * 1024
+# A file a person hands Galley (a plan's image): read no further than this, as a dropped
+# Slack file; shaping then bounds its pixels (core/images/shaping.py).
+MAX_IMAGE_FILE = 50 * MB
 
 
 @dataclass(frozen=True)

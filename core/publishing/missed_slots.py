@@ -12,6 +12,7 @@ from datetime import datetime
 from sqlmodel import Session, col, select
 
 from core.failpoints import Failpoint, failpoint
+from core.identity import POST_MARK, RUN_MARK, recipe_of_run
 from core.models import DraftRow, RunRow
 from core.policies import ExpiryReason, FailReason
 from core.ports import Clock
@@ -48,12 +49,12 @@ def expire_missed_slots(store: Store, config: Config, clock: Clock) -> list[Miss
     """Ready drafts of recipes drafting ahead whose slot plus publish_late has passed become
     `expired`, their runs `expired` with reason `missed_slot`. Reads the review queue only
     (ix_drafts_ready, joined to each draft's run by key)."""
-    if not any(ahead(recipe) for recipe in config.recipes.values()):
-        return []  # no recipe drafts ahead: nothing can miss its slot
+    if not any(ahead(recipe) for recipe in config.recipes.values()) and not _any_post(store):
+        return []  # no recipe drafts ahead and no person's post waits: nothing can miss
     with store.read() as session:
         now = lease_now(session, clock)  # the database's clock judges stored times
         waiting = session.exec(
-            select(DraftRow.key, DraftRow.run_id, DraftRow.recipe, RunRow.slot_at)
+            select(DraftRow.key, DraftRow.run_id, RunRow.slot_at, RunRow.slot_wall)
             .join(RunRow, col(RunRow.id) == col(DraftRow.run_id))
             .where(col(DraftRow.state) == DraftState.READY)
             .order_by(col(DraftRow.ready_at))
@@ -61,8 +62,8 @@ def expire_missed_slots(store: Store, config: Config, clock: Clock) -> list[Miss
         ).all()
     due = sorted(  # draft-key order, run then draft each (core/store/rows.py)
         (key, run_id)
-        for key, run_id, name, slot_at in waiting
-        if _past_deadline(config.recipes.get(name), slot_at, now)
+        for key, run_id, slot_at, wall in waiting
+        if _past_deadline(config.recipes.get(recipe_of_run(run_id)), slot_at, now, run_id, wall)
     )
     missed: list[MissedDraft] = []
     if not due:
@@ -77,8 +78,25 @@ def expire_missed_slots(store: Store, config: Config, clock: Clock) -> list[Miss
     return missed
 
 
-def _past_deadline(recipe: Recipe | None, slot_at: datetime, now: datetime) -> bool:
-    deadline = None if recipe is None else review_deadline(recipe, slot_at)
+def _any_post(store: Store) -> bool:
+    """Whether a person's post with a time waits for review (docs/design.md §37): one
+    probe of the review queue's index."""
+    with store.read() as session:
+        found = session.exec(
+            select(DraftRow.key)
+            .where(
+                col(DraftRow.state) == DraftState.READY,
+                col(DraftRow.run_id).contains(f"{RUN_MARK}{POST_MARK}", autoescape=True),
+            )
+            .limit(1)
+        ).first()
+    return found is not None
+
+
+def _past_deadline(
+    recipe: Recipe | None, slot_at: datetime, now: datetime, run: str = "", wall: str = ""
+) -> bool:
+    deadline = None if recipe is None else review_deadline(recipe, slot_at, run, wall)
     return deadline is not None and now > deadline
 
 
@@ -91,7 +109,7 @@ def _expire_one(
     if run is None or draft is None or draft.state != DraftState.READY:
         return None
     recipe = config.recipes.get(draft.recipe)
-    if recipe is None or not _past_deadline(recipe, run.slot_at, now):
+    if recipe is None or not _past_deadline(recipe, run.slot_at, now, run.id, run.slot_wall):
         return None
     expire_missed(session, recipe, draft, run, now)
     return MissedDraft(draft.key, draft.run_id, draft.recipe)
@@ -123,7 +141,7 @@ def miss_its_time(session: Session, recipe: Recipe, run: RunRow, now: datetime) 
     the slot): it fails with `missed_slot` instead of going out late, and its draft stays
     approved, so a person may still Retry (published once, at once) or Cancel it. True
     when it was failed; the caller holds the run's lock."""
-    if not missed_its_time(recipe, run.slot_at, now):
+    if not missed_its_time(recipe, run.slot_at, now, run.id, run.slot_wall):
         return False
     why = missed_slot_note(recipe, run.slot_at).replace("Not approved", "Approved, not published")
     move_run(

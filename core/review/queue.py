@@ -15,7 +15,7 @@ from sqlmodel import Session, col, select
 from core.drafting.fit import FitRule
 from core.drafting.revisions import keep_revisions
 from core.failpoints import Failpoint, failpoint
-from core.identity import text_hash
+from core.identity import post_id_of_run, text_hash
 from core.models import DraftRow, RecipeRow, RunRow
 from core.policies import DecisionKind, ExpiryReason, FollowUp, Refusal, Verdict
 from core.ports import Clock, Directory, ReviewItem
@@ -294,7 +294,11 @@ def _open_for_review(
     if run.state == RunState.CANCELLED or draft.state == DraftState.CANCELLED:
         return _refused(key, Refusal.CANCELLED, review_item(draft, run), recipe_row.version)
     recipe = config.recipes.get(draft.recipe)
-    if draft.state == DraftState.READY and recipe and missed_its_time(recipe, run.slot_at, now):
+    if (
+        draft.state == DraftState.READY
+        and recipe
+        and missed_its_time(recipe, run.slot_at, now, run.id, run.slot_wall)
+    ):
         # past its slot plus publish_late: an approval now could never publish (docs/design.md §23)
         if expire:
             expire_missed(session, recipe, draft, run, now)
@@ -358,7 +362,7 @@ def _stale(
         return Refusal.NOT_DECIDABLE
     if draft.revision != revision:
         return Refusal.EDITED
-    if draft.version != recipe_row.version and not bumped:
+    if draft.version != recipe_row.version and not bumped and post_id_of_run(draft.run_id) is None:
         return Refusal.BUMPED
     if review_window_passed(config.recipes.get(draft.recipe), draft.ready_at, now):
         return Refusal.WINDOW_PASSED
@@ -386,7 +390,7 @@ def _close_run(
         move_run(session, run, RunState.REJECTED, actor=user, at=now, detail=reason)
         return FollowUp.NONE
     recipe = config.recipes.get(run.recipe)
-    run.publish_at = now if recipe is None else publish_at(recipe, run.slot_at, now)
+    run.publish_at = now if recipe is None else publish_at(recipe, run.slot_at, now, run.id)
     move_run(session, run, RunState.APPROVED, actor=user, at=now)
     if recipe is not None and recipe.publish is None:
         move_run(session, run, RunState.SUCCEEDED, actor=user, at=now, detail="no publish target")

@@ -10,6 +10,7 @@ from sqlmodel import Session, col, select
 
 from core.drafting.claims import lock_recipe_row
 from core.failpoints import Failpoint, failpoint
+from core.identity import post_id_of_run
 from core.models import DraftRow
 from core.publishing.targets import sends_begun
 from core.states import DraftState, EventSubject, RunState, version_state
@@ -73,6 +74,8 @@ def bump_in(
             continue  # expired or decided since the read
         if sends_begun(session, draft.key):
             continue  # partly published, back for review: a new draft would post twice
+        if post_id_of_run(run_id) is not None:
+            continue  # a person's post: a bump leaves it (docs/design.md §37)
         move_draft(session, draft, DraftState.SUPERSEDED, actor=actor, at=now, reason=why)
         superseded += 1
         if run_holds(run, draft.key, RunState.AWAITING_REVIEW):

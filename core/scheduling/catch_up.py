@@ -19,7 +19,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col, select
 
 from core.drafting.claims import skip_slot
-from core.identity import slot_wall_of_run
+from core.identity import POST_MARK, RUN_MARK, slot_wall_of_run
 from core.models import EventRow, RecipeRow, RunRow
 from core.policies import SkipReason
 from core.setup.config import Recipe
@@ -41,7 +41,12 @@ def latest_recorded_slots(session: Session) -> dict[str, datetime]:
     index probe per recipe (ix_runs_recipe_slot, newest first)."""
     latest = (
         select(RunRow.slot_at)
-        .where(col(RunRow.recipe) == col(RecipeRow.name), col(RunRow.state) != RunState.PENDING)
+        .where(
+            col(RunRow.recipe) == col(RecipeRow.name),
+            col(RunRow.state) != RunState.PENDING,
+            # a person's post records no slot (docs/design.md §37)
+            col(RunRow.id).not_like(col(RecipeRow.name) + f"{RUN_MARK}{POST_MARK}%"),
+        )
         .order_by(col(RunRow.slot_at).desc())
         .limit(1)
         .scalar_subquery()

@@ -15,6 +15,7 @@ from sqlmodel import col, select
 
 from core.drafting.claims import DraftResult, skip_if_pending, skip_slot
 from core.drafting.service import DraftingService
+from core.identity import post_run_range
 from core.models import RunRow
 from core.policies import DraftOutcome, PendingReason, SkipReason, Trigger
 from core.ports import Clock
@@ -176,7 +177,9 @@ class SlotDispatcher:
         with self.store.transaction() as session:
             last = session.exec(
                 select(sa.func.max(RunRow.slot_at)).where(
-                    col(RunRow.recipe) == recipe.name, col(RunRow.state) != RunState.PENDING
+                    col(RunRow.recipe) == recipe.name,
+                    col(RunRow.state) != RunState.PENDING,
+                    not_a_post(recipe.name),  # a person's post: docs/design.md §37
                 )
             ).one()
         if last is None:  # a fresh database: only the latest due slot counts
@@ -205,3 +208,10 @@ class SlotDispatcher:
 
 def _coalesced(recipe: Recipe, latest: list[Slot]) -> str:
     return "missed; coalesced into " + ", ".join(s.run_id(recipe.name) for s in latest)
+
+
+def not_a_post(recipe: str) -> sa.ColumnElement[bool]:
+    """Runs other than a person's posts (docs/design.md §37): a post at its own time, even
+    a month ahead, records no slot of the schedule."""
+    after, before = post_run_range(recipe)
+    return sa.not_(sa.and_(col(RunRow.id) > after, col(RunRow.id) < before))

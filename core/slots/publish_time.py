@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
+from core.identity import ASAP_WALL, post_id_of_run
 from core.ports import ReviewItem
 from core.slots.schedule import ScheduleSpec, Slot, next_slots
 from core.spoken import spoken_duration
@@ -80,9 +81,12 @@ def too_late_to_draft(recipe: Timing, slot_at: datetime, now: datetime) -> str |
     return None
 
 
-def publish_at(recipe: Timing, slot_at: datetime, approved_at: datetime) -> datetime:
+def publish_at(recipe: Timing, slot_at: datetime, approved_at: datetime, run: str = "") -> datetime:
     """When an approved draft goes out: at the slot when drafting ahead (at once if it
-    was approved after its slot, within publish_late), else at the approval."""
+    was approved after its slot, within publish_late), else at the approval. A person's
+    post (`run`) goes out at its time, or once approved (docs/design.md §37)."""
+    if post_id_of_run(run) is not None:
+        return max(slot_at, approved_at)  # a post given no time has its creation as slot
     return max(slot_at, approved_at) if ahead(recipe) else approved_at
 
 
@@ -111,15 +115,23 @@ def batch_wait_until(recipe: Timing, slot_at: datetime, since: datetime) -> date
     return min(until, slot_at) if ahead(recipe) else until
 
 
-def review_deadline(recipe: Timing, slot_at: datetime) -> datetime | None:
-    """Drafting ahead, a draft not approved by its slot plus publish_late is missed."""
+def review_deadline(
+    recipe: Timing, slot_at: datetime, run: str = "", wall: str = ""
+) -> datetime | None:
+    """Drafting ahead, a draft not approved by its slot plus publish_late is missed. A
+    person's post (`run`, its `runs.slot_wall`) given a time is missed past that time
+    plus publish_late, whatever draft_ahead; one given none never (docs/design.md §37)."""
+    if post_id_of_run(run) is not None:
+        return None if wall == ASAP_WALL else slot_at + recipe.publish_late
     return slot_at + recipe.publish_late if ahead(recipe) else None
 
 
-def missed_its_time(recipe: Timing, slot_at: datetime, now: datetime) -> bool:
+def missed_its_time(
+    recipe: Timing, slot_at: datetime, now: datetime, run: str = "", wall: str = ""
+) -> bool:
     """An approved draft found later than publish_late after its slot is not published
     (a person may still retry it): never late beyond publish_late."""
-    deadline = review_deadline(recipe, slot_at)
+    deadline = review_deadline(recipe, slot_at, run, wall)
     return deadline is not None and now > deadline
 
 
@@ -131,11 +143,14 @@ def publication_label(moment: datetime, zone: ZoneInfo | str) -> str:
 
 
 def with_publication(recipes: Mapping[str, Timing], item: ReviewItem) -> ReviewItem:
-    """An approved draft waiting for its slot says when it goes out (its message, until
-    publishing starts); one approved after its slot goes out at once and says nothing."""
+    """An approved draft waiting for its slot (a person's post: its time) says when it goes
+    out (its message, until publishing starts); one approved after it goes out at once and
+    says nothing."""
     recipe = recipes.get(item.recipe)
-    if recipe is None or not ahead(recipe) or not recipe.targets:
+    if recipe is None or not recipe.targets:
         return item
+    if not ahead(recipe) and post_id_of_run(item.run_id) is None:  # a person's post goes out
+        return item  # at its time, whatever draft_ahead (docs/design.md §37)
     if item.state != DraftState.APPROVED:
         return item
     if item.publish_at is None or (item.decided_at and item.publish_at <= item.decided_at):

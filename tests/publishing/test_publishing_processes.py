@@ -11,6 +11,7 @@ receipt, the run and the draft in the database. Both backends.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -151,3 +152,36 @@ def test_a_bot_killed_at_a_publishing_step_publishes_exactly_once_after_a_restar
     if posts_at_crash:  # the restart asked the destination before anything else
         assert receipt.result is not None and '"found": true' in receipt.result
     assert deployment.draft_row().state == DraftState.PUBLISHED
+
+
+def test_a_persons_post_killed_after_the_platforms_200_is_published_once_after_a_restart(
+    deployment: Deployment,
+) -> None:
+    """A person's post (docs/design.md §37), written with `galley post`, goes through the
+    same publishing path: SIGKILL-like exit right after the webhook's 200, then a restart
+    finds it and sends nothing again."""
+    text_file = deployment.logs / "post.txt"
+    text_file.write_text("We launch on Monday.")
+    written = deployment.galley(
+        "post", RECIPE, "--text-file", str(text_file), "--as", "U0ADMIN", "--json"
+    )
+    assert written.returncode == 0, written.stderr
+    [run_id] = json.loads(written.stdout)["added"]
+    key = rows.run_row(deployment.store, run_id).draft_key or ""
+    assert approve(deployment.store, deployment.config, SystemClock(), key).accepted
+
+    crashed = deployment.start(failpoint="after_publish_call")
+    assert crashed.wait(timeout=scaled(60)) == FAILPOINT_EXIT_CODE, deployment.log_of(1)
+    assert deployment.posts() == 1
+    restarted = deployment.start()
+    try:
+        wait_for(
+            lambda: rows.run_row(deployment.store, run_id).state == RunState.SUCCEEDED,
+            60,
+            "the restarted bot to finish the post",
+        )
+    finally:
+        stop(restarted)
+    assert deployment.posts() == 1
+    assert list(deployment.publications()) == [f"{key}|publish:webhook"]
+    assert rows.draft_row(deployment.store, key).state == DraftState.PUBLISHED
