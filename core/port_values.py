@@ -297,6 +297,7 @@ class Publication:
     reply_to: ThreadPlace | None = None  # a later part sent alone: where it goes
     media: tuple[UploadedMedia, ...] = ()  # the images as this target holds them, uploaded
     card: LinkCard | None = None  # a link card, or why there is none (docs/design.md §32)
+    container: str | None = None  # Threads: the container it publishes (docs/design.md §24)
 
     @property
     def parts(self) -> tuple[str, ...]:
@@ -332,6 +333,7 @@ class PostQuery:
     since: datetime
     taken: Callable[[str], bool] = _nothing_taken
     reply_to: ThreadPlace | None = None  # a thread's later part: looked for in its thread
+    containers: tuple[str, ...] = ()  # Threads: the receipt's media containers, newest first
 
 
 @dataclass(frozen=True)

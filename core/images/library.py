@@ -110,7 +110,7 @@ def image_facts(store: Store, sha256s: Sequence[str]) -> dict[str, ImageFacts]:
 def _shaped_for(data: bytes, targets: Sequence[str]) -> Shaped:
     from core.images.shaping import shape  # Pillow, imported by whoever takes an image
 
-    every = [lim for lim in (limits_for(t) for t in targets) if lim is not None]
+    every = [lim for lim in map(limits_for, targets) if lim is not None and lim.refused is None]
     limits = strictest(every) or _ANY_TARGET
     if not limits.media_types:
         raise ImageRefused(

@@ -50,6 +50,7 @@ PLATFORM_NAMES = {
     "bluesky": "Bluesky",
     "mastodon": "Mastodon",
     "linkedin": "LinkedIn",
+    "threads": "Threads",
     "slack": "Slack",
     "webhook": "the webhook",
 }

@@ -32,6 +32,7 @@ BASE_URL_PATTERN = re.compile(r"^https?://[^\s/?#|]+(/[^\s?#|]*)?$")
 # may be served by a replica behind the primary. Before then "absent" is not believed.
 MASTODON_READ_DELAY = timedelta(minutes=1)
 LINKEDIN_READ_DELAY = timedelta(minutes=2)
+THREADS_READ_DELAY = timedelta(minutes=1)
 
 
 class _Target(BaseModel):
@@ -197,11 +198,42 @@ class LinkedInTarget(_SecretTarget, _ListedTarget):
         return LINKEDIN_READ_DELAY if self.read_delay is None else self.read_delay
 
 
+class ThreadsTarget(_SecretTarget, _ListedTarget):
+    """Meta's Threads (docs/design.md §24): one account by its numeric user id."""
+
+    to: Literal["threads"]
+    user: str  # the Threads user id (digits), as GET /me?fields=id answers it
+    api: str = "https://graph.threads.net/v1.0"
+    secret_env: str = "GALLEY_THREADS_TOKEN"  # threads_basic, threads_content_publish
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, user: str) -> str:
+        if not re.match(r"^[0-9]{1,32}$", user):
+            raise ValueError("must be the Threads user id (digits), not the @username")
+        return user
+
+    @field_validator("api")
+    @classmethod
+    def _api(cls, url: str) -> str:
+        return _base_url(url)
+
+    @property
+    def target(self) -> str:
+        return f"threads:{self.user}"
+
+    @property
+    def lookup_grace(self) -> timedelta:
+        """A container's status is read by its id at once; the published post's id is
+        found in the account's listing, which may lag like Mastodon's."""
+        return THREADS_READ_DELAY if self.read_delay is None else self.read_delay
+
+
 PublishTarget = Annotated[
-    SlackTarget | WebhookTarget | BlueskyTarget | MastodonTarget | LinkedInTarget,
+    SlackTarget | WebhookTarget | BlueskyTarget | MastodonTarget | LinkedInTarget | ThreadsTarget,
     Field(discriminator="to"),
 ]
-SecretTarget = BlueskyTarget | MastodonTarget | LinkedInTarget
+SecretTarget = BlueskyTarget | MastodonTarget | LinkedInTarget | ThreadsTarget
 
 
 def _base_url(url: str) -> str:
@@ -217,4 +249,5 @@ TARGETS: dict[str, type[_Target]] = {
     "bluesky": BlueskyTarget,
     "mastodon": MastodonTarget,
     "linkedin": LinkedInTarget,
+    "threads": ThreadsTarget,
 }
