@@ -129,9 +129,10 @@ class FakeThreads(social.SocialFake):
         super().__init__(state_file=state_file, port=port)
         self.tokens = dict(tokens or {TOKEN: USER})
         self.post_quota = POST_QUOTA
-        ids = [int(p["id"]) for p in self._posts]
-        self._containers = itertools.count(max([FIRST_CONTAINER, *ids]) + 1)
-        self._serial = itertools.count(max([FIRST_POST, *ids]) + 1)
+        made = [int(p["id"]) for p in self._posts if p["kind"] == "container"]
+        posted = [int(p["id"]) for p in self._posts if p["kind"] == "post"]
+        self._containers = itertools.count(max([FIRST_CONTAINER, *made]) + 1)
+        self._serial = itertools.count(max([FIRST_POST, *posted]) + 1)
 
     @property
     def api(self) -> str:
