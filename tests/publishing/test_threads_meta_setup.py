@@ -1,7 +1,7 @@
 """Threads (Meta) before and after the send (docs/design.md §24): the config's keys, the
 secret `galley check` and `galley run` refuse without, `galley check --online` proving
 the token once, the 500-character fit and the image refused at review, no mention from
-model text, the post's link, and its engagement read from insights (§28).
+model text, the post's link, and its engagement read from insights (docs/design.md §28).
 """
 
 from __future__ import annotations
