@@ -17,15 +17,19 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from bot.review_facts import fit_line
 from core.identity import container_effect_key, publish_effect_key, publish_part_key
 from core.models import EffectRow
-from core.policies import EffectStep, FailReason, PublishOutcome
+from core.policies import EffectStep, FailReason, PublishOutcome, Refusal
 from core.ports import PostQuery, Publication
 from core.publishing.lost_answers import LOOK_UP_ALLOWANCE
 from core.publishing.platforms.threads_meta import ThreadsPublisher
+from core.review.facts import annotate
+from core.review.queue import load_item
 from core.setup.publish_targets import THREADS_READ_DELAY, ThreadsTarget
 from core.states import EffectState, RunState
 from tests.fakes import social
+from tests.fakes.anthropic_api import FakeAnthropic, ok
 from tests.fakes.threads_meta import (
     TOKEN,
     USER,
@@ -248,3 +252,20 @@ def test_the_look_up_takes_no_post_made_before_the_first_send_nor_anothers_proof
     assert pub.lookup(later) is None  # made before this receipt's first send
     taken = PostQuery(EFFECT, "We're hiring.", now - timedelta(minutes=5), taken=lambda _: True)
     assert pub.lookup(taken) is None  # already another receipt's proof
+
+
+def test_a_draft_over_500_characters_shows_its_count_and_cannot_be_approved(
+    db_url: str, worlds: MakeWorld, threads: FakeThreads, fake_anthropic: FakeAnthropic
+) -> None:
+    world = threads_world(worlds, db_url, threads)
+    fake_anthropic.script(ok(text="Big news. " + "🎉" * 123))  # 10 + 123 x 4 bytes = 502
+    key = world.draft()
+    item = load_item(world.store, key)
+    assert item is not None
+    measured = annotate(world.store, world.config, world.clock.now(), item, world.core.fits)
+    assert [(f.label, f.count, f.limit) for f in measured.fits] == [("Threads", 502, 500)]
+    assert fit_line(measured.fits) == "Threads 502/500 ✗"  # the review message's line
+    refused = world.galley.approve(key, 1, user="U0EDITOR")
+    assert not refused.accepted and refused.refusal == Refusal.DOES_NOT_FIT
+    assert "Threads: 502/500" in refused.message
+    assert threads.requests == []  # measured here, nothing asked of Threads

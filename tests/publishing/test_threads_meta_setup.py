@@ -16,10 +16,10 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from bot.cli import app
-from core.errors import EffectNotSent
+from core.errors import EffectNotSent, EffectOutcomeUnknown
 from core.images.limits import ImageFacts
 from core.images.review_fit import image_problems
-from core.ports import PostCounts, PostFound, PostGone, Publication
+from core.ports import PostCounts, PostFound, PostGone, PostQuery, Publication
 from core.post_body import ImageRef
 from core.publishing.platforms.threads_meta import ThreadsPublisher
 from core.setup.config import parse_config
@@ -158,3 +158,21 @@ def test_galley_check_online_proves_the_token_once_and_posts_nothing(
     assert f"threads:{USER}: ok: token accepted for @galley" in good.output
     assert bad.exit_code == 2 and "GALLEY_THREADS_TOKEN" in bad.output and "190" in bad.output
     assert len(threads.requests_to("/me")) == 2 and threads.posts == []
+
+
+def test_a_publish_refused_because_its_container_is_already_out_is_unknown_not_refused(
+    threads: FakeThreads,
+) -> None:
+    """An earlier send whose answer was lost may land after the look-up: Threads refuses
+    the second publish of the container, and that refusal must not fail a post that is
+    out; the look-up then finds it."""
+    pub = publisher(threads.api)
+    now = datetime.now(UTC)
+    sent = Publication(KEY, "d", "threads", "social", now, "Once.", "U0EDITOR", now)
+    sent = replace(sent, container=pub.create_container(sent))
+    post_id = pub.publish(sent)
+    with pytest.raises(EffectOutcomeUnknown, match="is published"):
+        pub.publish(sent)
+    assert [p["id"] for p in threads.published()] == [post_id]
+    query = PostQuery(KEY, "Once.", now - timedelta(minutes=5), containers=(sent.container,))
+    assert pub.lookup(query) == post_id

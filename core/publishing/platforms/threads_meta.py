@@ -105,12 +105,30 @@ class ThreadsPublisher:
         if publication.container is None:
             raise EffectNotSent("no Threads container was made for this post", permanent=True)
         self._refuse_over_quota(reply=publication.reply_to is not None)
-        answer = self._write(
-            f"/{self.config.user}/threads_publish", {"creation_id": publication.container}
-        )
+        container = publication.container
+        try:
+            answer = self._write(f"/{self.config.user}/threads_publish", {"creation_id": container})
+        except EffectNotSent as exc:
+            raise self._published_meanwhile(container, exc) from exc
         post_id = self._id_of(answer, "the published post")
         self._remember_link(post_id)
         return post_id
+
+    def _published_meanwhile(
+        self, container: str, refusal: EffectNotSent
+    ) -> EffectNotSent | EffectOutcomeUnknown:
+        """A publish refused as invalid may be refused because the container is already
+        published (an earlier send whose answer was lost, landing after the look-up): then
+        the outcome is the look-up's to tell, never a refusal of a post that is out."""
+        if not refusal.permanent or refusal.auth:
+            return refusal
+        try:
+            status = self.container_status(container)
+        except (EffectNotSent, MissingSecret):
+            return refusal
+        if status != ContainerStatus.PUBLISHED:
+            return refusal
+        return EffectOutcomeUnknown(f"Threads container {container} is published: {refusal}")
 
     def _refuse_unfit(self, publication: Publication) -> None:
         if publication.images:  # the review refuses these; never dropped silently here
