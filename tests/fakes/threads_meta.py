@@ -155,6 +155,14 @@ class FakeThreads(social.SocialFake):
                     item["made_at"] = time.time() - CONTAINER_LIFE - 60
             self._persist()
 
+    def fail(self, container_id: str) -> None:
+        """The container failed to complete (status ERROR, error_message UNKNOWN)."""
+        with self._lock:
+            for item in self._posts:
+                if item["id"] == container_id:
+                    item["status"] = "ERROR"
+            self._persist()
+
     def fill_quota(self, used: int) -> None:
         """`used` posts were published by this account in the last 24 hours elsewhere."""
         with self._lock:

@@ -22,6 +22,7 @@ from core.identity import container_effect_key, publish_effect_key, publish_part
 from core.models import EffectRow
 from core.policies import EffectStep, FailReason, PublishOutcome, Refusal
 from core.ports import PostQuery, Publication
+from core.publishing.containers import with_container
 from core.publishing.lost_answers import LOOK_UP_ALLOWANCE
 from core.publishing.platforms.threads_meta import ThreadsPublisher
 from core.review.facts import annotate
@@ -269,3 +270,33 @@ def test_a_draft_over_500_characters_shows_its_count_and_cannot_be_approved(
     assert not refused.accepted and refused.refusal == Refusal.DOES_NOT_FIT
     assert "Threads: 502/500" in refused.message
     assert threads.requests == []  # measured here, nothing asked of Threads
+
+
+def test_a_container_made_for_another_text_or_failed_is_never_published(
+    db_url: str, worlds: MakeWorld, threads: FakeThreads
+) -> None:
+    """The container's receipt names what it was made for: a text edited since (or a
+    container Threads failed) gets a new container under a renewed key, and the old one
+    is never handed to threads_publish."""
+    world = threads_world(worlds, db_url, threads)
+    pub, ledger = publisher(threads), world.ledger()
+    now = datetime.now(UTC)
+    first = Publication(EFFECT, KEY, "weekly-update", "threads", now, "Old.", "U0EDITOR", now)
+
+    def staged(publication: Publication) -> str:
+        shaped = with_container(
+            ledger, pub, publication, run_id=RUN, call_timeout=timedelta(seconds=5)
+        )
+        assert shaped.container is not None
+        return shaped.container
+
+    old = staged(first)
+    assert staged(first) == old  # the receipt's container, asked and reused
+    edited = staged(replace(first, text="New."))
+    threads.fail(edited)
+    remade = staged(replace(first, text="New."))
+    assert len({old, edited, remade}) == 3
+    assert [c["text"] for c in threads.containers()] == ["Old.", "New.", "New."]
+    keys = [container_effect_key(EFFECT, n) for n in (1, 2, 3)]
+    assert [receipt(world, k).external_id for k in keys] == [old, edited, remade]  # type: ignore[union-attr]
+    assert published_from(threads) == []
