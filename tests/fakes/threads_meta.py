@@ -129,6 +129,7 @@ class FakeThreads(social.SocialFake):
         super().__init__(state_file=state_file, port=port)
         self.tokens = dict(tokens or {TOKEN: USER})
         self.post_quota = POST_QUOTA
+        self.insights_denied = False  # True: the token lacks threads_manage_insights
         made = [int(p["id"]) for p in self._posts if p["kind"] == "container"]
         posted = [int(p["id"]) for p in self._posts if p["kind"] == "post"]
         self._containers = itertools.count(max([FIRST_CONTAINER, *made]) + 1)
@@ -361,6 +362,9 @@ class FakeThreads(social.SocialFake):
         if not found:
             message = f"Unsupported get request. Object with ID '{post_id}' does not exist"
             return 400, graph_error(message, 100, 33, kind="GraphMethodException"), {}
+        if self.insights_denied:
+            message = "(#10) Application does not have permission for this action"
+            return 400, graph_error(message, 10), {}
         counts = found[0].get("counts", {})
         metrics = (call.params().get("metric") or "").split(",")
         data = [

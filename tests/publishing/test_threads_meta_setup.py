@@ -127,6 +127,9 @@ def test_engagement_is_read_from_insights_and_a_deleted_post_is_gone(
         post_id: PostCounts(likes=7, reposts=1, replies=2, quotes=0, impressions=120)
     }
     assert isinstance(pub.read_post(post_id, KEY), PostFound)
+    threads.insights_denied = True  # a token without threads_manage_insights
+    [(_, refused)] = pub.read_counts([post_id]).items()
+    assert refused.note is not None and "threads_manage_insights" in refused.note
     threads.delete(lambda p: p["id"] == post_id)
     assert isinstance(pub.read_post(post_id, KEY), PostGone)
     assert pub.read_counts([post_id]) == {}

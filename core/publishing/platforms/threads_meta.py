@@ -52,6 +52,7 @@ MAX_PAGES = 10  # a look-up reads at most 1,000 posts, then says it cannot tell
 LIST_FIELDS = "id,text,timestamp,permalink,replied_to"
 QUOTA_FIELDS = "quota_usage,config,reply_quota_usage,reply_config"
 INSIGHTS = "views,likes,replies,reposts,quotes"
+INSIGHTS_REFUSED = "Threads refused the insights (threads_manage_insights needed)"
 _CANNOT_SEND = (httpx.UnsupportedProtocol, httpx.LocalProtocolError, httpx.InvalidURL)
 
 
@@ -278,7 +279,8 @@ class ThreadsPublisher:
         )
 
     def read_counts(self, external_ids: Sequence[str]) -> dict[str, PostCounts]:
-        """`GET /{media}/insights`: views, likes, replies, reposts and quotes."""
+        """`GET /{media}/insights`: views, likes, replies, reposts and quotes; a token
+        without the insights permission gets zeros with a note saying so."""
         counts = {}
         for external_id in external_ids:
             try:
@@ -286,6 +288,9 @@ class ThreadsPublisher:
             except (EffectNotSent, MissingSecret) as exc:
                 raise ReadRefused(f"Threads insights read failed: {exc}") from exc
             if answers.is_missing(response):
+                continue
+            if answers.is_auth(response):  # the token lacks threads_manage_insights
+                counts[external_id] = PostCounts(note=INSIGHTS_REFUSED)
                 continue
             if response.status_code != 200:
                 wait = answers.wait_of(response) if answers.is_throttled(response) else None
