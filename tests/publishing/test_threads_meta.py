@@ -300,3 +300,20 @@ def test_a_container_made_for_another_text_or_failed_is_never_published(
     keys = [container_effect_key(EFFECT, n) for n in (1, 2, 3)]
     assert [receipt(world, k).external_id for k in keys] == [old, edited, remade]  # type: ignore[union-attr]
     assert published_from(threads) == []
+
+
+def test_a_database_restored_from_before_the_send_finds_the_post_and_sends_nothing(
+    db_url: str, worlds: MakeWorld, threads: FakeThreads
+) -> None:
+    """The restored rows have no receipt and no container: the account's posts since the
+    approval are asked, and the post is recorded, not made again."""
+    world = threads_world(worlds, db_url, threads)
+    world.approved()
+    world.back_up()
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.PUBLISHED
+    world.restore()
+    assert world.run_row().state == RunState.APPROVED  # the rows forgot the send
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.PUBLISHED
+    [post] = threads.published()
+    assert receipt(world, EFFECT).external_id == post["id"]  # type: ignore[union-attr]
+    assert len(published_from(threads)) == 1 and len(threads.containers()) == 1
