@@ -406,6 +406,18 @@ def renewed_upload_key(upload_key: str, renewal: int) -> str:
     return f"{upload_key}{RENEWAL_MARK}{renewal}"
 
 
+CONTAINER_MARK = "|container:"
+
+
+def container_effect_key(publish_key: str, renewal: int = 1) -> str:
+    """`<draft key>|container:<target>|<part>`: the Threads media container made for one
+    publish receipt (a target, or one part of its thread), before it is published
+    (docs/design.md §24); `|renewal:N` once the container before it expired unpublished."""
+    draft, target = draft_of_publish_key(publish_key), target_of_publish_key(publish_key)
+    first = f"{draft}{CONTAINER_MARK}{target}{KEY_MARK}{part_of_publish_key(publish_key)}"
+    return first if renewal <= 1 else f"{first}{RENEWAL_MARK}{renewal}"
+
+
 ALT_TEXT_MARK = "|alt:"
 
 

@@ -204,6 +204,7 @@ class EffectStep(StrEnum):
     )
     UPLOAD = "upload"  # one image's bytes uploaded to one target (docs/design.md §32)
     CREDENTIAL_CHECK = "credential-check"  # a target's credentials proved before a slot
+    CONTAINER = "container"  # a Threads media container made, before it is published
 
 
 class Verdict(StrEnum):
@@ -478,3 +479,13 @@ class FetchStop(StrEnum):
     OVER_CAP = "over_cap"  # the body passed its byte cap, on the wire or decoded
     DEADLINE = "deadline"  # no whole answer before the read's deadline
     REDIRECT = "redirect"  # a redirect answered where none is followed
+
+
+class ContainerStatus(StrEnum):
+    """A Threads media container's `status`, in Threads' own words."""
+
+    IN_PROGRESS = "IN_PROGRESS"
+    FINISHED = "FINISHED"  # ready to publish
+    PUBLISHED = "PUBLISHED"
+    EXPIRED = "EXPIRED"  # not published within 24 hours
+    ERROR = "ERROR"

@@ -300,6 +300,7 @@ class Publication:
     # the images' bytes, for a destination that sends them inside the post's own request
     # (Discord's multipart message): it has no upload of its own (`AttachmentTaker`)
     attachments: tuple[ImageBytes, ...] = ()
+    container: str | None = None  # Threads: the container it publishes (docs/design.md §24)
 
     @property
     def parts(self) -> tuple[str, ...]:
@@ -335,6 +336,7 @@ class PostQuery:
     since: datetime
     taken: Callable[[str], bool] = _nothing_taken
     reply_to: ThreadPlace | None = None  # a thread's later part: looked for in its thread
+    containers: tuple[str, ...] = ()  # Threads: the receipt's media containers, newest first
 
 
 @dataclass(frozen=True)

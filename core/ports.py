@@ -13,7 +13,7 @@ from typing import Protocol, runtime_checkable
 
 from core.clock import Clock as Clock
 from core.clock import SystemClock as SystemClock
-from core.policies import ThreadStyle
+from core.policies import ContainerStatus, ThreadStyle
 from core.port_values import (
     ApprovalProgress,
     BackpressureNotice,
@@ -54,6 +54,7 @@ __all__ = [
     "BackpressureNotice",
     "BasisItem",
     "Clock",
+    "ContainerPublisher",
     "Directory",
     "DraftBasis",
     "DraftRequest",
@@ -231,4 +232,18 @@ class ImageUploader(Protocol):
     def upload_image(self, image: ImageBytes) -> UploadedMedia:
         """Upload once, no retries; raise EffectNotSent (known not uploaded) or
         EffectOutcomeUnknown."""
+        ...
+
+
+@runtime_checkable
+class ContainerPublisher(Protocol):
+    """A destination that publishes in two steps: a container made, then published."""
+
+    def create_container(self, publication: Publication) -> str:
+        """Make the container for `publication` (its text, its place in a thread); its
+        id. Raise EffectNotSent or EffectOutcomeUnknown, as `publish` does."""
+        ...
+
+    def container_status(self, container_id: str) -> ContainerStatus:
+        """The container's status now; EffectNotSent when it cannot be read."""
         ...

@@ -115,7 +115,7 @@ def shape_for(data: bytes, targets: Sequence[str]) -> Shaped:
     """`data` shaped to the strictest limits of `targets`; `ImageRefused` otherwise."""
     from core.images.shaping import shape  # Pillow, imported by whoever takes an image
 
-    every = [lim for lim in (limits_for(t) for t in targets) if lim is not None]
+    every = [lim for lim in map(limits_for, targets) if lim is not None and lim.refused is None]
     limits = strictest(every) or _ANY_TARGET
     if not limits.media_types:
         raise ImageRefused(

@@ -30,6 +30,8 @@ class ImageLimits:
     media_types: frozenset[str]  # formats it takes as they are
     max_pixels: int | None = None  # width x height, where the platform caps it
     max_alt: int | None = None  # characters of alt text, where the platform caps it
+    # why a platform takes no image from Galley at all (Threads: public URLs only)
+    refused: str | None = None
     # how long an upload no post holds is kept, where the platform deletes it: an upload
     # older than this is made again before a post names it (core/images/uploads.py)
     unattached_kept: timedelta | None = None
@@ -71,6 +73,17 @@ LIMITS: dict[str, ImageLimits] = {
     # file without boosts, an attachment's `description` (its alt text) 1,024 characters.
     "discord": ImageLimits(
         "discord", "Discord", 10, 10 * MB, frozenset({JPEG, PNG, GIF, WEBP}), max_alt=1024
+    ),
+    # Threads fetches an image from a public URL (image_url); Galley keeps images private
+    # until publication, so none goes to Threads (docs/design.md §24).
+    "threads": ImageLimits(
+        "threads",
+        "Threads",
+        0,
+        0,
+        frozenset(),
+        refused="Threads takes an image only from a public URL, and Galley keeps images "
+        "private: remove the image before approving, or publish it elsewhere",
     ),
     # Slack: files shared with the message (files.completeUploadExternal takes up to 10).
     "slack": ImageLimits("slack", "Slack", 10, 16 * MB, frozenset({JPEG, PNG, GIF, WEBP})),

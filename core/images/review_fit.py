@@ -33,6 +33,8 @@ def _no_alt(image: ImageRef) -> str:
 def _against(
     images: Sequence[ImageRef], limits: ImageLimits, facts: Mapping[str, ImageFacts]
 ) -> list[str]:
+    if limits.refused is not None:
+        return [f"{len(images)} image(s) cannot go to {limits.label}: {limits.refused}."]
     problems = []
     if len(images) > limits.max_count:
         problems.append(

@@ -17,6 +17,7 @@ from core.publishing.platforms.linkedin import (
     LinkedInPublisher,
 )
 from core.publishing.platforms.mastodon import MastodonPublisher
+from core.publishing.platforms.threads_meta import ThreadsPublisher
 from core.publishing.platforms.webhook import StatusWebhookPublisher, WebhookPublisher
 from core.setup.config import Recipe
 from core.setup.publish_targets import (
@@ -25,6 +26,7 @@ from core.setup.publish_targets import (
     MastodonTarget,
     PublishTarget,
     SlackTarget,
+    ThreadsTarget,
     WebhookTarget,
 )
 
@@ -75,6 +77,8 @@ class Destinations:
             return MastodonPublisher(target, timeout, self.environ)
         if isinstance(target, DiscordTarget):
             return DiscordPublisher(target, timeout, self.environ)
+        if isinstance(target, ThreadsTarget):
+            return ThreadsPublisher(target, timeout, self.environ)
         if target.is_organization:  # an organization's posts are read back (docs/design.md §28)
             return LinkedInOrganizationPublisher(target, timeout, self.environ)
         return LinkedInPublisher(target, timeout, self.environ)

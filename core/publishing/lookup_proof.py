@@ -29,6 +29,7 @@ from core.models import DraftRevisionRow, DraftRow, EffectRow
 from core.policies import EffectStep
 from core.ports import PostQuery, Publication, ThreadPlace
 from core.post_body import BodyUnreadable, ImageRef, PostBody
+from core.publishing.containers import recorded_containers
 from core.setup.config import Recipe
 from core.store.engine import Store
 from core.store.receipts import EffectSpec
@@ -139,6 +140,7 @@ def post_query(store: Store, effect_key: str, fallback: PostQuery) -> PostQuery:
         stored = sent_body(session, receipt)
         since = receipt.created_at
         place = fallback.reply_to or thread_place(session, receipt)
+        containers = recorded_containers(session, effect_key)
     text = fallback.text if stored is None else part_text(stored, effect_key)
     return replace(
         fallback,
@@ -146,6 +148,7 @@ def post_query(store: Store, effect_key: str, fallback: PostQuery) -> PostQuery:
         since=since - LOOKUP_SKEW,
         taken=lambda found: proof_taken(store, found, effect_key),
         reply_to=place,
+        containers=containers,
     )
 
 

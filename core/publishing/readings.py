@@ -51,6 +51,7 @@ PLATFORM_NAMES = {
     "mastodon": "Mastodon",
     "linkedin": "LinkedIn",
     "discord": "Discord",
+    "threads": "Threads",
     "slack": "Slack",
     "webhook": "the webhook",
 }

@@ -37,6 +37,7 @@ from core.policies import EffectOutcome, FailReason, PublishOutcome
 from core.ports import (
     AttachmentTaker,
     Clock,
+    ContainerPublisher,
     ImageUploader,
     LinkCardTaker,
     PostQuery,
@@ -44,6 +45,7 @@ from core.ports import (
     Publisher,
 )
 from core.post_body import PostBody
+from core.publishing.containers import with_container
 from core.publishing.link_cards import card_for, with_card_note
 from core.publishing.lookup_proof import post_query, publish_spec
 from core.publishing.lost_answers import look_up_due, lookup_grace
@@ -166,6 +168,11 @@ class PublishingService:
         def prepare() -> None:  # each upload its own effect; the post's fence is passed again
             nonlocal shaped
             shaped = self._with_media(recipe, publisher, publication)
+            if isinstance(publisher, ContainerPublisher):  # Threads: the first of two steps
+                timeout = recipe.call_timeout
+                shaped = with_container(
+                    self.ledger, publisher, shaped, run_id=run_id, call_timeout=timeout
+                )
 
         def send() -> Proof:
             failpoint(Failpoint.BEFORE_PUBLISH_CALL)

@@ -36,6 +36,7 @@ LINKEDIN_READ_DELAY = timedelta(minutes=2)
 # returns the message a lost answer made: nothing to wait for.
 DISCORD_READ_DELAY = timedelta(0)
 SNOWFLAKE_PATTERN = re.compile(r"^\d{1,20}$")
+THREADS_READ_DELAY = timedelta(minutes=1)
 
 
 class _Target(BaseModel):
@@ -232,11 +233,48 @@ class DiscordTarget(_SecretTarget, _ListedTarget):
         return DISCORD_READ_DELAY if self.read_delay is None else self.read_delay
 
 
+class ThreadsTarget(_SecretTarget, _ListedTarget):
+    """Meta's Threads (docs/design.md §24): one account by its numeric user id."""
+
+    to: Literal["threads"]
+    user: str  # the Threads user id (digits), as GET /me?fields=id answers it
+    api: str = "https://graph.threads.net/v1.0"
+    secret_env: str = "GALLEY_THREADS_TOKEN"  # threads_basic, threads_content_publish
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, user: str) -> str:
+        if not re.match(r"^[0-9]{1,32}$", user):
+            raise ValueError("must be the Threads user id (digits), not the @username")
+        return user
+
+    @field_validator("api")
+    @classmethod
+    def _api(cls, url: str) -> str:
+        return _base_url(url)
+
+    @property
+    def target(self) -> str:
+        return f"threads:{self.user}"
+
+    @property
+    def lookup_grace(self) -> timedelta:
+        """A container's status is read by its id at once; the published post's id is
+        found in the account's listing, which may lag like Mastodon's."""
+        return THREADS_READ_DELAY if self.read_delay is None else self.read_delay
+
+
 PublishTarget = Annotated[
-    SlackTarget | WebhookTarget | BlueskyTarget | MastodonTarget | LinkedInTarget | DiscordTarget,
+    SlackTarget
+    | WebhookTarget
+    | BlueskyTarget
+    | MastodonTarget
+    | LinkedInTarget
+    | DiscordTarget
+    | ThreadsTarget,
     Field(discriminator="to"),
 ]
-SecretTarget = BlueskyTarget | MastodonTarget | LinkedInTarget | DiscordTarget
+SecretTarget = BlueskyTarget | MastodonTarget | LinkedInTarget | DiscordTarget | ThreadsTarget
 
 
 def _base_url(url: str) -> str:
@@ -253,4 +291,5 @@ TARGETS: dict[str, type[_Target]] = {
     "mastodon": MastodonTarget,
     "linkedin": LinkedInTarget,
     "discord": DiscordTarget,
+    "threads": ThreadsTarget,
 }

@@ -1,4 +1,5 @@
-"""Real `galley run` processes publishing to Bluesky, Mastodon and a LinkedIn page, with
+"""Real `galley run` processes publishing to Bluesky, Mastodon, a LinkedIn page and
+Threads (the kill around the call and two replicas), with
 the faults of docs/design.md §20: killed just before the call, the answer lost during the
 call, killed after the platform accepted and before the receipt, the same slot taken up
 by two processes at once, and a database restored from a backup taken before the send;
@@ -35,7 +36,7 @@ from core.setup.config import Config, parse_config
 from core.states import EffectState, RunState
 from core.store.engine import Store
 from tests.conftest import config_text
-from tests.fakes import bluesky, discord, linkedin, mastodon, social
+from tests.fakes import bluesky, discord, linkedin, mastodon, social, threads_meta
 from tests.fakes.slack_api import read_messages
 from tests.harness import rows
 from tests.harness.approvals import approve
@@ -79,6 +80,12 @@ class Platform:
                 return (
                     f'publish = {{ to = "discord", channel = "{channel}", api = "{url}/api/v10" }}'
                 )
+            case "threads":
+                user = threads_meta.USER
+                return (
+                    f'publish = {{ to = "threads", user = "{user}", api = "{url}/v1.0", '
+                    'read_delay = "0s" }'
+                )
         return (
             f'publish = {{ to = "linkedin", author = "{author}", api = "{url}/rest/", '
             'read_delay = "0s" }'
@@ -92,6 +99,8 @@ class Platform:
                 return f"mastodon:{url.removeprefix('http://')}"
             case "discord":
                 return f"discord:{discord.CHANNEL_ID}"
+            case "threads":
+                return f"threads:{threads_meta.USER}"
         return f"linkedin:{author}"
 
 
@@ -116,10 +125,18 @@ DISCORD = Platform(
     {"GALLEY_DISCORD_TOKEN": discord.TOKEN},
     f"/api/v10/channels/{discord.CHANNEL_ID}/messages",
 )
+THREADS = Platform(
+    "threads",
+    "tests.fakes.threads_meta",
+    {"GALLEY_THREADS_TOKEN": threads_meta.TOKEN},
+    f"/v1.0/{threads_meta.USER}/threads_publish",
+)
 PLATFORMS = [pytest.param(p, id=p.name) for p in (BLUESKY, MASTODON, LINKEDIN)]
-# Discord joins only what needs a process: a kill after its 200, and two replicas. Its
-# lost answers and refusals are in process (tests/publishing/test_discord_service.py).
-WITH_DISCORD = [*PLATFORMS, pytest.param(DISCORD, id="discord")]
+# Threads and Discord run only what needs a process (a kill around the call, two replicas);
+# their other faults are in process (tests/publishing/test_threads_meta.py,
+# test_discord_service.py).
+WITH_THREADS = [*PLATFORMS, pytest.param(THREADS, id=THREADS.name)]
+WITH_DISCORD_AND_THREADS = [*WITH_THREADS, pytest.param(DISCORD, id=DISCORD.name)]
 
 
 @dataclass
@@ -146,7 +163,13 @@ class Deployment(Processes):
         social.write_state(self.platform_state, scripts={"create": list(actions)})
 
     def posts(self) -> int:
-        return len(social.read_posts(self.platform_state))
+        """Posts on the platform (a Threads container not published is no post)."""
+        return sum(
+            1 for post in social.read_posts(self.platform_state) if post.get("kind") != "container"
+        )
+
+    def containers(self) -> int:
+        return len(social.read_posts(self.platform_state)) - self.posts()
 
     def creates(self) -> int:
         """Create requests the platform received, whatever became of them."""
@@ -271,6 +294,13 @@ def deployment(request: pytest.FixtureRequest, tmp_path: Path, db_url: str) -> I
     yield from deploy(tmp_path, db_url, request.param, linkedin.ORGANIZATION)
 
 
+@pytest.fixture(params=WITH_THREADS)
+def any_platform(
+    request: pytest.FixtureRequest, tmp_path: Path, db_url: str
+) -> Iterator[Deployment]:
+    yield from deploy(tmp_path, db_url, request.param, linkedin.ORGANIZATION)
+
+
 @pytest.fixture
 def discord_channel(tmp_path: Path, db_url: str) -> Iterator[Deployment]:
     yield from deploy(tmp_path, db_url, DISCORD, linkedin.ORGANIZATION)
@@ -291,9 +321,11 @@ def assert_published_once(deployment: Deployment) -> None:
 
 @pytest.mark.parametrize("failpoint", ["before_publish_call", "after_publish_call"])
 def test_a_bot_killed_around_the_call_publishes_exactly_once_after_a_restart(
-    deployment: Deployment, failpoint: str
+    any_platform: Deployment, failpoint: str
 ) -> None:
-    killed_around_the_call(deployment, failpoint)
+    """Threads: killed before the call is killed between its two steps (the container
+    made and kept); the restart publishes that container, never a second one."""
+    killed_around_the_call(any_platform, failpoint)
 
 
 def test_a_bot_killed_after_discords_200_publishes_exactly_once_after_a_restart(
@@ -310,6 +342,7 @@ def killed_around_the_call(deployment: Deployment, failpoint: str) -> None:
     assert deployment.posts() == (1 if failpoint == "after_publish_call" else 0)
     deployment.finish(deployment.start())
     assert_published_once(deployment)
+    assert deployment.containers() == (1 if deployment.platform is THREADS else 0)
 
 
 def test_an_answer_lost_during_the_call_is_found_and_not_sent_again(
@@ -366,7 +399,7 @@ def test_a_members_unknown_answer_is_uncertain_with_an_alert_and_at_most_one_pos
     assert receipt is not None and receipt.state == EffectState.UNCERTAIN
 
 
-@pytest.fixture(params=WITH_DISCORD)
+@pytest.fixture(params=WITH_DISCORD_AND_THREADS)
 def replicas(request: pytest.FixtureRequest, tmp_path: Path, db_url: str) -> Iterator[Deployment]:
     if not db_url.startswith("postgresql"):
         pytest.skip("several replicas share PostgreSQL")

@@ -106,6 +106,28 @@ def discord_length(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
+# --- Threads ------------------------------------------------------------------------------
+
+
+def threads_text(text: str) -> str:
+    """`@username` made inert as for Mastodon: a word joiner after the `@` (invisible), so
+    Threads tags and notifies nobody."""
+    return _MASTODON_MENTION.sub("@" + WORD_JOINER, text)
+
+
+def threads_length(text: str) -> int:
+    """Threads' count: characters, an emoji (and its joiners and selectors) counted as
+    its UTF-8 bytes, as Threads' documentation says."""
+    return sum(len(char.encode("utf-8")) if _emoji_like(char) else 1 for char in text)
+
+
+def _emoji_like(char: str) -> bool:
+    point = ord(char)
+    if point > 0xFFFF or 0xFE00 <= point <= 0xFE0F:
+        return True
+    return point > 0x7F and unicodedata.category(char) in ("So", "Cf")
+
+
 # --- matching a post read back against the text that was sent ------------------------------
 
 
