@@ -34,6 +34,11 @@ def _against(
     images: Sequence[ImageRef], limits: ImageLimits, facts: Mapping[str, ImageFacts]
 ) -> list[str]:
     problems = []
+    if limits.max_count == 0:
+        return [
+            f"{limits.label} takes no images: {limits.no_images_because}. "
+            "Remove them before approving, or publish the image elsewhere."
+        ]
     if len(images) > limits.max_count:
         problems.append(
             f"Too many images for {limits.label}: {len(images)}/{limits.max_count}. "
