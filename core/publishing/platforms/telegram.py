@@ -99,7 +99,10 @@ class TelegramPublisher:
         body: dict[str, Any] = {"chat_id": self.config.chat, "text": text}
         if publication.reply_to is not None:  # a thread's later part: a reply to the first
             body["reply_parameters"] = {"message_id": int(publication.reply_to.root)}
-        answer = self._send("sendMessage", body)
+        try:
+            answer = self._send("sendMessage", body)
+        except EffectOutcomeUnknown as exc:  # the alert says why nobody can look it up
+            raise EffectOutcomeUnknown(f"{exc}. {UNREADABLE}") from None
         try:
             return str(int(answer["message_id"]))
         except (KeyError, TypeError, ValueError):

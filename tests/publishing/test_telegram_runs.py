@@ -1,0 +1,203 @@
+"""A recipe publishing to Telegram (docs/design.md §24), in process over the fake Bot API:
+one message per run with its t.me link on the receipt; a lost answer or a 5xx left
+`uncertain` with people told at once why (no look-up can tell) and never sent again by a
+pass; a flood wait honoured; a refused token failed and alerted; a thread as replies to its
+first message; images refused at review; the target refused without its secret; its posts
+said to be unreadable for engagement. Counted: messages on the fake, rows. Both backends.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+from sqlmodel import select
+
+from core.identity import publish_effect_key, publish_part_key
+from core.images.limits import ImageFacts
+from core.images.review_fit import image_problems
+from core.models import PostCheckRow
+from core.policies import FailReason, PostCheck, PublishOutcome
+from core.post_body import ImageRef
+from core.publishing.readings import PostReadings
+from core.setup.config import parse_config
+from core.states import EffectState, RunState
+from tests.fakes import social
+from tests.fakes.telegram import CHANNEL, CHANNEL_ID, TOKEN, FakeTelegram, flood_wait, server_error
+from tests.harness.slow_marks import starts_a_server
+from tests.harness.threads import PARTS, approved_thread
+from tests.harness.worlds import KEY, RUN, MakeWorld, World, galley_config
+
+TARGET = f"telegram:{CHANNEL}"
+EFFECT = publish_effect_key(KEY, TARGET)
+
+
+@pytest.fixture
+@starts_a_server
+def fake() -> Iterator[FakeTelegram]:
+    with FakeTelegram() as server:
+        yield server
+
+
+def publish_line(fake: FakeTelegram) -> str:
+    return f'publish = {{ to = "telegram", chat = "{CHANNEL}", api = "{fake.url}" }}'
+
+
+@pytest.fixture
+def world(db_url: str, worlds: MakeWorld, fake: FakeTelegram) -> World:
+    made = worlds(
+        db_url,
+        publish=publish_line(fake),
+        environ={"GALLEY_TELEGRAM_TOKEN": TOKEN},
+    )
+    return made
+
+
+def messages(fake: FakeTelegram) -> list[dict[str, object]]:
+    return fake.posts_of(str(CHANNEL_ID))
+
+
+def sends(fake: FakeTelegram) -> int:
+    return len(fake.requests_to("/sendMessage", "POST"))
+
+
+def passes(world: World, times: int = 3) -> None:
+    """What the bot's passes do meanwhile: publish what is due, sweep the alerts."""
+    for _ in range(times):
+        world.service().publish_pending()
+        world.alerts().sweep()
+        world.clock.advance(timedelta(minutes=5))
+
+
+def test_a_run_sends_one_message_and_its_receipt_holds_the_t_me_link(
+    world: World, fake: FakeTelegram
+) -> None:
+    world.approved()
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.PUBLISHED
+    [message] = messages(fake)
+    receipt = world.effect(EFFECT)
+    assert receipt is not None and receipt.state == EffectState.SUCCEEDED
+    assert receipt.external_id == str(message["message_id"])
+    url = json.loads(receipt.result or "{}")["url"]
+    assert url == f"https://t.me/galleynews/{message['message_id']}"
+    assert TOKEN not in json.dumps([receipt.result, receipt.detail])
+    passes(world)
+    assert sends(fake) == 1 and world.run_row().state == RunState.SUCCEEDED
+
+
+@pytest.mark.parametrize(
+    "action",
+    [social.accept_then_drop(), server_error(502)],
+    ids=["answer_lost", "502"],
+)
+def test_an_unknown_answer_is_uncertain_people_are_told_why_and_nothing_is_resent(
+    world: World, fake: FakeTelegram, action: social.Action
+) -> None:
+    world.approved()
+    fake.script("create", action)
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.UNCERTAIN
+    passes(world)
+    assert world.run_row().state == RunState.UNCERTAIN
+    receipt = world.effect(EFFECT)
+    assert receipt is not None and receipt.state == EffectState.UNCERTAIN
+    [alert] = world.alert_messages()
+    said = json.dumps(alert)
+    assert RUN in said and "cannot read a chat's messages back" in said
+    assert "Mark published" in said and TOKEN not in said
+    assert sends(fake) == 1  # no pass sent it again: only a person decides
+    assert len(messages(fake)) == (1 if action.kind == "accept_then_drop" else 0)
+
+
+def test_a_flood_wait_is_honoured_and_the_message_sent_once_after_it(
+    world: World, fake: FakeTelegram
+) -> None:
+    world.approved()
+    fake.script("create", flood_wait(40))
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.WAITING
+    world.clock.advance(timedelta(seconds=30))
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.WAITING
+    assert sends(fake) == 1  # not asked again within the wait
+    world.clock.advance(timedelta(seconds=11))
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.PUBLISHED
+    assert sends(fake) == 2 and len(messages(fake)) == 1
+
+
+def test_a_refused_token_fails_the_run_and_alerts(
+    db_url: str, worlds: MakeWorld, fake: FakeTelegram
+) -> None:
+    world = worlds(
+        db_url, publish=publish_line(fake), environ={"GALLEY_TELEGRAM_TOKEN": "1:revoked"}
+    )
+    world.approved()
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.FAILED
+    run = world.run_row()
+    assert (run.state, run.reason) == (RunState.FAILED, FailReason.PUBLISH_AUTH)
+    world.alerts().sweep()
+    [alert] = world.alert_messages()
+    assert "401: Unauthorized" in json.dumps(alert) and "1:revoked" not in json.dumps(alert)
+    assert messages(fake) == []
+
+
+def test_a_thread_is_one_message_then_replies_to_it_each_under_its_own_key(
+    world: World, fake: FakeTelegram
+) -> None:
+    approved_thread(world)
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.PUBLISHED
+    first, *replies = sorted(messages(fake), key=lambda m: int(str(m["message_id"])))
+    assert [m["text"] for m in [first, *replies]] == list(PARTS)
+    assert "reply_to_message" not in first
+    assert all(m["reply_to_message"]["message_id"] == first["message_id"] for m in replies)  # type: ignore[index]
+    keys = {publish_part_key(KEY, TARGET, n) for n in (1, 2, 3, 4)}
+    receipts = {r.key: r for r in world.publish_effects()}
+    assert set(receipts) == keys
+    assert all(r.state == EffectState.SUCCEEDED for r in receipts.values())
+
+
+def test_a_thread_whose_third_part_was_refused_for_now_resumes_at_that_part(
+    world: World, fake: FakeTelegram
+) -> None:
+    approved_thread(world)
+    fake.script("create", social.accept(), social.accept(), flood_wait(3))
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.WAITING
+    world.clock.advance(timedelta(seconds=4))
+    assert world.service("w2").publish_run(RUN).outcome == PublishOutcome.PUBLISHED
+    assert [m["text"] for m in messages(fake)] == list(PARTS) and sends(fake) == 5
+
+
+def test_an_image_is_refused_at_review_saying_telegram_has_no_alt_text() -> None:
+    image = ImageRef("a" * 64, "chart.png", alt="Sales by week")
+    facts = {"a" * 64: ImageFacts("image/png", 800, 600, 90_000)}
+    assert image_problems([image], [TARGET], facts) == [
+        "Telegram takes no images: its Bot API has no alt text for a photo. "
+        "Remove them before approving, or publish the image elsewhere."
+    ]
+
+
+def test_galley_check_refuses_the_target_without_its_token() -> None:
+    line = 'publish = { to = "telegram", chat = "@galleynews" }'
+    config = parse_config(galley_config(line))
+    [missing] = config.missing_secrets({})
+    assert "GALLEY_TELEGRAM_TOKEN" in missing and TARGET in missing
+    assert config.missing_secrets({"GALLEY_TELEGRAM_TOKEN": TOKEN}) == []
+
+
+def test_its_posts_are_said_to_be_unreadable_not_counted(world: World, fake: FakeTelegram) -> None:
+    world.approved()
+    assert world.service().publish_run(RUN).outcome == PublishOutcome.PUBLISHED
+    readings = PostReadings(
+        world.store,
+        world.config,
+        world.clock,
+        "w1",
+        world.publishers.publishers_for,
+        world.alerts().alert_post_gone,
+    )
+    assert readings.read_due().taken_up == 1
+    world.clock.advance(timedelta(minutes=3))  # past verify_after
+    assert readings.read_due().unreadable == 1
+    with world.store.read() as session:
+        [row] = session.exec(select(PostCheckRow)).all()
+    assert row.state == PostCheck.UNREADABLE and row.due_at is None
+    assert len(fake.requests) == 1  # the send; nothing was asked after it
