@@ -34,7 +34,15 @@ from core.images.library import ImageLibrary
 from core.images.uploads import ImageUploads
 from core.models import DraftRow, RunRow
 from core.policies import EffectOutcome, FailReason, PublishOutcome
-from core.ports import Clock, ImageUploader, LinkCardTaker, PostQuery, Publication, Publisher
+from core.ports import (
+    Clock,
+    ImageUploader,
+    LinkCardTaker,
+    PostQuery,
+    Publication,
+    Publisher,
+    SendMarker,
+)
 from core.post_body import PostBody
 from core.publishing.link_cards import card_for, with_card_note
 from core.publishing.lookup_proof import post_query, publish_spec
@@ -153,6 +161,8 @@ class PublishingService:
         `version` the target's whole version under its key, for the receipt's payload),
         looked up first, sent at most once; its receipt keeps the public URL."""
         spec = publish_spec(recipe, version, run_id)
+        if isinstance(publisher, SendMarker) and publisher.marks_send:
+            spec = replace(spec, marks_send=True)  # no look-up: the receipt marks the send
         shaped = publication  # with its uploaded images or card once `prepare` ran
 
         def prepare() -> None:  # each upload its own effect; the post's fence is passed again
@@ -160,7 +170,6 @@ class PublishingService:
             shaped = self._with_media(recipe, publisher, publication)
 
         def send() -> Proof:
-            failpoint(Failpoint.BEFORE_PUBLISH_CALL)
             external_id = publisher.publish(shaped)
             # sent, not yet recorded: the lookup must find it
             failpoint(Failpoint.AFTER_PUBLISH_CALL)
@@ -181,6 +190,7 @@ class PublishingService:
                 may_act=lambda session, _now: self._may_send(session, recipe, run_id, publication),
                 look_first=True,  # a restored database has no receipt: the destination knows
                 prepare=prepare,
+                before_call=partial(failpoint, Failpoint.BEFORE_PUBLISH_CALL),
             )
         except KeyPayloadConflict as exc:  # sent with another text: never sent again; told
             said = f"{publisher.target} was sent another text of this draft: {exc}"

@@ -15,15 +15,17 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
+from core.failpoints import Failpoint, hook
 from core.identity import publish_effect_key, publish_part_key
 from core.images.limits import ImageFacts
 from core.images.review_fit import image_problems
-from core.models import PostCheckRow
+from core.models import EventRow, PostCheckRow
 from core.policies import FailReason, PostCheck, PublishOutcome
 from core.post_body import ImageRef
 from core.publishing.readings import PostReadings
 from core.setup.config import parse_config
 from core.states import EffectState, RunState
+from core.store.effects import NEVER_SENT
 from tests.fakes import social
 from tests.fakes.telegram import CHANNEL, CHANNEL_ID, TOKEN, FakeTelegram, flood_wait, server_error
 from tests.harness.slow_marks import starts_a_server
@@ -108,6 +110,52 @@ def test_an_unknown_answer_is_uncertain_people_are_told_why_and_nothing_is_resen
     assert "Mark published" in said and TOKEN not in said
     assert sends(fake) == 1  # no pass sent it again: only a person decides
     assert len(messages(fake)) == (1 if action.kind == "accept_then_drop" else 0)
+
+
+class Crash(Exception):
+    """The process dying at a failpoint, in process: nothing after it runs."""
+
+
+def crash() -> None:
+    raise Crash
+
+
+def reasons(world: World) -> list[str | None]:
+    with world.store.read() as session:
+        rows = session.exec(select(EventRow).where(EventRow.subject_id == EFFECT)).all()
+        return [row.reason for row in rows]
+
+
+def test_a_holder_killed_just_before_the_send_provably_sent_nothing_and_it_is_sent_again(
+    world: World, fake: FakeTelegram
+) -> None:
+    """No look-up can tell, so the receipt does: it is marked as the call leaves. Killed
+    before that mark, the holder is taken over, the receipt says it was not sent, and the
+    message goes out once, with nobody paged."""
+    world.approved()
+    with hook(Failpoint.BEFORE_PUBLISH_CALL, crash), pytest.raises(Crash):
+        world.service().publish_run(RUN)
+    assert sends(fake) == 0
+    world.clock.advance(timedelta(minutes=5))  # its lease and one call's limit ran out
+    assert world.service("w2").publish_run(RUN).outcome == PublishOutcome.PUBLISHED
+    assert len(messages(fake)) == 1 and NEVER_SENT in reasons(world)
+    passes(world)
+    assert world.alert_messages() == [] and sends(fake) == 1
+
+
+def test_a_holder_killed_after_telegram_accepted_is_uncertain_and_never_sent_again(
+    world: World, fake: FakeTelegram
+) -> None:
+    world.approved()
+    with hook(Failpoint.AFTER_PUBLISH_CALL, crash), pytest.raises(Crash):
+        world.service().publish_run(RUN)
+    world.clock.advance(timedelta(minutes=5))
+    assert world.service("w2").publish_run(RUN).outcome == PublishOutcome.UNCERTAIN
+    passes(world)
+    assert world.run_row().state == RunState.UNCERTAIN and NEVER_SENT not in reasons(world)
+    [alert] = world.alert_messages()
+    assert RUN in json.dumps(alert) and "cannot tell" in json.dumps(alert)
+    assert sends(fake) == 1 and len(messages(fake)) == 1
 
 
 def test_a_flood_wait_is_honoured_and_the_message_sent_once_after_it(

@@ -64,6 +64,9 @@ class TelegramPublisher:
 
     # a thread's later parts are replies to its first message, each its own effect
     thread_style = ThreadStyle.PART_BY_PART
+    # no look-up: the receipt marks the moment the call leaves, so a holder killed before
+    # it provably sent nothing and the message is sent again (core/store/effects.py)
+    marks_send = True
 
     def __init__(
         self,
