@@ -2,8 +2,9 @@
 the faults of docs/design.md §20: killed just before the call, the answer lost during the
 call, killed after the platform accepted and before the receipt, the same slot taken up
 by two processes at once, and a database restored from a backup taken before the send.
-Every time: exactly one post on the platform's fake. A LinkedIn member's posts cannot be
-read back: an unknown answer leaves the run `uncertain` with an alert, and at most one post.
+Every time: exactly one post on the platform's fake. A LinkedIn member's posts and a
+Telegram chat cannot be read back: an unknown answer leaves the run `uncertain` with an
+alert, and at most one post; Telegram killed before its call sends once after a restart.
 
 Each fake runs as its own process and persists its posts, so a crash of the bot loses
 nothing on the platform's side. The draft is made with `galley draft` and approved in
@@ -33,7 +34,7 @@ from core.setup.config import Config, parse_config
 from core.states import EffectState, RunState
 from core.store.engine import Store
 from tests.conftest import config_text
-from tests.fakes import bluesky, linkedin, mastodon, social
+from tests.fakes import bluesky, linkedin, mastodon, social, telegram
 from tests.fakes.slack_api import read_messages
 from tests.harness import rows
 from tests.harness.approvals import approve
@@ -72,6 +73,10 @@ class Platform:
             case "mastodon":
                 # the fake lists a post at once: no read delay to wait in real time
                 return f'publish = {{ to = "mastodon", instance = "{url}", read_delay = "0s" }}'
+            case "telegram":
+                return (
+                    f'publish = {{ to = "telegram", chat = "{telegram.CHANNEL}", api = "{url}" }}'
+                )
         return (
             f'publish = {{ to = "linkedin", author = "{author}", api = "{url}/rest/", '
             'read_delay = "0s" }'
@@ -83,6 +88,8 @@ class Platform:
                 return f"bluesky:{bluesky.HANDLE}"
             case "mastodon":
                 return f"mastodon:{url.removeprefix('http://')}"
+            case "telegram":
+                return f"telegram:{telegram.CHANNEL}"
         return f"linkedin:{author}"
 
 
@@ -100,6 +107,12 @@ MASTODON = Platform(
 )
 LINKEDIN = Platform(
     "linkedin", "tests.fakes.linkedin", {"GALLEY_LINKEDIN_TOKEN": linkedin.TOKEN}, "/rest/posts"
+)
+TELEGRAM = Platform(
+    "telegram",
+    "tests.fakes.telegram",
+    {"GALLEY_TELEGRAM_TOKEN": telegram.TOKEN},
+    f"/bot{telegram.TOKEN}/sendMessage",
 )
 PLATFORMS = [pytest.param(p, id=p.name) for p in (BLUESKY, MASTODON, LINKEDIN)]
 
@@ -253,10 +266,18 @@ def deployment(request: pytest.FixtureRequest, tmp_path: Path, db_url: str) -> I
     yield from deploy(tmp_path, db_url, request.param, linkedin.ORGANIZATION)
 
 
+@pytest.fixture(params=["linkedin_member", "telegram"])
+def member_page(
+    request: pytest.FixtureRequest, tmp_path: Path, db_url: str
+) -> Iterator[Deployment]:
+    """A destination Galley cannot read back: LinkedIn with a person author, Telegram."""
+    platform = TELEGRAM if request.param == "telegram" else LINKEDIN
+    yield from deploy(tmp_path, db_url, platform, linkedin.PERSON)
+
+
 @pytest.fixture
-def member_page(tmp_path: Path, db_url: str) -> Iterator[Deployment]:
-    """LinkedIn with a person author: Galley cannot read a member's posts back."""
-    yield from deploy(tmp_path, db_url, LINKEDIN, linkedin.PERSON)
+def telegram_chat(tmp_path: Path, db_url: str) -> Iterator[Deployment]:
+    yield from deploy(tmp_path, db_url, TELEGRAM, linkedin.PERSON)
 
 
 def assert_published_once(deployment: Deployment) -> None:
@@ -276,6 +297,20 @@ def test_a_bot_killed_around_the_call_publishes_exactly_once_after_a_restart(
     assert deployment.posts() == (1 if failpoint == "after_publish_call" else 0)
     deployment.finish(deployment.start())
     assert_published_once(deployment)
+
+
+def test_a_bot_without_look_up_killed_just_before_the_call_sends_once_after_a_restart(
+    telegram_chat: Deployment,
+) -> None:
+    """Telegram cannot be asked: its receipt marks the moment the call leaves, and a
+    holder killed before that mark provably sent nothing, so the restart sends it."""
+    telegram_chat.draft_and_approve()
+    crashed = telegram_chat.start(failpoint="before_publish_call")
+    assert crashed.wait(timeout=60) == FAILPOINT_EXIT_CODE, telegram_chat.log_of(1)
+    assert telegram_chat.posts() == 0
+    telegram_chat.finish(telegram_chat.start())
+    assert_published_once(telegram_chat)
+    assert telegram_chat.alerts() == []
 
 
 def test_an_answer_lost_during_the_call_is_found_and_not_sent_again(
@@ -332,7 +367,7 @@ def test_a_members_unknown_answer_is_uncertain_with_an_alert_and_at_most_one_pos
     assert receipt is not None and receipt.state == EffectState.UNCERTAIN
 
 
-@pytest.fixture(params=PLATFORMS)
+@pytest.fixture(params=[*PLATFORMS, pytest.param(TELEGRAM, id="telegram")])
 def replicas(request: pytest.FixtureRequest, tmp_path: Path, db_url: str) -> Iterator[Deployment]:
     if not db_url.startswith("postgresql"):
         pytest.skip("several replicas share PostgreSQL")
