@@ -13,17 +13,22 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
+from pydantic import ValidationError
 from sqlmodel import select
 
+from bot.review_facts import fit_line
 from core.failpoints import Failpoint, hook
 from core.identity import publish_effect_key, publish_part_key
 from core.images.limits import ImageFacts
 from core.images.review_fit import image_problems
 from core.models import EventRow, PostCheckRow
-from core.policies import FailReason, PostCheck, PublishOutcome
+from core.policies import FailReason, PostCheck, PublishOutcome, Refusal
 from core.post_body import ImageRef
 from core.publishing.readings import PostReadings
+from core.review.facts import annotate
+from core.review.queue import edit, load_item
 from core.setup.config import parse_config
+from core.setup.publish_targets import TelegramTarget
 from core.states import EffectState, RunState
 from core.store.effects import NEVER_SENT
 from tests.fakes import social
@@ -212,6 +217,58 @@ def test_a_thread_whose_third_part_was_refused_for_now_resumes_at_that_part(
     world.clock.advance(timedelta(seconds=4))
     assert world.service("w2").publish_run(RUN).outcome == PublishOutcome.PUBLISHED
     assert [m["text"] for m in messages(fake)] == list(PARTS) and sends(fake) == 5
+
+
+def test_a_draft_over_4096_utf16_units_shows_its_count_and_cannot_be_approved(
+    world: World, fake: FakeTelegram
+) -> None:
+    key = world.draft()
+    long = "Launch day \U0001f680 " * 300  # 3,900 characters, 4,200 UTF-16 units
+    changed = edit(
+        world.store,
+        world.config,
+        world.clock,
+        draft_key=key,
+        revision=1,
+        text=long,
+        user="U0EDITOR",
+        permitted=True,
+    )
+    assert changed.accepted
+    item = load_item(world.store, key)
+    assert item is not None
+    measured = annotate(world.store, world.config, world.clock.now(), item, world.core.fits)
+    assert [(f.label, f.count, f.limit) for f in measured.fits] == [("Telegram", 4200, 4096)]
+    assert fit_line(measured.fits) == "Telegram 4200/4096 ✗"  # the review message's line
+    refused = world.galley.approve(key, 2, user="U0EDITOR")
+    assert not refused.accepted and refused.refusal == Refusal.DOES_NOT_FIT
+    assert "Telegram" in refused.message and sends(fake) == 0
+
+
+@pytest.mark.parametrize(
+    ("chat", "target"),
+    [("@galleynews", "telegram:@galleynews"), (-1001234567890, "telegram:-1001234567890")],
+)
+def test_a_chat_is_a_channel_username_or_an_id_even_written_as_a_number(
+    chat: object, target: str
+) -> None:
+    assert TelegramTarget.model_validate({"to": "telegram", "chat": chat}).target == target
+    other = {"to": "telegram", "chat": chat, "secret_env": "TEAM_BOT"}
+    assert TelegramTarget.model_validate(other).target == f"{target}+TEAM_BOT"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"chat": "galleynews"},
+        {"chat": "@a|b"},
+        {"chat": "@x"},
+        {"chat": "@ok_name", "api": "ftp://x"},
+    ],
+)
+def test_a_bad_chat_or_api_is_refused_by_the_config(bad: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        TelegramTarget.model_validate({"to": "telegram", **bad})
 
 
 def test_an_image_is_refused_at_review_saying_telegram_has_no_alt_text() -> None:
