@@ -11,11 +11,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 from sqlmodel import select
+from typer.testing import CliRunner
 
+from bot.cli import app
 from bot.review_facts import fit_line
 from core.failpoints import Failpoint, hook
 from core.identity import publish_effect_key, publish_part_key
@@ -31,7 +34,10 @@ from core.setup.config import parse_config
 from core.setup.publish_targets import TelegramTarget
 from core.states import EffectState, RunState
 from core.store.effects import NEVER_SENT
+from tests.conftest import config_text
 from tests.fakes import social
+from tests.fakes.anthropic_api import FakeAnthropic
+from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram import CHANNEL, CHANNEL_ID, TOKEN, FakeTelegram, flood_wait, server_error
 from tests.harness.slow_marks import starts_a_server
 from tests.harness.threads import PARTS, approved_thread
@@ -306,3 +312,40 @@ def test_its_posts_are_said_to_be_unreadable_not_counted(world: World, fake: Fak
         [row] = session.exec(select(PostCheckRow)).all()
     assert row.state == PostCheck.UNREADABLE and row.due_at is None
     assert len(fake.requests) == 1  # the send; nothing was asked after it
+
+
+def test_galley_check_refuses_a_missing_token_and_online_proves_it_without_posting(
+    tmp_path: Path, fake: FakeTelegram, fake_anthropic: FakeAnthropic
+) -> None:
+    recipe = f"""
+[[recipes]]
+name = "announce"
+platform = "telegram"
+schedule = "0 9 * * mon"
+prompt = "Write."
+publish = {{ to = "telegram", chat = "{CHANNEL}", api = "{fake.url}" }}
+"""
+    config = tmp_path / "galley.toml"
+    config.write_text(config_text() + recipe)
+    with FakeSlack() as slack:
+        env: dict[str, str | None] = {
+            "GALLEY_CONFIG": str(config),
+            "GALLEY_DATABASE_URL": f"sqlite:///{tmp_path / 'g.db'}",
+            "SLACK_BOT_TOKEN": "xoxb-test",
+            "GALLEY_SLACK_API_URL": slack.url + "/api/",
+            "ANTHROPIC_API_KEY": "sk-ant-test",
+            "ANTHROPIC_BASE_URL": fake_anthropic.url,
+            "GALLEY_TELEGRAM_TOKEN": None,
+        }
+        cli = CliRunner()
+        assert cli.invoke(app, ["db", "upgrade"], env=env).exit_code == 0
+        missing = cli.invoke(app, ["check"], env=env)
+        assert missing.exit_code == 2 and "GALLEY_TELEGRAM_TOKEN" in missing.output
+        wrong = cli.invoke(app, ["check", "--online"], env=env | {"GALLEY_TELEGRAM_TOKEN": "9:no"})
+        proved = cli.invoke(app, ["check", "--online"], env=env | {"GALLEY_TELEGRAM_TOKEN": TOKEN})
+    assert wrong.exit_code == 2 and "9:no" not in wrong.output
+    [failed] = [line for line in wrong.output.splitlines() if ": FAILED: " in line]
+    assert failed.startswith(f"{TARGET}: FAILED: ") and "401: Unauthorized" in failed
+    assert proved.exit_code == 0, proved.output
+    assert f"{TARGET}: ok: token is the bot @galley_bot; {CHANNEL} is @galleynews" in proved.output
+    assert len(fake.requests_to("/getMe")) == 2 and sends(fake) == 0 and fake.posts == []
