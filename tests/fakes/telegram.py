@@ -36,7 +36,7 @@ PRIVATE_ID = -1009876543210  # a private channel (no username): the bot is an ad
 ELSEWHERE = "@elsewhere"  # a public channel the bot was never added to
 TEXT_LIMIT = 4096
 METHODS = {"sendMessage": "create", "getMe": "session", "getChat": "read"}
-_MENTION = re.compile(r"(?<![\w@])@([A-Za-z][A-Za-z0-9_]{3,31})\b")
+_MENTION = re.compile(r"(?<![\w@])@([A-Za-z][A-Za-z0-9_]{4,31})\b")  # usernames: 5-32
 
 
 def failed(code: int, description: str, parameters: dict[str, Any] | None = None) -> Reply:
