@@ -33,7 +33,7 @@ from core.review.queue import edit, load_item
 from core.setup.config import parse_config
 from core.setup.publish_targets import TelegramTarget
 from core.states import EffectState, RunState
-from core.store.effects import NEVER_SENT
+from core.store.effects import NEVER_SENT, EffectLedger
 from tests.conftest import config_text
 from tests.fakes import social
 from tests.fakes.anthropic_api import FakeAnthropic
@@ -152,6 +152,31 @@ def test_a_holder_killed_just_before_the_send_provably_sent_nothing_and_it_is_se
     assert len(messages(fake)) == 1 and NEVER_SENT in reasons(world)
     passes(world)
     assert world.alert_messages() == [] and sends(fake) == 1
+
+
+def test_a_holder_taken_over_before_its_mark_never_sends_and_the_message_goes_once(
+    world: World, fake: FakeTelegram
+) -> None:
+    """A holder paused past its lease just before the call (a GC pause, a stalled host):
+    another worker takes over, proves from the unmarked receipt that nothing left, and
+    sends. The first holder's mark then matches no row, so it sends nothing."""
+    world.approved()
+    slow_beat = EffectLedger(world.store, world.clock, "w1", heartbeat=timedelta(hours=1))
+    paused = []
+
+    def taken_over_meanwhile() -> None:
+        if paused:
+            return  # the second worker's own call
+        paused.append(True)
+        world.clock.advance(timedelta(minutes=5))
+        assert world.service("w2").publish_run(RUN).outcome == PublishOutcome.PUBLISHED
+
+    with hook(Failpoint.BEFORE_PUBLISH_CALL, taken_over_meanwhile):
+        first = world.service("w1", ledger=slow_beat).publish_run(RUN)
+    assert first.outcome == PublishOutcome.IN_PROGRESS  # its lease was lost: it sent nothing
+    assert world.run_row().state == RunState.SUCCEEDED
+    assert sends(fake) == 1 and len(messages(fake)) == 1
+    assert NEVER_SENT in reasons(world)
 
 
 def test_a_holder_killed_after_telegram_accepted_is_uncertain_and_never_sent_again(
