@@ -85,6 +85,7 @@ __all__ = [
     "ReviewSurface",
     "ReviewThread",
     "RunAlert",
+    "SendMarker",
     "ShownImage",
     "SimilarPost",
     "SystemClock",
@@ -177,6 +178,16 @@ class ThreadPublisher(Protocol):
     refused for it, never split into unrelated posts."""
 
     thread_style: ThreadStyle
+
+
+@runtime_checkable
+class SendMarker(Protocol):
+    """A destination that cannot be asked afterwards whether a post went out (Telegram):
+    its receipt records the moment the call leaves (`EffectSpec.marks_send`), so a holder
+    that died before then provably sent nothing and the post is sent again, not left for
+    a person."""
+
+    marks_send: bool
 
 
 @runtime_checkable

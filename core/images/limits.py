@@ -35,6 +35,7 @@ class ImageLimits:
     # how long an upload no post holds is kept, where the platform deletes it: an upload
     # older than this is made again before a post names it (core/images/uploads.py)
     unattached_kept: timedelta | None = None
+    no_images_because: str = ""  # max_count 0: why the platform takes none from Galley
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,16 @@ LIMITS: dict[str, ImageLimits] = {
     ),
     # Slack: files shared with the message (files.completeUploadExternal takes up to 10).
     "slack": ImageLimits("slack", "Slack", 10, 16 * MB, frozenset({JPEG, PNG, GIF, WEBP})),
+    # Telegram's sendPhoto (10 MB) has a caption but no alt text: an image would reach the
+    # chat without its description, so a draft with images is refused at review.
+    "telegram": ImageLimits(
+        "telegram",
+        "Telegram",
+        0,
+        10 * MB,
+        frozenset({JPEG, PNG, GIF, WEBP}),
+        no_images_because="its Bot API has no alt text for a photo",
+    ),
 }
 
 

@@ -36,6 +36,11 @@ def _against(
     if limits.refused is not None:
         return [f"{len(images)} image(s) cannot go to {limits.label}: {limits.refused}."]
     problems = []
+    if limits.max_count == 0:
+        return [
+            f"{limits.label} takes no images: {limits.no_images_because}. "
+            "Remove them before approving, or publish the image elsewhere."
+        ]
     if len(images) > limits.max_count:
         problems.append(
             f"Too many images for {limits.label}: {len(images)}/{limits.max_count}. "

@@ -26,6 +26,7 @@ from core.setup.publish_targets import (
     MastodonTarget,
     PublishTarget,
     SlackTarget,
+    TelegramTarget,
     ThreadsTarget,
     WebhookTarget,
 )
@@ -79,6 +80,10 @@ class Destinations:
             return DiscordPublisher(target, timeout, self.environ)
         if isinstance(target, ThreadsTarget):
             return ThreadsPublisher(target, timeout, self.environ)
+        if isinstance(target, TelegramTarget):  # imported only where a recipe names it
+            from core.publishing.platforms.telegram import TelegramPublisher
+
+            return TelegramPublisher(target, timeout, self.environ)
         if target.is_organization:  # an organization's posts are read back (docs/design.md §28)
             return LinkedInOrganizationPublisher(target, timeout, self.environ)
         return LinkedInPublisher(target, timeout, self.environ)

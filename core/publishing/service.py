@@ -43,6 +43,7 @@ from core.ports import (
     PostQuery,
     Publication,
     Publisher,
+    SendMarker,
 )
 from core.post_body import PostBody
 from core.publishing.containers import with_container
@@ -163,6 +164,8 @@ class PublishingService:
         `version` the target's whole version under its key, for the receipt's payload),
         looked up first, sent at most once; its receipt keeps the public URL."""
         spec = publish_spec(recipe, version, run_id)
+        if isinstance(publisher, SendMarker) and publisher.marks_send:
+            spec = replace(spec, marks_send=True)  # no look-up: the receipt marks the send
         shaped = publication  # with its uploaded images or card once `prepare` ran
 
         def prepare() -> None:  # each upload its own effect; the post's fence is passed again
@@ -175,7 +178,6 @@ class PublishingService:
                 )
 
         def send() -> Proof:
-            failpoint(Failpoint.BEFORE_PUBLISH_CALL)
             external_id = publisher.publish(shaped)
             # sent, not yet recorded: the lookup must find it
             failpoint(Failpoint.AFTER_PUBLISH_CALL)
@@ -196,6 +198,7 @@ class PublishingService:
                 may_act=lambda session, _now: self._may_send(session, recipe, run_id, publication),
                 look_first=True,  # a restored database has no receipt: the destination knows
                 prepare=prepare,
+                before_call=partial(failpoint, Failpoint.BEFORE_PUBLISH_CALL),
             )
         except KeyPayloadConflict as exc:  # sent with another text: never sent again; told
             said = f"{publisher.target} was sent another text of this draft: {exc}"

@@ -22,7 +22,7 @@ class Target(Protocol):
 
 
 # Where a thread can be published: each platform's replies chain a part to the one before.
-THREAD_PLATFORMS = frozenset({"bluesky", "discord", "mastodon", "slack", "threads"})
+THREAD_PLATFORMS = frozenset({"bluesky", "discord", "mastodon", "slack", "telegram", "threads"})
 MAX_THREAD_PARTS = 25  # a bound on what the model is asked for and a reviewer reads
 
 

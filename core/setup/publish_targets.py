@@ -264,6 +264,41 @@ class ThreadsTarget(_SecretTarget, _ListedTarget):
         return THREADS_READ_DELAY if self.read_delay is None else self.read_delay
 
 
+TELEGRAM_CHAT_PATTERN = re.compile(r"^(-?\d{1,20}|@[A-Za-z][A-Za-z0-9_]{3,31})$")
+
+
+class TelegramTarget(_SecretTarget):
+    """A Telegram chat a bot posts to (docs/design.md §24): no key and no read-back, so an
+    unknown answer is `uncertain` and a person decides."""
+
+    to: Literal["telegram"]
+    chat: str  # a chat id (-1001234567890) or a public channel's @username
+    api: str = "https://api.telegram.org"  # the Bot API server (or a local one, or a fake)
+    secret_env: str = "GALLEY_TELEGRAM_TOKEN"  # the bot's token from @BotFather
+
+    @field_validator("chat", mode="before")
+    @classmethod
+    def _chat(cls, chat: object) -> object:
+        if isinstance(chat, int) and not isinstance(chat, bool):
+            chat = str(chat)  # TOML may give the id as a number
+        if isinstance(chat, str) and not TELEGRAM_CHAT_PATTERN.match(chat):
+            raise ValueError("must be a chat id like -1001234567890 or a channel like @acme")
+        return chat
+
+    @field_validator("api")
+    @classmethod
+    def _api(cls, url: str) -> str:
+        return _base_url(url)
+
+    @property
+    def target(self) -> str:
+        """`telegram:@acme` or `telegram:-1001234567890`; a second bot in one chat is told
+        apart by its variable: `telegram:@acme+GALLEY_TELEGRAM_TOKEN_TEAM`."""
+        default = TelegramTarget.model_fields["secret_env"].default
+        account = "" if self.secret_env == default else f"+{self.secret_env}"
+        return f"telegram:{self.chat}{account}"
+
+
 PublishTarget = Annotated[
     SlackTarget
     | WebhookTarget
@@ -271,10 +306,13 @@ PublishTarget = Annotated[
     | MastodonTarget
     | LinkedInTarget
     | DiscordTarget
-    | ThreadsTarget,
+    | ThreadsTarget
+    | TelegramTarget,
     Field(discriminator="to"),
 ]
-SecretTarget = BlueskyTarget | MastodonTarget | LinkedInTarget | DiscordTarget | ThreadsTarget
+SecretTarget = (
+    BlueskyTarget | MastodonTarget | LinkedInTarget | DiscordTarget | ThreadsTarget | TelegramTarget
+)
 
 
 def _base_url(url: str) -> str:
@@ -292,4 +330,5 @@ TARGETS: dict[str, type[_Target]] = {
     "linkedin": LinkedInTarget,
     "discord": DiscordTarget,
     "threads": ThreadsTarget,
+    "telegram": TelegramTarget,
 }

@@ -50,6 +50,8 @@ from core.store.transitions import as_read, guarded_update, move_effect, record_
 
 DEFAULT_HEARTBEAT = timedelta(seconds=2)
 MAX_BACKOFF = timedelta(seconds=300)
+SENDING = "sending: the call left, its outcome not yet recorded"
+NEVER_SENT = "its holder stopped before sending: not sent, so it is sent again"
 
 
 class EffectLedger:
@@ -113,6 +115,19 @@ class EffectLedger:
             return EffectStart(EffectDecision.DONE, Receipt.of(row), spec)
         if row.state in (EffectState.IN_FLIGHT, EffectState.UNCERTAIN) and live:
             raise EffectInProgress(f"effect {row.key} is held by {row.claimed_by}")
+        if row.state == EffectState.IN_FLIGHT and spec.marks_send and row.detail != SENDING:
+            # it never marked its call as leaving: nothing can be on the wire, and a late
+            # mark by that holder matches no row once this owner holds it (fencing)
+            leases.hold(row, RECEIPTS, None, None)
+            move_effect(
+                session,
+                row,
+                EffectState.FAILED,
+                actor=owner,
+                at=now,
+                run_id=spec.run_id,
+                reason=NEVER_SENT,
+            )
         if row.state == EffectState.IN_FLIGHT:
             assert row.lease_until is not None
             if leases.on_the_wire(row.lease_until, now, spec.on_wire):  # it may still land
@@ -201,6 +216,19 @@ class EffectLedger:
                 self._settle_in(session, start, EffectState.FAILED, now, detail=refusal)
             return refusal
 
+    def _mark_sending(self, start: EffectStart, beat: Heartbeat) -> None:
+        """The receipt says its call is leaving now, written as the fence is: only while
+        it is still ours and unexpired. Before this, a dead holder provably sent nothing."""
+        if beat.lost.is_set():
+            raise LeaseLost(f"effect {start.key}: the heartbeat of {start.owner} lost it")
+        with self.store.transaction() as session:
+            now = lease_now(session, self.clock)
+            owner, lease, state = start.owner or "", start.spec.lease, EffectState.IN_FLIGHT
+            if not leases.fence(
+                session, RECEIPTS, start.key, owner, lease, now, state, detail=SENDING
+            ):
+                raise LeaseLost(f"effect {start.key} is no longer held by {start.owner}")
+
     def get(self, key: str) -> Receipt | None:
         with self.store.transaction() as session:
             row = effect_row(session, key)
@@ -216,6 +244,7 @@ class EffectLedger:
         look_first: bool = False,
         repeatable: bool = False,
         prepare: Callable[[], None] | None = None,
+        before_call: Callable[[], None] | None = None,
     ) -> Performed:
         """The post-once sequence: begin → (look up) → fence → act → settle, the look-up
         and the call under one heartbeat. `prepare` (the post's own uploads: effects of
@@ -227,7 +256,8 @@ class EffectLedger:
         it stays uncertain (CANNOT_TELL). A `repeatable` effect (an update: doing it twice
         is harmless) whose holder died is reopened without a look-up and done again.
         `look_first` looks even on a first attempt (a publication: a database restored
-        from a backup has no receipt, the world does).
+        from a backup has no receipt, the world does). `before_call` runs just before the
+        call, after the last fence and before a `marks_send` spec's mark (a failpoint).
         """
         start = self._begin_or_answer(spec)
         if isinstance(start, Performed):
@@ -253,6 +283,10 @@ class EffectLedger:
                     refusal = self.fence(start, beat, may_act)  # it took time: look again
                 if refusal is not None:
                     return Performed(EffectOutcome.REFUSED, self.get(spec.key), refusal)
+                if before_call is not None:
+                    before_call()
+                if spec.marks_send:
+                    self._mark_sending(start, beat)
                 return self._act(start, act, repeatable=repeatable)
         except LeaseLost as exc:
             return Performed(EffectOutcome.LEASE_LOST, detail=str(exc))

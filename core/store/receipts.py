@@ -60,6 +60,10 @@ class EffectSpec:
     backoff: bool = False  # a refusal with no Retry-After waits 2, 4 … 300 s before the next try
     on_wire: timedelta = timedelta(0)  # how long one call may take: a lapsed holder's
     # call may still land this long after its lease ran out, so nobody takes over before
+    # the receipt records the moment its call leaves (`SENDING`): a holder that died
+    # before then provably sent nothing, and the effect is sent again, not left uncertain
+    # (a destination with no look-up: Telegram)
+    marks_send: bool = False
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ call, killed after the platform accepted and before the receipt, the same slot t
 by two processes at once, and a database restored from a backup taken before the send;
 a Discord channel with what only a process shows: a kill after Discord's 200, and two
 replicas. Every time: exactly one post on the platform's fake. A LinkedIn member's posts
-cannot be read back: an unknown answer leaves the run `uncertain` with an alert, and at
-most one post.
+and a Telegram chat cannot be read back: an unknown answer leaves the run `uncertain` with an
+alert, and at most one post; Telegram killed before its call sends once after a restart.
 
 Each fake runs as its own process and persists its posts, so a crash of the bot loses
 nothing on the platform's side. The draft is made with `galley draft` and approved in
@@ -36,7 +36,7 @@ from core.setup.config import Config, parse_config
 from core.states import EffectState, RunState
 from core.store.engine import Store
 from tests.conftest import config_text
-from tests.fakes import bluesky, discord, linkedin, mastodon, social, threads_meta
+from tests.fakes import bluesky, discord, linkedin, mastodon, social, telegram, threads_meta
 from tests.fakes.slack_api import read_messages
 from tests.harness import rows
 from tests.harness.approvals import approve
@@ -86,6 +86,10 @@ class Platform:
                     f'publish = {{ to = "threads", user = "{user}", api = "{url}/v1.0", '
                     'read_delay = "0s" }'
                 )
+            case "telegram":
+                return (
+                    f'publish = {{ to = "telegram", chat = "{telegram.CHANNEL}", api = "{url}" }}'
+                )
         return (
             f'publish = {{ to = "linkedin", author = "{author}", api = "{url}/rest/", '
             'read_delay = "0s" }'
@@ -101,6 +105,8 @@ class Platform:
                 return f"discord:{discord.CHANNEL_ID}"
             case "threads":
                 return f"threads:{threads_meta.USER}"
+            case "telegram":
+                return f"telegram:{telegram.CHANNEL}"
         return f"linkedin:{author}"
 
 
@@ -130,6 +136,12 @@ THREADS = Platform(
     "tests.fakes.threads_meta",
     {"GALLEY_THREADS_TOKEN": threads_meta.TOKEN},
     f"/v1.0/{threads_meta.USER}/threads_publish",
+)
+TELEGRAM = Platform(
+    "telegram",
+    "tests.fakes.telegram",
+    {"GALLEY_TELEGRAM_TOKEN": telegram.TOKEN},
+    f"/bot{telegram.TOKEN}/sendMessage",
 )
 PLATFORMS = [pytest.param(p, id=p.name) for p in (BLUESKY, MASTODON, LINKEDIN)]
 # Threads and Discord run only what needs a process (a kill around the call, two replicas);
@@ -306,10 +318,18 @@ def discord_channel(tmp_path: Path, db_url: str) -> Iterator[Deployment]:
     yield from deploy(tmp_path, db_url, DISCORD, linkedin.ORGANIZATION)
 
 
+@pytest.fixture(params=["linkedin_member", "telegram"])
+def member_page(
+    request: pytest.FixtureRequest, tmp_path: Path, db_url: str
+) -> Iterator[Deployment]:
+    """A destination Galley cannot read back: LinkedIn with a person author, Telegram."""
+    platform = TELEGRAM if request.param == "telegram" else LINKEDIN
+    yield from deploy(tmp_path, db_url, platform, linkedin.PERSON)
+
+
 @pytest.fixture
-def member_page(tmp_path: Path, db_url: str) -> Iterator[Deployment]:
-    """LinkedIn with a person author: Galley cannot read a member's posts back."""
-    yield from deploy(tmp_path, db_url, LINKEDIN, linkedin.PERSON)
+def telegram_chat(tmp_path: Path, db_url: str) -> Iterator[Deployment]:
+    yield from deploy(tmp_path, db_url, TELEGRAM, linkedin.PERSON)
 
 
 def assert_published_once(deployment: Deployment) -> None:
@@ -343,6 +363,20 @@ def killed_around_the_call(deployment: Deployment, failpoint: str) -> None:
     deployment.finish(deployment.start())
     assert_published_once(deployment)
     assert deployment.containers() == (1 if deployment.platform is THREADS else 0)
+
+
+def test_a_bot_without_look_up_killed_just_before_the_call_sends_once_after_a_restart(
+    telegram_chat: Deployment,
+) -> None:
+    """Telegram cannot be asked: its receipt marks the moment the call leaves, and a
+    holder killed before that mark provably sent nothing, so the restart sends it."""
+    telegram_chat.draft_and_approve()
+    crashed = telegram_chat.start(failpoint="before_publish_call")
+    assert crashed.wait(timeout=60) == FAILPOINT_EXIT_CODE, telegram_chat.log_of(1)
+    assert telegram_chat.posts() == 0
+    telegram_chat.finish(telegram_chat.start())
+    assert_published_once(telegram_chat)
+    assert telegram_chat.alerts() == []
 
 
 def test_an_answer_lost_during_the_call_is_found_and_not_sent_again(
@@ -399,7 +433,7 @@ def test_a_members_unknown_answer_is_uncertain_with_an_alert_and_at_most_one_pos
     assert receipt is not None and receipt.state == EffectState.UNCERTAIN
 
 
-@pytest.fixture(params=WITH_DISCORD_AND_THREADS)
+@pytest.fixture(params=[*WITH_DISCORD_AND_THREADS, pytest.param(TELEGRAM, id="telegram")])
 def replicas(request: pytest.FixtureRequest, tmp_path: Path, db_url: str) -> Iterator[Deployment]:
     if not db_url.startswith("postgresql"):
         pytest.skip("several replicas share PostgreSQL")

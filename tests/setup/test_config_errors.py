@@ -64,7 +64,7 @@ def test_a_value_of_the_wrong_type_is_refused_in_one_line(
         (
             'publish = { to = "fax" }',
             "publish: to: want one of 'slack', 'webhook', 'bluesky', 'mastodon', 'linkedin', "
-            "'discord', 'threads', got \"fax\"",
+            "'discord', 'threads', 'telegram', got \"fax\"",
         ),
     ],
 )

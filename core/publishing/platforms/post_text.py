@@ -128,6 +128,22 @@ def _emoji_like(char: str) -> bool:
     return point > 0x7F and unicodedata.category(char) in ("So", "Cf")
 
 
+# --- Telegram -----------------------------------------------------------------------------
+
+
+def telegram_text(text: str) -> str:
+    """Text as a Telegram message with no `parse_mode` and no `entities`: no markup is
+    read, no `text_mention` is made, and `@username` (which Telegram would link and, in a
+    group, notify) is made inert by a word joiner after the `@`, as for Mastodon."""
+    return _MASTODON_MENTION.sub("@" + WORD_JOINER, text)
+
+
+def telegram_length(text: str) -> int:
+    """Telegram's count: UTF-16 code units (an emoji outside the BMP is two), the unit its
+    message entities and limits are measured in."""
+    return len(text.encode("utf-16-le")) // 2
+
+
 # --- matching a post read back against the text that was sent ------------------------------
 
 
