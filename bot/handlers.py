@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable
 from enum import StrEnum
 from functools import partial
+from types import MethodType
 from typing import Any
 
 from slack_bolt import Ack, App, Respond
@@ -81,34 +82,11 @@ class Kind(StrEnum):
     EVENT = "event"
 
 
-# Every listener, registered from this table: what Slack sends, and the method answering it.
-LISTENERS: tuple[tuple[Kind, str | re.Pattern[str], str], ...] = (
-    (Kind.ACTION, ACTION_APPROVE, "on_approve"),
-    (Kind.ACTION, ACTION_UNAPPROVE, "on_unapprove"),
-    (Kind.ACTION, ACTION_REJECT, "on_reject"),
-    (Kind.VIEW, REJECT_MODAL, "on_reject_submitted"),
-    (Kind.ACTION, ACTION_EDIT, "on_edit"),
-    (Kind.VIEW, EDIT_MODAL, "on_edit_submitted"),
-    (Kind.ACTION, ACTION_SHOW_ALL, "on_show_all"),
-    (Kind.ACTION, ACTION_REDRAFT, "on_redraft"),
-    (Kind.VIEW, REDRAFT_MODAL, "on_redraft_submitted"),
-    (Kind.ACTION, ACTION_ALERT_PUBLISHED, "on_alert_published"),
-    (Kind.ACTION, ACTION_ALERT_RETRY, "on_alert_retry"),
-    (Kind.ACTION, ACTION_ALERT_CANCEL, "on_alert_cancel"),
-    (Kind.ACTION, ACTION_ALERT_SKIP, "on_alert_skip"),
-    (Kind.COMMAND, "/galley", "on_command"),
-    (Kind.EVENT, "app_home_opened", "on_home_opened"),
-    (Kind.ACTION, re.compile(r"^galley_home_"), "on_home_button"),
-    (Kind.EVENT, "message", "on_message"),  # an image dropped in a review thread
-    (Kind.ACTION, ACTION_REMOVE_IMAGE, "on_remove_image"),
-)
-
-
 def register(app: App, work: Work, home: HomeTab | None = None) -> Listeners:
     """Attach every Galley listener to the Bolt app, from `LISTENERS`."""
     listeners = Listeners(app, work, home)
-    for kind, matcher, name in LISTENERS:
-        getattr(app, kind)(matcher)(getattr(listeners, name))
+    for kind, matcher, method in LISTENERS:
+        getattr(app, kind)(matcher)(MethodType(method, listeners))
     app.error(listeners.on_error)
     return listeners
 
@@ -378,3 +356,26 @@ def _ephemeral_in_thread(
 def _in_thread(respond: Respond) -> Callable[[str], object]:
     """An answer only the clicker sees, leaving the message they clicked as it is."""
     return lambda text: respond(text, response_type="ephemeral", replace_original=False)
+
+
+# Every listener, registered from this table: what Slack sends, and the method answering it.
+LISTENERS: tuple[tuple[Kind, str | re.Pattern[str], Callable[..., Any]], ...] = (
+    (Kind.ACTION, ACTION_APPROVE, Listeners.on_approve),
+    (Kind.ACTION, ACTION_UNAPPROVE, Listeners.on_unapprove),
+    (Kind.ACTION, ACTION_REJECT, Listeners.on_reject),
+    (Kind.VIEW, REJECT_MODAL, Listeners.on_reject_submitted),
+    (Kind.ACTION, ACTION_EDIT, Listeners.on_edit),
+    (Kind.VIEW, EDIT_MODAL, Listeners.on_edit_submitted),
+    (Kind.ACTION, ACTION_SHOW_ALL, Listeners.on_show_all),
+    (Kind.ACTION, ACTION_REDRAFT, Listeners.on_redraft),
+    (Kind.VIEW, REDRAFT_MODAL, Listeners.on_redraft_submitted),
+    (Kind.ACTION, ACTION_ALERT_PUBLISHED, Listeners.on_alert_published),
+    (Kind.ACTION, ACTION_ALERT_RETRY, Listeners.on_alert_retry),
+    (Kind.ACTION, ACTION_ALERT_CANCEL, Listeners.on_alert_cancel),
+    (Kind.ACTION, ACTION_ALERT_SKIP, Listeners.on_alert_skip),
+    (Kind.COMMAND, "/galley", Listeners.on_command),
+    (Kind.EVENT, "app_home_opened", Listeners.on_home_opened),
+    (Kind.ACTION, re.compile(r"^galley_home_"), Listeners.on_home_button),
+    (Kind.EVENT, "message", Listeners.on_message),  # an image dropped in a review thread
+    (Kind.ACTION, ACTION_REMOVE_IMAGE, Listeners.on_remove_image),
+)
