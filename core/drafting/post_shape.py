@@ -207,7 +207,7 @@ def shape_for(recipe: Recipe, fits: FitRule | None) -> PostShape | None:
 
 
 def _asks_per_target(recipe: Recipe, fits: FitRule | None) -> tuple[VersionAsk, ...]:
-    measured = {fit.target: fit for fit in (fits.measure(recipe, "") if fits else ())}
+    measured = {fit.target: fit for fit in (fits.limits(recipe) if fits else ())}
     asks = []
     for target in recipe.targets:
         key = target.target
