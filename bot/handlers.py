@@ -9,7 +9,6 @@ import logging
 import re
 import threading
 from collections.abc import Callable
-from enum import StrEnum
 from functools import partial
 from types import MethodType
 from typing import Any
@@ -73,20 +72,11 @@ from core.states import DraftState
 log = logging.getLogger(__name__)
 
 
-class Kind(StrEnum):
-    """Which of Bolt's registrations a listener takes (the `App` method's name)."""
-
-    ACTION = "action"
-    VIEW = "view"
-    COMMAND = "command"
-    EVENT = "event"
-
-
 def register(app: App, work: Work, home: HomeTab | None = None) -> Listeners:
     """Attach every Galley listener to the Bolt app, from `LISTENERS`."""
     listeners = Listeners(app, work, home)
-    for kind, matcher, method in LISTENERS:
-        getattr(app, kind)(matcher)(MethodType(method, listeners))
+    for on, matcher, method in LISTENERS:
+        on(app, matcher)(MethodType(method, listeners))
     app.error(listeners.on_error)
     return listeners
 
@@ -358,24 +348,25 @@ def _in_thread(respond: Respond) -> Callable[[str], object]:
     return lambda text: respond(text, response_type="ephemeral", replace_original=False)
 
 
-# Every listener, registered from this table: what Slack sends, and the method answering it.
-LISTENERS: tuple[tuple[Kind, str | re.Pattern[str], Callable[..., Any]], ...] = (
-    (Kind.ACTION, ACTION_APPROVE, Listeners.on_approve),
-    (Kind.ACTION, ACTION_UNAPPROVE, Listeners.on_unapprove),
-    (Kind.ACTION, ACTION_REJECT, Listeners.on_reject),
-    (Kind.VIEW, REJECT_MODAL, Listeners.on_reject_submitted),
-    (Kind.ACTION, ACTION_EDIT, Listeners.on_edit),
-    (Kind.VIEW, EDIT_MODAL, Listeners.on_edit_submitted),
-    (Kind.ACTION, ACTION_SHOW_ALL, Listeners.on_show_all),
-    (Kind.ACTION, ACTION_REDRAFT, Listeners.on_redraft),
-    (Kind.VIEW, REDRAFT_MODAL, Listeners.on_redraft_submitted),
-    (Kind.ACTION, ACTION_ALERT_PUBLISHED, Listeners.on_alert_published),
-    (Kind.ACTION, ACTION_ALERT_RETRY, Listeners.on_alert_retry),
-    (Kind.ACTION, ACTION_ALERT_CANCEL, Listeners.on_alert_cancel),
-    (Kind.ACTION, ACTION_ALERT_SKIP, Listeners.on_alert_skip),
-    (Kind.COMMAND, "/galley", Listeners.on_command),
-    (Kind.EVENT, "app_home_opened", Listeners.on_home_opened),
-    (Kind.ACTION, re.compile(r"^galley_home_"), Listeners.on_home_button),
-    (Kind.EVENT, "message", Listeners.on_message),  # an image dropped in a review thread
-    (Kind.ACTION, ACTION_REMOVE_IMAGE, Listeners.on_remove_image),
+# Every listener, one row each as Bolt registers it (`App.action(matcher)(method)`): the
+# registration, what Slack sends, and the method answering it.
+LISTENERS: tuple[tuple[Callable[..., Any], str | re.Pattern[str], Callable[..., Any]], ...] = (
+    (App.action, ACTION_APPROVE, Listeners.on_approve),
+    (App.action, ACTION_UNAPPROVE, Listeners.on_unapprove),
+    (App.action, ACTION_REJECT, Listeners.on_reject),
+    (App.view, REJECT_MODAL, Listeners.on_reject_submitted),
+    (App.action, ACTION_EDIT, Listeners.on_edit),
+    (App.view, EDIT_MODAL, Listeners.on_edit_submitted),
+    (App.action, ACTION_SHOW_ALL, Listeners.on_show_all),
+    (App.action, ACTION_REDRAFT, Listeners.on_redraft),
+    (App.view, REDRAFT_MODAL, Listeners.on_redraft_submitted),
+    (App.action, ACTION_ALERT_PUBLISHED, Listeners.on_alert_published),
+    (App.action, ACTION_ALERT_RETRY, Listeners.on_alert_retry),
+    (App.action, ACTION_ALERT_CANCEL, Listeners.on_alert_cancel),
+    (App.action, ACTION_ALERT_SKIP, Listeners.on_alert_skip),
+    (App.command, "/galley", Listeners.on_command),
+    (App.event, "app_home_opened", Listeners.on_home_opened),
+    (App.action, re.compile(r"^galley_home_"), Listeners.on_home_button),
+    (App.event, "message", Listeners.on_message),  # an image dropped in a review thread
+    (App.action, ACTION_REMOVE_IMAGE, Listeners.on_remove_image),
 )
