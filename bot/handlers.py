@@ -9,8 +9,8 @@ import logging
 import re
 import threading
 from collections.abc import Callable
-from enum import StrEnum
 from functools import partial
+from types import MethodType
 from typing import Any
 
 from slack_bolt import Ack, App, Respond
@@ -75,44 +75,11 @@ from core.states import DraftState
 log = logging.getLogger(__name__)
 
 
-class Kind(StrEnum):
-    """Which of Bolt's registrations a listener takes (the `App` method's name)."""
-
-    ACTION = "action"
-    VIEW = "view"
-    COMMAND = "command"
-    EVENT = "event"
-
-
-# Every listener, registered from this table: what Slack sends, and the method answering it.
-LISTENERS: tuple[tuple[Kind, str | re.Pattern[str], str], ...] = (
-    (Kind.ACTION, ACTION_APPROVE, "on_approve"),
-    (Kind.ACTION, ACTION_UNAPPROVE, "on_unapprove"),
-    (Kind.ACTION, ACTION_REJECT, "on_reject"),
-    (Kind.VIEW, REJECT_MODAL, "on_reject_submitted"),
-    (Kind.ACTION, ACTION_EDIT, "on_edit"),
-    (Kind.VIEW, EDIT_MODAL, "on_edit_submitted"),
-    (Kind.ACTION, ACTION_SHOW_ALL, "on_show_all"),
-    (Kind.ACTION, ACTION_REDRAFT, "on_redraft"),
-    (Kind.VIEW, REDRAFT_MODAL, "on_redraft_submitted"),
-    (Kind.ACTION, ACTION_ALERT_PUBLISHED, "on_alert_published"),
-    (Kind.ACTION, ACTION_ALERT_RETRY, "on_alert_retry"),
-    (Kind.ACTION, ACTION_ALERT_CANCEL, "on_alert_cancel"),
-    (Kind.ACTION, ACTION_ALERT_SKIP, "on_alert_skip"),
-    (Kind.COMMAND, "/galley", "on_command"),
-    (Kind.VIEW, POST_MODAL, "on_post_submitted"),
-    (Kind.EVENT, "app_home_opened", "on_home_opened"),
-    (Kind.ACTION, re.compile(r"^galley_home_"), "on_home_button"),
-    (Kind.EVENT, "message", "on_message"),  # an image dropped in a review thread
-    (Kind.ACTION, ACTION_REMOVE_IMAGE, "on_remove_image"),
-)
-
-
 def register(app: App, work: Work, home: HomeTab | None = None) -> Listeners:
     """Attach every Galley listener to the Bolt app, from `LISTENERS`."""
     listeners = Listeners(app, work, home)
-    for kind, matcher, name in LISTENERS:
-        getattr(app, kind)(matcher)(getattr(listeners, name))
+    for on, matcher, method in LISTENERS:
+        on(app, matcher)(MethodType(method, listeners))
     app.error(listeners.on_error)
     return listeners
 
@@ -428,3 +395,28 @@ def _ephemeral_in_thread(
 def _in_thread(respond: Respond) -> Callable[[str], object]:
     """An answer only the clicker sees, leaving the message they clicked as it is."""
     return lambda text: respond(text, response_type="ephemeral", replace_original=False)
+
+
+# Every listener, one row each as Bolt registers it (`App.action(matcher)(method)`): the
+# registration, what Slack sends, and the method answering it.
+LISTENERS: tuple[tuple[Callable[..., Any], str | re.Pattern[str], Callable[..., Any]], ...] = (
+    (App.action, ACTION_APPROVE, Listeners.on_approve),
+    (App.action, ACTION_UNAPPROVE, Listeners.on_unapprove),
+    (App.action, ACTION_REJECT, Listeners.on_reject),
+    (App.view, REJECT_MODAL, Listeners.on_reject_submitted),
+    (App.action, ACTION_EDIT, Listeners.on_edit),
+    (App.view, EDIT_MODAL, Listeners.on_edit_submitted),
+    (App.action, ACTION_SHOW_ALL, Listeners.on_show_all),
+    (App.action, ACTION_REDRAFT, Listeners.on_redraft),
+    (App.view, REDRAFT_MODAL, Listeners.on_redraft_submitted),
+    (App.action, ACTION_ALERT_PUBLISHED, Listeners.on_alert_published),
+    (App.action, ACTION_ALERT_RETRY, Listeners.on_alert_retry),
+    (App.action, ACTION_ALERT_CANCEL, Listeners.on_alert_cancel),
+    (App.action, ACTION_ALERT_SKIP, Listeners.on_alert_skip),
+    (App.command, "/galley", Listeners.on_command),
+    (App.view, POST_MODAL, Listeners.on_post_submitted),
+    (App.event, "app_home_opened", Listeners.on_home_opened),
+    (App.action, re.compile(r"^galley_home_"), Listeners.on_home_button),
+    (App.event, "message", Listeners.on_message),  # an image dropped in a review thread
+    (App.action, ACTION_REMOVE_IMAGE, Listeners.on_remove_image),
+)

@@ -118,14 +118,18 @@ class Services:
         if self._drafter is None:
             raise ConfigError(["ANTHROPIC_API_KEY is not set: it is needed to draft"])
         if self._drafting is None:
-            from core.drafting.basis import SourceAccess
+            from core.drafting.basis import RunBasis, SourceAccess
             from core.drafting.batch_queue import BatchQueue
 
             self._drafting = DraftingService(
-                self.store, self._drafter, clock=self.clock, backoff=self._backoff, fits=self.fits
+                self.store,
+                self._drafter,
+                clock=self.clock,
+                backoff=self._backoff,
+                fits=self.fits,
+                batches=BatchQueue(self.store, self.clock),
+                basis=RunBasis(self.store, self.clock, SourceAccess.of(self.config)),
             )
-            self._drafting.batches = BatchQueue(self.store, self.clock)
-            self._drafting.basis.access = SourceAccess.of(self.config)  # files beside the config
         return self._drafting
 
     @cached_property

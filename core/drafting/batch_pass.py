@@ -262,7 +262,7 @@ class BatchPass:
         recipe, slot = self.recipes.get(entry.recipe), self.entries.slot(entry)
         if recipe is None or slot is None:
             return None
-        return self.drafting.request_for(recipe, slot, entry.version)
+        return self.drafting.stored_request(recipe, slot, entry.version)
 
     def _take(self, ref: str, owner: str) -> BatchRow | None:
         with self.store.transaction() as session:

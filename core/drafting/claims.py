@@ -141,6 +141,9 @@ def open_run(
     )
     if opened is None:
         return required(lock_run(session, run_id), f"run {run_id}"), False  # recipe, run, …
+    why = f"slot {slot.wall_text} fires at {slot.fire_at.isoformat()}"
+    if slot.item is not None:  # docs/design.md §29
+        why = f"new item seen by the poll of {slot.wall_text} ({slot.fire_at.isoformat()})"
     record_event(
         session,
         subject=EventSubject.RUN,
@@ -149,15 +152,9 @@ def open_run(
         to_state=RunState.PENDING,
         actor=actor,
         at=now,
-        reason=_opened_why(opened, slot),
+        reason=why,
     )
     return opened, True
-
-
-def _opened_why(run: RunRow, slot: Slot) -> str:
-    if slot.item is not None:  # docs/design.md §29
-        return f"new item seen by the poll of {run.slot_wall} ({slot.fire_at.isoformat()})"
-    return f"slot {run.slot_wall} fires at {slot.fire_at.isoformat()}"
 
 
 def skip_slot(

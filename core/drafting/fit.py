@@ -105,9 +105,14 @@ class FitRule:
             return None
         return self.check(recipe, found[1])
 
+    def limits(self, recipe: Recipe) -> tuple[Fit, ...]:
+        """Each target's limit, in the recipe's order (an empty post measured): what the
+        model is told; targets with no limit (a webhook) are left out."""
+        return tuple(fit for p in self.publishers_for(recipe) if (fit := p.fit("")) is not None)
+
     def tightest(self, recipe: Recipe) -> Fit | None:
         """The target with the smallest limit: what the model is told to write within."""
-        return tightest(self.measure(recipe, ""))
+        return tightest(self.limits(recipe))
 
 
 def body_reaches(body: PostBody, target: str) -> bool:

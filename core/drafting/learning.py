@@ -3,7 +3,7 @@ best-received published posts of the last LOOKBACK_DAYS, ranked by their latest 
 score (docs/design.md §28), and what reviewers recently asked to avoid.
 
 Read once, when the run's snapshot is taken, in the same fenced transaction, and kept
-with it as JSON (core/sources/lessons.py): a retry or a take-over shows the model the
+with it as JSON (core/sources/snapshot.py): a retry or a take-over shows the model the
 same examples even after a newer reading reorders them. Every read is an indexed
 window (the recipe's posts of the lookback, its latest rejections and redraft notes),
 never the whole history.
@@ -20,7 +20,7 @@ from core.identity import draft_of_publish_key
 from core.models import DraftRow, PostCheckRow, RedraftRow
 from core.policies import PostCheck, RedraftState
 from core.post_body import PART_SEPARATOR, BodyUnreadable, PostBody
-from core.sources.lessons import Ask, Example, Lessons
+from core.sources.snapshot import Ask, Example, Lessons
 from core.states import DraftState
 
 LOOKBACK_DAYS = 90

@@ -26,7 +26,7 @@ from core.drafting.basis import Refused, RunBasis
 from core.drafting.causes import attempt_cause
 from core.drafting.claims import Claim, DraftResult, claim_slot, lock_recipe_row, renew_lease
 from core.drafting.fit import FitRule
-from core.drafting.post_shape import shape_for, shaped_reply, system_ending
+from core.drafting.post_shape import build_request, shape_for, shaped_reply
 from core.drafting.similarity import (
     Match,
     RedraftReason,
@@ -35,16 +35,16 @@ from core.drafting.similarity import (
     note_similarity,
     redraft_reason,
 )
-from core.drafting.source_prompt import with_basis
 from core.errors import LostClaim, ModelCallFailed
 from core.failpoints import Failpoint, failpoint
 from core.identity import recipe_of_run, text_hash
 from core.models import DraftRow, EffectRow, RecipeRow, RunRow
 from core.policies import AttemptOutcome, DraftOutcome, EffectStep, FailReason, Overlap, SkipReason
-from core.ports import Clock, Drafter, DraftRequest, Fit, ModelReply, PostShape, SystemClock
-from core.setup.config import Recipe, render_template
+from core.ports import Clock, Drafter, DraftRequest, ModelReply, SystemClock
+from core.post_body import BodyUnreadable, ImageRef, PostBody
+from core.setup.config import Recipe
 from core.slots.schedule import Slot
-from core.sources.snapshot import Snapshot, with_kept_images
+from core.sources.snapshot import Snapshot
 from core.states import DraftState, EffectState, RunState
 from core.store.engine import Store
 from core.store.leases import DRAFT_CLAIMS, Heartbeat, hold, lease_now
@@ -76,15 +76,19 @@ class DraftingService:
         worker: str | None = None,
         backoff: Backoff | None = None,
         fits: FitRule | None = None,
+        batches: BatchQueue | None = None,
+        basis: RunBasis | None = None,
     ) -> None:
+        """`batches`: the queue of a recipe that drafts in batches (None: every call is
+        synchronous); `basis`: where a run with sources reads them (the config's folder)."""
         self.store = store
         self.drafter = drafter
         self.fits = fits  # the model is told the tightest limit of the recipe's targets
         self.clock = clock or SystemClock()
         self.worker = worker or worker_name()
         self.backoff = backoff or Backoff()
-        self.batches: BatchQueue | None = None  # set when some recipe drafts in batches
-        self.basis = RunBasis(store, self.clock)  # what a run with sources drafts from
+        self.batches = batches
+        self.basis = basis or RunBasis(store, self.clock)  # what a run with sources drafts from
 
     def draft_slot(
         self,
@@ -141,21 +145,26 @@ class DraftingService:
     ) -> DraftResult:
         """Store a batch entry's answer under its own claim's fence, as a synchronous
         call's would be (near-duplicate check and redraft included)."""
-        request = self.request_for(recipe, slot, claim.version)
+        snapshot = self.basis.stored(recipe, slot.run_id(recipe.name))
+        request = self.request_for(recipe, slot, claim.version, snapshot)
         try:
-            return self._answer(recipe, claim, request, reply, number, time.monotonic())
+            return self._answer(recipe, claim, request, (reply, number, time.monotonic()), snapshot)
         except LostClaim as lost:
             return DraftResult(DraftOutcome.IN_PROGRESS, claim.run_id, claim.draft_key, str(lost))
 
     def request_for(
-        self, recipe: Recipe, slot: Slot, version: int, snapshot: Snapshot | None = None
+        self, recipe: Recipe, slot: Slot, version: int, snapshot: Snapshot | None
     ) -> DraftRequest:
-        """The model's request for a run; with sources, from the run's stored snapshot
-        (`snapshot` when the caller holds it already), never a fresh read."""
+        """The model's request for a run, from the `snapshot` its claim took (None for a
+        recipe that keeps none)."""
         limit = self.fits.tightest(recipe) if self.fits is not None else None
-        if snapshot is None:
-            snapshot = self.basis.stored(recipe, slot.run_id(recipe.name))
         return build_request(recipe, slot, version, limit, snapshot, shape_for(recipe, self.fits))
+
+    def stored_request(self, recipe: Recipe, slot: Slot, version: int) -> DraftRequest:
+        """The request a batch entry was sent with: from the run's stored snapshot, never
+        a fresh read."""
+        snapshot = self.basis.stored(recipe, slot.run_id(recipe.name))
+        return self.request_for(recipe, slot, version, snapshot)
 
     def shaped(self, recipe: Recipe, reply: ModelReply) -> ModelReply:
         """A batch entry's answer validated as a synchronous call's is (`shaped_reply`)."""
@@ -219,23 +228,22 @@ class DraftingService:
                         raise LostClaim(f"claim on {claim.draft_key} was taken over") from None
                     continue
                 failpoint(Failpoint.AFTER_MODEL_REPLY)
-                return self._answer(recipe, claim, request, reply, number, started)
+                return self._answer(recipe, claim, request, (reply, number, started), snapshot)
 
     def _answer(
         self,
         recipe: Recipe,
         claim: Claim,
         request: DraftRequest,
-        reply: ModelReply,
-        number: int,
-        started: float,
+        answered: tuple[ModelReply, int, float],
+        snapshot: Snapshot | None,
     ) -> DraftResult:
+        """`answered`: the reply, its attempt's number and when that attempt began."""
+        reply, number, started = answered
         why = redraft_reason(self.store, recipe, claim, reply, self.clock.now())
         if why is not None:  # on_similar = redraft, and the answer repeats a seen post
-            reply, number, started = self._redraft(
-                recipe, claim, request, why, (reply, number, started)
-            )
-        return self._store_draft(recipe, claim, number, started, reply)
+            reply, number, started = self._redraft(recipe, claim, request, why, answered)
+        return self._store_draft(recipe, claim, (reply, number, started), snapshot)
 
     def _begin_attempt(self, recipe: Recipe, claim: Claim, *, redraft: bool = False) -> int | None:
         """Write the attempt row before the call; None when the attempt cap is reached."""
@@ -268,12 +276,19 @@ class DraftingService:
             finish_attempt(own_session, claim.run_id, number, values, failure=failure, reply=reply)
 
     def _store_draft(
-        self, recipe: Recipe, claim: Claim, number: int, started: float, reply: ModelReply
+        self,
+        recipe: Recipe,
+        claim: Claim,
+        answered: tuple[ModelReply, int, float],
+        snapshot: Snapshot | None,
     ) -> DraftResult:
+        reply, number, started = answered
         if not reply.text.strip():
             self._finish_attempt(claim, number, started, reply=reply)
             return self.fail(claim, FailReason.EMPTY_RESPONSE, "the model answered no text")
         seen = closest_seen(self.store, recipe, claim.draft_key, reply.text, self.clock.now())
+        text = with_kept_images(reply.text, snapshot)  # docs/design.md §32
+        reply = dataclasses.replace(reply, text=text)
         try:
             detail = self._store_ready(recipe, claim, number, started, reply, seen)
         except LostClaim:
@@ -310,8 +325,6 @@ class DraftingService:
             except LostClaim as lost:
                 refused = lost
             else:
-                text = with_kept_images(session, claim.run_id, reply.text)
-                reply = dataclasses.replace(reply, text=text)  # docs/design.md §32
                 return _make_ready(session, draft, run, recipe_row, claim, reply, seen, now)
         assert refused is not None
         raise refused
@@ -434,40 +447,22 @@ def _make_ready(
     return None
 
 
-def build_request(
-    recipe: Recipe,
-    slot: Slot,
-    version: int,
-    limit: Fit | None = None,
-    snapshot: Snapshot | None = None,
-    shape: PostShape | None = None,
-) -> DraftRequest:
-    """The model's request; `limit`, the tightest of the recipe's targets, is its
-    system prompt's last line, or with a `shape` the versions asked for and their limits
-    (docs/design.md §30); the run's `snapshot`, if any, follows the prompt in the user
-    turn (core/drafting/source_prompt.py)."""
-
-    def render(template: str) -> str:
-        return render_template(
-            template,
-            recipe=recipe.name,
-            platform=recipe.platform,
-            slot=slot.fire_at.astimezone(recipe.zone),
-            version=version,
-        )
-
-    request = DraftRequest(
-        model=recipe.model,
-        system="\n\n".join(
-            part for part in (render(recipe.system), system_ending(limit, shape)) if part
-        ),
-        prompt=render(recipe.prompt),
-        max_tokens=recipe.max_tokens,
-        timeout=recipe.model_timeout,
-        recipe=recipe.name,
-        shape=shape,
-    )
-    return with_basis(request, recipe, snapshot)
+def with_kept_images(text: str, snapshot: Snapshot | None) -> str:
+    """A drafted body's text with the images its run's snapshot kept, in the items' order,
+    each once and without alt text (so Approve is refused until someone, or the model,
+    describes it)."""
+    found = (item.image for item in snapshot.items) if snapshot is not None else ()
+    kept = {
+        image.sha256: ImageRef(image.sha256, image.name)
+        for image in found
+        if image and image.sha256
+    }
+    if not kept:
+        return text
+    try:
+        return PostBody.parse(text).with_images(tuple(kept.values())).to_text()
+    except BodyUnreadable:
+        return text
 
 
 def _own_claim(session: Session, claim: Claim) -> DraftRow:

@@ -31,6 +31,7 @@ from core.identity import (
     target_of_publish_key,
 )
 from core.models import EffectRow, EventRow, RunRow
+from core.operations.alert_posts import AlertPost, AlertSettle
 from core.operations.stuck import is_stuck
 from core.policies import AlertKind, EffectStep, FailReason
 from core.ports import Alerter, Clock, MessageRef, ReviewItem, RunAlert
@@ -54,7 +55,7 @@ from core.states import (
 from core.store.effects import EffectLedger
 from core.store.engine import Store
 from core.store.leases import is_person
-from core.store.receipts import EffectSpec, Proof
+from core.store.receipts import EffectSpec
 from core.store.rows import required, run_row
 
 FAILED_WINDOW = timedelta(days=1)  # older failures were told already, or predate this process
@@ -158,11 +159,8 @@ class AlertService:
             settled_by=moved_by or "",
         )
 
-        def rewrite() -> Proof:
-            self.alerter.settle(ref, alert)
-            return Proof(ref.ts)
-
-        return 1 if self.ledger.perform(spec, rewrite, repeatable=True).happened else 0
+        settle = AlertSettle(self.alerter, ref, alert)
+        return 1 if self.ledger.perform(spec, settle.act, repeatable=True).happened else 0
 
     def alert_review_post(self, item: ReviewItem, why: str) -> bool:
         """A review post whose outcome is unknown and that no lookup can find or rule out:
@@ -327,19 +325,15 @@ class AlertService:
         if existing is not None and existing.state != EffectState.FAILED:
             return False
 
-        def post() -> Proof:
-            alert = RunAlert(
-                run_id=run.id,
-                recipe=run.recipe,
-                headline=headline,
-                facts=facts if facts is not None else self._facts(run),
-                mentions=list(self.config.slack.alert_mentions),
-                kind=kind,
-            )
-            ref = self.alerter.alert(alert)
-            return Proof(ref.ts, {"channel": ref.channel, "ts": ref.ts})
-
-        return self.ledger.perform(spec, post).happened
+        alert = RunAlert(
+            run_id=run.id,
+            recipe=run.recipe,
+            headline=headline,
+            facts=facts if facts is not None else self._facts(run),
+            mentions=list(self.config.slack.alert_mentions),
+            kind=kind,
+        )
+        return self.ledger.perform(spec, AlertPost(self.alerter, alert).act).happened
 
     def _facts(self, run: RunRow) -> list[str]:
         facts = [f"Run `{run.id}` is `{run.state}` since {run.updated_at:%Y-%m-%d %H:%M} UTC."]

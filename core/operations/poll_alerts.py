@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from core.errors import GalleyError
 from core.identity import alert_settled_key, poll_alert_key
 from core.models import ItemPollRow
+from core.operations.alert_posts import AlertPost, AlertSettle
 from core.policies import AlertKind, EffectStep
 from core.ports import Alerter, Clock, MessageRef, RunAlert
 from core.setup.config import Config
@@ -25,7 +26,7 @@ from core.sources.poll_health import (
 from core.states import EffectState
 from core.store.effects import EffectLedger
 from core.store.engine import Store
-from core.store.receipts import EffectSpec, Proof
+from core.store.receipts import EffectSpec
 
 log = logging.getLogger("galley.alerts")
 ALERT_LEASE = timedelta(minutes=5)
@@ -75,14 +76,10 @@ class PollAlerts:
             kind=AlertKind.POLL_FAILING,
         )
 
-        def post() -> Proof:
-            ref = self.alerter.alert(alert)
-            return Proof(ref.ts, {"channel": ref.channel, "ts": ref.ts})
-
         spec = EffectSpec(
             key, "", EffectStep.ALERT, _payload(row.recipe, row.failing_since), ALERT_LEASE
         )
-        return 1 if self.ledger.perform(spec, post).happened else 0
+        return 1 if self.ledger.perform(spec, AlertPost(self.alerter, alert).act).happened else 0
 
     def _settle_once(self, row: ItemPollRow) -> int:
         """The ended episode's alert, if one was posted, rewritten to say polls read again."""
@@ -106,13 +103,10 @@ class PollAlerts:
             kind=AlertKind.POLL_FAILING,
         )
 
-        def rewrite() -> Proof:
-            self.alerter.settle(ref, alert)
-            return Proof(ref.ts)
-
         payload = {"alert": key}
         spec = EffectSpec(settled, "", EffectStep.ALERT_SETTLED, payload, ALERT_LEASE)
-        return 1 if self.ledger.perform(spec, rewrite, repeatable=True).happened else 0
+        settle = AlertSettle(self.alerter, ref, alert)
+        return 1 if self.ledger.perform(spec, settle.act, repeatable=True).happened else 0
 
 
 def _headline(row: ItemPollRow) -> str:

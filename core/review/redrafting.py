@@ -19,11 +19,10 @@ from datetime import datetime
 from core.drafting.attempts import Backoff, UnderClaim, begin_attempt, finish_attempt
 from core.drafting.causes import attempt_cause
 from core.drafting.fit import FitRule
-from core.drafting.post_shape import shape_for, shown_to_model, system_ending
+from core.drafting.post_shape import shape_for, shown_to_model, system_ending, with_basis
 from core.drafting.revisions import keep_revisions, model_author
 from core.drafting.service import worker_name
 from core.drafting.similarity import record_similarity
-from core.drafting.source_prompt import with_basis
 from core.errors import LostClaim, ModelCallFailed
 from core.failpoints import Failpoint, failpoint
 from core.identity import text_hash

@@ -159,18 +159,18 @@ class SlotDispatcher:
     def run_slot(self, recipe: Recipe, slot: Slot) -> DraftResult:
         """Draft one scheduled slot under the recipe's misfire and overlap policies
         (misfire_grace counts from the drafting fire, docs/design.md §23)."""
-        late = too_late_to_draft(recipe, slot.fire_at, self.clock.now())
-        if late is not None:
-            return self._skip(recipe, slot, SkipReason.MISFIRE, late)
+        queued = False
         while True:
+            late = too_late_to_draft(recipe, slot.fire_at, self.clock.now())
+            if late is not None:
+                detail = "queued behind a run that outlasted misfire_grace" if queued else late
+                return self._skip(recipe, slot, SkipReason.MISFIRE, detail)
             result = self.drafting.draft_slot(recipe, slot, actor=SCHEDULER, overlap=recipe.overlap)
             if result.outcome != DraftOutcome.QUEUED:
                 return result
             if self.stopping.wait(self.queue_poll_seconds):
                 return result  # shutting down: the queued run stays pending for the next start
-            if too_late_to_draft(recipe, slot.fire_at, self.clock.now()) is not None:
-                detail = "queued behind a run that outlasted misfire_grace"
-                return self._skip(recipe, slot, SkipReason.MISFIRE, detail)
+            queued = True
 
     def _unrun_slots(self, recipe: Recipe, up_to: datetime) -> list[Slot]:
         """Due slots since the recipe's last recorded run that have no run, or a pending one."""

@@ -11,7 +11,7 @@ same transaction. Nothing here reads a source or calls the model.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
@@ -19,14 +19,53 @@ from sqlmodel import Session, col, select
 
 from core.failpoints import Failpoint, failpoint
 from core.models import SeenSourceItemRow, SnapshotItemRow, SourceSnapshotRow
-from core.post_body import BodyUnreadable, ImageRef, PostBody
 from core.sources.items import ItemImage, SourceItem, Window
-from core.sources.lessons import Lessons
 from core.store.engine import insert_ignore
 
 # A snapshot read this long after its window's end was drafted late (an earlier slot by
 # hand): newer entries exist that it leaves out, and its message says so.
 READ_LATE_AFTER = timedelta(minutes=10)
+
+
+@dataclass(frozen=True)
+class Example:
+    """A published post that did well: its text, where and when it went out, its score."""
+
+    text: str
+    target: str
+    published_at: str  # ISO 8601, UTC
+    score: int
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What a reviewer asked: a rejection's reason or a redraft's note."""
+
+    kind: str  # "rejection" or "redraft"
+    text: str
+
+
+@dataclass(frozen=True)
+class Lessons:
+    """What a `learn_from = "top"` run was shown beside its sources (docs/design.md §27),
+    kept with its snapshot as JSON; reading it from the history is
+    core/drafting/learning.py's."""
+
+    examples: tuple[Example, ...] = ()
+    asks: tuple[Ask, ...] = ()
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"examples": [asdict(e) for e in self.examples], "asks": [asdict(a) for a in self.asks]}
+        )
+
+    @classmethod
+    def from_json(cls, stored: str) -> Lessons:
+        data = json.loads(stored)
+        return cls(
+            examples=tuple(Example(**example) for example in data["examples"]),
+            asks=tuple(Ask(**ask) for ask in data["asks"]),
+        )
 
 
 @dataclass(frozen=True)
@@ -82,34 +121,6 @@ def stored_snapshot(session: Session, run_id: str) -> Snapshot | None:
         window_end=taken.window_end,
         taken_at=taken.taken_at,
     )
-
-
-def kept_images(session: Session, run_id: str) -> tuple[ImageRef, ...]:
-    """The images the run's snapshot items brought and kept (docs/design.md §32), in the
-    items' order, without alt text: what its first revision carries."""
-    rows = session.exec(
-        select(SnapshotItemRow)
-        .where(
-            col(SnapshotItemRow.run_id) == run_id,
-            col(SnapshotItemRow.image_sha256).is_not(None),
-        )
-        .order_by(col(SnapshotItemRow.position))
-    ).all()
-    found = [image for row in rows if (image := _image(row)) is not None and image.sha256]
-    unique = {image.sha256: ImageRef(image.sha256, image.name) for image in found if image.sha256}
-    return tuple(unique.values())
-
-
-def with_kept_images(session: Session, run_id: str, text: str) -> str:
-    """A drafted body's text with the images its run's snapshot kept, each without alt
-    text (so Approve is refused until someone, or the model, describes it)."""
-    images = kept_images(session, run_id)
-    if not images:
-        return text
-    try:
-        return PostBody.parse(text).with_images(images).to_text()
-    except BodyUnreadable:
-        return text
 
 
 def store_snapshot(

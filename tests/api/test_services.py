@@ -163,9 +163,9 @@ def test_a_container_built_over_slack_publishers_measures_everything_by_their_on
 
 
 def test_every_listener_in_the_table_is_a_listener_method() -> None:
-    names = [name for _, _, name in LISTENERS]
-    assert len(set(names)) == len(names)
-    assert all(callable(getattr(Listeners, name, None)) for name in names)
+    methods = [method for _, _, method in LISTENERS]
+    assert len(set(methods)) == len(methods)
+    assert all(getattr(Listeners, m.__name__) is m for m in methods)
     matchers = [(kind, str(matcher)) for kind, matcher, _ in LISTENERS]
     assert len(set(matchers)) == len(matchers)  # each request answered by one listener
 

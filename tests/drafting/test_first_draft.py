@@ -21,7 +21,7 @@ from sqlmodel import select
 from core.api.galley import Galley
 from core.api.services import Services
 from core.drafting.anthropic_drafter import AnthropicDrafter
-from core.drafting.service import build_request
+from core.drafting.post_shape import build_request
 from core.models import AttemptRow, DraftRow
 from core.ports import DraftRequest, ModelReply
 from core.states import DraftState

@@ -11,8 +11,8 @@ import pytest
 
 from core.api.services import Services
 from core.drafting.claims import ensure_recipe_row
-from core.drafting.service import DraftingService, build_request
-from core.drafting.source_prompt import lessons_block
+from core.drafting.post_shape import build_request, lessons_block
+from core.drafting.service import DraftingService
 from core.errors import ModelCallFailed
 from core.failpoints import Failpoint, hook
 from core.identity import (
@@ -27,7 +27,7 @@ from core.policies import AttemptOutcome, DraftOutcome, PostCheck, RedraftState
 from core.ports import DraftRequest, ModelReply
 from core.setup.config import Recipe, parse_config
 from core.slots.schedule import Slot
-from core.sources.lessons import Ask, Example, Lessons
+from core.sources.snapshot import Ask, Example, Lessons
 from core.states import DraftState, RunState
 from core.store.engine import Store
 from core.testing import FROZEN_AT, FrozenClock, InstantDrafter

@@ -100,7 +100,7 @@ def test_a_batch_entry_asks_and_stores_the_set_as_a_synchronous_call_does(
 
     [create] = fake_anthropic.batches.creates
     params = create.body["requests"][0]["params"]
-    sync_request = galley.drafting.request_for(recipe, slot_at_wall(recipe, SLOT), 1)
+    sync_request = galley.drafting.stored_request(recipe, slot_at_wall(recipe, SLOT), 1)
     assert params["tool_choice"] == {"type": "tool", "name": "submit_post"}
     assert params["tools"][0]["input_schema"]["required"] == ["versions"]
     system = params["system"] if isinstance(params["system"], str) else params["system"][0]["text"]

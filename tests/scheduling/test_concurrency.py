@@ -97,7 +97,10 @@ def test_the_sweeper_never_deletes_a_claim_whose_draft_was_stored_meanwhile(
     clock.advance(recipe.takeover_after + timedelta(seconds=1))
     reply = ModelReply("the paid answer", "m", "req", "end_turn", 10, 20, 0, 0)
 
-    with hook("sweeper_after_read", lambda: holder._store_draft(recipe, claim, number, 0.0, reply)):
+    def store_it() -> object:  # the holder stores its answer between the read and the delete
+        return holder._store_draft(recipe, claim, (reply, number, 0.0), None)
+
+    with hook("sweeper_after_read", store_it):
         swept = sweep_expired_claims(store, clock)
 
     assert swept == []

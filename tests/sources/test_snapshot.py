@@ -17,7 +17,8 @@ from core.api.services import Services
 from core.drafting.attempts import Backoff
 from core.drafting.basis import SourceAccess
 from core.drafting.claims import Claim, claim_slot
-from core.drafting.service import DraftingService, build_request
+from core.drafting.post_shape import build_request
+from core.drafting.service import DraftingService
 from core.failpoints import Failpoint, hook
 from core.models import RunRow, SeenSourceItemRow, SnapshotItemRow, SourceSnapshotRow
 from core.operations.alerts import AlertService

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from core.drafting.source_prompt import sources_block
+from core.drafting.post_shape import sources_block
 from core.setup.config import parse_config
 from core.slots.schedule import slot_at_wall
 from core.sources.items import SourceItem
