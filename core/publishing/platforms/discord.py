@@ -33,7 +33,7 @@ from core.errors import (
     NotFetched,
     ReadRefused,
 )
-from core.http_calls import call_timeout, never_sent
+from core.http_calls import never_sent
 from core.identity import discord_nonce
 from core.policies import ThreadStyle
 from core.ports import (
@@ -54,6 +54,7 @@ from core.publishing.platforms.discord_answers import (
     snowflake_time,
     wait_of,
 )
+from core.publishing.platforms.http_publisher import HttpPublisher
 from core.publishing.platforms.post_text import comparable, discord_length
 from core.publishing.platforms.read_back import read_back
 from core.setup.publish_targets import DiscordTarget
@@ -85,7 +86,7 @@ class Answer:
             return None
 
 
-class DiscordPublisher:
+class DiscordPublisher(HttpPublisher[DiscordTarget]):
     """Posts plain text as one bot in one channel; shared by every worker."""
 
     thread_style = ThreadStyle.PART_BY_PART  # each part its own message, key and receipt
@@ -99,18 +100,10 @@ class DiscordPublisher:
         environ: Mapping[str, str] | None = None,
         client: httpx.Client | None = None,
     ) -> None:
-        self.config = target
-        self._environ = environ
-        limits = call_timeout(timeout)
-        self._timeout = httpx.Timeout(limits.phase, connect=limits.connect)
-        self._client = client or httpx.Client(follow_redirects=False)
+        super().__init__(target, timeout, environ, client)
         self._lock = threading.Lock()
         self._bot_id: str | None = None  # GET /users/@me, once
         self._guild: str | None = None  # GET /channels/{channel}, once ("@me": a DM)
-
-    @property
-    def target(self) -> str:
-        return self.config.target
 
     # --- the port ---
 
@@ -216,9 +209,6 @@ class DiscordPublisher:
 
     def fit(self, text: str) -> Fit:
         return Fit(self.target, "Discord", discord_length(text), CHARACTER_LIMIT)
-
-    def close(self) -> None:
-        self._client.close()
 
     # --- read back (docs/design.md §28) ---
 

@@ -12,8 +12,7 @@ cannot tell and a person decides (docs/design.md §9 and §24).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -26,7 +25,7 @@ from core.errors import (
     MissingSecret,
     ReadRefused,
 )
-from core.http_calls import call_timeout, never_sent, retry_after_seconds
+from core.http_calls import never_sent, retry_after_seconds
 from core.ports import (
     Fit,
     ImageBytes,
@@ -37,6 +36,7 @@ from core.ports import (
     Publication,
     UploadedMedia,
 )
+from core.publishing.platforms.http_publisher import HttpPublisher
 from core.publishing.platforms.linkedin_images import media_content, upload_image
 from core.publishing.platforms.post_text import (
     comparable,
@@ -59,25 +59,8 @@ STATISTICS_PER_REQUEST = 20  # posts asked of organizationalEntityShareStatistic
 STATISTICS_SCOPE = "rw_organization_admin"  # the Community Management API's statistics
 
 
-class LinkedInPublisher:
+class LinkedInPublisher(HttpPublisher[LinkedInTarget]):
     """Posts plain text as one author (an organization page or a member)."""
-
-    def __init__(
-        self,
-        target: LinkedInTarget,
-        timeout: timedelta,
-        environ: Mapping[str, str] | None = None,
-        client: httpx.Client | None = None,
-    ) -> None:
-        self.config = target
-        self._environ = environ
-        limits = call_timeout(timeout)
-        self._timeout = httpx.Timeout(limits.phase, connect=limits.connect)
-        self._client = client or httpx.Client(follow_redirects=False)
-
-    @property
-    def target(self) -> str:
-        return self.config.target
 
     # --- the port ---
 
@@ -175,9 +158,6 @@ class LinkedInPublisher:
 
     def fit(self, text: str) -> Fit:
         return Fit(self.target, "LinkedIn", linkedin_length(text), CHARACTER_LIMIT)
-
-    def close(self) -> None:
-        self._client.close()
 
     def prove_credentials(self) -> str:
         """A read that needs the token (the author's posts, one), without posting. A

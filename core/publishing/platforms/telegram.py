@@ -22,9 +22,10 @@ from typing import Any
 import httpx
 
 from core.errors import EffectNotSent, EffectOutcomeUnknown, LookupUnavailable
-from core.http_calls import call_timeout, never_sent, retry_after_seconds
+from core.http_calls import never_sent, retry_after_seconds
 from core.policies import ThreadStyle
 from core.ports import Fit, PostQuery, Publication
+from core.publishing.platforms.http_publisher import HttpPublisher
 from core.publishing.platforms.post_text import telegram_length, telegram_text
 from core.setup.publish_targets import TelegramTarget
 
@@ -59,7 +60,7 @@ class _TokenFilter(logging.Filter):
 logging.getLogger("httpx").addFilter(_TokenFilter())
 
 
-class TelegramPublisher:
+class TelegramPublisher(HttpPublisher[TelegramTarget]):
     """Posts plain text to one chat as one bot; shared by every worker."""
 
     # a thread's later parts are replies to its first message, each its own effect
@@ -75,18 +76,10 @@ class TelegramPublisher:
         environ: Mapping[str, str] | None = None,
         client: httpx.Client | None = None,
     ) -> None:
-        self.config = target
-        self._environ = environ
-        limits = call_timeout(timeout)
-        self._timeout = httpx.Timeout(limits.phase, connect=limits.connect)
-        self._client = client or httpx.Client(follow_redirects=False)
+        super().__init__(target, timeout, environ, client)
         self._lock = threading.Lock()
         self._username: str | None = _public_name(target.chat)  # known for an @channel
         self._asked_chat = self._username is not None
-
-    @property
-    def target(self) -> str:
-        return self.config.target
 
     # --- the port ---
 
@@ -125,9 +118,6 @@ class TelegramPublisher:
     def fit(self, text: str) -> Fit:
         """What Telegram counts: the text as sent (mentions made inert), in UTF-16 units."""
         return Fit(self.target, "Telegram", telegram_length(telegram_text(text)), TEXT_LIMIT)
-
-    def close(self) -> None:
-        self._client.close()
 
     def prove_credentials(self) -> str:
         """`getMe` (the token), then `getChat` (the bot can see the chat); posts nothing."""

@@ -30,7 +30,7 @@ from core.errors import (
     MissingSecret,
     ReadRefused,
 )
-from core.http_calls import call_timeout, never_sent
+from core.http_calls import never_sent
 from core.policies import ContainerStatus, ThreadStyle
 from core.ports import (
     Fit,
@@ -43,6 +43,7 @@ from core.ports import (
     Publication,
 )
 from core.publishing.platforms import threads_meta_answers as answers
+from core.publishing.platforms.http_publisher import HttpPublisher
 from core.publishing.platforms.post_text import comparable, threads_length, threads_text
 from core.setup.publish_targets import ThreadsTarget
 
@@ -56,7 +57,7 @@ INSIGHTS_REFUSED = "Threads refused the insights (threads_manage_insights needed
 _CANNOT_SEND = (httpx.UnsupportedProtocol, httpx.LocalProtocolError, httpx.InvalidURL)
 
 
-class ThreadsPublisher:
+class ThreadsPublisher(HttpPublisher[ThreadsTarget]):
     """Posts plain text, part after part, as one Threads account."""
 
     thread_style = ThreadStyle.PART_BY_PART  # each part replies to the one before
@@ -69,16 +70,8 @@ class ThreadsPublisher:
         environ: Mapping[str, str] | None = None,
         client: httpx.Client | None = None,
     ) -> None:
-        self.config = target
-        self._environ = environ
-        limits = call_timeout(timeout)
-        self._timeout = httpx.Timeout(limits.phase, connect=limits.connect)
-        self._client = client or httpx.Client(follow_redirects=False)
+        super().__init__(target, timeout, environ, client)
         self._links: dict[str, str] = {}
-
-    @property
-    def target(self) -> str:
-        return self.config.target
 
     # --- the two steps ---
 
@@ -238,9 +231,6 @@ class ThreadsPublisher:
 
     def fit(self, text: str) -> Fit:
         return Fit(self.target, "Threads", threads_length(threads_text(text)), CHARACTER_LIMIT)
-
-    def close(self) -> None:
-        self._client.close()
 
     def prove_credentials(self) -> str:
         """`GET /me`: the token works, and is the configured user's."""
