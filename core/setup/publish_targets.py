@@ -101,6 +101,12 @@ class _SecretTarget(_Target):
     def target(self) -> str:
         """The target id inside effect keys; each platform's model names its own."""
 
+    def _second_account(self) -> str:
+        """`+VAR` when the target names a variable other than its platform's default, so
+        a second account on the same place is a target of its own; else nothing."""
+        default = type(self).model_fields["secret_env"].default
+        return "" if self.secret_env == default else f"+{self.secret_env}"
+
     def secret(self, environ: Mapping[str, str] | None = None) -> str:
         """The credential, read when it is needed; MissingSecret names the variable."""
         value = (os.environ if environ is None else environ).get(self.secret_env, "")
@@ -150,8 +156,7 @@ class MastodonTarget(_SecretTarget, _ListedTarget):
         its variable: `mastodon:mastodon.social+GALLEY_MASTODON_TOKEN_TEAM`."""
         host = urlsplit(self.instance)
         where = (host.netloc + host.path.rstrip("/")).lower()
-        default = MastodonTarget.model_fields["secret_env"].default
-        return f"mastodon:{where}" + ("" if self.secret_env == default else f"+{self.secret_env}")
+        return f"mastodon:{where}{self._second_account()}"
 
     @property
     def lookup_grace(self) -> timedelta:
@@ -224,9 +229,7 @@ class DiscordTarget(_SecretTarget, _ListedTarget):
     def target(self) -> str:
         """`discord:1234567890`; a second bot on one channel is told apart by its
         variable: `discord:1234567890+GALLEY_DISCORD_TOKEN_TEAM`."""
-        default = DiscordTarget.model_fields["secret_env"].default
-        extra = "" if self.secret_env == default else f"+{self.secret_env}"
-        return f"discord:{self.channel}{extra}"
+        return f"discord:{self.channel}{self._second_account()}"
 
     @property
     def lookup_grace(self) -> timedelta:
@@ -294,9 +297,7 @@ class TelegramTarget(_SecretTarget):
     def target(self) -> str:
         """`telegram:@acme` or `telegram:-1001234567890`; a second bot in one chat is told
         apart by its variable: `telegram:@acme+GALLEY_TELEGRAM_TOKEN_TEAM`."""
-        default = TelegramTarget.model_fields["secret_env"].default
-        account = "" if self.secret_env == default else f"+{self.secret_env}"
-        return f"telegram:{self.chat}{account}"
+        return f"telegram:{self.chat}{self._second_account()}"
 
 
 PublishTarget = Annotated[
