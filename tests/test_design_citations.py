@@ -152,6 +152,8 @@ def test_every_citation_says_a_word_of_its_sections_topic() -> None:
     found = []
     for path in citing_files():
         text = path.read_text()
+        if CITATION.search(text) is None:
+            continue  # nothing cited: no need to find its comments and strings
         relative = str(path.relative_to(ROOT))
         found += off_topic_citations(relative, text, regions_of(path, text), topics)
     assert "\n".join(map(str, found)) == ""

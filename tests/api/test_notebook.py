@@ -16,9 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
 from sqlmodel import col, select
 
 from core.models import EventRow, RunRow
@@ -39,12 +37,20 @@ KEY = f"linkedin|{RECIPE}@{DRAFTED_SLOT}|v1"
 FAILED_RUN = f"{RECIPE}@{FAILED_SLOT}"
 
 
+def _read_notebook() -> Any:
+    # nbformat imports jsonschema, whose URI checks build their grammars at import
+    # (seconds): imported when a test reads the notebook, not by every collection
+    import nbformat
+
+    return nbformat.read(NOTEBOOK, as_version=4)
+
+
 def outputs(notebook: Any) -> list[dict[str, Any]]:
     return [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
 
 
 def test_the_stored_notebook_has_no_outputs() -> None:
-    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    notebook = _read_notebook()
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
     assert code and all(c.outputs == [] and c.execution_count is None for c in code)
     assert any("import galley" in c.source for c in code)
@@ -139,11 +145,13 @@ def test_with_writes_on_the_notebook_approves_and_retries_as_its_user(
 def _execute(env: dict[str, str], folder: Path, *, write: bool = False) -> Any:
     """The stored notebook, run top to bottom in a kernel started in `folder`;
     `write`: with its WRITE flag (the first code cell) set to True."""
-    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    notebook = _read_notebook()
     flag = next(cell for cell in notebook.cells if cell.cell_type == "code")
     assert flag.source.startswith("WRITE = False")
     if write:
         flag.source = flag.source.replace("WRITE = False", "WRITE = True", 1)
+    from nbclient import NotebookClient  # imports nbformat: see _read_notebook
+
     client = NotebookClient(
         notebook, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(folder)}}
     )

@@ -6,12 +6,12 @@ import os
 import selectors
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests import PYCACHE
 from tests.harness.timing import scaled
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,9 +56,9 @@ def stop(proc: subprocess.Popen[str], timeout: float = 10.0) -> None:
         proc.stdout.close()
 
 
-# Child processes share compiled modules outside the repo: without them each `galley`
-# start spends seconds compiling imports where PYTHONDONTWRITEBYTECODE is set.
-PYCACHE = Path(tempfile.gettempdir()) / "galley-test-pycache"
+# Child processes share compiled modules outside the repo with the test process
+# (tests/__init__.py): without them each `galley` start spends seconds compiling imports
+# where PYTHONDONTWRITEBYTECODE is set.
 
 
 def galley_env(**values: str) -> dict[str, str]:
