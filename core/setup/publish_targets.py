@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from core.errors import MissingSecret
 from core.identity import slack_target
@@ -37,6 +37,17 @@ LINKEDIN_READ_DELAY = timedelta(minutes=2)
 DISCORD_READ_DELAY = timedelta(0)
 SNOWFLAKE_PATTERN = re.compile(r"^\d{1,20}$")
 THREADS_READ_DELAY = timedelta(minutes=1)
+
+
+def _base_url(url: str) -> str:
+    """An http(s) base URL with no query or fragment, without its trailing slash."""
+    if not BASE_URL_PATTERN.match(url):
+        raise ValueError(f"not an http(s) base URL: {url!r}")
+    return url.rstrip("/")
+
+
+# an http(s) base URL a platform's calls are joined onto (a self-hosted server or a fake)
+BaseUrl = Annotated[str, AfterValidator(_base_url)]
 
 
 class _Target(BaseModel):
@@ -210,7 +221,7 @@ class LinkedInTarget(_SecretTarget, _ListedTarget):
 class DiscordTarget(_SecretTarget, _ListedTarget):
     to: Literal["discord"]
     channel: str  # the channel's id (a snowflake): 1234567890123456789
-    api: str = "https://discord.com/api/v10"
+    api: BaseUrl = "https://discord.com/api/v10"
     secret_env: str = "GALLEY_DISCORD_TOKEN"  # a bot token, sent as `Authorization: Bot …`
 
     @field_validator("channel")
@@ -219,11 +230,6 @@ class DiscordTarget(_SecretTarget, _ListedTarget):
         if not SNOWFLAKE_PATTERN.match(channel):
             raise ValueError("must be a Discord channel id (digits only: Copy Channel ID)")
         return channel
-
-    @field_validator("api")
-    @classmethod
-    def _api(cls, url: str) -> str:
-        return _base_url(url)
 
     @property
     def target(self) -> str:
@@ -241,7 +247,7 @@ class ThreadsTarget(_SecretTarget, _ListedTarget):
 
     to: Literal["threads"]
     user: str  # the Threads user id (digits), as GET /me?fields=id answers it
-    api: str = "https://graph.threads.net/v1.0"
+    api: BaseUrl = "https://graph.threads.net/v1.0"
     secret_env: str = "GALLEY_THREADS_TOKEN"  # threads_basic, threads_content_publish
 
     @field_validator("user")
@@ -250,11 +256,6 @@ class ThreadsTarget(_SecretTarget, _ListedTarget):
         if not re.match(r"^[0-9]{1,32}$", user):
             raise ValueError("must be the Threads user id (digits), not the @username")
         return user
-
-    @field_validator("api")
-    @classmethod
-    def _api(cls, url: str) -> str:
-        return _base_url(url)
 
     @property
     def target(self) -> str:
@@ -276,7 +277,7 @@ class TelegramTarget(_SecretTarget):
 
     to: Literal["telegram"]
     chat: str  # a chat id (-1001234567890) or a public channel's @username
-    api: str = "https://api.telegram.org"  # the Bot API server (or a local one, or a fake)
+    api: BaseUrl = "https://api.telegram.org"  # the Bot API server (or a local one, or a fake)
     secret_env: str = "GALLEY_TELEGRAM_TOKEN"  # the bot's token from @BotFather
 
     @field_validator("chat", mode="before")
@@ -287,11 +288,6 @@ class TelegramTarget(_SecretTarget):
         if isinstance(chat, str) and not TELEGRAM_CHAT_PATTERN.match(chat):
             raise ValueError("must be a chat id like -1001234567890 or a channel like @acme")
         return chat
-
-    @field_validator("api")
-    @classmethod
-    def _api(cls, url: str) -> str:
-        return _base_url(url)
 
     @property
     def target(self) -> str:
@@ -314,13 +310,6 @@ PublishTarget = Annotated[
 SecretTarget = (
     BlueskyTarget | MastodonTarget | LinkedInTarget | DiscordTarget | ThreadsTarget | TelegramTarget
 )
-
-
-def _base_url(url: str) -> str:
-    """An http(s) base URL with no query or fragment, without its trailing slash."""
-    if not BASE_URL_PATTERN.match(url):
-        raise ValueError(f"not an http(s) base URL: {url!r}")
-    return url.rstrip("/")
 
 
 TARGETS: dict[str, type[_Target]] = {
