@@ -1,0 +1,222 @@
+"""Results per recipe and target over a window (docs/design.md §36): posts published and
+verified, engagement at each reading (1 h, 24 h, 7 d: every reading, not only the latest)
+and lift against the target's own baseline. It reads, never writes.
+
+Posts are read by ix_post_checks_published and each target's baseline by
+ix_post_checks_target_published, readings by key: the cost is the window's posts and
+BASELINE_POSTS more per target. A post never read is "not read", never 0; a target whose
+posts cannot be read (a webhook, Slack, a read-back refused) "has no engagement".
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from statistics import median
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import Session, col
+
+from core.drafting.scoring import BASELINE_POSTS, lift, score
+from core.identity import platform_of_target
+from core.models import PostCheckRow, PostReadingRow
+from core.policies import PostCheck
+
+NO_ENGAGEMENT_PLATFORMS = ("webhook", "slack")  # nothing to read back: no counts exist
+VERIFIED_STATES = (PostCheck.VERIFIED, PostCheck.UNCONFIRMED)
+
+
+@dataclass(frozen=True)
+class PostResult:
+    """One published post of the window: its score at each reading, and its lift."""
+
+    recipe: str
+    target: str
+    receipt: str
+    published_at: datetime
+    state: str  # a PostCheck
+    url: str | None
+    scores: dict[str, int]  # reading label (`1h`, `1d`, `7d`) -> score at that reading
+    lift: float | None  # at its latest reading, against its target's previous posts
+    lift_reading: str | None  # the reading the lift compares
+
+    @property
+    def has_engagement(self) -> bool:
+        unreadable = self.state in (PostCheck.UNREADABLE, PostCheck.MARKED)
+        return not unreadable and platform_of_target(self.target) not in NO_ENGAGEMENT_PLATFORMS
+
+
+@dataclass
+class Results:
+    """The posts of one recipe (or one recipe and target) in the window."""
+
+    recipe: str
+    target: str  # a target id, or "all" when grouped by recipe
+    posts: list[PostResult] = field(default_factory=list)
+
+    @property
+    def published(self) -> int:
+        return len(self.posts)
+
+    @property
+    def verified(self) -> int:
+        return sum(post.state in VERIFIED_STATES for post in self.posts)
+
+    @property
+    def gone(self) -> int:
+        return sum(post.state == PostCheck.GONE for post in self.posts)
+
+    @property
+    def no_engagement(self) -> bool:
+        """Every post went where no engagement can be read."""
+        return bool(self.posts) and not any(post.has_engagement for post in self.posts)
+
+    @property
+    def not_read(self) -> int:
+        """Posts that could be read and have no reading yet."""
+        return sum(post.has_engagement and not post.scores for post in self.posts)
+
+    def readings(self) -> dict[str, tuple[int, float]]:
+        """Per reading label, in the order of its offset: posts read then, median score."""
+        by_label: dict[str, list[int]] = defaultdict(list)
+        for post in self.posts:
+            for label, points in post.scores.items():
+                by_label[label].append(points)
+        order = sorted(by_label, key=_offset_order)
+        return {label: (len(by_label[label]), median(by_label[label])) for label in order}
+
+    @property
+    def lifts(self) -> list[float]:
+        return [post.lift for post in self.posts if post.lift is not None]
+
+    @property
+    def median_lift(self) -> float | None:
+        return median(self.lifts) if self.lifts else None
+
+
+def _offset_order(label: str) -> float:
+    units = {"m": 60, "h": 3600, "d": 86400, "w": 604800}
+    number = label[:-1]
+    return float(number) * units.get(label[-1], 1) if number.isdigit() else float("inf")
+
+
+def read_posts(session: Session, since: datetime, until: datetime) -> list[PostResult]:
+    """The posts published in (since, until], oldest first, each with every reading and
+    its lift against the BASELINE_POSTS read posts of its target before it."""
+    published = col(PostCheckRow.published_at)
+    posts = list(
+        session.execute(
+            _post_columns().where(published > since, published <= until).order_by(published)
+        ).all()
+    )
+    earlier = {
+        target: _earlier_posts(session, target, since) for target in {post.target for post in posts}
+    }
+    readings = _readings(
+        session,
+        [p.receipt for p in posts] + [p.receipt for rows in earlier.values() for p in rows],
+    )
+    found = []
+    history: dict[str, list[dict[str, int]]] = {
+        target: [readings[p.receipt] for p in rows if _counts(p, readings)]
+        for target, rows in earlier.items()
+    }
+    for post in posts:
+        scores = readings.get(post.receipt, {})
+        label = max(scores, key=_offset_order) if scores else None
+        previous = history[post.target]
+        raised = None
+        if label is not None and post.state != PostCheck.GONE:
+            baseline = [s[label] for s in previous[-BASELINE_POSTS:] if label in s]
+            raised = lift(scores[label], baseline)
+        found.append(_result(post, scores, raised, label if raised is not None else None))
+        if _counts(post, readings):
+            previous.append(scores)
+    return found
+
+
+def _counts(post: Any, readings: dict[str, dict[str, int]]) -> bool:
+    """Whether a post is part of its target's baseline: read, and not found gone."""
+    return post.receipt in readings and post.state != PostCheck.GONE
+
+
+def _result(post: Any, scores: dict[str, int], raised: float | None, label: str | None) -> Any:
+    return PostResult(
+        recipe=post.recipe,
+        target=post.target,
+        receipt=post.receipt,
+        published_at=post.published_at,
+        state=post.state,
+        url=post.url,
+        scores=scores,
+        lift=raised,
+        lift_reading=label,
+    )
+
+
+def _post_columns() -> Any:
+    return sa.select(
+        col(PostCheckRow.receipt),
+        col(PostCheckRow.recipe),
+        col(PostCheckRow.target),
+        col(PostCheckRow.published_at),
+        col(PostCheckRow.state),
+        col(PostCheckRow.url),
+    )
+
+
+def _earlier_posts(session: Session, target: str, since: datetime) -> list[Any]:
+    """The target's posts before the window, oldest first: enough to find BASELINE_POSTS
+    read ones among them (twice as many, as some were never read)."""
+    published = col(PostCheckRow.published_at)
+    rows = session.execute(
+        _post_columns()
+        .where(col(PostCheckRow.target) == target, published <= since)
+        .order_by(published.desc())
+        .limit(2 * BASELINE_POSTS)
+    ).all()
+    return list(reversed(rows))
+
+
+def _readings(session: Session, receipts: list[str]) -> dict[str, dict[str, int]]:
+    """Each receipt's score at each of its readings, read by key."""
+    found: dict[str, dict[str, int]] = defaultdict(dict)
+    for start in range(0, len(receipts), 500):  # bound each IN list
+        chunk = receipts[start : start + 500]
+        for row in session.execute(
+            sa.select(
+                col(PostReadingRow.receipt),
+                col(PostReadingRow.label),
+                col(PostReadingRow.likes),
+                col(PostReadingRow.reposts),
+                col(PostReadingRow.replies),
+                col(PostReadingRow.quotes),
+            ).where(col(PostReadingRow.receipt).in_(chunk))
+        ).all():
+            found[row.receipt][row.label] = score(row.likes, row.reposts, row.replies, row.quotes)
+    return dict(found)
+
+
+def group_results(posts: list[PostResult], by_target: bool) -> list[Results]:
+    """The posts grouped per recipe and target, or per recipe (`target` is `all`)."""
+    groups: dict[tuple[str, str], Results] = {}
+    for post in posts:
+        key = (post.recipe, post.target if by_target else "all")
+        groups.setdefault(key, Results(*key)).posts.append(post)
+    return [groups[key] for key in sorted(groups)]
+
+
+def best_post(posts: list[PostResult]) -> PostResult | None:
+    """The window's best post: the highest lift, else the highest latest score."""
+    live = [post for post in posts if post.state != PostCheck.GONE and post.scores]
+    lifted = [post for post in live if post.lift is not None]
+    if lifted:
+        return max(lifted, key=lambda post: (post.lift or 0.0, post.published_at))
+    scored = [post for post in live if max(post.scores.values()) > 0]
+    return max(scored, key=lambda p: (_latest(p), p.published_at), default=None)
+
+
+def _latest(post: PostResult) -> int:
+    return post.scores[max(post.scores, key=_offset_order)]
