@@ -55,6 +55,7 @@ class ReportRow:
     top_rejection_reasons: str  # `off-topic (2); too long (1)`
     cost_usd: float  # every model call of the recipe started in the window
     cost_per_post_usd: float | None  # cost_usd / published drafts
+    published_drafts: int  # drafts of the window published: the "per post" denominator
     quality_note: str | None  # `too few: 2 drafts decided (3 needed)`
     posts: int  # posts published in the window (one per target)
     verified: int  # read back and found
@@ -137,6 +138,7 @@ def _row(quality: DraftQuality, results: Results, since: datetime, until: dateti
         top_rejection_reasons=reasons,
         cost_usd=round(quality.cost_usd, 6),
         cost_per_post_usd=quality.cost_per_post,
+        published_drafts=quality.published,
         quality_note=quality.too_few,
         posts=results.published,
         verified=results.verified,
@@ -170,6 +172,10 @@ def _window(row: ReportRow) -> str:
     return f"{spoken_duration(row.until - row.since)} to {row.until:%Y-%m-%d %H:%M} UTC"
 
 
+def _posts(count: int) -> str:
+    return f"{count} post" + ("" if count == 1 else "s")
+
+
 def _percent(value: float) -> str:
     return f"{value * 100:.0f}%"
 
@@ -188,14 +194,14 @@ def _quality_lines(row: ReportRow) -> list[str]:
     if row.edits_per_post is not None and row.redrafts_per_post is not None:
         lines.append(
             f"per published post: {row.edits_per_post:.2f} edits, "
-            f"{row.redrafts_per_post:.2f} redrafts"
+            f"{row.redrafts_per_post:.2f} redrafts ({row.published_drafts} drafts published)"
         )
     else:
         lines.append(f"per published post: too few published drafts ({MIN_SAMPLE} needed)")
     if row.changed_share is not None:
         lines.append(
             f"reviewers changed {_percent(row.changed_share)} of characters (mean Indel "
-            "distance, model's first text to the approved one)"
+            "distance, the model's latest text to the approved one)"
         )
     if row.median_decision_minutes is not None:
         waited = spoken_duration(timedelta(minutes=round(row.median_decision_minutes)))
@@ -227,7 +233,7 @@ def _result_lines(row: ReportRow) -> list[str]:
     lines.append(f"engagement at each reading: {readings or 'not read'}")
     if row.median_lift is not None:
         lines.append(
-            f"lift: median {row.median_lift:.2f}x over {row.posts_with_lift} posts (score / "
+            f"lift: median {row.median_lift:.2f}x over {_posts(row.posts_with_lift)} (score / "
             f"median of the target's previous {BASELINE_POSTS} read posts)"
         )
     elif row.lift_note is not None:

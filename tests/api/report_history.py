@@ -22,6 +22,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from core.api.galley import Galley
 from core.identity import draft_key, run_id, text_hash
 from core.models import (
     AttemptRow,
@@ -34,8 +35,10 @@ from core.models import (
     RunRow,
 )
 from core.policies import PostCheck
+from core.setup.config import Config, parse_config
 from core.states import DraftState, RunState
 from core.store.engine import Store
+from core.testing import FrozenClock
 
 NOW = datetime(2026, 12, 7, 10, 0, tzinfo=UTC)  # a Monday
 BLUESKY = "bluesky:acme.bsky.social"
@@ -200,3 +203,18 @@ def _posts(session: Any, keys: dict[str, str]) -> None:
         _post(session, "weekly", keys[name], BLUESKY, at, state, readings, best=name == "d1")
         _post(session, "weekly", keys[name], WEBHOOK, at, PostCheck.VERIFIED, {})
     _post(session, "small", keys["s1"], WEBHOOK, NOW - timedelta(days=1), PostCheck.VERIFIED, {})
+
+
+def report_config() -> Config:
+    """The two recipes of the history, so a `Galley` reads them."""
+    recipes = "".join(
+        f'\n[[recipes]]\nname = "{name}"\nplatform = "bluesky"\nschedule = "0 10 * * *"\n'
+        'system = "s"\nprompt = "p"\n'
+        for name in ("weekly", "small")
+    )
+    return parse_config(f'[slack]\nreview_channel = "C0R"\n[defaults]\nmodel = "m"\n{recipes}')
+
+
+def report_galley(store: Store) -> Galley:
+    """A `Galley` over the seeded store, its clock at NOW."""
+    return Galley(report_config(), store, clock=FrozenClock(NOW))
