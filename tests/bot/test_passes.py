@@ -17,9 +17,8 @@ def test_every_pass_in_the_table_is_scheduled_on_its_pool(
     bot = start_bot(sqlite_url, slack='report_at = "mon 09:00"').bot
     jobs = {job.id: job for job in bot.host.scheduler.get_jobs()}
     passes = bot.passes()
-    for (
-        row
-    ) in passes:  # the digest is on by default, the report set; the test key gives a batch pass
+    # the digest is on by default, the report set; the test key gives a batch pass
+    for row in passes:
         assert jobs[row.job].executor == row.pool, row
         assert row.runs is not None and jobs[row.job].func == row.runs
     assert jobs["expiry"].func == bot.host.expire
