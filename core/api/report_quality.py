@@ -141,7 +141,8 @@ def _drafts(session: Session, since: datetime, until: datetime) -> list[Any]:
     """The window's drafts, by ix_drafts_ready_at; their text is read only when edited."""
     ready = col(DraftRow.ready_at)
     return list(
-        session.execute(
+        session.connection()
+        .execute(
             sa.select(
                 col(DraftRow.key),
                 col(DraftRow.recipe),
@@ -151,7 +152,8 @@ def _drafts(session: Session, since: datetime, until: datetime) -> list[Any]:
                 col(DraftRow.decided_at),
                 col(DraftRow.decision_reason),
             ).where(ready > since, ready <= until)
-        ).all()
+        )
+        .all()
     )
 
 
@@ -162,16 +164,20 @@ def _changes(session: Session, since: datetime, keys: list[str]) -> dict[str, Co
     if not keys:
         return {}
     kind = col(EventRow.decision)
-    rows = session.execute(
-        sa.select(col(EventRow.subject_id), kind, sa.func.count())
-        .where(col(EventRow.at) > since, kind.is_not(None), kind.in_([str(c) for c in CHANGES]))
-        .group_by(col(EventRow.subject_id), kind)
-    ).all()
+    rows = (
+        session.connection()
+        .execute(
+            sa.select(col(EventRow.subject_id), kind, sa.func.count())
+            .where(col(EventRow.at) > since, kind.is_not(None), kind.in_([str(c) for c in CHANGES]))
+            .group_by(col(EventRow.subject_id), kind)
+        )
+        .all()
+    )
     wanted = set(keys)
     found: dict[str, Counter[str]] = defaultdict(Counter)
     for subject, decision, count in rows:
         if subject in wanted:
-            found[subject][decision] += int(count)
+            found[subject][str(decision)] += int(count)
     return found
 
 
@@ -197,14 +203,18 @@ def _model_texts(session: Session, keys: list[str]) -> dict[str, str]:
     kept: dict[str, tuple[bool, int, str]] = {}
     for start in range(0, len(keys), 500):
         chunk = keys[start : start + 500]
-        for key, revision, text, author in session.execute(
-            sa.select(
-                col(DraftRevisionRow.draft_key),
-                col(DraftRevisionRow.revision),
-                col(DraftRevisionRow.text),
-                col(DraftRevisionRow.written_by),
-            ).where(col(DraftRevisionRow.draft_key).in_(chunk))
-        ).all():
+        for key, revision, text, author in (
+            session.connection()
+            .execute(
+                sa.select(
+                    col(DraftRevisionRow.draft_key),
+                    col(DraftRevisionRow.revision),
+                    col(DraftRevisionRow.text),
+                    col(DraftRevisionRow.written_by),
+                ).where(col(DraftRevisionRow.draft_key).in_(chunk))
+            )
+            .all()
+        ):
             by_model = author.startswith(MODEL_AUTHOR) or revision == 1
             ranked = (by_model, revision if by_model else -revision, text)
             if key not in kept or ranked[:2] > kept[key][:2]:
@@ -218,9 +228,11 @@ def _current_texts(session: Session, keys: list[str]) -> dict[str, str]:
         chunk = keys[start : start + 500]
         texts.update(
             (key, text or "")
-            for key, text in session.execute(
+            for key, text in session.connection()
+            .execute(
                 sa.select(col(DraftRow.key), col(DraftRow.text)).where(col(DraftRow.key).in_(chunk))
-            ).all()
+            )
+            .all()
         )
     return texts
 
@@ -229,19 +241,23 @@ def _costs(session: Session, since: datetime, until: datetime) -> dict[str, floa
     """Every model call started in the window (a failed one is paid too), summed per
     recipe, model and way of calling by the database, priced here."""
     started = col(AttemptRow.started_at)
-    rows = session.execute(
-        sa.select(
-            col(AttemptRow.recipe),
-            col(AttemptRow.mode),
-            col(AttemptRow.model),
-            sa.func.sum(col(AttemptRow.input_tokens)),
-            sa.func.sum(col(AttemptRow.output_tokens)),
-            sa.func.sum(col(AttemptRow.cache_creation_tokens)),
-            sa.func.sum(col(AttemptRow.cache_read_tokens)),
+    rows = (
+        session.connection()
+        .execute(
+            sa.select(
+                col(AttemptRow.recipe),
+                col(AttemptRow.mode),
+                col(AttemptRow.model),
+                sa.func.sum(col(AttemptRow.input_tokens)),
+                sa.func.sum(col(AttemptRow.output_tokens)),
+                sa.func.sum(col(AttemptRow.cache_creation_tokens)),
+                sa.func.sum(col(AttemptRow.cache_read_tokens)),
+            )
+            .where(started > since, started <= until)
+            .group_by(col(AttemptRow.recipe), col(AttemptRow.mode), col(AttemptRow.model))
         )
-        .where(started > since, started <= until)
-        .group_by(col(AttemptRow.recipe), col(AttemptRow.mode), col(AttemptRow.model))
-    ).all()
+        .all()
+    )
     costs: dict[str, float] = defaultdict(float)
     for recipe, mode, model, tokens_in, tokens_out, created, read in rows:
         costs[recipe] += estimated_cost_usd(
