@@ -92,7 +92,7 @@ class Report(Rows[ReportRow]):
 
 
 def _label_order(label: str) -> float:
-    from core.api.report_results import _offset_order
+    from core.drafting.lifts import offset_order as _offset_order
 
     return _offset_order(label)
 
