@@ -401,12 +401,19 @@ def unsettled_receipt(step: EffectStep) -> sa.ColumnElement[bool]:
     )
 
 
+# A person's change to a draft's text or its approval, in ix_events_changes' own words (a
+# literal, as PUBLISHED_RECEIPT is, so both backends prove the partial index's predicate).
+CHANGES = "decision = 'edit' OR decision = 'redraft' OR decision = 'unapprove'"
+
+
 class EventRow(SQLModel, table=True):
     """One line of history: who or what changed which state, when and why."""
 
     __tablename__ = "events"
     __table_args__ = (  # the decision log, newest first, keyset (core/review/decision_log.py)
         _partial_index("ix_events_decisions", "at", "id", where="decision IS NOT NULL"),
+        # the report's edits, redrafts and unapprovals of a window, read from the index alone
+        _partial_index("ix_events_changes", "at", "subject_id", "decision", where=CHANGES),
     )
 
     id: int | None = Field(default=None, primary_key=True)

@@ -21,6 +21,7 @@ from rapidfuzz.distance import Indel
 from sqlmodel import Session, col
 
 from core.drafting.revisions import MODEL_AUTHOR
+from core.models import CHANGES as CHANGE_DECISIONS
 from core.models import AttemptRow, DraftRevisionRow, DraftRow, EventRow
 from core.policies import DecisionKind
 from core.states import DraftState
@@ -159,8 +160,8 @@ def _drafts(session: Session, since: datetime, until: datetime) -> list[Any]:
 
 def _changes(session: Session, since: datetime, keys: list[str]) -> dict[str, Counter[str]]:
     """Edits, redrafts and unapprovals per draft, counted by the database over the
-    decision events since the window began (ix_events_decisions: a draft is changed only
-    after it is ready, so none of its changes is older than `since`)."""
+    decision events since the window began (ix_events_changes, read alone: a draft is
+    changed only after it is ready, so none of its changes is older than `since`)."""
     if not keys:
         return {}
     kind = col(EventRow.decision)
@@ -168,7 +169,7 @@ def _changes(session: Session, since: datetime, keys: list[str]) -> dict[str, Co
         session.connection()
         .execute(
             sa.select(col(EventRow.subject_id), kind, sa.func.count())
-            .where(col(EventRow.at) > since, kind.is_not(None), kind.in_([str(c) for c in CHANGES]))
+            .where(col(EventRow.at) > since, sa.text(CHANGE_DECISIONS))
             .group_by(col(EventRow.subject_id), kind)
         )
         .all()

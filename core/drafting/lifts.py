@@ -49,6 +49,7 @@ class LiftedPost:
         return not unreadable and platform_of_target(self.target) not in NO_ENGAGEMENT_PLATFORMS
 
 
+@cache  # a handful of labels, asked for every post
 def offset_order(label: str) -> float:
     units = {"m": 60, "h": 3600, "d": 86400, "w": 604800}
     number = label[:-1]
@@ -63,15 +64,13 @@ def read_lifted(
     before it (of any recipe)."""
     published = col(PostCheckRow.published_at)
     connection = session.connection()  # Core rows: the ORM layer costs more than the reads
-    query = _post_columns().where(published > since, published <= until)
+    window = [published > since, published <= until]
     if targets is not None:
-        query = query.where(col(PostCheckRow.target).in_(list(targets)))
-    posts = list(connection.execute(query.order_by(published)).all())
+        window.append(col(PostCheckRow.target).in_(list(targets)))
+    posts = list(connection.execute(_post_columns().where(*window).order_by(published)).all())
     earlier = _earlier_posts(connection, sorted({post.target for post in posts}), since)
-    readings = _readings(
-        connection,
-        [p.receipt for p in posts] + [p.receipt for rows in earlier.values() for p in rows],
-    )
+    readings = _window_readings(connection, window)
+    readings.update(_readings(connection, [p.receipt for r in earlier.values() for p in r]))
     found = []
     history: dict[str, list[dict[str, int]]] = {
         target: [readings[p.receipt] for p in rows if _counts(p, readings)]
@@ -156,20 +155,40 @@ def _baselines(targets: int) -> sa.Select[Any]:
     return sa.select(*union.c).order_by(union.c.published_at)
 
 
+def _reading_columns() -> Any:
+    return sa.select(
+        col(PostReadingRow.receipt),
+        col(PostReadingRow.label),
+        col(PostReadingRow.likes),
+        col(PostReadingRow.reposts),
+        col(PostReadingRow.replies),
+        col(PostReadingRow.quotes),
+    )
+
+
+def _window_readings(
+    connection: sa.Connection, window: list[sa.ColumnElement[bool]]
+) -> dict[str, dict[str, int]]:
+    """The readings of the window's posts, joined to them (their index, then each post's
+    readings by key): no list of keys to send."""
+    joined = _reading_columns().join(
+        PostCheckRow, col(PostCheckRow.receipt) == col(PostReadingRow.receipt)
+    )
+    return _scores(connection.execute(joined.where(*window)).all())
+
+
 def _readings(connection: sa.Connection, receipts: list[str]) -> dict[str, dict[str, int]]:
     """Each receipt's score at each of its readings, read by key."""
-    found: dict[str, dict[str, int]] = defaultdict(dict)
+    rows: list[Any] = []
     for start in range(0, len(receipts), IN_LIST):  # bound each IN list
         chunk = receipts[start : start + IN_LIST]
-        for row in connection.execute(
-            sa.select(
-                col(PostReadingRow.receipt),
-                col(PostReadingRow.label),
-                col(PostReadingRow.likes),
-                col(PostReadingRow.reposts),
-                col(PostReadingRow.replies),
-                col(PostReadingRow.quotes),
-            ).where(col(PostReadingRow.receipt).in_(chunk))
-        ).all():
-            found[row.receipt][row.label] = score(row.likes, row.reposts, row.replies, row.quotes)
-    return dict(found)
+        query = _reading_columns().where(col(PostReadingRow.receipt).in_(chunk))
+        rows += connection.execute(query).all()
+    return _scores(rows)
+
+
+def _scores(rows: Sequence[Any]) -> dict[str, dict[str, int]]:
+    found: dict[str, dict[str, int]] = defaultdict(dict)
+    for row in rows:
+        found[row.receipt][row.label] = score(row.likes, row.reposts, row.replies, row.quotes)
+    return found
