@@ -67,6 +67,21 @@ class ReportRow:
     median_lift: float | None  # score / median of the target's previous 20 read posts
     lift_note: str | None  # why no lift
 
+    def summary(self) -> str:
+        """One short line for the Home tab: first-pass rate, posts, lift."""
+        if self.first_pass_rate is None:
+            drafts = f"too few drafts decided to rate ({self.decided})"
+        else:
+            rate = _percent(self.first_pass_rate)
+            drafts = f"first-pass {rate} ({self.first_pass} of {self.decided} decided)"
+        posts = f"{_posts(self.posts)}"
+        if self.engagement is not None:
+            posts += f", {self.engagement}"
+        elif self.not_read:
+            posts += f", {self.not_read} not read"
+        lift = f" · lift {self.median_lift:.2f}x" if self.median_lift is not None else ""
+        return f"{self.recipe}: {drafts} · {posts}{lift}"
+
     def lines(self) -> list[str]:
         """The row in plain sentences, each naming what it counts (no markup)."""
         return _quality_lines(self) + _result_lines(self)

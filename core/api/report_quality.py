@@ -169,7 +169,7 @@ def _changes(session: Session, since: datetime, keys: list[str]) -> dict[str, Co
         session.connection()
         .execute(
             sa.select(col(EventRow.subject_id), kind, sa.func.count())
-            .where(col(EventRow.at) > since, sa.text(CHANGE_DECISIONS))
+            .where(col(EventRow.at) > since, sa.text(f"({CHANGE_DECISIONS})"))
             .group_by(col(EventRow.subject_id), kind)
         )
         .all()

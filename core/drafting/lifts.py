@@ -69,8 +69,8 @@ def read_lifted(
         window.append(col(PostCheckRow.target).in_(list(targets)))
     posts = list(connection.execute(_post_columns().where(*window).order_by(published)).all())
     earlier = _earlier_posts(connection, sorted({post.target for post in posts}), since)
-    readings = _window_readings(connection, window)
-    readings.update(_readings(connection, [p.receipt for r in earlier.values() for p in r]))
+    keys = [p.receipt for p in posts] + [p.receipt for r in earlier.values() for p in r]
+    readings = _readings(connection, keys)
     found = []
     history: dict[str, list[dict[str, int]]] = {
         target: [readings[p.receipt] for p in rows if _counts(p, readings)]
@@ -164,17 +164,6 @@ def _reading_columns() -> Any:
         col(PostReadingRow.replies),
         col(PostReadingRow.quotes),
     )
-
-
-def _window_readings(
-    connection: sa.Connection, window: list[sa.ColumnElement[bool]]
-) -> dict[str, dict[str, int]]:
-    """The readings of the window's posts, joined to them (their index, then each post's
-    readings by key): no list of keys to send."""
-    joined = _reading_columns().join(
-        PostCheckRow, col(PostCheckRow.receipt) == col(PostReadingRow.receipt)
-    )
-    return _scores(connection.execute(joined.where(*window)).all())
 
 
 def _readings(connection: sa.Connection, receipts: list[str]) -> dict[str, dict[str, int]]:

@@ -1,6 +1,6 @@
-"""`galley report` and `g.report()` (docs/design.md §36) over the hand-computed week of
-tests/api/report_history.py: sentences naming what each figure counts, JSON and CSV
-with every reading, a DataFrame. Both backends.
+"""`galley report`, `g.report()` and Home's summary (docs/design.md §36) over the
+hand-computed week of tests/api/report_history.py: sentences naming what each figure
+counts, JSON and CSV with every reading, a DataFrame, a line per recipe. Both backends.
 """
 
 from __future__ import annotations
@@ -12,9 +12,21 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from bot.app_home import Viewer, home_view
 from bot.cli import app
+from core.api.home import read_home
+from core.api.services import Services
 from core.store.engine import Store
-from tests.api.report_history import BEST_URL, BLUESKY, WEBHOOK, report_galley, seed
+from core.testing import FrozenClock
+from tests.api.report_history import (
+    BEST_URL,
+    BLUESKY,
+    NOW,
+    WEBHOOK,
+    report_config,
+    report_galley,
+    seed,
+)
 
 
 @pytest.fixture
@@ -76,3 +88,14 @@ def test_the_notebook_report_is_a_dataframe(history: Store) -> None:
     frame = report_galley(history).report("7d").to_frame()
     assert list(frame["recipe"]) == ["small", "weekly"]
     assert frame.set_index("recipe").loc["weekly", "first_pass"] == 2
+
+
+def test_the_home_tab_sums_up_each_recipes_week_in_a_line(history: Store) -> None:
+    services = Services(report_config(), history, clock=FrozenClock(NOW))
+    home = read_home(services)
+    assert [row.summary() for row in home.report] == [
+        "small: too few drafts decided to rate (2) · 1 post, no engagement: webhook",
+        "weekly: first-pass 29% (2 of 7 decided) · 6 posts, 1 not read · lift 2.00x",
+    ]
+    view = json.dumps(home_view(home, Viewer("U0EDITOR", True, True), now=NOW))
+    assert "weekly: first-pass 29% (2 of 7 decided)" in view
