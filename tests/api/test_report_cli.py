@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 
 import pytest
 from typer.testing import CliRunner
@@ -99,3 +100,16 @@ def test_the_home_tab_sums_up_each_recipes_week_in_a_line(history: Store) -> Non
     ]
     view = json.dumps(home_view(home, Viewer("U0EDITOR", True, True), now=NOW))
     assert "weekly: first-pass 29% (2 of 7 decided)" in view
+
+
+def test_the_report_plot_draws_first_pass_rate_and_lift_per_week_with_gaps_not_zeros(
+    history: Store,
+) -> None:
+    figure = report_galley(history).plots.report(weeks=2)
+    rate_axes, lift_axes = figure.axes
+    rates = {line.get_label(): list(line.get_ydata()) for line in rate_axes.get_lines()}
+    # the week before had no draft decided: a gap; this week 2 of 7 first pass
+    assert list(rates) == ["weekly"] and math.isnan(rates["weekly"][0])
+    assert rates["weekly"][1] == pytest.approx(100 * 2 / 7)
+    lifts = {line.get_label(): list(line.get_ydata()) for line in lift_axes.get_lines()}
+    assert lifts["weekly"][1] == pytest.approx(2.0)
