@@ -180,7 +180,7 @@ def measure(url: str, posts: int, decisions: int, repeats: int) -> bool:
     print(
         f"  report, last 7 days: {rows} rows, median {median:.1f} ms (goal {GOAL_MS:.0f} ms);"
         f" floor (the window's posts, driver alone) {statistics.median(floor):.2f} ms;"
-        f" ratio {ratio(median, floor):.0f}x"
+        f" ratio {ratio(median, floor):.0f}x; load average {os.getloadavg()[0]:.1f}"
     )
     store.dispose()
     return median <= GOAL_MS
