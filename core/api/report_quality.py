@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from rapidfuzz.distance import Indel
 from sqlmodel import Session, col
 
+from core.drafting.lifts import one_of
 from core.drafting.revisions import MODEL_AUTHOR
 from core.models import CHANGES as CHANGE_DECISIONS
 from core.models import AttemptRow, DraftRevisionRow, DraftRow, EventRow
@@ -212,7 +213,7 @@ def _model_texts(session: Session, keys: list[str]) -> dict[str, str]:
                     col(DraftRevisionRow.revision),
                     col(DraftRevisionRow.text),
                     col(DraftRevisionRow.written_by),
-                ).where(col(DraftRevisionRow.draft_key).in_(chunk))
+                ).where(one_of(session.connection(), col(DraftRevisionRow.draft_key), chunk))
             )
             .all()
         ):
@@ -231,7 +232,9 @@ def _current_texts(session: Session, keys: list[str]) -> dict[str, str]:
             (key, text or "")
             for key, text in session.connection()
             .execute(
-                sa.select(col(DraftRow.key), col(DraftRow.text)).where(col(DraftRow.key).in_(chunk))
+                sa.select(col(DraftRow.key), col(DraftRow.text)).where(
+                    one_of(session.connection(), col(DraftRow.key), chunk)
+                )
             )
             .all()
         )

@@ -166,12 +166,22 @@ def _reading_columns() -> Any:
     )
 
 
+def one_of(connection: sa.Connection, column: Any, keys: list[str]) -> Any:
+    """`column IN keys`: on PostgreSQL `= ANY(array)`, one parameter however many keys
+    (a thousand bound one by one cost 100 ms to send), still an index condition."""
+    if connection.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import ARRAY
+
+        return column == sa.any_(sa.literal(keys, type_=ARRAY(sa.String)))
+    return column.in_(keys)
+
+
 def _readings(connection: sa.Connection, receipts: list[str]) -> dict[str, dict[str, int]]:
     """Each receipt's score at each of its readings, read by key."""
     rows: list[Any] = []
     for start in range(0, len(receipts), IN_LIST):  # bound each IN list
         chunk = receipts[start : start + IN_LIST]
-        query = _reading_columns().where(col(PostReadingRow.receipt).in_(chunk))
+        query = _reading_columns().where(one_of(connection, col(PostReadingRow.receipt), chunk))
         rows += connection.execute(query).all()
     return _scores(rows)
 
