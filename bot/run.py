@@ -30,7 +30,7 @@ from bot.handlers import register
 from bot.home_tab import HomeTab
 from bot.inbound import SlackEvents
 from bot.pools import Pool
-from bot.report_text import report_text
+from bot.report_text import report_blocks, report_text
 from bot.server import timed_ack, web_app
 from bot.slack_check import check_slack
 from bot.slack_surface import (
@@ -245,14 +245,14 @@ class Bot:
     def post_report(self) -> bool:
         """This week's report in the alert channel, once per week across replicas."""
         channel, core = self.core.config.slack.alert_channel_or_review, self.core
-        week = report_week(core.config, core.clock.now())
+        now = core.clock.now()
+        week, channels = report_week(core.config, now), self.services.channels
 
         def post(found: Report) -> MessageRef:
-            text = report_text(found, week)
-            return self.services.channels.post(channel, text=text, blocks=notice_blocks(text))
+            text, blocks = report_text(found, week), report_blocks(found, week)
+            return channels.post(channel, text=text, blocks=blocks)
 
-        ledger = self.services.ledger
-        return post_weekly_report(core.store, core.config, ledger, core.clock.now(), post)
+        return post_weekly_report(core.store, core.config, self.services.ledger, now, post)
 
     def sync_slack(self) -> None:
         """The outbox pass: post new drafts, refresh decided ones, tell of backpressure.

@@ -240,7 +240,7 @@ def _result_lines(row: ReportRow) -> list[str]:
         f"{row.not_read} not read"
     ]
     if row.engagement is not None:
-        return [*lines, f"engagement: {row.engagement}"]
+        return [*lines, row.engagement]
     readings = " · ".join(
         f"{label}: {int(r['posts'])} read, median score {r['median']:g}"
         for label, r in row.readings.items()

@@ -11,7 +11,7 @@ import time
 import pytest
 from sqlmodel import col, select
 
-from bot.report_text import report_text
+from bot.report_text import report_blocks, report_text
 from core.api.report import Report
 from core.api.weekly_report import post_weekly_report, report_week
 from core.errors import ConfigError
@@ -22,7 +22,7 @@ from core.setup.config import parse_config
 from core.store.effects import EffectLedger
 from core.store.engine import Store
 from core.testing import FrozenClock
-from tests.api.report_history import BEST_URL, NOW, report_config, seed
+from tests.api.report_history import BEST_URL, NOW, report_config, report_galley, seed
 
 REPLICAS = 2
 
@@ -60,6 +60,8 @@ def test_two_replicas_racing_post_the_weekly_report_once_with_the_best_post_link
     assert text.startswith("*Galley weekly report* · 2026-W50")
     assert f"• Best post this week: <{BEST_URL}|weekly on bluesky:acme.bsky.social>" in text
     assert "• first-pass approval: 29% (2 of 7 decided" in text
+    blocks = report_blocks(report_galley(store).report("7d"), "2026-W50")
+    assert [b["type"] for b in blocks] == ["section"] * 4  # heading, 2 recipes, best post
     with store.read() as session:
         receipts = session.exec(
             select(EffectRow).where(col(EffectRow.step) == EffectStep.REPORT)
