@@ -69,8 +69,12 @@ def read_lifted(
         window.append(col(PostCheckRow.target).in_(list(targets)))
     posts = list(connection.execute(_post_columns().where(*window).order_by(published)).all())
     earlier = _earlier_posts(connection, sorted({post.target for post in posts}), since)
-    keys = [p.receipt for p in posts] + [p.receipt for r in earlier.values() for p in r]
-    readings = _readings(connection, keys)
+    baseline = [p.receipt for r in earlier.values() for p in r]
+    if connection.dialect.name == "sqlite":  # the window's readings by a join: no key list
+        readings = _window_readings(connection, window)
+        readings.update(_readings(connection, baseline))
+    else:  # PostgreSQL would walk every reading to join them: sent as one array instead
+        readings = _readings(connection, [p.receipt for p in posts] + baseline)
     found = []
     history: dict[str, list[dict[str, int]]] = {
         target: [readings[p.receipt] for p in rows if _counts(p, readings)]
@@ -164,6 +168,17 @@ def _reading_columns() -> Any:
         col(PostReadingRow.replies),
         col(PostReadingRow.quotes),
     )
+
+
+def _window_readings(
+    connection: sa.Connection, window: list[sa.ColumnElement[bool]]
+) -> dict[str, dict[str, int]]:
+    """The readings of the window's posts, joined to them (their index, then each post's
+    readings by key)."""
+    joined = _reading_columns().join(
+        PostCheckRow, col(PostCheckRow.receipt) == col(PostReadingRow.receipt)
+    )
+    return _scores(connection.execute(joined.where(*window)).all())
 
 
 def one_of(connection: sa.Connection, column: Any, keys: list[str]) -> Any:
