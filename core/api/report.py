@@ -18,6 +18,7 @@ from sqlmodel import Session
 
 from core.api.report_quality import MIN_SAMPLE, DraftQuality, read_quality
 from core.api.report_results import PostResult, Results, best_post, group_results, read_posts
+from core.drafting.lifts import offset_order
 from core.drafting.scoring import BASELINE_MIN, BASELINE_POSTS
 from core.identity import platform_of_target
 from core.render import Rows
@@ -94,7 +95,7 @@ class Report(Rows[ReportRow]):
 
     def to_csv_rows(self) -> list[dict[str, Any]]:
         """One flat dict per row: each reading's posts and median score as two columns."""
-        labels = sorted({label for row in self for label in row.readings}, key=_label_order)
+        labels = sorted({label for row in self for label in row.readings}, key=offset_order)
         flat = []
         for row, whole in zip(self, self.to_json(), strict=True):
             record = {k: v for k, v in whole.items() if k != "readings"}
@@ -104,12 +105,6 @@ class Report(Rows[ReportRow]):
                 record[f"median_score_{label}"] = None if reading is None else reading["median"]
             flat.append(record)
         return flat
-
-
-def _label_order(label: str) -> float:
-    from core.drafting.lifts import offset_order as _offset_order
-
-    return _offset_order(label)
 
 
 def read_report(
