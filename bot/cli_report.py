@@ -36,6 +36,7 @@ def report(
 ) -> None:
     """Draft quality (first-pass approvals, edits, time to decision, cost) and results
     (posts, engagement at each reading, lift) per recipe over a window."""
+    from core.render import jsonable
     from core.setup.durations import parse_duration
 
     if as_json and as_csv:
@@ -47,7 +48,8 @@ def report(
     with explained_errors():
         found = open_galley().report(since, by.value)
     if as_json:
-        print_json({"rows": found.to_json(), "best": _best(found)})
+        posts = [jsonable(post) for post in found.posts]
+        print_json({"rows": found.to_json(), "best": _best(found), "posts": posts})
     elif as_csv:
         print_csv(found.to_csv_rows())
     else:

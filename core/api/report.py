@@ -92,6 +92,9 @@ class Report(Rows[ReportRow]):
     title = "report"
     row_type = ReportRow
     best: PostResult | None = None  # the window's best post (highest lift, else score)
+    # every post of the window with its score at each reading (`1h`, `1d`, `7d`), not
+    # only the latest, and its lift: what `--json` exports beside the rows
+    posts: tuple[PostResult, ...] = ()
 
     def to_csv_rows(self) -> list[dict[str, Any]]:
         """One flat dict per row: each reading's posts and median score as two columns."""
@@ -123,7 +126,7 @@ def read_report(
     groups += [Results(name, ALL_TARGETS) for name in sorted(quality) if name not in seen]
     groups.sort(key=lambda group: (group.recipe, group.target))
     report = Report(_row(quality[g.recipe], g, start, now) for g in groups if g.recipe in quality)
-    report.best = best_post(posts)
+    report.best, report.posts = best_post(posts), tuple(posts)
     return report
 
 

@@ -66,6 +66,8 @@ def test_galley_report_json_by_target_gives_each_reading_and_says_no_engagement(
     assert rows[("weekly", WEBHOOK)]["engagement"] == "no engagement: webhook"
     assert rows[("small", WEBHOOK)]["first_pass_rate"] is None
     assert document["best"]["url"] == BEST_URL
+    posts = {post["url"]: post for post in document["posts"]}  # each reading, not the latest
+    assert posts[BEST_URL]["scores"] == {"1h": 3, "1d": 10} and posts[BEST_URL]["lift"] == 2.0
 
 
 def test_galley_report_csv_has_a_column_per_reading_and_empty_cells_for_too_few(
