@@ -108,7 +108,8 @@ def read_quality(
         _count(quality, row, changes.get(row.key, Counter()))
         if row.state in APPROVED_STATES:
             changed_keys.append(row.key)
-    _measure_changes(session, drafts, changed_keys, found)
+    edited = {key for key, counted in changes.items() if counted[DecisionKind.EDIT]}
+    _measure_changes(session, drafts, changed_keys, edited, found)
     reasons: dict[str, Counter[str]] = defaultdict(Counter)
     for row in drafts:
         if row.state == DraftState.REJECTED:
@@ -184,12 +185,17 @@ def _changes(session: Session, since: datetime, keys: list[str]) -> dict[str, Co
 
 
 def _measure_changes(
-    session: Session, drafts: list[Any], approved: list[str], found: dict[str, DraftQuality]
+    session: Session,
+    drafts: list[Any],
+    approved: list[str],
+    edited: set[str],
+    found: dict[str, DraftQuality],
 ) -> None:
     """The share changed of each approved draft: the model's latest revision (its draft or
-    a redraft) against its current text, read only for the drafts past revision 1."""
+    a redraft) against its current text, read only for the drafts a person edited (one
+    only redrafted, unapproved or given alt text by the model holds the model's text)."""
     approved_keys = set(approved)
-    revised = [row.key for row in drafts if row.key in approved_keys and row.revision > 1]
+    revised = [row.key for row in drafts if row.key in approved_keys and row.key in edited]
     firsts = _model_texts(session, revised)
     finals = _current_texts(session, revised)
     for row in drafts:
