@@ -214,6 +214,8 @@ def _published_part(model: HomeModel) -> _Part:
     items = [[_section(f":warning: {escape_mrkdwn(gone_text(post))}")] for post in model.gone]
     if model.best_post is not None:
         items.append([_context(f"Best post this week: {best_post_text(model.best_post)}")])
+    # docs/design.md §38: each recipe's week in a line; `galley report` says the rest
+    items += [[_context(escape_mrkdwn(row.summary()))] for row in model.report]
     return _Part(
         [_section("*Published this week*")],
         items,

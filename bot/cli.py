@@ -352,6 +352,7 @@ from bot import cli_calendar as _calendar  # noqa: E402, F401
 from bot import cli_decisions as _decisions  # noqa: E402, F401
 from bot import cli_items as _items  # noqa: E402, F401
 from bot import cli_posts as _posts  # noqa: E402, F401
+from bot import cli_report as _report  # noqa: E402, F401
 from bot import cli_review  # noqa: E402, F401
 from bot import cli_sources as _sources  # noqa: E402, F401
 from bot import cli_stats as _stats  # noqa: E402, F401

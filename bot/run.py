@@ -30,6 +30,7 @@ from bot.handlers import register
 from bot.home_tab import HomeTab
 from bot.inbound import SlackEvents
 from bot.pools import Pool
+from bot.report_text import report_blocks, report_text
 from bot.server import timed_ack, web_app
 from bot.slack_check import check_slack
 from bot.slack_surface import (
@@ -41,7 +42,9 @@ from bot.slack_surface import (
 from bot.socket_link import SocketLink
 from bot.wiring import Publishers, wire
 from bot.work import Work
+from core.api.report import Report
 from core.api.services import Services
+from core.api.weekly_report import post_weekly_report, report_schedule, report_week
 from core.errors import ConfigError, GalleyError, PortUnavailable
 from core.operations.digest import Digest, post_digest
 from core.operations.gauges import watch_database
@@ -66,6 +69,7 @@ class Every(StrEnum):
     SWEEP = "sweep"  # sweep_every, else the shortest heartbeat: claims of the dead
     HOUSEKEEPING = "housekeeping"  # housekeeping_every
     DIGEST = "digest"  # daily at `[slack] digest_at`, when the digest is on
+    REPORT = "report"  # weekly at `[slack] report_at`, when set (docs/design.md §38)
 
 
 class Pass(NamedTuple):
@@ -171,6 +175,7 @@ class Bot:
             Pass("home", self.home.refresh_recent, Every.OUTBOX, Pool.SLACK),
             Pass("batches", batches, Every.OUTBOX, Pool.SLACK),  # docs/design.md §21
             Pass("digest", self.post_digest, Every.DIGEST, Pool.SLACK),
+            Pass("report", self.post_report, Every.REPORT, Pool.SLACK),
             Pass("sweeper", self.host.sweep_claims, Every.SWEEP, Pool.HOUSEKEEPING),
             # docs/design.md §22
             Pass("redrafts", self.work.resume_redrafts, Every.SWEEP, Pool.HOUSEKEEPING),
@@ -190,13 +195,19 @@ class Bot:
         for job, runs, every, pool in self.passes():
             trigger = self._trigger(every, intervals)
             if runs is not None and trigger is not None:
-                grace = DIGEST_GRACE if every == Every.DIGEST else None
+                grace = DIGEST_GRACE if every in (Every.DIGEST, Every.REPORT) else None
                 self.host.add_pass(job, runs, trigger, pool, grace=grace)
 
     def _trigger(self, every: Every, intervals: dict[Every, timedelta]) -> BaseTrigger | None:
+        slack = self.core.config.slack
+        if every == Every.REPORT:
+            if slack.report_at is None:
+                return None
+            day, hour, minute = report_schedule(slack.report_at)
+            zone = ZoneInfo(slack.digest_timezone)
+            return CronTrigger(day_of_week=day, hour=hour, minute=minute, timezone=zone)
         if every != Every.DIGEST:
             return IntervalTrigger(seconds=intervals[every].total_seconds())
-        slack = self.core.config.slack
         if not slack.digest:
             return None
         hour, minute = (int(part) for part in slack.digest_at.split(":"))
@@ -232,6 +243,18 @@ class Bot:
 
         core = self.core
         return post_digest(core.store, core.config, self.services.ledger, core.clock.now(), post)
+
+    def post_report(self) -> bool:
+        """This week's report in the alert channel, once per week across replicas."""
+        channel, core = self.core.config.slack.alert_channel_or_review, self.core
+        now = core.clock.now()
+        week, channels = report_week(core.config, now), self.services.channels
+
+        def post(found: Report) -> MessageRef:
+            text, blocks = report_text(found, week), report_blocks(found, week)
+            return channels.post(channel, text=text, blocks=blocks)
+
+        return post_weekly_report(core.store, core.config, self.services.ledger, now, post)
 
     def sync_slack(self) -> None:
         """The outbox pass: post new drafts, refresh decided ones, tell of backpressure.

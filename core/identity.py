@@ -271,6 +271,7 @@ def draft_alert_key(kind: str, draft: str) -> str:
 
 NOTICE_PREFIX = "backpressure"
 DIGEST_PREFIX = "digest"
+REPORT_PREFIX = "report"
 POLL_ALERT_PREFIX = "poll-failing"
 CREDENTIAL_CHECK_PREFIX = "credential-check"
 CREDENTIAL_ALERT_PREFIX = "credential-failing"
@@ -278,6 +279,7 @@ EXPIRY_ALERT_PREFIX = "credential-expiry"
 _NO_RUN_PREFIXES = (
     NOTICE_PREFIX,
     DIGEST_PREFIX,
+    REPORT_PREFIX,
     POLL_ALERT_PREFIX,
     CREDENTIAL_CHECK_PREFIX,
     CREDENTIAL_ALERT_PREFIX,
@@ -325,6 +327,12 @@ def notice_key(recipe: str, episode: str, kind: str) -> str:
 def digest_key(day: str) -> str:
     """`digest|<day>`: one operations digest per day."""
     return f"{DIGEST_PREFIX}{KEY_MARK}{day}"
+
+
+def weekly_report_key(week: str) -> str:
+    """`report|<ISO week>` (`report|2026-W49`): one weekly report per week across
+    replicas (docs/design.md §38)."""
+    return f"{REPORT_PREFIX}{KEY_MARK}{week}"
 
 
 def review_reminder_key(draft: str, revision: int, interval: int) -> str:

@@ -114,6 +114,7 @@ class DraftRow(SQLModel, table=True):
         ),
         # near-duplicates and the recipe record read the drafts that reached a state lately
         sa.Index("ix_drafts_recipe_state_updated", "recipe", "state", "updated_at"),
+        sa.Index("ix_drafts_ready_at", "ready_at"),  # the report's window (docs/design.md §38)
     )
 
     key: str = Field(primary_key=True, max_length=300)
@@ -171,6 +172,7 @@ class AttemptRow(SQLModel, table=True):
     __table_args__ = (
         sa.UniqueConstraint("run_id", "number", name="uq_attempts_run_number"),
         sa.Index("ix_attempts_recipe_started", "recipe", "started_at"),  # tokens today
+        sa.Index("ix_attempts_started", "started_at"),  # the report's cost, every recipe
         sa.Index(  # batch entries still waiting: a few rows among millions
             "ix_attempts_waiting",
             "mode",
@@ -345,6 +347,7 @@ class PostCheckRow(SQLModel, table=True):
         _partial_index("ix_post_checks_due", "due_at", where="due_at IS NOT NULL"),
         sa.Index("ix_post_checks_recipe_published", "recipe", "published_at"),  # a recipe's
         sa.Index("ix_post_checks_published", "published_at"),  # every recipe's, this week
+        sa.Index("ix_post_checks_target_published", "target", "published_at"),  # lift baseline
         # posts found gone that their review message does not say yet (core/review/outbox.py)
         _partial_index(
             "ix_post_checks_gone_unshown", "receipt", where="state = 'gone' AND shown_at IS NULL"
@@ -398,12 +401,19 @@ def unsettled_receipt(step: EffectStep) -> sa.ColumnElement[bool]:
     )
 
 
+# A person's change to a draft's text or its approval, in ix_events_changes' own words (a
+# literal, as PUBLISHED_RECEIPT is, so both backends prove the partial index's predicate).
+CHANGES = "decision = 'edit' OR decision = 'redraft' OR decision = 'unapprove'"
+
+
 class EventRow(SQLModel, table=True):
     """One line of history: who or what changed which state, when and why."""
 
     __tablename__ = "events"
     __table_args__ = (  # the decision log, newest first, keyset (core/review/decision_log.py)
         _partial_index("ix_events_decisions", "at", "id", where="decision IS NOT NULL"),
+        # the report's edits, redrafts and unapprovals of a window, read from the index alone
+        _partial_index("ix_events_changes", "at", "subject_id", "decision", where=CHANGES),
     )
 
     id: int | None = Field(default=None, primary_key=True)

@@ -199,6 +199,7 @@ class EffectStep(StrEnum):
     ALERT = "alert"  # an alert about a run, or a reminder of one
     ALERT_SETTLED = "alert-settled"  # an alert rewritten to say how its run was settled
     DIGEST = "digest"  # the daily operations digest
+    REPORT = "report"  # the weekly report (docs/design.md §38)
     REMINDER = (
         "reminder"  # a waiting draft announced again in its review thread (docs/design.md §35)
     )

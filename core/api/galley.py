@@ -73,6 +73,7 @@ if TYPE_CHECKING:  # loaded by the operations that use them: reads stay light
     from core.api.item_preview import ItemsPreview
     from core.api.plans import PlanImport
     from core.api.plots import Plots
+    from core.api.report import Report
     from core.api.source_preview import SourcesPreview
     from core.api.week import Week
     from core.drafting.attempts import Backoff
@@ -490,6 +491,18 @@ class Galley:
             self._services.recipe(recipe_name)  # UnknownRecipe for a name not in the config
         with self._services.store.read() as session:
             return read_stats(session, self._services.clock.now(), days, recipe_name)
+
+    def report(self, since: str = "7d", by: str = "recipe") -> Report:
+        """Draft quality and results over the last `since` (docs/design.md §38): one row per
+        recipe (`by="target"`: per recipe and target), every figure naming what it counts;
+        `.to_frame()` a DataFrame, `.best` the window's best post."""
+        from core.api.report import ReportBy, read_report
+        from core.setup.durations import parse_duration
+
+        window, grouping = parse_duration(since), ReportBy(by)
+        recipes = list(self._services.config.recipes)
+        with self._services.store.read() as session:
+            return read_report(session, recipes, self._services.clock.now(), window, grouping)
 
     @cached_property
     def plots(self) -> Plots:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlmodel import Session, col, select
 
 from core.api.calendar import CalendarEntry, read_calendar
 from core.api.queries import read_status
+from core.api.report import ReportRow, read_report
 from core.api.services import Services
 from core.api.views import RecipeStatus
 from core.api.week import Week, read_week
@@ -81,6 +82,8 @@ class HomeModel:
         default_factory=list
     )  # docs/design.md §28: published this week, then gone
     week: Week | None = None  # docs/design.md §36: the week at a glance
+    # docs/design.md §38: each recipe's report of the last 7 days, summed up in a line
+    report: list[ReportRow] = field(default_factory=list)
 
 
 def read_home(services: Services) -> HomeModel:
@@ -111,9 +114,10 @@ def read_home(services: Services) -> HomeModel:
         calendar = read_calendar(session, config, now, COMING_UP_DAYS)
         stats = read_stats(session, now, WEEK_DAYS)
         week = read_week(session, config, now)
+        report = list(read_report(session, names, now, timedelta(days=WEEK_DAYS)))
     coming_up = [entry for entry in calendar if entry.slot_at >= now][:COMING_UP_LIMIT]
     gone = [post for post in stats if post.gone is not None]
-    return HomeModel(waiting, total, recipes, needing, coming_up, stats.best(), gone, week)
+    return HomeModel(waiting, total, recipes, needing, coming_up, stats.best(), gone, week, report)
 
 
 def _review_refs(session: Session, keys: list[str]) -> dict[str, tuple[str, str]]:

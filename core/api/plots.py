@@ -264,6 +264,14 @@ class Plots:
         figure.autofmt_xdate()
         return figure
 
+    def report(self, weeks: int = 12) -> Figure:
+        """Each recipe's first-pass approval rate and median lift over the last `weeks`
+        weeks (docs/design.md §38)."""
+        from core.api.report_plots import report_figure, weekly_points
+
+        recipes, now = list(self.config.recipes), self.clock.now()
+        return report_figure(self._read(weekly_points, recipes, now, weeks))
+
     def engagement(self, days: int = 90) -> Figure:
         """Each published post's score at its latest reading (likes + 2 reposts + 2
         replies + quotes, docs/design.md §28), per recipe and target, over the `days`

@@ -1,6 +1,6 @@
 """What a `learn_from = "top"` run learns from (docs/design.md §27): the recipe's
-best-received published posts of the last LOOKBACK_DAYS, ranked by their latest reading's
-score (docs/design.md §28), and what reviewers recently asked to avoid.
+best-received published posts of the last LOOKBACK_DAYS, ranked by lift over their
+target's baseline (docs/design.md §38), and what reviewers recently asked to avoid.
 
 Read once, when the run's snapshot is taken, in the same fenced transaction, and kept
 with it as JSON (core/sources/snapshot.py): a retry or a take-over shows the model the
@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from sqlmodel import Session, col, select
 
-from core.drafting.scoring import latest_readings, score
+from core.drafting.lifts import LiftedPost, offset_order, read_lifted
 from core.identity import draft_of_publish_key
 from core.models import DraftRow, PostCheckRow, RedraftRow
 from core.policies import PostCheck, RedraftState
@@ -25,45 +25,47 @@ from core.states import DraftState
 
 LOOKBACK_DAYS = 90
 EXAMPLES = 3  # posts that did well, shown
-MAX_POSTS = 2000  # a recipe's posts one lookback reads, newest first
 ASKS = 5  # rejection reasons, and as many redraft notes, shown
 
 
 def read_lessons(session: Session, recipe: str, now: datetime) -> Lessons:
     """The recipe's best posts and latest asks as of `now`."""
     since = now - timedelta(days=LOOKBACK_DAYS)
-    return Lessons(examples=_best_posts(session, recipe, since), asks=_asks(session, recipe, since))
+    examples = _best_posts(session, recipe, since, now)
+    return Lessons(examples=examples, asks=_asks(session, recipe, since))
 
 
-def _best_posts(session: Session, recipe: str, since: datetime) -> tuple[Example, ...]:
-    """The EXAMPLES best drafts published since `since`, by their best target's latest
-    score, ties to the newer; a post never read, or found gone, is not an example."""
-    posts = session.exec(
-        select(PostCheckRow)
+def _best_posts(
+    session: Session, recipe: str, since: datetime, now: datetime
+) -> tuple[Example, ...]:
+    """The EXAMPLES best drafts published since `since`, ranked by lift (its score over
+    its target's baseline, core/drafting/lifts.py), so a big account's ordinary post does
+    not crowd out a small one's best; a post with no lift yet (fewer than BASELINE_MIN
+    before it) after every one with, by score; ties to the newer. A post never read, or
+    found gone, is not an example."""
+    targets = session.exec(
+        select(PostCheckRow.target)
         .where(col(PostCheckRow.recipe) == recipe, col(PostCheckRow.published_at) > since)
-        .order_by(col(PostCheckRow.published_at).desc())
-        .limit(MAX_POSTS)
+        .distinct()
     ).all()
-    latest = latest_readings(session, [post.receipt for post in posts])
-    best: dict[str, tuple[int, datetime, PostCheckRow]] = {}
+    posts = read_lifted(session, since, now, sorted(targets)) if targets else []
+    best: dict[str, tuple[tuple[bool, float, int, datetime], LiftedPost]] = {}
     for post in posts:
-        reading = latest.get(post.receipt)
-        if reading is None or post.state == PostCheck.GONE:
+        if post.recipe != recipe or not post.scores or post.state == PostCheck.GONE:
             continue
-        ranked = (
-            score(reading.likes, reading.reposts, reading.replies, reading.quotes),
-            post.published_at,
-            post,
-        )
+        points = post.scores[max(post.scores, key=offset_order)]
+        ranked = (post.lift is not None, post.lift or 0.0, points, post.published_at)
         draft = draft_of_publish_key(post.receipt)
-        if draft not in best or ranked[:2] > best[draft][:2]:
-            best[draft] = ranked
+        if draft not in best or ranked > best[draft][0]:
+            best[draft] = (ranked, post)
     examples: list[Example] = []
-    for draft, (points, _, post) in sorted(best.items(), key=lambda kv: kv[1][:2], reverse=True):
+    for draft, (ranked, post) in sorted(best.items(), key=lambda kv: kv[1][0], reverse=True):
         row = session.get(DraftRow, draft)
         if row is not None and row.text:
             published = published_text(row.text, post.target)
-            examples.append(Example(published, post.target, post.published_at.isoformat(), points))
+            examples.append(
+                Example(published, post.target, post.published_at.isoformat(), ranked[2])
+            )
         if len(examples) == EXAMPLES:
             break
     return tuple(examples)

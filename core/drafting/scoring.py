@@ -5,6 +5,9 @@ reading, read by key, and the one number posts are ranked by. Read by `learn_fro
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from statistics import median
+
 from sqlmodel import Session, col, select
 
 from core.models import PostReadingRow
@@ -15,6 +18,21 @@ def score(likes: int, reposts: int, replies: int, quotes: int) -> int:
     or a reply is someone acting on the post, so it counts twice a like; a quote, which
     is also a repost with words, counts once more than a like would."""
     return likes + 2 * reposts + 2 * replies + quotes
+
+
+BASELINE_POSTS = 20  # a target's previous posts its baseline is the median of
+BASELINE_MIN = 5  # no lift until the target has this many read posts before
+
+
+def lift(points: int, previous: Sequence[int]) -> float | None:
+    """A post's score over its target's baseline: the median score of the target's
+    previous BASELINE_POSTS read posts (`previous`, oldest first). None before
+    BASELINE_MIN exist, or when their median is 0 (a ratio to nothing)."""
+    baseline = previous[-BASELINE_POSTS:]
+    if len(baseline) < BASELINE_MIN:
+        return None
+    middle = median(baseline)
+    return points / middle if middle > 0 else None
 
 
 def latest_readings(session: Session, receipts: list[str]) -> dict[str, PostReadingRow]:

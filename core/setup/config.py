@@ -45,6 +45,7 @@ from core.setup.approval_stages import ApprovalStage, approval_problems, default
 from core.setup.config_errors import (
     DIGEST_AT_PATTERN,
     NAME_PATTERN,
+    REPORT_AT_PATTERN,
     field_name,
     keys_at,
     message,
@@ -96,7 +97,10 @@ class SlackSection(_Strict):
     alert_reminder: Duration = timedelta(hours=4)  # re-ping while a run stays unresolved
     digest: bool = True  # a daily operations digest in the alert channel
     digest_at: str = Field(default="09:00", pattern=DIGEST_AT_PATTERN)
-    digest_timezone: str = "UTC"  # the zone digest_at is read in
+    digest_timezone: str = "UTC"  # the zone digest_at and report_at are read in
+    # the weekly report in the alert channel (docs/design.md §38): a day and a time, like
+    # "mon 09:00"; off unless set
+    report_at: str | None = Field(default=None, pattern=REPORT_AT_PATTERN)
 
     @field_validator("alert_mentions", "approvers", "admins")
     @classmethod

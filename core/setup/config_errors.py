@@ -26,6 +26,7 @@ from core.sources.specs import (
 # core/sources/specs.py).
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 DIGEST_AT_PATTERN = r"^([01]\d|2[0-3]):[0-5]\d$"
+REPORT_AT_PATTERN = r"^(mon|tue|wed|thu|fri|sat|sun) ([01]\d|2[0-3]):[0-5]\d$"
 
 
 def keys_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
@@ -80,6 +81,7 @@ PATTERN_WORDS = {
     NAME_PATTERN.pattern: "use lower-case letters, digits and '-', starting with a letter or digit",
     r"^[^|]+$": "must not contain '|'",
     DIGEST_AT_PATTERN: 'want a time of day as HH:MM on a 24-hour clock, like "09:00"',
+    REPORT_AT_PATTERN: 'want a weekday and a time of day, like "mon 09:00"',
     r"^https?://": "want a URL that starts with http:// or https://",
     HTTP_URL_PATTERN: "want a URL that starts with http:// or https://",
     REPO_PATTERN: 'want a repository as owner/name, like "acme/widget"',

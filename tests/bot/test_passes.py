@@ -14,10 +14,11 @@ from tests.harness.slack_harness import StartBot
 def test_every_pass_in_the_table_is_scheduled_on_its_pool(
     start_bot: StartBot, sqlite_url: str
 ) -> None:
-    bot = start_bot(sqlite_url).bot
+    bot = start_bot(sqlite_url, slack='report_at = "mon 09:00"').bot
     jobs = {job.id: job for job in bot.host.scheduler.get_jobs()}
     passes = bot.passes()
-    for row in passes:  # the digest is on by default; the test key gives a batch pass
+    # the digest is on by default, the report set; the test key gives a batch pass
+    for row in passes:
         assert jobs[row.job].executor == row.pool, row
         assert row.runs is not None and jobs[row.job].func == row.runs
     assert jobs["expiry"].func == bot.host.expire
@@ -30,8 +31,9 @@ def test_a_pass_whose_cadence_is_off_is_not_scheduled(start_bot: StartBot, sqlit
     bot.host.scheduler.remove_all_jobs()
     bot.schedule_passes({every: timedelta(hours=1) for every in Every})
     scheduled = {job.id for job in bot.host.scheduler.get_jobs()}
-    digest = {row.job for row in bot.passes() if row.every == Every.DIGEST}
-    assert digest and not digest & scheduled
+    # the digest turned off, the weekly report off by default (no report_at)
+    digest = {row.job for row in bot.passes() if row.every in (Every.DIGEST, Every.REPORT)}
+    assert digest == {"digest", "report"} and not digest & scheduled
     assert {row.job for row in bot.passes()} - digest == scheduled
 
 

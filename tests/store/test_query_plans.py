@@ -20,6 +20,7 @@ from sqlmodel import SQLModel, col, select
 from bench.history_scale import CountingWorld, FixedClock
 from bench.history_seed import NOW, REVIEW_CHANNEL, config_text, load, recipe_name
 from core.api.decisions import read_decisions
+from core.api.report import read_report
 from core.drafting.claims import sweep_expired_claims
 from core.drafting.learning import read_lessons
 from core.drafting.service import DraftingService
@@ -131,6 +132,11 @@ def _passes(store: Store) -> dict[str, Callable[[], object]]:
         with store.read() as session:
             return read_lessons(session, recipe_name(1), NOW)
 
+    def report() -> object:  # docs/design.md §38: the weekly report, Home's summary
+        with store.read() as session:
+            recipes = [recipe_name(n) for n in range(5)]
+            return read_report(session, recipes, NOW, timedelta(days=7))
+
     def decision_log(**how: Any) -> Callable[[], object]:
         def read() -> object:
             with store.read() as session:
@@ -155,6 +161,7 @@ def _passes(store: Store) -> dict[str, Callable[[], object]]:
         "decision log: a recipe's": decision_log(recipe=recipe_name(1)),
         "readings": readings.read_due,  # docs/design.md §28
         "learn_from": learning,
+        "report": report,
         "items: poll": _items_poll(store, drafting, clock),  # docs/design.md §29
     }
 
