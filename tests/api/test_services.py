@@ -197,6 +197,7 @@ FACADE = {
     "recipe_record",
     "redraft",
     "reject",
+    "report",
     "resolve",
     "sources",
     "stats",
