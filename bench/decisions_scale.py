@@ -27,11 +27,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from bench.scratch_db import scratch_postgres
 from core.api.decisions import read_decisions
 from core.identity import draft_key, run_id, text_hash
 from core.models import DraftRow, EventRow, RecipeRow, RunRow
 from core.setup.config import Config, parse_config
-from core.store.engine import Store, normalise_url
+from core.store.engine import Store
 
 RECIPES = 20
 PER_DRAFT = ("edit", "redraft", "approval", "approval", "unapprove")
@@ -198,22 +199,6 @@ def measure(url: str, decisions: int, repeats: int) -> bool:
     return ok
 
 
-def pg_database(server_url: str) -> tuple[str, Callable[[], None]]:
-    name = f"galley_bench_decisions_{os.getpid()}"
-    admin = sa.create_engine(normalise_url(server_url), isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-
-    def drop() -> None:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
-
-    url = sa.make_url(normalise_url(server_url)).set(database=name)
-    return url.render_as_string(hide_password=False), drop
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--decisions", type=int, default=1_000_000)
@@ -228,7 +213,7 @@ def main() -> int:
         ok &= measure(f"sqlite:///{Path(folder) / 'bench.db'}", args.decisions, args.repeats)
     if args.database_url:
         print("PostgreSQL")
-        url, drop = pg_database(args.database_url)
+        url, drop = scratch_postgres(args.database_url, "decisions")
         try:
             ok &= measure(url, args.decisions, args.repeats)
         finally:

@@ -37,6 +37,7 @@ import sqlalchemy as sa
 
 from bench.floors import bare_read
 from bench.history_seed import NOW, REVIEW_CHANNEL, config_text, load, recipe_name
+from bench.scratch_db import scratch_postgres
 from core.api.galley import Galley
 from core.drafting.claims import sweep_expired_claims
 from core.drafting.service import DraftingService
@@ -61,7 +62,7 @@ from core.scheduling.dispatch import SlotDispatcher
 from core.setup.config import parse_config
 from core.slots.schedule import slot_at_wall
 from core.store.effects import EffectLedger
-from core.store.engine import Store, normalise_url
+from core.store.engine import Store
 
 PASS_GOAL_MS = 20.0
 OPERATOR_GOAL_MS = 50.0
@@ -309,22 +310,6 @@ def report(timings: list[Timing], floor_ms: float, reference_ms: float) -> bool:
     return not any(t.missed(floor_ms, reference_ms) for t in timings)
 
 
-def postgres_database(server_url: str) -> tuple[str, Callable[[], None]]:
-    name = f"galley_bench_{os.getpid()}"
-    admin = sa.create_engine(normalise_url(server_url), isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    url = sa.make_url(normalise_url(server_url)).set(database=name)
-
-    def drop() -> None:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
-
-    return url.render_as_string(hide_password=False), drop
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=200_000, help="runs in the history")
@@ -343,7 +328,7 @@ def main() -> int:
             url = f"sqlite:///{Path(directory) / 'history.db'}"
             all_ok &= report(*measure(url, args.rows, args.repeats), REFERENCE_FLOOR_MS["sqlite"])
     if "postgres" in backends and args.database_url:
-        url, drop = postgres_database(args.database_url)
+        url, drop = scratch_postgres(args.database_url, "history")
         try:
             print("postgres:", flush=True)
             timings, floor = measure(url, args.rows, args.repeats)

@@ -24,11 +24,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import sqlalchemy as sa
-
+from bench.scratch_db import scratch_postgres
 from core.api.galley import Galley
 from core.setup.config import parse_config
-from core.store.engine import Store, normalise_url
+from core.store.engine import Store
 from core.testing import FrozenClock
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
@@ -73,22 +72,6 @@ def import_twice(url: str, plan: Path) -> tuple[float, float, int, int]:
     return first_s, second_s, len(first.written.added), len(second.written.added)
 
 
-def scratch_postgres(server_url: str) -> tuple[str, Callable[[], None]]:
-    name = f"galley_bench_plan_{os.getpid()}"
-    admin = sa.create_engine(normalise_url(server_url), isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-
-    def drop() -> None:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
-
-    url = sa.make_url(normalise_url(server_url)).set(database=name)
-    return url.render_as_string(hide_password=False), drop
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=5000)
@@ -102,7 +85,7 @@ def main() -> int:
             ("sqlite", f"sqlite:///{folder}/bench.db", lambda: None)
         ]
         if args.database_url:
-            url, drop = scratch_postgres(args.database_url)
+            url, drop = scratch_postgres(args.database_url, "plan")
             backends.append(("postgres", url, drop))
         else:
             print("postgres: skipped (no --database-url or GALLEY_TEST_DATABASE_URL)")

@@ -29,8 +29,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from bench.history_scale import FixedClock, postgres_database
+from bench.history_scale import FixedClock
 from bench.history_seed import NOW, config_text, recipe_name
+from bench.scratch_db import scratch_postgres
 from core.models import EffectRow, PostCheckRow, PostReadingRow
 from core.policies import EffectStep, PostCheck
 from core.ports import PostCounts, PostFound, PostRead
@@ -236,7 +237,7 @@ def main() -> int:
             url = f"sqlite:///{Path(directory) / 'readings.db'}"
             ok &= report(measure(url, args.posts, args.due, args.repeats))
     if "postgres" in backends and args.database_url:
-        url, drop = postgres_database(args.database_url)
+        url, drop = scratch_postgres(args.database_url, "readings")
         try:
             print("postgres:", flush=True)
             ok &= report(measure(url, args.posts, args.due, args.repeats))

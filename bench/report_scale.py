@@ -29,6 +29,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from bench.floors import bare_read, ratio
+from bench.scratch_db import scratch_postgres
 from core.api.report import read_report
 from core.identity import draft_key, run_id, text_hash
 from core.models import (
@@ -40,7 +41,7 @@ from core.models import (
     RecipeRow,
     RunRow,
 )
-from core.store.engine import Store, normalise_url
+from core.store.engine import Store
 
 RECIPES = 20
 NOW = datetime(2026, 12, 7, 10, tzinfo=UTC)
@@ -186,22 +187,6 @@ def measure(url: str, posts: int, decisions: int, repeats: int) -> bool:
     return median <= GOAL_MS
 
 
-def pg_database(server_url: str) -> tuple[str, Callable[[], None]]:
-    name = f"galley_bench_report_{os.getpid()}"
-    admin = sa.create_engine(normalise_url(server_url), isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-
-    def drop() -> None:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
-
-    url = sa.make_url(normalise_url(server_url)).set(database=name)
-    return url.render_as_string(hide_password=False), drop
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--posts", type=int, default=50_000)
@@ -218,7 +203,7 @@ def main() -> int:
         ok &= measure(url, args.posts, args.decisions, args.repeats)
     if args.database_url and not args.sqlite_only:
         print("PostgreSQL")
-        url, drop = pg_database(args.database_url)
+        url, drop = scratch_postgres(args.database_url, "report")
         try:
             ok &= measure(url, args.posts, args.decisions, args.repeats)
         finally:
