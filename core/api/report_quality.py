@@ -103,7 +103,8 @@ def read_quality(
     connection = session.connection()
     firsts = _model_texts(connection, since, until)
     reasons: dict[str, Counter[str]] = defaultdict(Counter)
-    for row in connection.execute(_drafts(connection.dialect.name), _window(since, until)):
+    drafts = connection.execute(_drafts(connection.dialect.name), _window(since, until)).all()
+    for row in drafts:
         quality = found.get(row.recipe) or found.setdefault(row.recipe, DraftQuality(row.recipe))
         _count(quality, row)
         if row.state in APPROVED:
@@ -201,7 +202,8 @@ def _model_texts(connection: sa.Connection, since: datetime, until: datetime) ->
     says so): the text the share changed is measured from. A draft only redrafted,
     unapproved or given alt text by the model holds the model's text: none is read."""
     kept: dict[str, tuple[bool, int, str]] = {}
-    for key, revision, text, author in connection.execute(_revisions(), _window(since, until)):
+    rows = connection.execute(_revisions(), _window(since, until)).all()
+    for key, revision, text, author in rows:
         by_model = author.startswith(MODEL_AUTHOR) or revision == 1
         ranked = (by_model, revision if by_model else -revision, text)
         if key not in kept or ranked[:2] > kept[key][:2]:

@@ -142,9 +142,8 @@ def _earlier_posts(
     values = {f"target_{n}": target for n, target in enumerate(targets)}
     statement = _baselines(len(targets), connection.dialect.name)
     last = None
-    for receipt, target, state, label, points in connection.execute(
-        statement, {**values, "since": since}
-    ):
+    rows = connection.execute(statement, {**values, "since": since}).all()  # fetched at once
+    for receipt, target, state, label, points in rows:
         if receipt != last:
             found[target].append(_Earlier(receipt, state))
             last = receipt
@@ -206,7 +205,7 @@ def _window_readings(
     head = sa.select(receipt).where(*window)
     joined = _with_readings(head, PostCheckRow, receipt, connection.dialect.name)
     found: dict[str, dict[str, int]] = {}
-    for key, label, points in connection.execute(joined):
+    for key, label, points in connection.execute(joined).all():
         if label is not None:
             found.setdefault(key, {})[label] = points
     return found
