@@ -101,14 +101,13 @@ def read_quality(
     """Each recipe's draft quality over drafts made ready in (since, until]."""
     found = {name: DraftQuality(name) for name in recipes}
     connection = session.connection()
-    firsts = _model_texts(connection, since, until)
     reasons: dict[str, Counter[str]] = defaultdict(Counter)
     drafts = connection.execute(_drafts(connection.dialect.name), _window(since, until)).all()
     for row in drafts:
         quality = found.get(row.recipe) or found.setdefault(row.recipe, DraftQuality(row.recipe))
         _count(quality, row)
         if row.state in APPROVED:
-            first, final = firsts.get(row.key), row.edited_text
+            first, final = row.model_text, row.edited_text
             share = Indel.normalized_distance(first, final) if first and final else 0.0
             quality.changed.append(share)
         elif row.state == DraftState.REJECTED:
@@ -164,11 +163,29 @@ def _drafts(dialect: str) -> sa.Select[Any]:
             sa.case((edited, sa.func.coalesce(col(DraftRow.text), "")), else_=None).label(
                 "edited_text"
             ),
+            sa.case((edited, _model_text()), else_=None).label("model_text"),
             *counted,
         )
         .outerjoin(changes, changes.c.subject_id == col(DraftRow.key))
         .where(ready > _SINCE, ready <= _UNTIL)
         .order_by(ready)
+    )
+
+
+def _model_text() -> sa.ScalarSelect[str]:
+    """The draft's latest revision the model wrote (revision 1 if none says so), by key
+    (the revisions' primary key): the text the share changed is measured from. Asked only
+    of approved drafts a person edited: one only redrafted, unapproved or given alt text
+    by the model holds the model's text."""
+    revision = col(DraftRevisionRow.revision)
+    author = col(DraftRevisionRow.written_by)
+    by_model = sa.or_(sa.func.substr(author, 1, len(MODEL_AUTHOR)) == MODEL_AUTHOR, revision == 1)
+    return (
+        sa.select(col(DraftRevisionRow.text))
+        .where(col(DraftRevisionRow.draft_key) == col(DraftRow.key))
+        .order_by(sa.case((by_model, 0), else_=1), sa.case((by_model, -revision), else_=revision))
+        .limit(1)
+        .scalar_subquery()
     )
 
 
@@ -194,43 +211,6 @@ def _changes() -> sa.Subquery:
         .where(col(EventRow.at) > _SINCE, sa.text(f"({CHANGE_DECISIONS})"))
         .group_by(col(EventRow.subject_id))
         .subquery("changes")
-    )
-
-
-def _model_texts(connection: sa.Connection, since: datetime, until: datetime) -> dict[str, str]:
-    """Each approved and edited draft's latest revision the model wrote (revision 1 if none
-    says so): the text the share changed is measured from. A draft only redrafted,
-    unapproved or given alt text by the model holds the model's text: none is read."""
-    kept: dict[str, tuple[bool, int, str]] = {}
-    rows = connection.execute(_revisions(), _window(since, until)).all()
-    for key, revision, text, author in rows:
-        by_model = author.startswith(MODEL_AUTHOR) or revision == 1
-        ranked = (by_model, revision if by_model else -revision, text)
-        if key not in kept or ranked[:2] > kept[key][:2]:
-            kept[key] = ranked
-    return {key: text for key, (_, _, text) in kept.items()}
-
-
-@cache
-def _revisions() -> sa.Select[str, int, str, str]:
-    """The revisions of the window's approved drafts a person edited."""
-    ready = col(DraftRow.ready_at)
-    changes = _changes()
-    return (
-        sa.select(
-            col(DraftRevisionRow.draft_key),
-            col(DraftRevisionRow.revision),
-            col(DraftRevisionRow.text),
-            col(DraftRevisionRow.written_by),
-        )
-        .join(DraftRow, col(DraftRow.key) == col(DraftRevisionRow.draft_key))
-        .join(changes, changes.c.subject_id == col(DraftRow.key))
-        .where(
-            ready > _SINCE,
-            ready <= _UNTIL,
-            col(DraftRow.state).in_(APPROVED_STATES),
-            changes.c.edits > 0,
-        )
     )
 
 
