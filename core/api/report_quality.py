@@ -13,6 +13,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cache
 from statistics import median
 from typing import Any
 
@@ -20,10 +21,9 @@ import sqlalchemy as sa
 from rapidfuzz.distance import Indel
 from sqlmodel import Session, col
 
-from core.drafting.lifts import one_of
 from core.drafting.revisions import MODEL_AUTHOR
 from core.models import CHANGES as CHANGE_DECISIONS
-from core.models import AttemptRow, DraftRevisionRow, DraftRow, EventRow
+from core.models import AttemptRow, DraftRevisionRow, DraftRow, EventRow, UTCDateTime
 from core.policies import DecisionKind
 from core.states import DraftState
 from core.telemetry.pricing import estimated_cost_usd
@@ -32,8 +32,8 @@ MIN_SAMPLE = 3  # a rate over fewer drafts (or posts) than this is "too few", no
 TOP_REASONS = 3
 APPROVED_STATES = (DraftState.APPROVED, DraftState.PUBLISHED)
 DECIDED_STATES = (*APPROVED_STATES, DraftState.REJECTED, DraftState.EXPIRED)
-# what a person did that means the model's first text was not what went out
-CHANGES = (DecisionKind.EDIT, DecisionKind.REDRAFT, DecisionKind.UNAPPROVE)
+APPROVED, DECIDED = frozenset(APPROVED_STATES), frozenset(DECIDED_STATES)
+WAITED = frozenset((*APPROVED_STATES, DraftState.REJECTED))  # decided by a person
 
 
 @dataclass
@@ -100,19 +100,17 @@ def read_quality(
 ) -> dict[str, DraftQuality]:
     """Each recipe's draft quality over drafts made ready in (since, until]."""
     found = {name: DraftQuality(name) for name in recipes}
-    drafts = _drafts(session, since, until)
-    changes = _changes(session, since, [row.key for row in drafts])
-    changed_keys = []
-    for row in drafts:
-        quality = found.setdefault(row.recipe, DraftQuality(row.recipe))
-        _count(quality, row, changes.get(row.key, Counter()))
-        if row.state in APPROVED_STATES:
-            changed_keys.append(row.key)
-    edited = {key for key, counted in changes.items() if counted[DecisionKind.EDIT]}
-    _measure_changes(session, drafts, changed_keys, edited, found)
+    connection = session.connection()
     reasons: dict[str, Counter[str]] = defaultdict(Counter)
+    drafts = connection.execute(_drafts(connection.dialect.name), _window(since, until)).all()
     for row in drafts:
-        if row.state == DraftState.REJECTED:
+        quality = found.get(row.recipe) or found.setdefault(row.recipe, DraftQuality(row.recipe))
+        _count(quality, row)
+        if row.state in APPROVED:
+            first, final = row.model_text, row.edited_text
+            share = Indel.normalized_distance(first, final) if first and final else 0.0
+            quality.changed.append(share)
+        elif row.state == DraftState.REJECTED:
             reasons[row.recipe][(row.decision_reason or "no reason given").strip()] += 1
     for recipe, counted in reasons.items():
         found[recipe].reasons = counted.most_common(TOP_REASONS)
@@ -121,130 +119,99 @@ def read_quality(
     return found
 
 
-def _count(quality: DraftQuality, row: Any, changes: Counter[str]) -> None:
+def _window(since: datetime, until: datetime) -> dict[str, datetime]:
+    return {"since": since, "until": until}
+
+
+def _count(quality: DraftQuality, row: Any) -> None:
     quality.drafts += 1
-    state = DraftState(row.state)
-    if state in DECIDED_STATES:
+    state = row.state
+    if state in DECIDED:
         quality.decided += 1
-    if state in APPROVED_STATES:
+    if state in APPROVED:
         quality.approved += 1
-        unchanged = not any(changes[kind] for kind in CHANGES) and row.revision <= 1
-        quality.first_pass += unchanged
+        quality.first_pass += not row.changes and row.revision <= 1
     if state == DraftState.PUBLISHED:
         quality.published += 1
-        quality.edits += changes[DecisionKind.EDIT]
-        quality.redrafts += changes[DecisionKind.REDRAFT]
+        quality.edits += row.edits
+        quality.redrafts += row.redrafts
     quality.rejected += state == DraftState.REJECTED
     quality.expired += state == DraftState.EXPIRED
-    if state in (*APPROVED_STATES, DraftState.REJECTED) and row.decided_at is not None:
+    if state in WAITED and row.decided_at is not None:
         quality.waits.append((row.decided_at - row.ready_at).total_seconds())
 
 
-def _drafts(session: Session, since: datetime, until: datetime) -> list[Any]:
-    """The window's drafts, by ix_drafts_ready_at; their text is read only when edited."""
+@cache
+def _drafts(dialect: str) -> sa.Select[Any]:
+    """The window's drafts (ix_drafts_ready_at), oldest first, each with its people's
+    changes counted by the database, and its text only where it was approved and edited
+    (the share changed compares it with the model's). Times are read as the driver gives
+    them: only their difference is used."""
     ready = col(DraftRow.ready_at)
-    return list(
-        session.connection()
-        .execute(
-            sa.select(
-                col(DraftRow.key),
-                col(DraftRow.recipe),
-                col(DraftRow.state),
-                col(DraftRow.revision),
-                ready,
-                col(DraftRow.decided_at),
-                col(DraftRow.decision_reason),
-            ).where(ready > since, ready <= until)
+    changes = _changes()
+    edited = sa.and_(col(DraftRow.state).in_(APPROVED_STATES), changes.c.edits > 0)
+    counted = [sa.func.coalesce(changes.c[name], 0).label(name) for name in _KINDS]
+    return (
+        sa.select(
+            col(DraftRow.key),
+            col(DraftRow.recipe),
+            col(DraftRow.state),
+            col(DraftRow.revision),
+            sa.type_coerce(ready, sa.DateTime(timezone=True)).label("ready_at"),
+            sa.type_coerce(col(DraftRow.decided_at), sa.DateTime(timezone=True)),
+            col(DraftRow.decision_reason),
+            sa.case((edited, sa.func.coalesce(col(DraftRow.text), "")), else_=None).label(
+                "edited_text"
+            ),
+            sa.case((edited, _model_text()), else_=None).label("model_text"),
+            *counted,
         )
-        .all()
+        .outerjoin(changes, changes.c.subject_id == col(DraftRow.key))
+        .where(ready > _SINCE, ready <= _UNTIL)
+        .order_by(ready)
     )
 
 
-def _changes(session: Session, since: datetime, keys: list[str]) -> dict[str, Counter[str]]:
-    """Edits, redrafts and unapprovals per draft, counted by the database over the
-    decision events since the window began (ix_events_changes, read alone: a draft is
-    changed only after it is ready, so none of its changes is older than `since`)."""
-    if not keys:
-        return {}
+def _model_text() -> sa.ScalarSelect[str]:
+    """The draft's latest revision the model wrote (revision 1 if none says so), by key
+    (the revisions' primary key): the text the share changed is measured from. Asked only
+    of approved drafts a person edited: one only redrafted, unapproved or given alt text
+    by the model holds the model's text."""
+    revision = col(DraftRevisionRow.revision)
+    author = col(DraftRevisionRow.written_by)
+    by_model = sa.or_(sa.func.substr(author, 1, len(MODEL_AUTHOR)) == MODEL_AUTHOR, revision == 1)
+    return (
+        sa.select(col(DraftRevisionRow.text))
+        .where(col(DraftRevisionRow.draft_key) == col(DraftRow.key))
+        .order_by(sa.case((by_model, 0), else_=1), sa.case((by_model, -revision), else_=revision))
+        .limit(1)
+        .scalar_subquery()
+    )
+
+
+_SINCE = sa.bindparam("since", type_=UTCDateTime())
+_UNTIL = sa.bindparam("until", type_=UTCDateTime())
+_KINDS = {"edits": DecisionKind.EDIT, "redrafts": DecisionKind.REDRAFT, "changes": None}
+
+
+def _changes() -> sa.Subquery:
+    """Edits, redrafts and every change (edits, redrafts, unapprovals) per draft, counted
+    by the database over the decision events since the window began (ix_events_changes,
+    read alone: a draft is changed only after it is ready, so none of its changes is older
+    than `since`)."""
     kind = col(EventRow.decision)
-    rows = (
-        session.connection()
-        .execute(
-            sa.select(col(EventRow.subject_id), kind, sa.func.count())
-            .where(col(EventRow.at) > since, sa.text(f"({CHANGE_DECISIONS})"))
-            .group_by(col(EventRow.subject_id), kind)
+    counts = [
+        sa.func.count() if kind_is is None else sa.func.sum(sa.case((kind == kind_is, 1), else_=0))
+        for kind_is in _KINDS.values()
+    ]
+    return (
+        sa.select(
+            col(EventRow.subject_id), *(c.label(n) for c, n in zip(counts, _KINDS, strict=True))
         )
-        .all()
+        .where(col(EventRow.at) > _SINCE, sa.text(f"({CHANGE_DECISIONS})"))
+        .group_by(col(EventRow.subject_id))
+        .subquery("changes")
     )
-    wanted = set(keys)
-    found: dict[str, Counter[str]] = defaultdict(Counter)
-    for subject, decision, count in rows:
-        if subject in wanted:
-            found[subject][str(decision)] += int(count)
-    return found
-
-
-def _measure_changes(
-    session: Session,
-    drafts: list[Any],
-    approved: list[str],
-    edited: set[str],
-    found: dict[str, DraftQuality],
-) -> None:
-    """The share changed of each approved draft: the model's latest revision (its draft or
-    a redraft) against its current text, read only for the drafts a person edited (one
-    only redrafted, unapproved or given alt text by the model holds the model's text)."""
-    approved_keys = set(approved)
-    revised = [row.key for row in drafts if row.key in approved_keys and row.key in edited]
-    firsts = _model_texts(session, revised)
-    finals = _current_texts(session, revised)
-    for row in drafts:
-        if row.key not in approved_keys:
-            continue
-        first, final = firsts.get(row.key), finals.get(row.key)
-        share = Indel.normalized_distance(first, final) if first and final else 0.0
-        found[row.recipe].changed.append(share)
-
-
-def _model_texts(session: Session, keys: list[str]) -> dict[str, str]:
-    """Each draft's latest revision the model wrote (revision 1 if none says so)."""
-    kept: dict[str, tuple[bool, int, str]] = {}
-    for start in range(0, len(keys), 500):
-        chunk = keys[start : start + 500]
-        for key, revision, text, author in (
-            session.connection()
-            .execute(
-                sa.select(
-                    col(DraftRevisionRow.draft_key),
-                    col(DraftRevisionRow.revision),
-                    col(DraftRevisionRow.text),
-                    col(DraftRevisionRow.written_by),
-                ).where(one_of(session.connection(), col(DraftRevisionRow.draft_key), chunk))
-            )
-            .all()
-        ):
-            by_model = author.startswith(MODEL_AUTHOR) or revision == 1
-            ranked = (by_model, revision if by_model else -revision, text)
-            if key not in kept or ranked[:2] > kept[key][:2]:
-                kept[key] = ranked
-    return {key: text for key, (_, _, text) in kept.items()}
-
-
-def _current_texts(session: Session, keys: list[str]) -> dict[str, str]:
-    texts: dict[str, str] = {}
-    for start in range(0, len(keys), 500):
-        chunk = keys[start : start + 500]
-        texts.update(
-            (key, text or "")
-            for key, text in session.connection()
-            .execute(
-                sa.select(col(DraftRow.key), col(DraftRow.text)).where(
-                    one_of(session.connection(), col(DraftRow.key), chunk)
-                )
-            )
-            .all()
-        )
-    return texts
 
 
 def _costs(session: Session, since: datetime, until: datetime) -> dict[str, float]:

@@ -10,23 +10,21 @@ twice BASELINE_POSTS more per target, never the history.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlmodel import Session, col
 
-from core.drafting.scoring import BASELINE_POSTS, lift, score
+from core.drafting.scoring import BASELINE_POSTS, lift, score_of_reading
 from core.identity import platform_of_target
 from core.models import PostCheckRow, PostReadingRow, UTCDateTime
 from core.policies import PostCheck
 
 NO_ENGAGEMENT_PLATFORMS = ("webhook", "slack")  # nothing to read back: no counts exist
-IN_LIST = 2000  # keys in one IN list: well under SQLite's 32,766 variables
 
 
 @dataclass(frozen=True)
@@ -68,13 +66,8 @@ def read_lifted(
     if targets is not None:
         window.append(col(PostCheckRow.target).in_(list(targets)))
     posts = list(connection.execute(_post_columns().where(*window).order_by(published)).all())
-    earlier = _earlier_posts(connection, sorted({post.target for post in posts}), since)
-    baseline = [p.receipt for r in earlier.values() for p in r]
-    if connection.dialect.name == "sqlite":  # the window's readings by a join: no key list
-        readings = _window_readings(connection, window)
-        readings.update(_readings(connection, baseline))
-    else:  # PostgreSQL would walk every reading to join them: sent as one array instead
-        readings = _readings(connection, [p.receipt for p in posts] + baseline)
+    readings = _window_readings(connection, window)
+    earlier = _earlier_posts(connection, sorted({post.target for post in posts}), since, readings)
     found = []
     history: dict[str, list[dict[str, int]]] = {
         target: [readings[p.receipt] for p in rows if _counts(p, readings)]
@@ -126,29 +119,51 @@ def _post_columns() -> Any:
     )
 
 
+class _Earlier(NamedTuple):
+    """A post of a target before the window: what its baseline needs of it."""
+
+    receipt: str
+    state: str
+
+
 def _earlier_posts(
-    connection: sa.Connection, targets: list[str], since: datetime
-) -> dict[str, list[Any]]:
+    connection: sa.Connection,
+    targets: list[str],
+    since: datetime,
+    readings: dict[str, dict[str, int]],
+) -> dict[str, list[_Earlier]]:
     """Each target's posts before the window, oldest first: enough to find BASELINE_POSTS
-    read ones among them (twice as many, as some were never read). One statement, one
-    index range per target (ix_post_checks_target_published)."""
-    found: dict[str, list[Any]] = {target: [] for target in targets}
+    read ones among them (twice as many, as some were never read). Their readings are
+    added to `readings`. One statement, one index range per target
+    (ix_post_checks_target_published), each post's readings by key."""
+    found: dict[str, list[_Earlier]] = {target: [] for target in targets}
     if not targets:
         return found
     values = {f"target_{n}": target for n, target in enumerate(targets)}
-    for row in connection.execute(_baselines(len(targets)), {**values, "since": since}).all():
-        found[row.target].append(row)
+    statement = _baselines(len(targets), connection.dialect.name)
+    last = None
+    rows = connection.execute(statement, {**values, "since": since}).all()  # fetched at once
+    for receipt, target, state, label, points in rows:
+        if receipt != last:
+            found[target].append(_Earlier(receipt, state))
+            last = receipt
+        if label is not None:
+            readings.setdefault(receipt, {})[label] = points
     return found
 
 
 @cache
-def _baselines(targets: int) -> sa.Select[Any]:
+def _baselines(targets: int, dialect: str) -> sa.Select[Any]:
     """The statement of `_earlier_posts` for this many targets, built once: building a
-    union of 20 subqueries costs more than running it."""
+    union of 20 subqueries costs more than running it. Each post's readings are joined to
+    it by key (on PostgreSQL by a lateral subquery, which it cannot turn into a hash join
+    over every reading)."""
     published = col(PostCheckRow.published_at)
     since = sa.bindparam("since", type_=UTCDateTime())
     each = [
-        _post_columns()
+        sa.select(
+            col(PostCheckRow.receipt), col(PostCheckRow.target), col(PostCheckRow.state), published
+        )
         .where(col(PostCheckRow.target) == sa.bindparam(f"target_{n}"), published <= since)
         .order_by(published.desc())
         .limit(2 * BASELINE_POSTS)
@@ -156,18 +171,29 @@ def _baselines(targets: int) -> sa.Select[Any]:
         for n in range(targets)
     ]
     union = sa.union_all(*(sa.select(*part.c) for part in each)).subquery()
-    return sa.select(*union.c).order_by(union.c.published_at)
+    head = sa.select(union.c.receipt, union.c.target, union.c.state)
+    return _with_readings(head, union, union.c.receipt, dialect).order_by(
+        union.c.published_at, union.c.receipt
+    )
+
+
+def _with_readings(head: sa.Select[Any], left: Any, receipt: Any, dialect: str) -> sa.Select[Any]:
+    """`head` with each of its post's readings (label, score) joined by key: on PostgreSQL by
+    a lateral subquery, which it cannot turn into a hash join over every reading."""
+    if dialect == "postgresql":
+        by_key = _reading_columns().where(col(PostReadingRow.receipt) == receipt)
+        read = by_key.offset(0).lateral()  # OFFSET 0: kept a subquery, never flattened
+        return head.add_columns(read.c.label, read.c.score).outerjoin(read, sa.true())
+    reading = sa.select(col(PostReadingRow.label), score_of_reading())
+    columns = head.add_columns(*reading.selected_columns)
+    return columns.select_from(left).outerjoin(
+        PostReadingRow, col(PostReadingRow.receipt) == receipt
+    )
 
 
 def _reading_columns() -> Any:
-    return sa.select(
-        col(PostReadingRow.receipt),
-        col(PostReadingRow.label),
-        col(PostReadingRow.likes),
-        col(PostReadingRow.reposts),
-        col(PostReadingRow.replies),
-        col(PostReadingRow.quotes),
-    )
+    """Each reading's receipt, label and score, the score counted by the database."""
+    return sa.select(col(PostReadingRow.receipt), col(PostReadingRow.label), score_of_reading())
 
 
 def _window_readings(
@@ -175,10 +201,14 @@ def _window_readings(
 ) -> dict[str, dict[str, int]]:
     """The readings of the window's posts, joined to them (their index, then each post's
     readings by key)."""
-    joined = _reading_columns().join(
-        PostCheckRow, col(PostCheckRow.receipt) == col(PostReadingRow.receipt)
-    )
-    return _scores(connection.execute(joined.where(*window)).all())
+    receipt = col(PostCheckRow.receipt)
+    head = sa.select(receipt).where(*window)
+    joined = _with_readings(head, PostCheckRow, receipt, connection.dialect.name)
+    found: dict[str, dict[str, int]] = {}
+    for key, label, points in connection.execute(joined).all():
+        if label is not None:
+            found.setdefault(key, {})[label] = points
+    return found
 
 
 def one_of(connection: sa.Connection, column: Any, keys: list[str]) -> Any:
@@ -189,20 +219,3 @@ def one_of(connection: sa.Connection, column: Any, keys: list[str]) -> Any:
 
         return column == sa.any_(sa.literal(keys, type_=ARRAY(sa.String)))
     return column.in_(keys)
-
-
-def _readings(connection: sa.Connection, receipts: list[str]) -> dict[str, dict[str, int]]:
-    """Each receipt's score at each of its readings, read by key."""
-    rows: list[Any] = []
-    for start in range(0, len(receipts), IN_LIST):  # bound each IN list
-        chunk = receipts[start : start + IN_LIST]
-        query = _reading_columns().where(one_of(connection, col(PostReadingRow.receipt), chunk))
-        rows += connection.execute(query).all()
-    return _scores(rows)
-
-
-def _scores(rows: Sequence[Any]) -> dict[str, dict[str, int]]:
-    found: dict[str, dict[str, int]] = defaultdict(dict)
-    for row in rows:
-        found[row.receipt][row.label] = score(row.likes, row.reposts, row.replies, row.quotes)
-    return found

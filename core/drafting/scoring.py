@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from statistics import median
 
+import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from core.models import PostReadingRow
@@ -18,6 +19,13 @@ def score(likes: int, reposts: int, replies: int, quotes: int) -> int:
     or a reply is someone acting on the post, so it counts twice a like; a quote, which
     is also a repost with words, counts once more than a like would."""
     return likes + 2 * reposts + 2 * replies + quotes
+
+
+def score_of_reading() -> sa.ColumnElement[int]:
+    """`score` of a post_readings row, counted by the database (the same sum, in SQL)."""
+    likes, reposts = col(PostReadingRow.likes), col(PostReadingRow.reposts)
+    replies, quotes = col(PostReadingRow.replies), col(PostReadingRow.quotes)
+    return (likes + 2 * reposts + 2 * replies + quotes).label("score")
 
 
 BASELINE_POSTS = 20  # a target's previous posts its baseline is the median of

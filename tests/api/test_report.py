@@ -8,10 +8,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from sqlmodel import col, select
 
 from core.api.report import Report, ReportBy, read_report
+from core.models import DraftRow
 from core.store.engine import Store
-from tests.api.report_history import BEST_URL, BLUESKY, NOW, WEBHOOK, seed
+from tests.api.report_history import BEST_URL, BLUESKY, NOW, WEBHOOK, _event, seed
 
 RECIPES = ["weekly", "small"]
 
@@ -47,6 +49,25 @@ def test_draft_quality_counts_first_pass_edits_redrafts_changes_waits_and_cost(
     assert weekly.cost_usd == pytest.approx(0.024)
     assert weekly.cost_per_post_usd == pytest.approx(0.008)
     assert weekly.quality_note is None
+
+
+@pytest.mark.parametrize("change", ["unapprove", "redraft"])
+def test_an_approval_taken_back_or_a_redraft_alone_is_no_first_pass(
+    history: Store, change: str
+) -> None:
+    """d7, approved at revision 1 with no edit, loses its first pass to an unapproval or
+    a redraft alone (no edit): each is a person's change to what the model wrote."""
+    with history.transaction() as session:
+        key = session.exec(
+            select(DraftRow.key).where(
+                col(DraftRow.recipe) == "weekly",
+                col(DraftRow.decided_at) == NOW - timedelta(minutes=23 * 60 - 120),
+            )
+        ).one()
+        _event(session, key, change, 1, NOW - timedelta(hours=1))
+    [weekly] = [row for row in report(history) if row.recipe == "weekly"]
+    assert (weekly.decided, weekly.first_pass) == (7, 1)  # d1 only
+    assert weekly.edits_per_post == pytest.approx(2 / 3)  # d7 is approved, not published
 
 
 def test_results_count_every_reading_and_lift_against_the_targets_own_baseline(
