@@ -145,8 +145,11 @@ class PgDatabases:
         url = sa.make_url(normalise_url(PG_URL)).set(database=name)
         return url.render_as_string(hide_password=False)
 
-    def take(self) -> str:
-        if self.free:
+    def take(self, *, fresh: bool = False) -> str:
+        """A database with the template's shape and no rows; `fresh`: a new clone, whose
+        files hold no dead rows and whose tables were never analyzed, so a plan the test
+        explains is the one a new installation gets, whatever ran before."""
+        if self.free and not fresh:
             return self.free.pop()
         name = f"galley_test_{uuid.uuid4().hex[:10]}"
         with self.admin.connect() as conn:
@@ -154,7 +157,10 @@ class PgDatabases:
         self.made.append(name)
         return name
 
-    def give_back(self, name: str) -> None:
+    def give_back(self, name: str, *, fresh: bool = False) -> None:
+        if fresh:  # its plans were the point: the next fresh test gets a new clone too
+            self._drop(name)
+            return
         with self.admin.connect() as conn:  # whatever the test left connected
             conn.execute(
                 sa.text(
@@ -227,10 +233,11 @@ def pg_databases(pg_template: str) -> Iterator[PgDatabases]:
 
 
 @pytest.fixture
-def pg_url(pg_databases: PgDatabases) -> Iterator[str]:
-    name = pg_databases.take()
+def pg_url(request: pytest.FixtureRequest, pg_databases: PgDatabases) -> Iterator[str]:
+    fresh = request.node.get_closest_marker("fresh_database") is not None
+    name = pg_databases.take(fresh=fresh)
     yield pg_databases.url(name)
-    pg_databases.give_back(name)
+    pg_databases.give_back(name, fresh=fresh)
 
 
 @pytest.fixture(scope="session")

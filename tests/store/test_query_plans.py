@@ -43,6 +43,9 @@ from core.sources.items import SourceItem
 from core.store.effects import EffectLedger
 from core.store.engine import Store
 
+# a plan depends on a table's dead rows and statistics: each test here gets a new clone
+pytestmark = pytest.mark.fresh_database
+
 HISTORY_TABLES = {
     "runs",
     "drafts",
