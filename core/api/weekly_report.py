@@ -12,13 +12,12 @@ from zoneinfo import ZoneInfo
 
 from core.api.report import Report, read_report
 from core.identity import weekly_report_key
+from core.operations.alert_posts import post_once_in
 from core.policies import EffectStep
 from core.ports import MessageRef
 from core.setup.config import Config
-from core.states import EffectState
 from core.store.effects import EffectLedger
 from core.store.engine import Store
-from core.store.receipts import EffectSpec, Proof
 
 WEEK = timedelta(days=7)
 
@@ -46,20 +45,9 @@ def post_weekly_report(
     """This week's report, once per week across replicas; True if this call posted it.
     The receipt is claimed before the report is read, so a second replica reads nothing."""
     week = report_week(config, now)
-    spec = EffectSpec(
-        weekly_report_key(week),
-        draft_key="",
-        step=EffectStep.REPORT,
-        payload={"week": week},
-        lease=timedelta(minutes=5),
-    )
-    existing = ledger.get(spec.key)
-    if existing is not None and existing.state != EffectState.FAILED:
-        return False
 
-    def send() -> Proof:
+    def send() -> MessageRef:
         with store.read() as session:
-            found = read_report(session, list(config.recipes), now, WEEK)
-        return Proof(post(found).ts)
+            return post(read_report(session, list(config.recipes), now, WEEK))
 
-    return ledger.perform(spec, send).happened
+    return post_once_in(ledger, weekly_report_key(week), EffectStep.REPORT, {"week": week}, send)

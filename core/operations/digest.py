@@ -18,6 +18,7 @@ from sqlmodel import Session, col, select
 
 from core.identity import digest_key
 from core.models import DraftRow, EventRow, RunRow
+from core.operations.alert_posts import post_once_in
 from core.operations.stuck import is_stuck
 from core.policies import EffectStep, FailReason, SkipReason
 from core.ports import MessageRef
@@ -31,12 +32,10 @@ from core.states import (
     DRAFT_DECIDED_STATES,
     RUN_WATCHED_STATES,
     DraftState,
-    EffectState,
     RunState,
 )
 from core.store.effects import EffectLedger
 from core.store.engine import Store
-from core.store.receipts import EffectSpec, Proof
 
 DAY = timedelta(days=1)
 EXPIRY_WARNING = timedelta(hours=12)
@@ -54,21 +53,13 @@ def post_digest(
 ) -> bool:
     """Today's digest, once per day in the digest's zone across replicas; True if posted."""
     day = now.astimezone(ZoneInfo(config.slack.digest_timezone)).date().isoformat()
-    spec = EffectSpec(
+    return post_once_in(
+        ledger,
         digest_key(day),
-        draft_key="",
-        step=EffectStep.DIGEST,
-        payload={"day": day},
-        lease=timedelta(minutes=5),
+        EffectStep.DIGEST,
+        {"day": day},
+        lambda: post(build_digest(store, config, now)),
     )
-    existing = ledger.get(spec.key)
-    if existing is not None and existing.state != EffectState.FAILED:
-        return False
-
-    def send() -> Proof:
-        return Proof(post(build_digest(store, config, now)).ts)
-
-    return ledger.perform(spec, send).happened
 
 
 @dataclass(frozen=True)
