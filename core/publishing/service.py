@@ -7,6 +7,7 @@ clearly absent → publish once, under the same key; cannot tell → the run bec
 publishing starts is not used: the draft goes back to review. The receipt's lease is
 kept alive by heartbeat for as long as the call runs (429 waits included), so no other
 pass takes a slow send for a dead one; a run cancelled before the send stops it.
+Each target's send, step by step under its receipt, is `target_send.py`'s.
 """
 
 from __future__ import annotations
@@ -14,57 +15,31 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime, timedelta
-from functools import partial
 from typing import TypeVar
 
 from sqlmodel import Session
 
-from core.drafting.revisions import renumber_revision
-from core.egress.way_out import Egress
-from core.errors import (
-    ConcurrentChange,
-    EffectNotSent,
-    GalleyError,
-    KeyPayloadConflict,
-)
+from core.errors import ConcurrentChange, GalleyError
 from core.failpoints import Failpoint, failpoint
-from core.identity import publish_effect_key, run_of_draft_key
-from core.images.library import ImageLibrary
-from core.images.uploads import ImageUploads, image_bytes
+from core.identity import publish_effect_key
 from core.models import DraftRow, RunRow
 from core.policies import EffectOutcome, FailReason, PublishOutcome
-from core.ports import (
-    AttachmentTaker,
-    Clock,
-    ContainerPublisher,
-    ImageUploader,
-    LinkCardTaker,
-    PostQuery,
-    Publication,
-    Publisher,
-    SendMarker,
-)
-from core.post_body import PostBody
-from core.publishing.containers import with_container
-from core.publishing.link_cards import card_for, with_card_note
-from core.publishing.lookup_proof import post_query, publish_spec
+from core.ports import Clock, Publication, Publisher
 from core.publishing.lost_answers import look_up_due, lookup_grace
 from core.publishing.missed_slots import miss_its_time
 from core.publishing.orphans import OrphanSettler, note_outcome
 from core.publishing.queue import PUBLISHABLE, OrphanedSend, orphaned_sends, publishable
 from core.publishing.results import PublishResult
+from core.publishing.target_send import NOT_SENT_STALE, TargetPublisher, send_back
 from core.publishing.targets import (
     PublisherFor,
     TargetDone,
     Verdict,
-    found_at,
-    proof_of,
     publishers_of,
     renamed_target,
     verdict,
 )
-from core.publishing.threads import proof_of_version, publish_version
+from core.publishing.threads import publish_version, refused_for_good, shaped_for
 from core.setup.config import Config, Recipe
 from core.setup.durations import format_duration
 from core.slots.publish_time import approval_stale, not_yet
@@ -72,15 +47,11 @@ from core.states import DraftState, RunState, run_may_move
 from core.store.effects import EffectLedger
 from core.store.engine import Store
 from core.store.leases import PUBLISHER, lease_now
-from core.store.receipts import Performed, Proof
-from core.store.rows import lock_draft, lock_draft_of, lock_run, required, run_holds, run_row
+from core.store.receipts import Performed
+from core.store.rows import lock_draft_of, lock_run, required, run_row
 from core.store.transitions import move_draft, move_run
 
 log = logging.getLogger(__name__)
-
-NOT_SENT_CANCELLED = "the run was cancelled before it was sent"
-NOT_SENT_STALE = "approval went stale before it was sent"
-
 
 Subject = TypeVar("Subject")
 
@@ -143,107 +114,14 @@ class PublishingService:
             key = publish_effect_key(approved.draft_key, publisher.target)
             publication = shaped_for(replace(approved, effect_key=key), publisher.target)
             renamed = self._renamed(publication, publisher, [p.target for p in publishers])
-            performed = renamed or publish_version(
-                publisher, publication, partial(self._publish_to, recipe, publisher, run_id=run_id)
+            target = TargetPublisher(
+                self.store, self.config, self.clock, self.ledger, recipe, publisher, run_id
             )
+            performed = renamed or publish_version(publisher, publication, target.publish_one)
             done.append(TargetDone(publisher.target, performed))
             if performed.outcome == EffectOutcome.REFUSED:
                 break  # cancelled, or sent back to review: no other target may go either
         return self._after(run_id, verdict(done, stale=NOT_SENT_STALE))
-
-    def _publish_to(
-        self,
-        recipe: Recipe,
-        publisher: Publisher,
-        version: Publication,
-        publication: Publication,
-        *,
-        run_id: str,
-    ) -> Performed:
-        """One effect (a target, or one part of its thread: `publication` is what is sent,
-        `version` the target's whole version under its key, for the receipt's payload),
-        looked up first, sent at most once; its receipt keeps the public URL."""
-        spec = publish_spec(recipe, version, run_id)
-        if isinstance(publisher, SendMarker) and publisher.marks_send:
-            spec = replace(spec, marks_send=True)  # no look-up: the receipt marks the send
-        shaped = publication  # with its uploaded images or card once `prepare` ran
-
-        def prepare() -> None:  # each upload its own effect; the post's fence is passed again
-            nonlocal shaped
-            shaped = self._with_media(recipe, publisher, publication)
-            if isinstance(publisher, ContainerPublisher):  # Threads: the first of two steps
-                timeout = recipe.call_timeout
-                shaped = with_container(
-                    self.ledger, publisher, shaped, run_id=run_id, call_timeout=timeout
-                )
-
-        def send() -> Proof:
-            external_id = publisher.publish(shaped)
-            # sent, not yet recorded: the lookup must find it
-            failpoint(Failpoint.AFTER_PUBLISH_CALL)
-            sent = with_card_note(proof_of(publisher, external_id), shaped.card)
-            proof = proof_of_version(sent, publisher, publication)
-            assert proof is not None
-            return proof
-
-        def lookup() -> Proof | None:
-            found = found_at(publisher, self._query(publication))
-            return proof_of_version(found, publisher, publication)
-
-        try:
-            return self.ledger.perform(
-                spec,
-                send,
-                lookup=lookup,
-                may_act=lambda session, _now: self._may_send(session, recipe, run_id, publication),
-                look_first=True,  # a restored database has no receipt: the destination knows
-                prepare=prepare,
-                before_call=partial(failpoint, Failpoint.BEFORE_PUBLISH_CALL),
-            )
-        except KeyPayloadConflict as exc:  # sent with another text: never sent again; told
-            said = f"{publisher.target} was sent another text of this draft: {exc}"
-            return Performed(EffectOutcome.NOT_SENT, detail=said, refusal=_refused_for_good(said))
-
-    def _with_media(
-        self, recipe: Recipe, publisher: Publisher, publication: Publication
-    ) -> Publication:
-        """The publication with its images as the target holds them, each uploaded once,
-        or its link card (docs/design.md §32); a target that takes no bytes (a webhook)
-        gets the references, a target that sends them inside the post (Discord) their
-        bytes."""
-        if isinstance(publisher, AttachmentTaker) and publisher.takes_attachments:
-            library = ImageLibrary(self.store, self.clock)
-            attached = tuple(image_bytes(library, image) for image in publication.images)
-            return replace(publication, attachments=attached)
-        if not isinstance(publisher, ImageUploader):
-            return publication
-        library = ImageLibrary(self.store, self.clock)
-        uploads = ImageUploads(self.ledger, library)
-        run_id = run_of_draft_key(publication.draft_key)
-        if publication.images:
-            media = uploads.upload_all(
-                publisher,
-                publisher.target,
-                publication.draft_key,
-                publication.images,
-                run_id=run_id,
-                call_timeout=recipe.call_timeout,
-            )
-            failpoint(Failpoint.AFTER_IMAGE_UPLOADS)
-            return replace(publication, media=media)
-        if isinstance(publisher, LinkCardTaker) and publisher.takes_link_cards:
-            card = card_for(
-                publication,
-                publisher,
-                publisher.target,
-                library,
-                uploads,
-                run_id=run_id,
-                call_timeout=recipe.call_timeout,
-                egress=Egress(self.config.egress),
-            )
-            return replace(publication, card=card)
-        return publication
 
     def _renamed(
         self, publication: Publication, publisher: Publisher, current: list[str]
@@ -258,41 +136,7 @@ class PublishingService:
             f"{publisher.target} is not sent: this draft went to {old} before the config "
             "changed, and they may be one account; check it, then cancel or restore the target"
         )
-        return Performed(EffectOutcome.NOT_SENT, detail=said, refusal=_refused_for_good(said))
-
-    def _query(self, publication: Publication) -> PostQuery:
-        """The look-up of this target's receipt: what it was sent with, since when."""
-        fallback = PostQuery(
-            publication.effect_key,
-            publication.text,
-            publication.approved_at,
-            reply_to=publication.reply_to,
-        )
-        return post_query(self.store, publication.effect_key, fallback)
-
-    def _may_send(
-        self, session: Session, recipe: Recipe, run_id: str, publication: Publication
-    ) -> str | None:
-        """The last look before a send, under its receipt: the run still publishes this
-        draft, the draft is still approved, and the approval is still fresh (a stale one
-        sends the draft back to review, in this same transaction)."""
-        run = _locked_run(session, run_id)
-        draft = required(lock_draft(session, publication.draft_key), "draft")
-        sending = (RunState.PUBLISHING, RunState.UNCERTAIN)
-        if run.state not in sending:
-            if run.state == RunState.CANCELLED and draft.state == DraftState.APPROVED:
-                now = self.clock.now()
-                move_draft(session, draft, DraftState.CANCELLED, actor=PUBLISHER, at=now)
-            return NOT_SENT_CANCELLED
-        holds = any(run_holds(run, draft.key, state) for state in sending)
-        if not holds or draft.state != DraftState.APPROVED:
-            return f"{draft.key} is {draft.state}: its run no longer publishes it"
-        now = lease_now(session, self.clock)  # after the locks, the database's clock
-        if approval_stale(recipe, draft.decided_at, run.publish_at, now):
-            # A new send needs a fresh approval, even for a run resolved days later.
-            _send_back(session, run, draft, recipe.approval_ttl, now)
-            return NOT_SENT_STALE
-        return None
+        return refused_for_good(said)
 
     def _after(self, run_id: str, found: Verdict) -> PublishResult:
         """What the targets' outcomes mean for the run."""
@@ -342,7 +186,7 @@ class PublishingService:
                 if not_yet(run.publish_at, now):
                     return PublishResult(PublishOutcome.NOT_READY, run_id, "its time has not come")
                 if approval_stale(recipe, draft.decided_at, run.publish_at, now):
-                    _send_back(session, run, draft, recipe.approval_ttl, now)
+                    send_back(session, run, draft, recipe.approval_ttl, now)
                     return PublishResult(PublishOutcome.SENT_BACK, run_id, "approval too old")
                 if miss_its_time(session, recipe, run, now):  # never late beyond publish_late
                     return PublishResult(PublishOutcome.FAILED, run_id, "missed its slot")
@@ -417,39 +261,9 @@ class PublishingService:
         return None if recipe is None or recipe.publish is None else recipe.publish.target
 
 
-def _refused_for_good(said: str) -> EffectNotSent:
-    """A target that can never take this draft as it is: the run fails, people decide."""
-    return EffectNotSent(said, permanent=True)
-
-
 def _locked_run(session: Session, run_id: str) -> RunRow:
     return required(lock_run(session, run_id), f"run {run_id}")
 
 
 def _draft(session: Session, run: RunRow) -> DraftRow:
     return required(lock_draft_of(session, run), f"draft of run {run.id}")
-
-
-def _send_back(
-    session: Session, run: RunRow, draft: DraftRow, ttl: timedelta, now: datetime
-) -> None:
-    """A stale approval is not revived: the draft is reviewed again, as a new revision so
-    that buttons on the old message stop counting."""
-    why = f"approval older than approval_ttl ({ttl}) when publishing started"
-    renumber_revision(session, draft, at=now)  # the same text, its author kept
-    draft.decided_by = draft.decided_at = None
-    draft.decision_reason = (
-        f"Back for review: the approval was older than {ttl} when publishing started."
-    )
-    draft.ready_at = now  # a full review window again, from now
-    move_draft(session, draft, DraftState.READY, actor=PUBLISHER, at=now, reason=why)
-    move_run(session, run, RunState.AWAITING_REVIEW, actor=PUBLISHER, at=now, detail=why)
-
-
-def shaped_for(approved: Publication, target: str) -> Publication:
-    """The approved draft as `target` publishes it: its own version of the body (or the
-    one for every target), split into the first part and the thread's replies, with the
-    body's images (docs/design.md §30, §31 and §32). A plain draft comes out as it went in."""
-    body = PostBody.parse(approved.text)
-    first, *replies = body.parts_for(target)
-    return replace(approved, text=first, replies=tuple(replies), images=body.images)

@@ -1,7 +1,8 @@
-"""A thread published part after part (docs/design.md §31): every part its own effect,
-under its own key, sent once and replying to the part before; the whole thread in one
-call where the destination takes it so (Bluesky). It never sends anything itself: each
-part goes through the caller's `publish_one` (the ledger's post-once sequence).
+"""A target's version of a draft (`shaped_for`), and a thread published part after part
+(docs/design.md §31): every part its own effect, under its own key, sent once and replying
+to the part before; the whole thread in one call where the destination takes it so
+(Bluesky). It never sends anything itself: each part goes through the caller's
+`publish_one` (`target_send.TargetPublisher.publish_one`: the ledger's post-once sequence).
 
 A crash or a lost answer mid-thread resumes at the first part without proof: the parts
 before it answer from their receipts, and the place of the next one is read from them.
@@ -16,6 +17,7 @@ from core.errors import EffectNotSent
 from core.identity import is_manual_proof, publish_part_key, target_of_publish_key
 from core.policies import EffectOutcome, ThreadStyle
 from core.ports import Publication, Publisher, ThreadPlace, ThreadPublisher
+from core.post_body import PostBody
 from core.store.receipts import Performed, Proof
 
 WHOLE_THREAD = "whole_thread"
@@ -41,6 +43,15 @@ def proof_of_version(
     return replace(proof, result={**(proof.result or {}), WHOLE_THREAD: True})
 
 
+def shaped_for(approved: Publication, target: str) -> Publication:
+    """The approved draft as `target` publishes it: its own version of the body (or the
+    one for every target), split into the first part and the thread's replies, with the
+    body's images (docs/design.md §30, §31 and §32). A plain draft comes out as it went in."""
+    body = PostBody.parse(approved.text)
+    first, *replies = body.parts_for(target)
+    return replace(approved, text=first, replies=tuple(replies), images=body.images)
+
+
 def publish_version(
     publisher: Publisher, version: Publication, publish_one: PublishOne
 ) -> Performed:
@@ -56,7 +67,7 @@ def publish_version(
     if style is None:
         parts = len(version.parts)
         said = f"{publisher.target} does not publish threads: this version has {parts} parts"
-        return _refused(said)  # never split into unrelated posts
+        return refused_for_good(said)  # never split into unrelated posts
     return _part_by_part(version, publish_one)
 
 
@@ -86,10 +97,11 @@ def _no_place(number: int) -> Performed:
         f"part {number} cannot be published: part {number - 1} was marked published by a "
         "person, without its post's id, so there is nothing to reply to; check the thread"
     )
-    return _refused(said)
+    return refused_for_good(said)
 
 
-def _refused(said: str) -> Performed:
-    """Refused for good: retrying cannot help; the run fails and people decide."""
+def refused_for_good(said: str) -> Performed:
+    """Refused for good: retrying cannot help (a target that can never take this draft
+    as it is); the run fails and people decide."""
     refusal = EffectNotSent(said, permanent=True)
     return Performed(EffectOutcome.NOT_SENT, detail=said, refusal=refusal)

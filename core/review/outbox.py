@@ -14,15 +14,13 @@ import dataclasses
 import json
 import logging
 from collections.abc import Callable
-from datetime import datetime, timedelta
-
-from sqlmodel import Session, col, select
+from datetime import timedelta
 
 from core.drafting.gate import ready_count
 from core.errors import GalleyError, MessageGone
 from core.failpoints import Failpoint, failpoint
 from core.identity import notice_key, review_effect_key, review_update_key
-from core.models import EffectRow, RecipeRow, unsettled_receipt
+from core.models import RecipeRow
 from core.policies import Backpressure, EffectOutcome, EffectStep
 from core.ports import (
     ApprovalProgress,
@@ -34,12 +32,12 @@ from core.ports import (
 from core.publishing.targets import published_links
 from core.review import messages as review_messages
 from core.review.approvals import waiting_with_approvals
+from core.review.message_fences import PostFence, RewriteFence
 from core.review.queue import load_item, review_item
 from core.states import DraftState, EffectState
 from core.store.effects import EffectLedger
 from core.store.engine import Store
 from core.store.receipts import EffectSpec, Proof, Receipt
-from core.store.rows import lock_draft
 
 log = logging.getLogger(__name__)
 SHOWN_STATES = (
@@ -103,7 +101,7 @@ class ReviewOutbox:
             self._review_spec(item),
             post,
             lookup=self._finder(item),
-            may_act=lambda session, _now: _unless_moved_on(session, item),
+            may_act=PostFence(item).may_act,
         )
         if done.outcome == EffectOutcome.CANNOT_TELL:
             log.warning("cannot tell whether %s was posted: %s", item.draft_key, done.detail)
@@ -254,7 +252,7 @@ class ReviewOutbox:
             spec,
             update,
             repeatable=True,
-            may_act=lambda session, now: _one_rewrite_at_a_time(session, item, spec.key, now),
+            may_act=RewriteFence(item, spec.key).may_act,
         )
         if isinstance(done.refusal, MessageGone):  # final for this message: no retry loop
             self._shown([item])
@@ -357,39 +355,6 @@ class ReviewOutbox:
                 nothing_to_show.append((draft.key, draft.state, draft.revision))
         review_messages.mark_shown(self.store, nothing_to_show)
         return pairs
-
-
-def _unless_moved_on(session: Session, item: ReviewItem) -> str | None:
-    """A review post goes out only while its draft still waits for review."""
-    draft = lock_draft(session, item.draft_key)
-    if draft is None or draft.state != DraftState.READY:
-        return f"{item.draft_key} is {draft.state if draft else 'gone'}: not posted for review"
-    return None
-
-
-def _one_rewrite_at_a_time(
-    session: Session, item: ReviewItem, key: str, now: datetime
-) -> str | None:
-    """A rewrite goes out only if it still shows the draft as it is, and no other rewrite
-    of the same message is on its way: one that waited out a 429 would otherwise land
-    after a newer one, and the message would show an older state for good. Refused, it
-    is tried again by the next pass, from the draft as it is then. The draft's lock
-    makes two rewrites' checks take turns."""
-    draft = lock_draft(session, item.draft_key)
-    if draft is None or (draft.state, draft.revision) != (item.state, item.revision):
-        return f"{item.draft_key} moved on: this rewrite would show an older state"
-    other = session.exec(
-        select(EffectRow.key).where(
-            unsettled_receipt(EffectStep.REVIEW_UPDATE),
-            col(EffectRow.draft_key) == item.draft_key,
-            col(EffectRow.key) != key,
-            col(EffectRow.state) == EffectState.IN_FLIGHT,
-            col(EffectRow.lease_until) > now,  # a dead holder's rewrite holds nothing up
-        )
-    ).first()
-    if other is not None:
-        return f"another rewrite of {item.draft_key} is on its way ({other})"
-    return None
 
 
 def _rewrite_key(item: ReviewItem) -> str:
