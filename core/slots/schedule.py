@@ -70,6 +70,24 @@ class Slot:
         return identity.wall_text(self.wall, self.occurrence)
 
 
+TEMPLATE_FIELDS = ("recipe", "platform", "slot", "version")
+
+
+def render_template(
+    template: str, *, recipe: str, platform: str, slot: datetime, version: int
+) -> str:
+    """A recipe's prompt for one slot: `{recipe}`, `{platform}`, `{slot:%d %B}` (the
+    slot's instant in the recipe's zone), `{version}` filled; ValueError on others."""
+    try:
+        return template.format(recipe=recipe, platform=platform, slot=slot, version=version)
+    except (KeyError, IndexError, AttributeError) as exc:
+        raise ValueError(
+            f"bad template field {exc}: use {', '.join('{' + f + '}' for f in TEMPLATE_FIELDS)}"
+        ) from None
+    except ValueError as exc:
+        raise ValueError(f"bad template: {exc}") from None
+
+
 def is_dst_affected(slot: Slot) -> bool:
     return slot.dst is not None
 
