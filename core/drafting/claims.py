@@ -49,7 +49,7 @@ from core.store.leases import (
     renew,
     take_over,
 )
-from core.store.rows import draft_row, lock_recipe, lock_run, recipe_row, required, run_holds
+from core.store.rows import draft_row, lock_recipe, lock_run, required, run_holds
 from core.store.transitions import (
     Decided,
     guarded_delete,
@@ -102,9 +102,10 @@ class Claim:
     opened_run: bool = False  # the claim created its run: no older draft to supersede
 
 
-def ensure_recipe_row(session: Session, name: str, now: datetime) -> RecipeRow:
+def ensure_recipe_row(session: Session, name: str, now: datetime) -> None:
+    """The recipe row exists (ON CONFLICT DO NOTHING), neither read nor locked: a skipped
+    slot's run needs its recipe's row, not what the row holds."""
     insert_ignore(session, RecipeRow, name=name, version=1, paused=False, updated_at=now)
-    return required(recipe_row(session, name), f"recipe {name}")
 
 
 def lock_recipe_row(session: Session, name: str, now: datetime) -> RecipeRow:
