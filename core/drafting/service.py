@@ -176,18 +176,23 @@ class DraftingService:
         ends here, before any model call. None for a recipe that keeps no snapshot."""
         if not recipe.takes_snapshot:
             return None
-
-        def renew() -> bool:
-            return renew_lease(self.store, claim, recipe.takeover_after, self.clock)
-
         try:
-            with Heartbeat(renew, recipe.heartbeat, claim.draft_key) as keeper:
+            with self._heartbeat(recipe, claim) as keeper:
                 taken = self.basis.take(recipe, slot, claim, keeper.lost)
             if isinstance(taken, Refused):
                 return self._refuse(claim, taken)
         except LostClaim as lost:
             return DraftResult(DraftOutcome.IN_PROGRESS, claim.run_id, claim.draft_key, str(lost))
         return taken
+
+    def _heartbeat(self, recipe: Recipe, claim: Claim) -> Heartbeat:
+        """The claim's heartbeat: its lease renewed every `heartbeat` while this holder
+        works, `lost` set once it is no longer ours."""
+
+        def renew() -> bool:
+            return renew_lease(self.store, claim, recipe.takeover_after, self.clock)
+
+        return Heartbeat(renew, recipe.heartbeat, claim.draft_key)
 
     def _refuse(self, claim: Claim, refused: Refused) -> DraftResult:
         if isinstance(refused.reason, FailReason):
@@ -201,12 +206,8 @@ class DraftingService:
     ) -> DraftResult:
         request = self.request_for(recipe, slot, claim.version, snapshot)
         deadline = time.monotonic() + recipe.claim_lease.total_seconds()
-
-        def renew() -> bool:
-            return renew_lease(self.store, claim, recipe.takeover_after, self.clock)
-
         last_cause: str | None = None
-        with Heartbeat(renew, recipe.heartbeat, claim.draft_key) as keeper:
+        with self._heartbeat(recipe, claim) as keeper:
             while True:
                 number = self._begin_attempt(recipe, claim)
                 if number is None:
