@@ -41,7 +41,7 @@ from core.identity import recipe_of_run, text_hash
 from core.models import DraftRow, EffectRow, RecipeRow, RunRow
 from core.policies import AttemptOutcome, DraftOutcome, EffectStep, FailReason, Overlap, SkipReason
 from core.ports import Clock, Drafter, DraftRequest, ModelReply, SystemClock
-from core.post_body import BodyUnreadable, ImageRef, PostBody
+from core.post_body import ImageRef, PostBody
 from core.setup.config import Recipe
 from core.slots.schedule import Slot
 from core.sources.snapshot import Snapshot
@@ -287,9 +287,11 @@ class DraftingService:
         if not reply.text.strip():
             self._finish_attempt(claim, number, started, reply=reply)
             return self.fail(claim, FailReason.EMPTY_RESPONSE, "the model answered no text")
-        seen = closest_seen(self.store, recipe, claim.draft_key, reply.text, self.clock.now())
-        text = with_kept_images(reply.text, snapshot)  # docs/design.md §32
-        reply = dataclasses.replace(reply, text=text)
+        kept = kept_images(snapshot)  # docs/design.md §32
+        body = PostBody.parse(reply.text)  # read once: as `shaped_reply` wrote it
+        if kept:
+            reply = dataclasses.replace(reply, text=body.with_images(kept).to_text())
+        seen = closest_seen(self.store, recipe, claim.draft_key, body, self.clock.now())
         try:
             detail = self._store_ready(recipe, claim, number, started, reply, seen)
         except LostClaim:
@@ -448,22 +450,17 @@ def _make_ready(
     return None
 
 
-def with_kept_images(text: str, snapshot: Snapshot | None) -> str:
-    """A drafted body's text with the images its run's snapshot kept, in the items' order,
-    each once and without alt text (so Approve is refused until someone, or the model,
-    describes it)."""
+def kept_images(snapshot: Snapshot | None) -> tuple[ImageRef, ...]:
+    """The images a drafted body goes with: those its run's snapshot kept, in the items'
+    order, each once and without alt text (so Approve is refused until someone, or the
+    model, describes it)."""
     found = (item.image for item in snapshot.items) if snapshot is not None else ()
     kept = {
         image.sha256: ImageRef(image.sha256, image.name)
         for image in found
         if image and image.sha256
     }
-    if not kept:
-        return text
-    try:
-        return PostBody.parse(text).with_images(tuple(kept.values())).to_text()
-    except BodyUnreadable:
-        return text
+    return tuple(kept.values())
 
 
 def _own_claim(session: Session, claim: Claim) -> DraftRow:
