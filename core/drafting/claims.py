@@ -18,7 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from core.drafting.attempts import attempts_of_key
+from core.drafting.attempts import UnderClaim, attempts_of_key
 from core.drafting.gate import gate_reason, others_drafting
 from core.drafting.waits import item_waits, open_episode
 from core.failpoints import Failpoint, failpoint
@@ -100,6 +100,11 @@ class Claim:
     owner: str
     took_over: bool
     opened_run: bool = False  # the claim created its run: no older draft to supersede
+
+    @property
+    def paid_under(self) -> UnderClaim:
+        """What this claim's model calls are paid under (`begin_attempt`)."""
+        return UnderClaim(DRAFT_CLAIMS, self.draft_key, self.owner, self.draft_key, self.run_id)
 
 
 def ensure_recipe_row(session: Session, name: str, now: datetime) -> None:

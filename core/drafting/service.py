@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from core.drafting.attempts import Backoff, UnderClaim, begin_attempt, finish_attempt
+from core.drafting.attempts import Backoff, begin_attempt, finish_attempt
 from core.drafting.basis import Refused, RunBasis
 from core.drafting.causes import attempt_cause
 from core.drafting.claims import Claim, DraftResult, claim_slot, lock_recipe_row, renew_lease
@@ -248,10 +248,10 @@ class DraftingService:
 
     def _begin_attempt(self, recipe: Recipe, claim: Claim, *, redraft: bool = False) -> int | None:
         """Write the attempt row before the call; None when the attempt cap is reached."""
-        held = UnderClaim(DRAFT_CLAIMS, claim.draft_key, claim.owner, claim.draft_key, claim.run_id)
         with self.store.transaction() as session:
             now = lease_now(session, self.clock)
-            return begin_attempt(session, held, recipe, now, self.clock.now(), redraft=redraft)
+            started = self.clock.now()
+            return begin_attempt(session, claim.paid_under, recipe, now, started, redraft=redraft)
 
     def _finish_attempt(
         self,
