@@ -133,7 +133,7 @@ def distinct_words(text: str) -> str:
 
 def closest(text: str, candidates: list[Candidate]) -> Match | None:
     """The candidate `text` reads most like (the first one on a tie), or None."""
-    if not text.strip():
+    if not candidates or not text.strip():
         return None
     return closest_version(version_texts(text), candidates)
 
