@@ -1,6 +1,8 @@
 """Slot arithmetic for a recipe's cron in its own time zone: which wall times a schedule
 names, and the UTC instant each one fires at, DST gaps and repeats included
-(docs/design.md §2, §14). Pure functions of their arguments: never use now() to name a slot.
+(docs/design.md §2, §14); and a recipe's prompt filled in for one slot (`render_template`,
+for the model's request, a redraft, and the config's check at load). Pure functions of
+their arguments: never use now() to name a slot.
 """
 
 from __future__ import annotations
