@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import random
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple, Protocol
 
 import sqlalchemy as sa
@@ -150,14 +150,18 @@ def begin_attempt(
     recipe: Recipe,
     now: datetime,
     started_at: datetime,
+    *,
+    lease: timedelta | None = None,
     **kind: object,
 ) -> int | None:
-    """The one way a model call begins, for a slot's draft, a batch entry's fallback and
-    a reviewer's redraft: the claim is fenced (still `owner`'s, unexpired by the
-    database's clock `now`, extended by `takeover_after`), else `LostClaim` and no call;
-    None at `max_attempts`; else the attempt row is written before the call and its
-    number returned, its start on the caller's clock. `kind` is `redraft=` or `cause=`."""
-    if not fence(session, claim.table, claim.lease_key, claim.owner, recipe.takeover_after, now):
+    """The one way a model call begins, for a slot's draft, a batch entry and its
+    fallback, and a reviewer's redraft: the claim is fenced (still `owner`'s, unexpired
+    by the database's clock `now`, extended by `lease`, `takeover_after` unless said),
+    else `LostClaim` and no call; None at `max_attempts`; else the attempt row is written
+    before the call and its number returned, its start on the caller's clock. `kind` is
+    `redraft=`, `cause=`, or a batch entry's `mode=` and `wait_until=`."""
+    extended = recipe.takeover_after if lease is None else lease
+    if not fence(session, claim.table, claim.lease_key, claim.owner, extended, now):
         raise LostClaim(f"claim on {claim.lease_key} is no longer held by {claim.owner}")
     made, last = session.execute(
         _attempts_of_draft_statement(), {"draft_key": claim.draft_key}

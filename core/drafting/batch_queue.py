@@ -18,8 +18,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from core.drafting.attempts import add_attempt, attempts_of, unfinished_batch_entry
+from core.drafting.attempts import add_attempt, begin_attempt, unfinished_batch_entry
 from core.drafting.claims import Claim, DraftResult
+from core.errors import LostClaim
 from core.identity import batch_custom_id
 from core.models import AttemptRow, DraftRow, RunRow
 from core.policies import Drafting, DraftOutcome
@@ -29,7 +30,7 @@ from core.slots.publish_time import batch_wait_until, drafting_fire
 from core.slots.schedule import Slot
 from core.states import DraftState
 from core.store.engine import Store
-from core.store.leases import DRAFT_CLAIMS, extend, lease_now
+from core.store.leases import lease_now
 from core.store.rows import lock_draft
 from core.store.transitions import note_draft
 
@@ -91,12 +92,13 @@ class BatchQueue:
             draft = lock_draft(session, claim.draft_key)
             if draft is None or not held_by(draft, claim.owner):
                 return DraftResult(DraftOutcome.IN_PROGRESS, claim.run_id, claim.draft_key)
-            attempts = attempts_of(session, draft)
-            if attempts.spent(recipe.max_attempts):
-                return None
             wait_until = wait_until_for(recipe, slot, manual=manual, now=now)
-            add_entry(session, recipe, claim, attempts.next_number, wait_until, now)
-            hold_claim(session, draft, wait_until + recipe.takeover_after, now)
+            try:
+                number = begin_entry(session, recipe, claim, wait_until, now)
+            except LostClaim:  # its lease ran out meanwhile: the sweeper gives it back
+                return DraftResult(DraftOutcome.IN_PROGRESS, claim.run_id, claim.draft_key)
+            if number is None:
+                return None
             detail = f"waiting in a batch until {wait_until:%Y-%m-%d %H:%M:%S}Z, then drafted"
             note_draft(
                 session,
@@ -122,13 +124,24 @@ def add_entry(
     now: datetime,
 ) -> None:
     """The attempt row of a batch entry, not yet in any batch (`batch_ref` NULL)."""
-    batch = {"mode": Drafting.BATCH.value, "wait_until": wait_until}
-    add_attempt(session, claim, recipe, number, now, **batch)
+    add_attempt(session, claim, recipe, number, now, **_entry_columns(wait_until))
 
 
-def hold_claim(session: Session, draft: DraftRow, until: datetime, now: datetime) -> None:
-    """The claim's lease runs to `until` (fenced: the row is locked and ours)."""
-    extend(session, DRAFT_CLAIMS, draft.key, draft.claimed_by or "", until - now, now)
+def begin_entry(
+    session: Session, recipe: Recipe, claim: Claim, wait_until: datetime, now: datetime
+) -> int | None:
+    """A slot's batch entry begins as every model call does (`begin_attempt`): its claim
+    fenced, and held to `wait_until` plus takeover_after; its attempt row written, its
+    number returned; None when its attempts are spent."""
+    lease = wait_until + recipe.takeover_after - now
+    return begin_attempt(
+        session, claim.paid_under, recipe, now, now, lease=lease, **_entry_columns(wait_until)
+    )
+
+
+def _entry_columns(wait_until: datetime) -> dict[str, object]:
+    """A batch entry's own columns of its attempt row (the others take their defaults)."""
+    return {"mode": Drafting.BATCH.value, "wait_until": wait_until}
 
 
 def _entries_query() -> Any:

@@ -18,7 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from core.drafting.attempts import attempts_of_key
+from core.drafting.attempts import UnderClaim, attempts_of_key
 from core.drafting.gate import gate_reason, others_drafting
 from core.drafting.waits import item_waits, open_episode
 from core.failpoints import Failpoint, failpoint
@@ -49,7 +49,7 @@ from core.store.leases import (
     renew,
     take_over,
 )
-from core.store.rows import draft_row, lock_recipe, lock_run, recipe_row, required, run_holds
+from core.store.rows import draft_row, lock_recipe, lock_run, required, run_holds
 from core.store.transitions import (
     Decided,
     guarded_delete,
@@ -101,10 +101,16 @@ class Claim:
     took_over: bool
     opened_run: bool = False  # the claim created its run: no older draft to supersede
 
+    @property
+    def paid_under(self) -> UnderClaim:
+        """What this claim's model calls are paid under (`begin_attempt`)."""
+        return UnderClaim(DRAFT_CLAIMS, self.draft_key, self.owner, self.draft_key, self.run_id)
 
-def ensure_recipe_row(session: Session, name: str, now: datetime) -> RecipeRow:
+
+def ensure_recipe_row(session: Session, name: str, now: datetime) -> None:
+    """The recipe row exists (ON CONFLICT DO NOTHING), neither read nor locked: a skipped
+    slot's run needs its recipe's row, not what the row holds."""
     insert_ignore(session, RecipeRow, name=name, version=1, paused=False, updated_at=now)
-    return required(recipe_row(session, name), f"recipe {name}")
 
 
 def lock_recipe_row(session: Session, name: str, now: datetime) -> RecipeRow:

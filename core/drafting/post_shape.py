@@ -30,8 +30,8 @@ from core.errors import ModelCallFailed
 from core.policies import AttemptOutcome, Variants
 from core.ports import DraftRequest, Fit, ModelReply, PostShape, VersionAsk
 from core.post_body import EVERY_TARGET, PostBody
-from core.setup.config import Recipe, render_template
-from core.slots.schedule import Slot
+from core.setup.config import Recipe
+from core.slots.schedule import Slot, render_template
 from core.sources.items import SourceItem
 from core.sources.snapshot import Lessons, Snapshot
 

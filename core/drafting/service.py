@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from core.drafting.attempts import Backoff, UnderClaim, begin_attempt, finish_attempt
+from core.drafting.attempts import Backoff, begin_attempt, finish_attempt
 from core.drafting.basis import Refused, RunBasis
 from core.drafting.causes import attempt_cause
 from core.drafting.claims import Claim, DraftResult, claim_slot, lock_recipe_row, renew_lease
@@ -41,7 +41,7 @@ from core.identity import recipe_of_run, text_hash
 from core.models import DraftRow, EffectRow, RecipeRow, RunRow
 from core.policies import AttemptOutcome, DraftOutcome, EffectStep, FailReason, Overlap, SkipReason
 from core.ports import Clock, Drafter, DraftRequest, ModelReply, SystemClock
-from core.post_body import BodyUnreadable, ImageRef, PostBody
+from core.post_body import ImageRef, PostBody
 from core.setup.config import Recipe
 from core.slots.schedule import Slot
 from core.sources.snapshot import Snapshot
@@ -176,18 +176,23 @@ class DraftingService:
         ends here, before any model call. None for a recipe that keeps no snapshot."""
         if not recipe.takes_snapshot:
             return None
-
-        def renew() -> bool:
-            return renew_lease(self.store, claim, recipe.takeover_after, self.clock)
-
         try:
-            with Heartbeat(renew, recipe.heartbeat, claim.draft_key) as keeper:
+            with self._heartbeat(recipe, claim) as keeper:
                 taken = self.basis.take(recipe, slot, claim, keeper.lost)
             if isinstance(taken, Refused):
                 return self._refuse(claim, taken)
         except LostClaim as lost:
             return DraftResult(DraftOutcome.IN_PROGRESS, claim.run_id, claim.draft_key, str(lost))
         return taken
+
+    def _heartbeat(self, recipe: Recipe, claim: Claim) -> Heartbeat:
+        """The claim's heartbeat: its lease renewed every `heartbeat` while this holder
+        works, `lost` set once it is no longer ours."""
+
+        def renew() -> bool:
+            return renew_lease(self.store, claim, recipe.takeover_after, self.clock)
+
+        return Heartbeat(renew, recipe.heartbeat, claim.draft_key)
 
     def _refuse(self, claim: Claim, refused: Refused) -> DraftResult:
         if isinstance(refused.reason, FailReason):
@@ -201,12 +206,8 @@ class DraftingService:
     ) -> DraftResult:
         request = self.request_for(recipe, slot, claim.version, snapshot)
         deadline = time.monotonic() + recipe.claim_lease.total_seconds()
-
-        def renew() -> bool:
-            return renew_lease(self.store, claim, recipe.takeover_after, self.clock)
-
         last_cause: str | None = None
-        with Heartbeat(renew, recipe.heartbeat, claim.draft_key) as keeper:
+        with self._heartbeat(recipe, claim) as keeper:
             while True:
                 number = self._begin_attempt(recipe, claim)
                 if number is None:
@@ -247,10 +248,10 @@ class DraftingService:
 
     def _begin_attempt(self, recipe: Recipe, claim: Claim, *, redraft: bool = False) -> int | None:
         """Write the attempt row before the call; None when the attempt cap is reached."""
-        held = UnderClaim(DRAFT_CLAIMS, claim.draft_key, claim.owner, claim.draft_key, claim.run_id)
         with self.store.transaction() as session:
             now = lease_now(session, self.clock)
-            return begin_attempt(session, held, recipe, now, self.clock.now(), redraft=redraft)
+            started = self.clock.now()
+            return begin_attempt(session, claim.paid_under, recipe, now, started, redraft=redraft)
 
     def _finish_attempt(
         self,
@@ -286,9 +287,11 @@ class DraftingService:
         if not reply.text.strip():
             self._finish_attempt(claim, number, started, reply=reply)
             return self.fail(claim, FailReason.EMPTY_RESPONSE, "the model answered no text")
-        seen = closest_seen(self.store, recipe, claim.draft_key, reply.text, self.clock.now())
-        text = with_kept_images(reply.text, snapshot)  # docs/design.md §32
-        reply = dataclasses.replace(reply, text=text)
+        kept = kept_images(snapshot)  # docs/design.md §32
+        body = PostBody.parse(reply.text)  # read once: as `shaped_reply` wrote it
+        if kept:
+            reply = dataclasses.replace(reply, text=body.with_images(kept).to_text())
+        seen = closest_seen(self.store, recipe, claim.draft_key, body, self.clock.now())
         try:
             detail = self._store_ready(recipe, claim, number, started, reply, seen)
         except LostClaim:
@@ -447,22 +450,17 @@ def _make_ready(
     return None
 
 
-def with_kept_images(text: str, snapshot: Snapshot | None) -> str:
-    """A drafted body's text with the images its run's snapshot kept, in the items' order,
-    each once and without alt text (so Approve is refused until someone, or the model,
-    describes it)."""
+def kept_images(snapshot: Snapshot | None) -> tuple[ImageRef, ...]:
+    """The images a drafted body goes with: those its run's snapshot kept, in the items'
+    order, each once and without alt text (so Approve is refused until someone, or the
+    model, describes it)."""
     found = (item.image for item in snapshot.items) if snapshot is not None else ()
     kept = {
         image.sha256: ImageRef(image.sha256, image.name)
         for image in found
         if image and image.sha256
     }
-    if not kept:
-        return text
-    try:
-        return PostBody.parse(text).with_images(tuple(kept.values())).to_text()
-    except BodyUnreadable:
-        return text
+    return tuple(kept.values())
 
 
 def _own_claim(session: Session, claim: Claim) -> DraftRow:

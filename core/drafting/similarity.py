@@ -135,9 +135,17 @@ def closest(text: str, candidates: list[Candidate]) -> Match | None:
     """The candidate `text` reads most like (the first one on a tie), or None."""
     if not candidates or not text.strip():
         return None
+    return closest_version(version_texts(text), candidates)
+
+
+def closest_version(versions: list[str], candidates: list[Candidate]) -> Match | None:
+    """The candidate one of `versions` reads most like (the first one on a tie), or None:
+    each version of a set is compared (docs/design.md §30)."""
+    if not candidates:
+        return None
     choices = [distinct_words(readable(c.text)) for c in candidates]
     found = None
-    for version in version_texts(text):  # each version compared (docs/design.md §30)
+    for version in versions:
         closest_to_it = process.extractOne(
             distinct_words(version), choices, scorer=fuzz.token_set_ratio, processor=None
         )
@@ -160,7 +168,12 @@ def version_texts(text: str) -> list[str]:
     """Each version of a stored draft as one plain text, its parts blank-line apart."""
     if not text.startswith(BODY_MARK):
         return [text]
-    return [PART_SEPARATOR.join(parts) for parts in PostBody.parse(text).versions.values()]
+    return versions_of(PostBody.parse(text))
+
+
+def versions_of(body: PostBody) -> list[str]:
+    """Each version of a body as one plain text, its parts blank-line apart."""
+    return [PART_SEPARATOR.join(parts) for parts in body.versions.values()]
 
 
 def record_similarity(
@@ -181,12 +194,13 @@ def record_similarity(
 
 
 def closest_seen(
-    store: Store, recipe: Recipe, draft_key: str, text: str, now: datetime
+    store: Store, recipe: Recipe, draft_key: str, body: PostBody, now: datetime
 ) -> Match | None:
-    """The closest draft people saw, read and scored before the write that stores the
-    draft, so the write lock is not held while up to MAX_COMPARED texts are scored. A
-    draft made ready in between is not compared: at worst a warning is missed, never a
-    draft lost or stored twice (the write that makes it `ready` stores this result)."""
+    """The closest draft people saw to the model's answer `body`, read and scored before
+    the write that stores the draft, so the write lock is not held while up to
+    MAX_COMPARED texts are scored. A draft made ready in between is not compared: at
+    worst a warning is missed, never a draft lost or stored twice (the write that makes
+    it `ready` stores this result)."""
     with store.read_one() as session:
         candidates = comparison_set(
             session,
@@ -195,7 +209,7 @@ def closest_seen(
             exclude=draft_key,
             since=now - recipe.similar_window,
         )
-    return closest(text, candidates)
+    return closest_version(versions_of(body), candidates)
 
 
 def note_similarity(session: Session, draft: DraftRow, match: Match | None) -> None:

@@ -38,7 +38,8 @@ from core.review.redraft_claims import (
     renew_redraft,
     take_over,
 )
-from core.setup.config import Config, Recipe, render_template
+from core.setup.config import Config, Recipe
+from core.slots.schedule import render_template
 from core.sources.snapshot import stored_snapshot
 from core.store.engine import Store
 from core.store.leases import REDRAFT_CLAIMS, Heartbeat, lease_now, new_owner

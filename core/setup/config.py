@@ -58,10 +58,10 @@ from core.setup.egress_section import egress_section
 from core.setup.item_keys import ItemKeys, item_trigger_problems, lift_source, name_source
 from core.setup.post_shape import MAX_THREAD_PARTS, post_shape_problems
 from core.setup.publish_targets import PublishTarget, SecretTarget
+from core.slots.schedule import render_template
 from core.sources.specs import SourceSpec
 
 SLACK_ID_PATTERN = re.compile(r"^[UWS][A-Z0-9]+$")
-TEMPLATE_FIELDS = ("recipe", "platform", "slot", "version")
 # Measured on tests/data/similar_pairs.jsonl (bench/similarity.py): precision 0.92,
 # recall 0.94 at 78; below it same-template posts start to warn, above it paraphrases slip.
 SIMILAR_WARN_DEFAULT = 78
@@ -239,20 +239,6 @@ class Recipe(RecipeSettings, ItemKeys):
     def publish(self) -> PublishTarget | None:
         """The first target, for code that publishes to one destination; None: no publish."""
         return self.targets[0] if self.targets else None
-
-
-def render_template(
-    template: str, *, recipe: str, platform: str, slot: datetime, version: int
-) -> str:
-    """Fill `{recipe}`, `{platform}`, `{slot:%d %B}`, `{version}`; ValueError on others."""
-    try:
-        return template.format(recipe=recipe, platform=platform, slot=slot, version=version)
-    except (KeyError, IndexError, AttributeError) as exc:
-        raise ValueError(
-            f"bad template field {exc}: use {', '.join('{' + f + '}' for f in TEMPLATE_FIELDS)}"
-        ) from None
-    except ValueError as exc:
-        raise ValueError(f"bad template: {exc}") from None
 
 
 @dataclass(frozen=True)

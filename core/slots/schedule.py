@@ -1,6 +1,8 @@
 """Slot arithmetic for a recipe's cron in its own time zone: which wall times a schedule
 names, and the UTC instant each one fires at, DST gaps and repeats included
-(docs/design.md §2, §14). Pure functions of their arguments: never use now() to name a slot.
+(docs/design.md §2, §14); and a recipe's prompt filled in for one slot (`render_template`,
+for the model's request, a redraft, and the config's check at load). Pure functions of
+their arguments: never use now() to name a slot.
 """
 
 from __future__ import annotations
@@ -68,6 +70,24 @@ class Slot:
     def wall_text(self) -> str:
         """`runs.slot_wall`: the slot's wall time (an item run's is its poll's)."""
         return identity.wall_text(self.wall, self.occurrence)
+
+
+TEMPLATE_FIELDS = ("recipe", "platform", "slot", "version")
+
+
+def render_template(
+    template: str, *, recipe: str, platform: str, slot: datetime, version: int
+) -> str:
+    """A recipe's prompt for one slot: `{recipe}`, `{platform}`, `{slot:%d %B}` (the
+    slot's instant in the recipe's zone), `{version}` filled; ValueError on others."""
+    try:
+        return template.format(recipe=recipe, platform=platform, slot=slot, version=version)
+    except (KeyError, IndexError, AttributeError) as exc:
+        raise ValueError(
+            f"bad template field {exc}: use {', '.join('{' + f + '}' for f in TEMPLATE_FIELDS)}"
+        ) from None
+    except ValueError as exc:
+        raise ValueError(f"bad template: {exc}") from None
 
 
 def is_dst_affected(slot: Slot) -> bool:

@@ -177,6 +177,23 @@ def test_a_second_request_for_a_waiting_slot_never_pays_again(deployment: Deploy
     assert len([a for a in deployment.attempts() if a.mode == "batch"]) == 1
 
 
+def test_a_claim_whose_lease_ran_out_before_its_entry_was_written_writes_none(
+    deployment: Deployment,
+) -> None:
+    """A batch entry begins as every model call does, fenced: a claim whose lease lapsed
+    before its entry was written (a stalled process) holds nothing more, and the sweeper
+    gives its slot back."""
+    with hook("after_claim_commit", lambda: deployment.later(timedelta(seconds=9))):
+        [result] = deployment.fire("weekly-update")  # takeover_after is 8s
+
+    assert result.outcome == DraftOutcome.IN_PROGRESS
+    assert deployment.attempts() == []
+    [claimed] = deployment.drafts(DraftState.CLAIMED)
+    assert claimed.lease_until is not None and claimed.lease_until < deployment.clock.now()
+    assert deployment.services.sweep() == [claimed.key]
+    assert deployment.run("weekly-update").state == RunState.PENDING
+
+
 def test_a_create_whose_answer_was_lost_is_found_again_and_never_sent_twice(
     deployment: Deployment,
 ) -> None:
