@@ -28,12 +28,13 @@ POSTED_UNKNOWN_REVISION = 0  # posted, but which revision it shows is not known
 
 
 def unposted(session: Session) -> Sequence[tuple[DraftRow, RunRow]]:
-    """Ready drafts with no message on record, oldest first (ix_drafts_ready)."""
+    """Ready drafts with no message on record, oldest first, drafts ready at the same
+    instant (a batch's) in key order (ix_drafts_ready)."""
     return session.exec(
         select(DraftRow, RunRow)
         .join(RunRow, col(RunRow.id) == col(DraftRow.run_id))
         .where(col(DraftRow.state) == DraftState.READY, col(DraftRow.shown_state).is_(None))
-        .order_by(col(DraftRow.ready_at))
+        .order_by(col(DraftRow.ready_at), col(DraftRow.key))
         .limit(BATCH)
     ).all()
 
