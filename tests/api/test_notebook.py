@@ -12,7 +12,6 @@ failed run drafted again. The stored notebook carries no outputs.
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,8 @@ from core.states import RunState
 from core.store.engine import Store
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import read_requests, status, write_script
-from tests.harness.processes import GALLEY, REPO, fake_server, galley_env
+from tests.harness.launcher import LAUNCHER
+from tests.harness.processes import REPO, fake_server, galley_env
 
 pytestmark = pytest.mark.slow
 
@@ -176,12 +176,5 @@ def _html_tables(notebook: Any, key: str) -> list[str]:
 
 
 def _galley_draft(env: dict[str, str], cwd: Path, slot: str) -> int:
-    finished = subprocess.run(
-        [str(GALLEY), "draft", RECIPE, "--slot", slot, "--json"],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    finished = LAUNCHER.run(["draft", RECIPE, "--slot", slot, "--json"], env, cwd, 60, cwd=cwd)
     return finished.returncode

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from tests.conftest import config_text
 from tests.fakes.anthropic_api import hang, read_requests, write_script
 from tests.fakes.slack_api import read_calls, read_messages
 from tests.harness.deployments import Processes
-from tests.harness.processes import GALLEY, fake_server, galley_run_env, stop, wait_for
+from tests.harness.processes import fake_server, galley_run_env, stop, wait_for
 from tests.harness.timing import scaled
 
 pytestmark = pytest.mark.slow
@@ -157,13 +156,7 @@ def test_sigterm_exits_within_the_grace_even_while_a_model_call_hangs(
 def test_killed_right_after_the_review_post_finds_it_instead_of_posting_again(
     weekly: Deployment,
 ) -> None:
-    drafted = subprocess.run(
-        [str(GALLEY), "draft", "weekly-update", "--slot", "2026-11-23T09:00", "--json"],
-        env=weekly.env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    drafted = weekly.galley("draft", "weekly-update", "--slot", "2026-11-23T09:00", "--json")
     assert '"drafted"' in drafted.stdout, drafted.stderr
 
     crashed = weekly.start(failpoint="after_review_post")
@@ -262,21 +255,9 @@ def test_a_bump_before_a_start_drafts_both_bumped_slots_at_the_new_version_once(
     slots = slots_between(recipe, now - timedelta(weeks=4, days=1), now - timedelta(weeks=2))[-2:]
     assert len(slots) == 2
     for slot in slots:
-        drafted = subprocess.run(
-            [str(GALLEY), "draft", "weekly-update", "--slot", slot.wall.isoformat()],
-            env=weekly.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        drafted = weekly.galley("draft", "weekly-update", "--slot", slot.wall.isoformat())
         assert drafted.returncode == 0, drafted.stderr
-    bumped = subprocess.run(
-        [str(GALLEY), "bump", "weekly-update", "--as", "U0ADMIN"],
-        env=weekly.env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    bumped = weekly.galley("bump", "weekly-update", "--as", "U0ADMIN")
     assert bumped.returncode == 0, bumped.stderr
     assert "2 drafts superseded; their slots will be drafted again at v2" in bumped.stdout
 

@@ -29,7 +29,8 @@ from core.states import DraftState, RunState
 from core.store.engine import Store
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import hang, read_requests, write_script
-from tests.harness.processes import GALLEY, fake_server, galley_env
+from tests.harness.launcher import LAUNCHER, LaunchedProcess
+from tests.harness.processes import fake_server, galley_env
 from tests.harness.timing import scaled
 
 pytestmark = pytest.mark.slow
@@ -84,18 +85,12 @@ class Galley:
     env: dict[str, str]
     cwd: Path
 
-    def start(self, failpoint: str | None = None) -> subprocess.Popen[str]:
+    def start(self, failpoint: str | None = None) -> LaunchedProcess:
         env = dict(self.env)
         if failpoint is not None:
             env["GALLEY_FAILPOINT"] = failpoint
-        return subprocess.Popen(
-            [str(GALLEY), "draft", RECIPE, "--slot", SLOT, "--json"],
-            cwd=self.cwd,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        args = ["draft", RECIPE, "--slot", SLOT, "--json"]
+        return LAUNCHER.captured(args, env, self.cwd.parent, cwd=self.cwd)
 
     def run(self, failpoint: str | None = None) -> Finished:
         return finish(self.start(failpoint))
@@ -112,7 +107,7 @@ class Finished:
         return None if self.result is None else self.result["outcome"]
 
 
-def finish(proc: subprocess.Popen[str], timeout: float = RUN_TIMEOUT) -> Finished:
+def finish(proc: LaunchedProcess, timeout: float = RUN_TIMEOUT) -> Finished:
     try:
         stdout, stderr = proc.communicate(timeout=scaled(timeout))
     except subprocess.TimeoutExpired:

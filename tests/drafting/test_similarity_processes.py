@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -26,8 +25,9 @@ from core.store.engine import Store
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import hang, ok, read_requests, write_script
 from tests.harness.approvals import approve
+from tests.harness.launcher import LAUNCHER, LaunchedProcess
 from tests.harness.posts import REWORDED, SEEN
-from tests.harness.processes import GALLEY, fake_server, galley_env
+from tests.harness.processes import fake_server, galley_env
 from tests.harness.timing import scaled
 
 pytestmark = pytest.mark.slow
@@ -40,18 +40,11 @@ LATER_KEY = f"linkedin|{LATER_RUN}|v1"
 RUN_TIMEOUT = 60.0
 
 
-def galley_draft(env: dict[str, str], cwd: Path, slot: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [str(GALLEY), "draft", RECIPE, "--slot", slot, "--json"],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def galley_draft(env: dict[str, str], cwd: Path, slot: str) -> LaunchedProcess:
+    return LAUNCHER.captured(["draft", RECIPE, "--slot", slot, "--json"], env, cwd, cwd=cwd)
 
 
-def outcome(proc: subprocess.Popen[str]) -> Any:
+def outcome(proc: LaunchedProcess) -> Any:
     stdout, stderr = proc.communicate(timeout=scaled(RUN_TIMEOUT))
     assert stdout.strip(), stderr
     return json.loads(stdout)["outcome"]

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO, Protocol
 
 from tests import PYCACHE
 from tests.harness.timing import scaled
@@ -45,7 +46,17 @@ def fake_server(module: str, state_file: Path) -> Iterator[str]:
         stop(proc)
 
 
-def stop(proc: subprocess.Popen[str], timeout: float = 10.0) -> None:
+class Stoppable(Protocol):
+    """A child process: a `subprocess.Popen`, or a `galley` the launcher started."""
+
+    stdout: IO[str] | None
+
+    def terminate(self) -> None: ...
+    def kill(self) -> None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+def stop(proc: Stoppable, timeout: float = 10.0) -> None:
     proc.terminate()
     try:
         proc.wait(timeout=scaled(timeout))

@@ -26,7 +26,8 @@ from core.store.engine import Store
 from tests.conftest import config_text
 from tests.fakes.anthropic_api import hang, read_requests, write_script
 from tests.fakes.web import RSS_TYPE, FakeWeb
-from tests.harness.processes import GALLEY, fake_server, galley_env, wait_for
+from tests.harness.launcher import LAUNCHER, LaunchedProcess
+from tests.harness.processes import fake_server, galley_env, wait_for
 from tests.harness.slow_marks import starts_a_server
 from tests.harness.timing import scaled
 from tests.sources.feed_documents import Entry, rss2
@@ -73,7 +74,7 @@ class World:
     def requests(self) -> list[dict[str, Any]]:
         return read_requests(self.anthropic_state)
 
-    def start(self, failpoint: str | None = None) -> subprocess.Popen[str]:
+    def start(self, failpoint: str | None = None) -> LaunchedProcess:
         env = galley_env(
             GALLEY_CONFIG=str(self.config),
             GALLEY_DATABASE_URL=self.db_url,
@@ -82,20 +83,14 @@ class World:
         )
         if failpoint is not None:
             env["GALLEY_FAILPOINT"] = failpoint
-        return subprocess.Popen(
-            [str(GALLEY), "poll", "weekly-update", "--json"],
-            cwd=self.cwd,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        args = ["poll", "weekly-update", "--json"]
+        return LAUNCHER.captured(args, env, self.cwd.parent, cwd=self.cwd)
 
     def poll(self, failpoint: str | None = None) -> tuple[int, dict[str, Any] | None, str]:
         return finish(self.start(failpoint))
 
 
-def finish(proc: subprocess.Popen[str]) -> tuple[int, dict[str, Any] | None, str]:
+def finish(proc: LaunchedProcess) -> tuple[int, dict[str, Any] | None, str]:
     try:
         stdout, stderr = proc.communicate(timeout=scaled(RUN_TIMEOUT))
     except subprocess.TimeoutExpired:
