@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 RECIPE_JOB_PREFIX = "recipe:"
+# A pass that runs as the scheduler starts still runs if start-up's catch-up took this long.
+AT_START_GRACE = timedelta(minutes=5)
 
 
 class RecipeTrigger(BaseTrigger):  # type: ignore[misc]
@@ -162,9 +164,14 @@ class SchedulerHost:
         pool: Pool,
         *,
         grace: timedelta | None = None,
+        at_start: bool = False,
     ) -> None:
         """A periodic pass on one of the scheduler's pools, one run at a time; a run missed
-        by less than `grace` still runs, once."""
+        by less than `grace` still runs, once. `at_start`: its first run is as the
+        scheduler starts (after start-up's catch-up, however long that took), not one
+        interval later."""
+        if at_start:
+            grace = max(grace or timedelta(0), AT_START_GRACE)
         self.scheduler.add_job(
             func,
             trigger,
@@ -173,6 +180,7 @@ class SchedulerHost:
             replace_existing=True,
             max_instances=1,
             coalesce=True,
+            **({"next_run_time": datetime.now(UTC)} if at_start else {}),
             **({} if grace is None else {"misfire_grace_time": int(grace.total_seconds())}),
         )
 

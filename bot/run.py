@@ -109,6 +109,7 @@ class Bot:
         shutdown_grace: timedelta = timedelta(seconds=30),
         clock: Clock | None = None,
         sweep_every: timedelta | None = None,
+        outbox_at_start: bool = True,
     ) -> None:
         problems = missing_settings(settings)
         try:  # the file's problems too, in the same answer: never one fix at a time
@@ -152,9 +153,12 @@ class Bot:
         )
         self.home = HomeTab(core, self.client)
         sweep = sweep_every or (heartbeat if recipes else housekeeping_every)
-        self.schedule_passes(
-            {Every.OUTBOX: outbox_every, Every.SWEEP: sweep, Every.HOUSEKEEPING: housekeeping_every}
-        )
+        intervals = {
+            Every.OUTBOX: outbox_every,
+            Every.SWEEP: sweep,
+            Every.HOUSEKEEPING: housekeeping_every,
+        }
+        self.schedule_passes(intervals, outbox_at_start=outbox_at_start)
         if settings.slack_app_token:
             self.bolt.use(timed_ack)  # HTTP mode times acks at /slack/events instead
         register(self.bolt, self.work, self.home)
@@ -190,13 +194,19 @@ class Bot:
             Pass("credentials", self.services.credentials.sweep, Every.HOUSEKEEPING, Pool.SLACK),
         )
 
-    def schedule_passes(self, intervals: dict[Every, timedelta]) -> None:
-        """Every pass of `passes` whose part and cadence are there, on its pool."""
+    def schedule_passes(
+        self, intervals: dict[Every, timedelta], *, outbox_at_start: bool = True
+    ) -> None:
+        """Every pass of `passes` whose part and cadence are there, on its pool. The
+        outbox's passes run first as the scheduler starts, so what a restart finds due to
+        publish or to show goes at once (`outbox_at_start=False`: a caller that drives the
+        passes itself)."""
         for job, runs, every, pool in self.passes():
             trigger = self._trigger(every, intervals)
             if runs is not None and trigger is not None:
                 grace = DIGEST_GRACE if every in (Every.DIGEST, Every.REPORT) else None
-                self.host.add_pass(job, runs, trigger, pool, grace=grace)
+                at_start = outbox_at_start and every == Every.OUTBOX
+                self.host.add_pass(job, runs, trigger, pool, grace=grace, at_start=at_start)
 
     def _trigger(self, every: Every, intervals: dict[Every, timedelta]) -> BaseTrigger | None:
         slack = self.core.config.slack

@@ -4,7 +4,7 @@ and the pools named after what they run."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from bot.pools import Pool
 from bot.run import Every
@@ -41,3 +41,22 @@ def test_work_runs_on_pools_named_after_it(start_bot: StartBot, sqlite_url: str)
     host = start_bot(sqlite_url).bot.host
     assert (host.drafting.name, host.publishing.name) == (Pool.DRAFTING, Pool.PUBLISHING)
     assert {Pool.FIRES, Pool.HOUSEKEEPING, Pool.SLACK} <= set(host.scheduler._executors)
+
+
+def test_the_outboxs_passes_run_as_the_scheduler_starts_and_the_others_an_interval_later(
+    start_bot: StartBot, sqlite_url: str
+) -> None:
+    """After a restart what is due to publish or to show goes at once, not a pass later."""
+    bot = start_bot(sqlite_url).bot
+    bot.host.scheduler.pause()  # what is scheduled stays there to be seen, never run
+    hour = timedelta(hours=1)
+    for at_start in (True, False):
+        bot.host.scheduler.remove_all_jobs()
+        before = datetime.now(UTC)
+        bot.schedule_passes(dict.fromkeys(Every, hour), outbox_at_start=at_start)
+        first = {job.id: job.next_run_time for job in bot.host.scheduler.get_jobs()}
+        for row in bot.passes():
+            if row.job not in first or row.every not in (Every.OUTBOX, Every.HOUSEKEEPING):
+                continue
+            soon = first[row.job] < before + timedelta(minutes=1)
+            assert soon == (at_start and row.every == Every.OUTBOX), (at_start, row.job)

@@ -61,6 +61,7 @@ def start_bot(
         shutdown_grace=timedelta(seconds=5),
         clock=RunningClock(BOT_EPOCH),
         sweep_every=NEVER,
+        outbox_at_start=False,
     )
     if serve_http:
         bot.start()
