@@ -196,6 +196,7 @@ def test_a_command_runs_with_the_cyclic_collector_on_and_the_bot_serves_with_it(
     import gc
     import os
 
+    import bot.logs
     import bot.run
     from core.api import status_read
 
@@ -225,6 +226,9 @@ def test_a_command_runs_with_the_cyclic_collector_on_and_the_bot_serves_with_it(
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(status_read, "read_status", status)
     monkeypatch.setattr(bot.run, "Bot", Bot)
+    # the bot's root handler would write to this test's captured stderr, closed after it,
+    # and every later test's log line in this worker would fail to be written
+    monkeypatch.setattr(bot.logs, "configure_logging", lambda *args: None)
     monkeypatch.setattr(os, "_exit", leave)
     try:
         for argv in (["galley", "status"], ["galley", "run"]):
