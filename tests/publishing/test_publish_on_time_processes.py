@@ -27,10 +27,12 @@ from tests.harness import rows
 from tests.harness.approvals import approve
 from tests.harness.deployments import Processes
 from tests.harness.processes import fake_server, galley_run_env, stop, wait_for
+from tests.harness.timing import scaled
 
 pytestmark = pytest.mark.slow
 
-LEAD = timedelta(seconds=45)  # drafting, approving and starting a bot before the slot
+# drafting, approving and starting a bot before the slot (about 2 s on an idle machine)
+LEAD = timedelta(seconds=scaled(15))
 SHORT_TTL = timedelta(seconds=8)
 CONFIG = """
 [slack]
