@@ -17,11 +17,11 @@ from typing import Any, NamedTuple, Protocol
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
+from core.drafting_policies import AttemptOutcome
 from core.errors import ConcurrentChange, LostClaim, ModelCallFailed
 from core.failpoints import Failpoint, failpoint
 from core.identity import attempt_id
 from core.models import AttemptRow, DraftRow
-from core.policies import AttemptOutcome
 from core.ports import ModelReply
 from core.setup.config import Recipe
 from core.store.conditions import unfinished_batch_entry_of

@@ -21,18 +21,11 @@ from sqlmodel import Session, col, select
 from core.drafting.attempts import UnderClaim, attempts_of_key
 from core.drafting.gate import gate_reason, others_drafting
 from core.drafting.waits import item_waits, open_episode
+from core.drafting_policies import AttemptOutcome, DraftOutcome
 from core.failpoints import Failpoint, failpoint
 from core.identity import draft_key
 from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
-from core.policies import (
-    AttemptOutcome,
-    DecisionKind,
-    DraftOutcome,
-    Overlap,
-    PendingReason,
-    SkipReason,
-    takeover_note,
-)
+from core.policies import DecisionKind, Overlap, PendingReason, SkipReason, takeover_note
 from core.ports import Clock
 from core.setup.config import Recipe
 from core.slots.schedule import Slot

@@ -35,11 +35,12 @@ from core.drafting.similarity import (
     note_similarity,
     redraft_reason,
 )
+from core.drafting_policies import AttemptOutcome, DraftOutcome
 from core.errors import LostClaim, ModelCallFailed
 from core.failpoints import Failpoint, failpoint
 from core.identity import recipe_of_run, text_hash
 from core.models import DraftRow, EffectRow, RecipeRow, RunRow
-from core.policies import AttemptOutcome, DraftOutcome, EffectStep, FailReason, Overlap, SkipReason
+from core.policies import EffectStep, FailReason, Overlap, SkipReason
 from core.ports import Clock, Drafter, DraftRequest, ModelReply, SystemClock
 from core.post_body import ImageRef, PostBody
 from core.setup.config import Recipe

@@ -25,10 +25,11 @@ from core.api.galley import Galley
 from core.api.services import Services
 from core.drafting.claims import Claim, claim_slot, sweep_expired_claims
 from core.drafting.service import DraftingService
+from core.drafting_policies import DraftOutcome
 from core.errors import LostClaim
 from core.failpoints import hook
 from core.models import AttemptRow, DraftRow, EffectRow, RecipeRow, RunRow
-from core.policies import DraftOutcome, PublishOutcome
+from core.policies import PublishOutcome
 from core.ports import (
     BackpressureNotice,
     Fit,

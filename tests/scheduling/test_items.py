@@ -18,12 +18,13 @@ from sqlmodel import col, select
 from bot.digest_text import digest_text
 from core.drafting.basis import SourceAccess
 from core.drafting.service import DraftingService
+from core.drafting_policies import DraftOutcome
 from core.egress.way_out import Egress
 from core.failpoints import Failpoint, hook
 from core.identity import item_run_id, item_token
 from core.models import DraftRow, PolledItemRow, RunRow, SnapshotItemRow
 from core.operations.digest import build_digest
-from core.policies import DraftOutcome, PendingReason, SkipReason, Verdict
+from core.policies import PendingReason, SkipReason, Verdict
 from core.ports import Fit, PostQuery, Publication
 from core.publishing.service import PublishingService
 from core.review.queue import decide
