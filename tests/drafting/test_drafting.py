@@ -351,7 +351,7 @@ def test_a_store_that_fails_still_leaves_the_paid_call_on_record(
     def broken(*_args: Any) -> None:
         raise RuntimeError("the store step failed")
 
-    monkeypatch.setattr(core.drafting.service, "_make_ready", broken)
+    monkeypatch.setattr(core.drafting.service, "make_ready", broken)
     with pytest.raises(RuntimeError):
         galley.draft("weekly-update", SLOT)
 
