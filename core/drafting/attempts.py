@@ -279,3 +279,11 @@ def usage_of(reply: ModelReply) -> dict[str, int]:
         "cache_creation_tokens": reply.cache_creation_tokens,
         "cache_read_tokens": reply.cache_read_tokens,
     }
+
+
+def abandon_unfinished_attempts(session: Session, key: str, now: datetime) -> None:
+    session.execute(
+        sa.update(AttemptRow)
+        .where(col(AttemptRow.draft_key) == key, col(AttemptRow.finished_at).is_(None))
+        .values(outcome=AttemptOutcome.ABANDONED, finished_at=now)
+    )

@@ -16,10 +16,10 @@ from functools import partial
 
 from sqlmodel import col, select
 
-from core.drafting.attempts import attempts_of, finish_attempt
+from core.drafting.attempts import abandon_unfinished_attempts, attempts_of, finish_attempt
 from core.drafting.batch_drafter import EntryFailure
 from core.drafting.batch_queue import Entry, add_entry, held_by, late_entries
-from core.drafting.claims import Claim, abandon_unfinished_attempts
+from core.drafting.claims import Claim
 from core.drafting.service import DraftingService
 from core.drafting_policies import AttemptOutcome, BatchEntryResult
 from core.errors import LostClaim, ModelCallFailed
