@@ -29,15 +29,7 @@ from bot.blocks import (
     ACTION_REDRAFT,
     ACTION_REJECT,
     ACTION_UNAPPROVE,
-    REDRAFT_MODAL,
-    REJECT_MODAL,
-    edit_modal,
-    edited_text,
     parse_button_value,
-    redraft_modal,
-    redraft_note,
-    reject_modal,
-    reject_reason,
     review_reply,
 )
 from bot.commands import CommandContext, answer, retry_run
@@ -51,6 +43,16 @@ from bot.image_blocks import (
 from bot.image_drops import Drop, drops_in, take_drop
 from bot.mrkdwn import escape_mrkdwn
 from bot.post_modal import POST_MODAL, TEXT_BLOCK, post_modal, read_post
+from bot.review_modals import (
+    REDRAFT_MODAL,
+    REJECT_MODAL,
+    edit_modal,
+    edited_text,
+    redraft_modal,
+    redraft_note,
+    reject_modal,
+    reject_reason,
+)
 from bot.slack_files import SlackFiles, file_origin
 from bot.version_blocks import (
     ACTION_SHOW_ALL,
