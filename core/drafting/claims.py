@@ -36,6 +36,7 @@ from core.store.leases import (
     is_person,
     lease_now,
     new_owner,
+    renew,
     take_over,
 )
 from core.store.rows import draft_row, lock_recipe, lock_run, required
@@ -368,3 +369,8 @@ def _skip(
 # INSERT evaluates: one statement, inside the same write lock. Built once and bound to
 # the key at each claim through `insert_ignore`'s binds.
 _ATTEMPTS_OF_KEY = attempts_of_key(sa.bindparam("attempts_of_key"))
+
+
+def renew_lease(store: Store, claim: Claim, lease: timedelta, clock: Clock) -> bool:
+    """Extend our claim; False when it is no longer ours (taken over or swept)."""
+    return renew(store, clock, DRAFT_CLAIMS, claim.draft_key, claim.owner, lease)

@@ -22,8 +22,7 @@ from core.drafting.attempts import Backoff, begin_attempt, finish_attempt
 from core.drafting.basis import Refused, RunBasis
 from core.drafting.causes import attempt_cause
 from core.drafting.claim_ends import give_back, kept_images, locked_run, make_ready, still_ours
-from core.drafting.claim_leases import renew_lease
-from core.drafting.claims import Claim, DraftResult, claim_slot, lock_recipe_row
+from core.drafting.claims import Claim, DraftResult, claim_slot, lock_recipe_row, renew_lease
 from core.drafting.fit import FitRule
 from core.drafting.post_shape import build_request, shape_for, shaped_reply
 from core.drafting.similarity import (

@@ -22,8 +22,8 @@ from sqlmodel import col, select
 from core.api.galley import Galley
 from core.api.services import Services
 from core.drafting.attempts import Backoff
-from core.drafting.claim_leases import sweep_expired_claims
 from core.drafting.service import DraftingService, worker_name
+from core.drafting.sweeper import sweep_expired_claims
 from core.drafting_policies import AttemptOutcome
 from core.errors import GalleyError, ModelCallFailed
 from core.models import DraftRow, RunRow

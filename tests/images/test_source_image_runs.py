@@ -17,8 +17,8 @@ import pytest
 from sqlmodel import select
 
 from core.api.services import Services
-from core.drafting.claim_leases import sweep_expired_claims
 from core.drafting.service import DraftingService
+from core.drafting.sweeper import sweep_expired_claims
 from core.drafting_policies import DraftOutcome
 from core.failpoints import Failpoint, hook
 from core.models import ImageRow, SnapshotItemRow

@@ -23,9 +23,9 @@ from bot.blocks import backpressure_text
 from bot.slack_surface import SlackReviewSurface
 from core.api.galley import Galley
 from core.api.services import Services
-from core.drafting.claim_leases import sweep_expired_claims
 from core.drafting.claims import Claim, claim_slot
 from core.drafting.service import DraftingService
+from core.drafting.sweeper import sweep_expired_claims
 from core.drafting_policies import DraftOutcome
 from core.errors import LostClaim
 from core.failpoints import hook
@@ -117,7 +117,7 @@ def test_the_sweeper_leaves_a_claim_renewed_after_its_read(store: Store, db_url:
     clock.advance(recipe.takeover_after + timedelta(seconds=1))
 
     def renew() -> None:
-        from core.drafting.claim_leases import renew_lease
+        from core.drafting.claims import renew_lease
 
         assert renew_lease(store, claim, recipe.takeover_after, clock)
 

@@ -15,7 +15,7 @@ from sqlmodel import select
 
 from core.api.decisions import read_decisions
 from core.api.services import Services
-from core.drafting.claim_leases import sweep_expired_claims
+from core.drafting.sweeper import sweep_expired_claims
 from core.drafting_policies import AttemptOutcome, DraftOutcome
 from core.errors import ModelCallFailed
 from core.failpoints import Failpoint, hook

@@ -331,7 +331,7 @@ def test_an_item_run_given_back_by_a_dead_holder_is_drafted_again_whatever_its_a
         p.poll(recipe)
     [claimed] = of_state(store, RunState.RUNNING)
     p.clock.advance(timedelta(hours=3))  # far past misfire_grace
-    from core.drafting.claim_leases import sweep_expired_claims
+    from core.drafting.sweeper import sweep_expired_claims
 
     sweep_expired_claims(store, p.clock)
     dispatcher = SlotDispatcher(

@@ -17,10 +17,10 @@ import pytest
 from sqlmodel import col, select
 
 from core.api.services import Services
-from core.drafting.claim_leases import renew_lease, sweep_expired_claims
-from core.drafting.claims import Claim, claim_slot
+from core.drafting.claims import Claim, claim_slot, renew_lease
 from core.drafting.gate import tokens_today
 from core.drafting.service import DraftingService
+from core.drafting.sweeper import sweep_expired_claims
 from core.drafting_policies import DraftOutcome
 from core.models import AttemptRow, DraftRow
 from core.policies import EffectDecision, PublishOutcome, Refusal, Verdict

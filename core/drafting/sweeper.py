@@ -1,33 +1,25 @@
-"""A drafting claim's lease once taken (docs/design.md §4): renewed by its holder's
-heartbeat while it works, and, once lapsed, returned to the pool by the sweeper (the
-draft row goes, the run is pending again). Every change names the owner and expiry it
-read, so a claim renewed, taken over or stored meanwhile is never touched.
+"""The sweeper: drafting claims whose lease lapsed (docs/design.md §4), returned to the
+pool (the draft row goes, its unfinished attempts are abandoned, the run is pending
+again). Each delete names the owner and expiry it read, so a claim renewed, taken over
+or stored meanwhile is never touched.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from sqlmodel import select
 
 from core.drafting.attempts import abandon_unfinished_attempts
-from core.drafting.claims import Claim
 from core.failpoints import Failpoint, failpoint
 from core.models import DraftRow
 from core.policies import PendingReason
 from core.ports import Clock
 from core.states import DraftState, RunState
 from core.store.engine import Store
-from core.store.leases import DRAFT_CLAIMS, SWEEPER, lapsed_keys, lease_now, renew
+from core.store.leases import DRAFT_CLAIMS, SWEEPER, lapsed_keys, lease_now
 from core.store.rows import lock_run, run_holds
 from core.store.transitions import guarded_delete, move_run, note_released
 
 SWEEP_BATCH = 100
-
-
-def renew_lease(store: Store, claim: Claim, lease: timedelta, clock: Clock) -> bool:
-    """Extend our claim; False when it is no longer ours (taken over or swept)."""
-    return renew(store, clock, DRAFT_CLAIMS, claim.draft_key, claim.owner, lease)
 
 
 def sweep_expired_claims(store: Store, clock: Clock, actor: str = SWEEPER) -> list[str]:
