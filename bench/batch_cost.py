@@ -28,8 +28,8 @@ from datetime import datetime, timedelta
 from core.drafting.anthropic_drafter import AnthropicDrafter
 from core.drafting.batch_drafter import BatchDrafter
 from core.drafting.prompt_cache import BATCH_TTL, SYNC_TTL
+from core.drafting_policies import CacheTtl, Drafting
 from core.identity import batch_custom_id, draft_key, run_id
-from core.policies import CacheTtl, Drafting
 from core.ports import DraftRequest, ModelReply
 from core.telemetry.pricing import reply_cost_usd
 from tests.fakes.anthropic_api import FakeAnthropic

@@ -39,8 +39,8 @@ from bench.floors import bare_read
 from bench.history_seed import NOW, REVIEW_CHANNEL, config_text, load, recipe_name
 from bench.scratch_db import scratch_postgres
 from core.api.galley import Galley
-from core.drafting.claims import sweep_expired_claims
 from core.drafting.service import DraftingService
+from core.drafting.sweeper import sweep_expired_claims
 from core.operations.alerts import AlertService
 from core.operations.digest import build_digest
 from core.ports import (

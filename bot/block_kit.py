@@ -1,7 +1,7 @@
 """Block Kit's pieces and Slack's limits, shared by every module that builds blocks
-(bot/blocks.py, bot/version_blocks.py, bot/alert_blocks.py): a section, a context line,
-a button's value naming one revision, raw text cut into Edit inputs. Pure functions,
-no I/O."""
+(bot/blocks.py, bot/review_modals.py, bot/version_blocks.py, bot/alert_blocks.py): a
+section, a context line, plain text, a button's value naming one revision, raw text cut
+into Edit inputs. Pure functions, no I/O."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ CONTEXT_LIMIT = 3000  # characters of one context element's text
 INPUT_LIMIT = 3000  # plain_text_input max_length
 MODAL_BLOCK_LIMIT = 100
 LABEL_LIMIT = 100  # characters of a recipe, platform, model or user shown in a line
+REASON_LIMIT = 500  # characters of a rejection reason kept in the message
 
 
 def button_value(draft_key: str, revision: int) -> str:
@@ -63,3 +64,7 @@ def context(mrkdwn: str, block_id: str | None = None) -> dict[str, Any]:
     text = clip_mrkdwn(mrkdwn, CONTEXT_LIMIT)
     block = {"type": "context", "elements": [mrkdwn_object(text)]}
     return block | ({"block_id": block_id} if block_id else {})
+
+
+def plain_text(text: str) -> dict[str, Any]:
+    return {"type": "plain_text", "text": text, "emoji": True}

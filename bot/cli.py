@@ -30,9 +30,10 @@ from bot.cli_output import out as out
 from bot.cli_output import print_json as print_json
 from bot.cli_output import table as table
 from bot.cli_status import print_status, read_status
+from core.drafting_policies import DraftOutcome
 from core.errors import ConfigError
 from core.identity import CLI_ACTOR
-from core.policies import DraftOutcome, FailReason, Finding
+from core.policies import FailReason, Finding
 from core.states import RunState
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ import typer
 
 from bot.cli_app import JsonFlag, app, explained_errors, open_galley
 from bot.cli_output import EXIT_FAILED, out, print_json
-from core.policies import DraftOutcome
+from core.drafting_policies import DraftOutcome
 
 
 @app.command()

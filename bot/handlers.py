@@ -16,7 +16,7 @@ from typing import Any
 from slack_bolt import Ack, App, Respond
 from slack_sdk import WebClient
 
-from bot.alert_blocks import alert_run_id, resolved_blocks
+from bot.alert_listeners import AlertListeners
 from bot.app_home import command_words
 from bot.block_kit import EDIT_MODAL
 from bot.blocks import (
@@ -29,28 +29,26 @@ from bot.blocks import (
     ACTION_REDRAFT,
     ACTION_REJECT,
     ACTION_UNAPPROVE,
+    parse_button_value,
+    review_reply,
+)
+from bot.commands import CommandContext, answer
+from bot.home_tab import HomeTab
+from bot.image_blocks import ACTION_REMOVE_IMAGE, alts_of, parse_remove_value, with_alt_fields
+from bot.image_drops import Drop, drops_in, take_drop
+from bot.mrkdwn import escape_mrkdwn
+from bot.post_modal import POST_MODAL, TEXT_BLOCK, post_modal, read_post
+from bot.replies import ephemeral, ephemeral_in_thread, in_thread, last_resort_reply
+from bot.review_modals import (
     REDRAFT_MODAL,
     REJECT_MODAL,
     edit_modal,
     edited_text,
-    parse_button_value,
     redraft_modal,
     redraft_note,
     reject_modal,
     reject_reason,
-    review_reply,
 )
-from bot.commands import CommandContext, answer, retry_run
-from bot.home_tab import HomeTab
-from bot.image_blocks import (
-    ACTION_REMOVE_IMAGE,
-    alts_of,
-    parse_remove_value,
-    with_alt_fields,
-)
-from bot.image_drops import Drop, drops_in, take_drop
-from bot.mrkdwn import escape_mrkdwn
-from bot.post_modal import POST_MODAL, TEXT_BLOCK, post_modal, read_post
 from bot.slack_files import SlackFiles, file_origin
 from bot.version_blocks import (
     ACTION_SHOW_ALL,
@@ -66,8 +64,7 @@ from core.api.draft_images import DraftImages
 from core.api.posts import PostDraft, write_post
 from core.api.services import Services
 from core.errors import GalleyError
-from core.policies import Finding, FollowUp, Verdict
-from core.ports import MessageRef
+from core.policies import FollowUp, Verdict
 from core.post_body import PostBody
 from core.review.queue import ReviewAnswer, load_item
 from core.states import DraftState
@@ -84,7 +81,7 @@ def register(app: App, work: Work, home: HomeTab | None = None) -> Listeners:
     return listeners
 
 
-class Listeners:
+class Listeners(AlertListeners):
     """Bolt's listeners for one app: each acks, parses, calls one core operation and
     renders the answer. Slack names the person; the same desk as the notebook's checks
     who may decide."""
@@ -117,20 +114,20 @@ class Listeners:
     def on_approve(self, ack: Ack, body: dict[str, Any], respond: Respond) -> None:
         ack()
         result = self.decide_as(body["user"]["id"], body["actions"][0]["value"], Verdict.APPROVED)
-        self.settle(result, _in_thread(respond))
+        self.settle(result, in_thread(respond))
 
     def on_unapprove(self, ack: Ack, body: dict[str, Any], respond: Respond) -> None:
         ack()
         key, revision = parse_button_value(body["actions"][0]["value"])
         result = self.desk.unapprove(key, revision, user=body["user"]["id"])
-        self.settle(result, _in_thread(respond))
+        self.settle(result, in_thread(respond))
 
     # --- images (docs/design.md §32) ------------------------------------------------------
 
     def on_message(self, event: dict[str, Any], client: WebClient) -> None:
         """Image files shared in a review message's thread, each added to its draft."""
         for drop in drops_in(event, self.slack.review_channel, self.images):
-            tell = _ephemeral_in_thread(client, drop.channel, drop.thread_ts, drop.user)
+            tell = ephemeral_in_thread(client, drop.channel, drop.thread_ts, drop.user)
             self.work.take_image_soon(partial(self._take_drop, drop, tell, client))
 
     def _take_drop(self, drop: Drop, tell: Callable[[str], object], client: WebClient) -> None:
@@ -143,7 +140,7 @@ class Listeners:
         ack()
         key, revision, sha256 = parse_remove_value(body["actions"][0]["value"])
         result = self.images.remove(key, revision, sha256, user=body["user"]["id"])
-        self.settle(result, _in_thread(respond))
+        self.settle(result, in_thread(respond))
 
     def on_reject(self, ack: Ack, body: dict[str, Any], client: WebClient) -> None:
         ack()
@@ -162,7 +159,7 @@ class Listeners:
         key, revision = parse_button_value(body["actions"][0]["value"])
         item = load_item(self.core.store, key)
         if item is None or item.state != DraftState.READY:
-            _in_thread(respond)("This draft can no longer be edited.")
+            in_thread(respond)("This draft can no longer be edited.")
             return
         text, images = self.images.editable(item.text)  # one text with images: that text
         modal = edit_set_modal(item, revision) if is_set(text) else edit_modal(key, revision, text)
@@ -176,7 +173,7 @@ class Listeners:
         key, _ = parse_button_value(body["actions"][0]["value"])
         item = load_item(self.core.store, key)
         if item is None:
-            _in_thread(respond)("This draft is gone.")
+            in_thread(respond)("This draft is gone.")
             return
         client.views_open(trigger_id=body["trigger_id"], view=show_all_modal(item))
 
@@ -221,56 +218,6 @@ class Listeners:
             self.settle(claimed, tell)
         else:
             self.work.redraft_soon(claimed, tell)
-
-    # --- alert buttons --------------------------------------------------------------------
-
-    def on_alert_published(self, ack: Ack, body: dict[str, Any], respond: Respond) -> None:
-        self._settle_alert(ack, body, respond, self._mark_published)
-
-    def on_alert_retry(self, ack: Ack, body: dict[str, Any], respond: Respond) -> None:
-        self._settle_alert(ack, body, respond, self._retry)
-
-    def on_alert_cancel(self, ack: Ack, body: dict[str, Any], respond: Respond) -> None:
-        self._settle_alert(ack, body, respond, self._cancel)
-
-    def on_alert_skip(self, ack: Ack, body: dict[str, Any], respond: Respond) -> None:
-        self._settle_alert(ack, body, respond, self._skip)
-
-    def _mark_published(self, run: str, user: str, respond: Respond) -> str:
-        return self.core.resolver.resolve(run, Finding.PUBLISHED, actor=user)
-
-    def _retry(self, run: str, user: str, respond: Respond) -> str:
-        context = CommandContext(self.core, user, self.work, _in_thread(respond))
-        return retry_run(run, context)
-
-    def _cancel(self, run: str, user: str, respond: Respond) -> str:
-        return self.core.resolver.cancel(run, actor=user)
-
-    def _skip(self, run: str, user: str, respond: Respond) -> str:
-        return self.core.resolver.skip(run, actor=user)
-
-    def _settle_alert(
-        self,
-        ack: Ack,
-        body: dict[str, Any],
-        respond: Respond,
-        resolve: Callable[[str, str, Respond], str],
-    ) -> None:
-        ack()
-        user = body["user"]["id"]
-        if not self.core.may_administer(user):
-            _in_thread(respond)("Only Galley's admins may settle runs.")
-            return
-        run_id = alert_run_id(body["actions"][0]["value"])
-        outcome = resolve(run_id, user, respond)
-        self.work.publish_soon(run_id)
-        message = body["message"]
-        alert = MessageRef(body["container"]["channel_id"], message["ts"])
-        blocks = resolved_blocks(message.get("blocks", []), outcome, by=user)
-        try:
-            self.work.services.channels.update(alert, text=message.get("text", ""), blocks=blocks)
-        except GalleyError as exc:  # the alert pass rewrites it once the run moves on
-            log.warning("alert %s not rewritten after %s: %s", alert.ts, outcome, exc)
 
     # --- /galley, Home --------------------------------------------------------------------
 
@@ -363,38 +310,12 @@ class Listeners:
             if respond is not None and respond.response_url:
                 respond(text, response_type="ephemeral", replace_original=False)
             elif isinstance(user, str) and body.get("type") == "view_submission":
-                _ephemeral(self.app.client, self.slack.review_channel, user, text)
+                ephemeral(self.app.client, self.slack.review_channel, user, text)
         except Exception as exc:  # nothing is left to tell them; keep the log
             log.error("could not tell %s what failed: %s", user, exc)
 
     def _ephemeral_to(self, client: WebClient, user: str) -> Callable[[str], object]:
-        return lambda text: _ephemeral(client, self.slack.review_channel, user, text)
-
-
-def last_resort_reply(error: Exception) -> str:
-    """What a person is told when their click or command failed unexpectedly."""
-    return (
-        f"Galley could not finish that: {error}. It is in the bot's log; "
-        "the review message and `/galley status` show where things stand."
-    )
-
-
-def _ephemeral(client: WebClient, channel: str, user: str, text: str) -> None:
-    client.chat_postEphemeral(channel=channel, user=user, text=text)
-
-
-def _ephemeral_in_thread(
-    client: WebClient, channel: str, thread_ts: str, user: str
-) -> Callable[[str], object]:
-    """An answer only `user` sees, in the thread they dropped an image into."""
-    return lambda text: client.chat_postEphemeral(
-        channel=channel, user=user, thread_ts=thread_ts, text=text
-    )
-
-
-def _in_thread(respond: Respond) -> Callable[[str], object]:
-    """An answer only the clicker sees, leaving the message they clicked as it is."""
-    return lambda text: respond(text, response_type="ephemeral", replace_original=False)
+        return lambda text: ephemeral(client, self.slack.review_channel, user, text)
 
 
 # Every listener, one row each as Bolt registers it (`App.action(matcher)(method)`): the

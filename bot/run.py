@@ -13,14 +13,9 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from enum import StrEnum
-from typing import Any, NamedTuple
-from zoneinfo import ZoneInfo
+from typing import Any
 
 import uvicorn
-from apscheduler.triggers.base import BaseTrigger
-from apscheduler.triggers.cron import CronTrigger
-from apscheduler.triggers.interval import IntervalTrigger
 from slack_bolt import App
 
 from bot.apscheduler_host import SchedulerHost
@@ -29,6 +24,7 @@ from bot.digest_text import digest_text
 from bot.handlers import register
 from bot.home_tab import HomeTab
 from bot.inbound import SlackEvents
+from bot.passes import DIGEST_GRACE, Every, Pass, trigger_for
 from bot.pools import Pool
 from bot.report_text import report_blocks, report_text
 from bot.server import timed_ack, web_app
@@ -44,7 +40,7 @@ from bot.wiring import Publishers, wire
 from bot.work import Work
 from core.api.report import Report
 from core.api.services import Services
-from core.api.weekly_report import post_weekly_report, report_schedule, report_week
+from core.api.weekly_report import post_weekly_report, report_week
 from core.errors import ConfigError, GalleyError, PortUnavailable
 from core.operations.digest import Digest, post_digest
 from core.operations.gauges import watch_database
@@ -59,24 +55,6 @@ from core.store.deliveries import DeliveryBook, forget_old_deliveries
 log = logging.getLogger("galley")
 DEFAULT_CALL_TIMEOUT = timedelta(seconds=30)
 DEFAULT_HEARTBEAT = timedelta(seconds=2)
-DIGEST_GRACE = timedelta(hours=1)  # a digest missed by less (a restart) is still posted
-
-
-class Every(StrEnum):
-    """How often a periodic pass runs (`Bot`'s arguments and the config say how long)."""
-
-    OUTBOX = "outbox"  # outbox_every: what people see and what is due to publish
-    SWEEP = "sweep"  # sweep_every, else the shortest heartbeat: claims of the dead
-    HOUSEKEEPING = "housekeeping"  # housekeeping_every
-    DIGEST = "digest"  # daily at `[slack] digest_at`, when the digest is on
-    REPORT = "report"  # weekly at `[slack] report_at`, when set (docs/design.md §38)
-
-
-class Pass(NamedTuple):
-    job: str  # the scheduler's job id
-    runs: Callable[[], object] | None  # what it calls; None where its part is missing
-    every: Every
-    pool: Pool  # the scheduler's pool it runs on
 
 
 def missing_settings(settings: Settings) -> list[str]:
@@ -202,26 +180,11 @@ class Bot:
         publish or to show goes at once (`outbox_at_start=False`: a caller that drives the
         passes itself)."""
         for job, runs, every, pool in self.passes():
-            trigger = self._trigger(every, intervals)
+            trigger = trigger_for(every, intervals, self.core.config.slack)
             if runs is not None and trigger is not None:
                 grace = DIGEST_GRACE if every in (Every.DIGEST, Every.REPORT) else None
                 at_start = outbox_at_start and every == Every.OUTBOX
                 self.host.add_pass(job, runs, trigger, pool, grace=grace, at_start=at_start)
-
-    def _trigger(self, every: Every, intervals: dict[Every, timedelta]) -> BaseTrigger | None:
-        slack = self.core.config.slack
-        if every == Every.REPORT:
-            if slack.report_at is None:
-                return None
-            day, hour, minute = report_schedule(slack.report_at)
-            zone = ZoneInfo(slack.digest_timezone)
-            return CronTrigger(day_of_week=day, hour=hour, minute=minute, timezone=zone)
-        if every != Every.DIGEST:
-            return IntervalTrigger(seconds=intervals[every].total_seconds())
-        if not slack.digest:
-            return None
-        hour, minute = (int(part) for part in slack.digest_at.split(":"))
-        return CronTrigger(hour=hour, minute=minute, timezone=ZoneInfo(slack.digest_timezone))
 
     # --- the passes of `passes` that are the bot's own ------------------------------------
 

@@ -6,7 +6,8 @@ catch `GalleyError` to show a clean message instead of a stack trace.
 
 from __future__ import annotations
 
-from core.policies import AttemptOutcome, FetchStop, ImageProblem
+from core.drafting_policies import AttemptOutcome
+from core.policies import FetchStop, ImageProblem
 
 
 class GalleyError(Exception):

@@ -1,70 +1,18 @@
 """The values the ports carry (core/ports.py holds the ports themselves): what the
 model is asked and answers, what a review message shows, what leaves for a destination
-and what is read back, an image on its way to a platform (docs/design.md §32), and a
-run's alert. Frozen values only: no behaviour, no I/O.
+and what is read back (an image on its way to a platform is in core/image_values.py),
+and a run's alert. Frozen values only: no behaviour, no I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
+from core.image_values import ImageBytes, ImageInput, LinkCard, ShownImage, UploadedMedia
 from core.policies import AlertKind, Backpressure
 from core.post_body import ImageRef
-
-
-@dataclass(frozen=True)
-class ShownImage:
-    """One image of a draft as its review message shows it (docs/design.md §32)."""
-
-    sha256: str
-    name: str
-    alt: str
-    size: int | None  # bytes; None when its bytes are not stored
-    width: int = 0
-    height: int = 0
-
-
-@dataclass(frozen=True)
-class ImageBytes:
-    """One image of a post, its stored bytes and its alt text, as an upload sends it."""
-
-    sha256: str
-    name: str
-    alt: str
-    media_type: str
-    width: int
-    height: int
-    data: bytes
-
-
-@dataclass(frozen=True)
-class UploadedMedia:
-    """One image as a target holds it once uploaded (docs/design.md §32): `media_id` is
-    Bluesky's blob CID, Mastodon's media id, LinkedIn's image URN; `detail` what the post
-    needs beyond it (Bluesky's blob: its mimeType and size). Kept on the upload receipt
-    and read from there by every retry."""
-
-    sha256: str
-    media_id: str
-    alt: str
-    width: int = 0
-    height: int = 0
-    detail: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class LinkCard:
-    """The card of a post's link (docs/design.md §32): the page's title, description and
-    uploaded thumbnail, or (`missing`) why the post goes without one."""
-
-    url: str
-    title: str = ""
-    description: str = ""
-    thumb: UploadedMedia | None = None
-    missing: str = ""
 
 
 @dataclass(frozen=True)
@@ -85,14 +33,6 @@ class PostShape:
 
     versions: tuple[VersionAsk, ...]
     parts: int
-
-
-@dataclass(frozen=True)
-class ImageInput:
-    """An image shown to the model (`describe_images`, docs/design.md §32)."""
-
-    media_type: str
-    data: bytes
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,9 @@
 
 Adapters live elsewhere (`core/drafting/anthropic_drafter.py` for Anthropic, `bot/` for
 Slack). The domain depends only on these Protocols, so a notebook or a test can supply its own.
-The values they carry are defined in core/port_values.py and handed on from here, so
-`from core.ports import ReviewItem` keeps working for the hundred-odd modules that say it.
+The values they carry are defined in core/port_values.py and core/image_values.py and
+handed on from here, so `from core.ports import ReviewItem` keeps working for the
+hundred-odd modules that say it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Protocol, runtime_checkable
 
 from core.clock import Clock as Clock
 from core.clock import SystemClock as SystemClock
+from core.image_values import ImageBytes, ImageInput, LinkCard, ShownImage, UploadedMedia
 from core.policies import ContainerStatus, ThreadStyle
 from core.port_values import (
     ApprovalProgress,
@@ -21,9 +23,6 @@ from core.port_values import (
     DraftBasis,
     DraftRequest,
     Fit,
-    ImageBytes,
-    ImageInput,
-    LinkCard,
     MessageRef,
     ModelReply,
     PostCounts,
@@ -40,10 +39,8 @@ from core.port_values import (
     ReviewItem,
     ReviewReminder,
     RunAlert,
-    ShownImage,
     SimilarPost,
     ThreadPlace,
-    UploadedMedia,
     VersionAsk,
 )
 

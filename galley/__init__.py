@@ -29,9 +29,9 @@ from core.api.views import (
     RunList,
     Status,
 )
+from core.drafting_policies import DraftOutcome
 from core.errors import GalleyError, NotPermitted, RevisionRequired, UnknownRecipe, UnknownRun
 from core.operations.resolution import Finding
-from core.policies import DraftOutcome
 from core.ports import Clock, Directory
 from core.review.feedback import FeedbackList
 from core.setup.config import Config, Recipe, load_config

@@ -12,73 +12,37 @@ rules as Slack's buttons and `/galley`: a Galley opened as a person (`user=`) ma
 decide drafts only as an approver and run Galley only as an admin. The CLI opens it
 without a person: the shell authenticates its user. The bot does not use it: its
 listeners, Home tab and scheduler take the container in `bot/wiring.py`.
-Read models and rendering live in `core/api/views.py`, queries in `core/api/queries.py`,
-plots in `core/api/plots.py`.
+Its reads (status, history, one draft, feedback, calendar, stats, report) are inherited
+from `core/api/galley_reads.py`; read models and rendering live in `core/api/views.py`,
+queries in `core/api/queries.py`, plots in `core/api/plots.py`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
-from datetime import date, datetime
-from functools import cached_property
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.api.queries import (
-    draft_detail,
-    list_attempts,
-    list_drafts,
-    list_effects,
-    list_events,
-    list_runs,
-    read_status,
-)
+from core.api.galley_reads import GalleyReads
 from core.api.services import Services
-from core.api.views import (
-    Answer,
-    AttemptList,
-    DraftDetail,
-    DraftList,
-    EffectList,
-    EventList,
-    RecipeStatus,
-    RunList,
-    RunSummary,
-    Status,
-)
+from core.api.views import Answer, DraftDetail, RecipeStatus, RunSummary, Status
 from core.errors import SlotError
 from core.identity import CLI_ACTOR
-from core.models import DraftRow
 from core.policies import Finding, Role, Trigger, Verdict
-from core.ports import Clock, Directory, Drafter, RecipeRecord, SimilarPost
-from core.review.feedback import (
-    FeedbackList,
-    RecipeFeedback,
-    feedback_entries,
-    last_days,
-    recent,
-    recipe_feedback,
-)
+from core.ports import Clock, Directory, Drafter
 from core.scheduling.recipe_changes import ALL
 from core.setup.config import Config
 from core.setup.settings import Settings
-from core.states import DraftState, RunState
 from core.store.engine import Store
 
 if TYPE_CHECKING:  # loaded by the operations that use them: reads stay light
-    from core.api.calendar import Calendar
-    from core.api.decisions import DecisionList
     from core.api.desk import Desk
     from core.api.item_preview import ItemsPreview
     from core.api.plans import PlanImport
-    from core.api.plots import Plots
-    from core.api.report import Report
     from core.api.source_preview import SourcesPreview
-    from core.api.week import Week
     from core.drafting.attempts import Backoff
     from core.drafting.claims import DraftResult
-    from core.publishing.engagement import StatsList
     from core.review.person_posts import Written
     from core.scheduling.bumps import Bumped
     from core.scheduling.items import PollResult
@@ -86,9 +50,10 @@ if TYPE_CHECKING:  # loaded by the operations that use them: reads stay light
 __all__ = ["ALL", "Galley", "RecipeStatus", "RunSummary", "Status"]
 
 
-class Galley:
-    """One config and one database, with the operations people ask for. Its services
-    (drafting, settling runs, recipe changes) are `core/api/services.py`'s, private here."""
+class Galley(GalleyReads):
+    """One config and one database, with the operations people ask for (its reads from
+    `GalleyReads`). Its services (drafting, settling runs, recipe changes) are
+    `core/api/services.py`'s, private here."""
 
     def __init__(
         self,
@@ -220,11 +185,6 @@ class Galley:
         resolved = services.resolve_slot(recipe, slot)
         return preview_sources(recipe, resolved, SourceAccess.of(services.config))
 
-    def status(self) -> Status:
-        services = self._services
-        with services.store.read() as session:  # indexed counts, no write lock
-            return read_status(session, services.config, services.clock.now())
-
     def bump(self, recipe_name: str, *, actor: str | None = None, reason: str | None = None) -> int:
         """New version: the only way to a second draft for a slot that has one; returns
         the version (`bump_recipe` also says what became of the waiting drafts)."""
@@ -266,36 +226,6 @@ class Galley:
 
     def cancel(self, run_id: str, *, actor: str | None = None) -> str:
         return self._services.resolver.cancel(run_id, actor=self._acting(actor, Role.ADMIN))
-
-    def closest_seen(self, draft_key: str) -> SimilarPost | None:
-        """The post people saw that this draft reads most like, as stored when it became
-        ready, whatever its score (the review message shows it from `similar_warn` on)."""
-        from core.drafting.similarity import similar_post
-
-        with self._services.store.transaction() as session:
-            draft = session.get(DraftRow, draft_key)
-            return similar_post(session, draft, warn=None) if draft else None
-
-    def recipe_record(self, recipe_name: str) -> RecipeRecord:
-        """Approved of decided drafts over the last 30 days, and the last rejection."""
-        from core.review.facts import recipe_record
-
-        self._services.recipe(recipe_name)
-        with self._services.store.transaction() as session:
-            return recipe_record(session, recipe_name, self._services.clock.now())
-
-    def feedback(self, recipe_name: str, days: int = 30) -> FeedbackList:
-        """What reviewers said about the recipe's drafts over `days`: rejections with
-        their reasons and redrafts with their notes, newest first, as a table."""
-        self._services.recipe(recipe_name)
-        with self._services.store.read() as session:
-            return feedback_entries(session, recipe_name, recent(self._services.clock.now(), days))
-
-    def _feedback_summary(self, recipe_name: str, days: int = 30) -> RecipeFeedback:
-        """Redrafts and rejections over `days`, and the change asked for most."""
-        with self._services.store.read() as session:
-            since = recent(self._services.clock.now(), days)
-            return recipe_feedback(session, recipe_name, since, last_days(days))
 
     def approve(
         self, draft: DraftDetail | str, revision: int | None = None, *, user: str | None = None
@@ -383,133 +313,12 @@ class Galley:
         actor = self._acting(actor, Role.ADMIN) if actor or self._people.as_person else CLI_ACTOR
         return import_plan(self._services, Path(path), actor=actor, skip_bad=skip_bad)
 
-    # --- reading ------------------------------------------------------------------------
-
-    def runs(
-        self,
-        state: RunState | str | None = None,
-        limit: int | None = 50,
-        before: str | None = None,
-    ) -> RunList:
-        """Newest slot first; `limit=None` for the whole history; `before` the last run
-        id of the previous page (keyset paging through an index)."""
-        with self._services.store.read() as session:
-            return list_runs(session, RunState(state) if state else None, limit, before)
-
-    def drafts(
-        self,
-        state: DraftState | str | None = DraftState.READY,
-        *,
-        recipe: str | None = None,
-        limit: int | None = 100,
-    ) -> DraftList:
-        """Drafts waiting for people by default (oldest first); `state=None` for all."""
-        with self._services.store.transaction() as session:
-            return list_drafts(
-                session,
-                state=DraftState(state) if state else None,
-                recipe=recipe,
-                limit=limit,
-                now=self._services.clock.now(),
-            )
-
-    def show(self, ref: str) -> DraftDetail:
-        """A run id or a draft key: the text, its revisions, decisions, attempts (with
-        causes) and effects (with external ids). What `galley show` prints."""
-        with self._services.store.transaction() as session:
-            detail = draft_detail(session, ref)
-        said = self._feedback_summary(detail.run.recipe)  # reviewers' words (docs/design.md §22)
-        return dataclasses.replace(detail, feedback=said.line())
-
-    def events(self, run: str | None = None, *, limit: int | None = 200) -> EventList:
-        """A run's history in order, or the newest events of all."""
-        with self._services.store.transaction() as session:
-            return list_events(session, run_id=run, subject_id=None, limit=limit)
-
-    def attempts(
-        self, run: str | None = None, *, recipe: str | None = None, limit: int | None = 200
-    ) -> AttemptList:
-        """Model calls from the cost ledger, with outcome, cause, tokens and cost."""
-        with self._services.store.transaction() as session:
-            return list_attempts(session, run_id=run, recipe=recipe, limit=limit)
-
-    def effects(
-        self, run: str | None = None, *, state: str | None = None, limit: int | None = 200
-    ) -> EffectList:
-        """Receipts of Slack posts and publications, with their external ids."""
-        with self._services.store.transaction() as session:
-            return list_effects(session, run_id=run, state=state, limit=limit)
-
-    def decisions(
-        self,
-        since: datetime | date | str | None = None,
-        *,
-        recipe: str | None = None,
-        limit: int | None = 1000,
-        before: int | None = None,
-    ) -> DecisionList:
-        """The decision log, newest first (docs/design.md §35): who approved, rejected,
-        edited, redrafted, unapproved or settled what, when, on which revision; `before`
-        pages by `id`."""
-        from core.api.decisions import read_decisions
-
-        with self._services.store.read() as session:
-            config = self._services.config
-            return read_decisions(
-                session, config, since=since, recipe=recipe, limit=limit, before=before
-            )
-
     def run_now(self, recipe_name: str) -> DraftResult | PollResult:
         """`/galley run`: draft the recipe's most recent slot now; an items recipe's source
         is polled now (docs/design.md §29)."""
         if self._services.recipe(recipe_name).trigger == Trigger.ITEMS:
             return self.poll(recipe_name)
         return self.draft(recipe_name)
-
-    def calendar(self, days: int = 7) -> Calendar:
-        """The publication calendar (docs/design.md §23): each recipe's slots of the last
-        day and the next `days`, per target, with their state; `.plot()` draws it."""
-        from core.api.calendar import read_calendar
-
-        with self._services.store.read() as session:
-            return read_calendar(session, self._services.config, self._services.clock.now(), days)
-
-    def week(self) -> Week:
-        """The week at a glance (docs/design.md §36), as the Home tab shows it: each day's
-        slots and planned posts with their state, and the items waiting."""
-        from core.api.week import read_week
-
-        with self._services.store.read() as session:
-            return read_week(session, self._services.config, self._services.clock.now())
-
-    def stats(self, recipe_name: str | None = None, days: int = 30) -> StatsList:
-        """How published posts did (docs/design.md §28): each post of the last `days`
-        with its latest engagement reading and score; `.to_frame()`, `.best()`."""
-        from core.publishing.engagement import read_stats
-
-        if recipe_name is not None:
-            self._services.recipe(recipe_name)  # UnknownRecipe for a name not in the config
-        with self._services.store.read() as session:
-            return read_stats(session, self._services.clock.now(), days, recipe_name)
-
-    def report(self, since: str = "7d", by: str = "recipe") -> Report:
-        """Draft quality and results over the last `since` (docs/design.md §38): one row per
-        recipe (`by="target"`: per recipe and target), every figure naming what it counts;
-        `.to_frame()` a DataFrame, `.best` the window's best post."""
-        from core.api.report import ReportBy, read_report
-        from core.setup.durations import parse_duration
-
-        window, grouping = parse_duration(since), ReportBy(by)
-        recipes = list(self._services.config.recipes)
-        with self._services.store.read() as session:
-            return read_report(session, recipes, self._services.clock.now(), window, grouping)
-
-    @cached_property
-    def plots(self) -> Plots:
-        """Figures of the history (needs the `notebook` extra)."""
-        from core.api.plots import Plots
-
-        return Plots(self._services.store, self._services.config, self._services.clock)
 
 
 def plain_description(result: DraftResult) -> str:

@@ -28,9 +28,9 @@ from core.api.analytics import (
 )
 from core.api.queries import list_events
 from core.clock import Clock, SystemClock
+from core.drafting_policies import Drafting
 from core.errors import UnknownRun
 from core.models import PostCheckRow
-from core.policies import Drafting
 from core.publishing.engagement import StatsList, read_stats
 from core.setup.config import Config
 from core.states import EventSubject

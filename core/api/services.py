@@ -247,7 +247,7 @@ class Services:
 
     def sweep(self) -> list[str]:
         """Expired claims returned to the pool: their draft keys."""
-        from core.drafting.claims import sweep_expired_claims
+        from core.drafting.sweeper import sweep_expired_claims
 
         return sweep_expired_claims(self.store, self.clock)
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from core.drafting_policies import AttemptOutcome
 from core.errors import ModelCallFailed, ModelUnavailable
 from core.http_calls import call_timeout, never_sent, retry_after_seconds
-from core.policies import AttemptOutcome
 from core.ports import DraftRequest, ModelReply
 from core.telemetry import observe
 

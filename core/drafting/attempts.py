@@ -17,11 +17,11 @@ from typing import Any, NamedTuple, Protocol
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
+from core.drafting_policies import AttemptOutcome
 from core.errors import ConcurrentChange, LostClaim, ModelCallFailed
 from core.failpoints import Failpoint, failpoint
 from core.identity import attempt_id
 from core.models import AttemptRow, DraftRow
-from core.policies import AttemptOutcome
 from core.ports import ModelReply
 from core.setup.config import Recipe
 from core.store.conditions import unfinished_batch_entry_of
@@ -279,3 +279,11 @@ def usage_of(reply: ModelReply) -> dict[str, int]:
         "cache_creation_tokens": reply.cache_creation_tokens,
         "cache_read_tokens": reply.cache_read_tokens,
     }
+
+
+def abandon_unfinished_attempts(session: Session, key: str, now: datetime) -> None:
+    session.execute(
+        sa.update(AttemptRow)
+        .where(col(AttemptRow.draft_key) == key, col(AttemptRow.finished_at).is_(None))
+        .values(outcome=AttemptOutcome.ABANDONED, finished_at=now)
+    )

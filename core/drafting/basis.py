@@ -23,12 +23,13 @@ from sqlmodel import Session
 from core.drafting.attempts import Backoff
 from core.drafting.claims import Claim
 from core.drafting.learning import read_lessons
+from core.drafting_policies import LearnFrom, OnEmpty
 from core.egress.way_out import Egress
 from core.errors import LostClaim
 from core.failpoints import Failpoint, failpoint
 from core.images.library import ImageLibrary
 from core.images.source_images import keep_item_image
-from core.policies import FailReason, ImageSource, LearnFrom, OnEmpty, SkipReason, SourceKind
+from core.policies import FailReason, ImageSource, SkipReason, SourceKind
 from core.ports import Clock
 from core.setup.config import Config, Recipe
 from core.slots.schedule import Slot

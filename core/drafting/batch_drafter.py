@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 from core.drafting.anthropic_drafter import classify, model_reply, status_outcome
 from core.drafting.post_shape import tool_params
 from core.drafting.prompt_cache import BATCH_TTL, system_param
+from core.drafting_policies import AttemptOutcome, BatchEntryResult, BatchProcessing
 from core.errors import ModelCallFailed
 from core.http_calls import call_timeout
 from core.identity import CUSTOM_ID_PATTERN
-from core.policies import AttemptOutcome, BatchEntryResult, BatchProcessing
 from core.ports import DraftRequest, ModelReply
 from core.telemetry.pricing import caching_pays
 

@@ -16,16 +16,17 @@ from functools import partial
 
 from sqlmodel import col, select
 
-from core.drafting.attempts import attempts_of, finish_attempt
+from core.drafting.attempts import abandon_unfinished_attempts, attempts_of, finish_attempt
 from core.drafting.batch_drafter import EntryFailure
 from core.drafting.batch_queue import Entry, add_entry, held_by, late_entries
-from core.drafting.claims import Claim, abandon_unfinished_attempts
+from core.drafting.claims import Claim
 from core.drafting.service import DraftingService
+from core.drafting_policies import AttemptOutcome, BatchEntryResult
 from core.errors import LostClaim, ModelCallFailed
 from core.failpoints import Failpoint, failpoint
 from core.identity import batch_custom_id
 from core.models import AttemptRow
-from core.policies import AttemptOutcome, BatchEntryResult, FailReason
+from core.policies import FailReason
 from core.ports import Clock, ModelReply
 from core.setup.config import Recipe
 from core.slots.schedule import Slot, slot_of_run

@@ -29,11 +29,12 @@ from core.drafting.batch_queue import (
     unsent_entries,
 )
 from core.drafting.service import DraftingService
+from core.drafting_policies import AttemptOutcome
 from core.errors import ModelCallFailed
 from core.failpoints import Failpoint, failpoint
 from core.identity import attempt_id
 from core.models import AttemptRow, BatchRow
-from core.policies import AttemptOutcome, FailReason
+from core.policies import FailReason
 from core.ports import Clock, DraftRequest
 from core.setup.config import Recipe
 from core.states import BatchState

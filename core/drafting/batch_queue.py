@@ -20,10 +20,10 @@ from sqlmodel import Session, col, select
 
 from core.drafting.attempts import add_attempt, begin_attempt, unfinished_batch_entry
 from core.drafting.claims import Claim, DraftResult
+from core.drafting_policies import Drafting, DraftOutcome
 from core.errors import LostClaim
 from core.identity import batch_custom_id
 from core.models import AttemptRow, DraftRow, RunRow
-from core.policies import Drafting, DraftOutcome
 from core.ports import Clock
 from core.setup.config import Recipe
 from core.slots.publish_time import batch_wait_until, drafting_fire

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from sqlmodel import Session, col, select
 
+from core.drafting_policies import AttemptOutcome
 from core.models import AttemptRow
-from core.policies import AttemptOutcome
 
 
 def attempt_cause(outcome: str | None, status: int | None, error: str | None) -> str:

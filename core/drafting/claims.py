@@ -18,21 +18,13 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from core.drafting.attempts import UnderClaim, attempts_of_key
+from core.drafting.attempts import UnderClaim, abandon_unfinished_attempts, attempts_of_key
 from core.drafting.gate import gate_reason, others_drafting
 from core.drafting.waits import item_waits, open_episode
-from core.failpoints import Failpoint, failpoint
+from core.drafting_policies import DraftOutcome
 from core.identity import draft_key
-from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
-from core.policies import (
-    AttemptOutcome,
-    DecisionKind,
-    DraftOutcome,
-    Overlap,
-    PendingReason,
-    SkipReason,
-    takeover_note,
-)
+from core.models import DraftRow, RecipeRow, RunRow
+from core.policies import DecisionKind, Overlap, PendingReason, SkipReason, takeover_note
 from core.ports import Clock
 from core.setup.config import Recipe
 from core.slots.schedule import Slot
@@ -40,28 +32,22 @@ from core.states import DraftState, EventSubject, RunState, run_may_move
 from core.store.engine import Store, insert_ignore, insert_new
 from core.store.leases import (
     DRAFT_CLAIMS,
-    SWEEPER,
     claim_new,
     is_person,
-    lapsed_keys,
     lease_now,
     new_owner,
     renew,
     take_over,
 )
-from core.store.rows import draft_row, lock_recipe, lock_run, required, run_holds
+from core.store.rows import draft_row, lock_recipe, lock_run, required
 from core.store.transitions import (
     Decided,
-    guarded_delete,
     guarded_update,
     move_run,
     note_draft,
-    note_released,
     note_run,
     record_event,
 )
-
-SWEEP_BATCH = 100
 
 
 @dataclass(frozen=True)
@@ -385,59 +371,6 @@ def _skip(
 _ATTEMPTS_OF_KEY = attempts_of_key(sa.bindparam("attempts_of_key"))
 
 
-def abandon_unfinished_attempts(session: Session, key: str, now: datetime) -> None:
-    session.execute(
-        sa.update(AttemptRow)
-        .where(col(AttemptRow.draft_key) == key, col(AttemptRow.finished_at).is_(None))
-        .values(outcome=AttemptOutcome.ABANDONED, finished_at=now)
-    )
-
-
 def renew_lease(store: Store, claim: Claim, lease: timedelta, clock: Clock) -> bool:
     """Extend our claim; False when it is no longer ours (taken over or swept)."""
     return renew(store, clock, DRAFT_CLAIMS, claim.draft_key, claim.owner, lease)
-
-
-def sweep_expired_claims(store: Store, clock: Clock, actor: str = SWEEPER) -> list[str]:
-    """Return expired claims to the pool: the draft row goes, the run is pending again.
-
-    The delete names the owner and expiry it read: a claim renewed, taken over or stored
-    as a draft after the read is left alone (PostgreSQL re-checks the row at delete time).
-    """
-    swept: list[str] = []
-    with store.read() as session:  # most passes find nothing, and take no write lock for it
-        if not lapsed_keys(session, DRAFT_CLAIMS, lease_now(session, clock), 1):
-            return swept
-    with store.transaction() as session:
-        now = lease_now(session, clock)
-        expired = session.exec(
-            select(DraftRow)
-            .where(DRAFT_CLAIMS.lapsed(now))
-            .limit(SWEEP_BATCH)  # the write lock is held for one batch; the rest next pass
-        ).all()
-        failpoint(Failpoint.SWEEPER_AFTER_READ)
-        for draft in sorted(expired, key=lambda d: d.key):
-            holder, lease_until = draft.claimed_by, draft.lease_until
-            run = lock_run(session, draft.run_id)  # run, then draft: core/store/rows.py
-            if run is None or not guarded_delete(
-                session,
-                draft,
-                state=DraftState.CLAIMED,
-                claimed_by=holder,
-                lease_until=lease_until,
-            ):
-                continue  # its holder stored it, renewed it, or someone took it over
-            abandon_unfinished_attempts(session, draft.key, now)
-            if run_holds(run, draft.key, RunState.RUNNING):
-                move_run(
-                    session,
-                    run,
-                    RunState.PENDING,
-                    actor=actor,
-                    at=now,
-                    reason=PendingReason.CLAIM_EXPIRED,
-                )
-            why = f"lease of {holder} expired at {lease_until}"
-            note_released(session, draft, actor=actor, at=now, reason=why)
-            swept.append(draft.key)
-    return swept

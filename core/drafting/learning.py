@@ -16,9 +16,10 @@ from datetime import datetime, timedelta
 from sqlmodel import Session, col, select
 
 from core.drafting.lifts import LiftedPost, offset_order, read_lifted
+from core.drafting_policies import RedraftState
 from core.identity import draft_of_publish_key
 from core.models import DraftRow, PostCheckRow, RedraftRow
-from core.policies import PostCheck, RedraftState
+from core.policies import PostCheck
 from core.post_body import PART_SEPARATOR, BodyUnreadable, PostBody
 from core.sources.snapshot import Ask, Example, Lessons
 from core.states import DraftState

@@ -26,8 +26,8 @@ from typing import Any
 
 from core.drafting.attempts import usage_of
 from core.drafting.fit import FitRule, limit_instruction
+from core.drafting_policies import AttemptOutcome, Variants
 from core.errors import ModelCallFailed
-from core.policies import AttemptOutcome, Variants
 from core.ports import DraftRequest, Fit, ModelReply, PostShape, VersionAsk
 from core.post_body import EVERY_TARGET, PostBody
 from core.setup.config import Recipe

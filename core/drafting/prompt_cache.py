@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from core.policies import CacheTtl, Drafting
+from core.drafting_policies import CacheTtl, Drafting
 
 # The minimum cacheable prompt length in tokens, by model id fragment, first match wins,
 # as Anthropic's prompt-caching page lists it, recorded 2026-12-02. Models not listed get

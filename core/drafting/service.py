@@ -10,20 +10,18 @@ was bumped is still stored (superseded), never thrown away.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import socket
 import time
 import uuid
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import sqlalchemy as sa
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
 from core.drafting.attempts import Backoff, begin_attempt, finish_attempt
 from core.drafting.basis import Refused, RunBasis
 from core.drafting.causes import attempt_cause
+from core.drafting.claim_ends import give_back, kept_images, locked_run, make_ready, still_ours
 from core.drafting.claims import Claim, DraftResult, claim_slot, lock_recipe_row, renew_lease
 from core.drafting.fit import FitRule
 from core.drafting.post_shape import build_request, shape_for, shaped_reply
@@ -32,24 +30,22 @@ from core.drafting.similarity import (
     RedraftReason,
     avoiding,
     closest_seen,
-    note_similarity,
     redraft_reason,
 )
+from core.drafting_policies import AttemptOutcome, DraftOutcome
 from core.errors import LostClaim, ModelCallFailed
 from core.failpoints import Failpoint, failpoint
-from core.identity import recipe_of_run, text_hash
-from core.models import DraftRow, EffectRow, RecipeRow, RunRow
-from core.policies import AttemptOutcome, DraftOutcome, EffectStep, FailReason, Overlap, SkipReason
+from core.identity import recipe_of_run
+from core.policies import FailReason, Overlap
 from core.ports import Clock, Drafter, DraftRequest, ModelReply, SystemClock
-from core.post_body import ImageRef, PostBody
+from core.post_body import PostBody
 from core.setup.config import Recipe
 from core.slots.schedule import Slot
 from core.sources.snapshot import Snapshot
-from core.states import DraftState, EffectState, RunState
+from core.states import RunState
 from core.store.engine import Store
-from core.store.leases import DRAFT_CLAIMS, Heartbeat, hold, lease_now
-from core.store.rows import lock_draft, lock_run, required, run_holds
-from core.store.transitions import guarded_delete, move_draft, move_run, note_released, note_run
+from core.store.leases import Heartbeat, lease_now
+from core.store.rows import lock_draft
 
 if TYPE_CHECKING:
     from core.drafting.batch_queue import BatchQueue
@@ -59,9 +55,6 @@ def worker_name() -> str:
     """The process that works: readable in a SQL shell, unique per process start. Each
     claim or receipt adds a part unique to its attempt (`core.store.leases.new_owner`)."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-
-
-CANCELLED_WHILE_DRAFTED = "its run was cancelled while it was drafted"
 
 
 class DraftingService:
@@ -197,8 +190,14 @@ class DraftingService:
     def _refuse(self, claim: Claim, refused: Refused) -> DraftResult:
         if isinstance(refused.reason, FailReason):
             return self.fail(claim, refused.reason, refused.detail)
-        return self._give_back(
-            claim, RunState.SKIPPED, refused.reason, refused.detail, DraftOutcome.SKIPPED
+        return give_back(
+            self.store,
+            self.clock,
+            claim,
+            RunState.SKIPPED,
+            refused.reason,
+            refused.detail,
+            DraftOutcome.SKIPPED,
         )
 
     def _write_draft(
@@ -320,37 +319,17 @@ class DraftingService:
         with self.store.transaction() as session:
             now = self.clock.now()
             recipe_row = lock_recipe_row(session, recipe_of_run(claim.run_id), now)
-            run = _run(session, claim.run_id)  # recipe, run, then draft: core/store/rows.py
+            run = locked_run(session, claim.run_id)  # recipe, run, then draft: core/store/rows.py
             draft = lock_draft(session, claim.draft_key)
             self._finish_attempt(claim, number, started, reply=reply, session=session)
             try:
-                draft = _still_ours(draft, claim)
+                draft = still_ours(draft, claim)
             except LostClaim as lost:
                 refused = lost
             else:
-                return _make_ready(session, draft, run, recipe_row, claim, reply, seen, now)
+                return make_ready(session, draft, run, recipe_row, claim, reply, seen, now)
         assert refused is not None
         raise refused
-
-    @staticmethod
-    def _store_superseded(
-        session: Session,
-        draft: DraftRow,
-        run: RunRow,
-        recipe_row: RecipeRow,
-        claim: Claim,
-        now: datetime,
-    ) -> str:
-        """The recipe was bumped while this draft was written: keep the paid answer as
-        superseded, and give the run back to the dispatcher for the new version."""
-        why = f"recipe bumped to v{recipe_row.version} while this draft was written"
-        move_draft(session, draft, DraftState.SUPERSEDED, actor=claim.owner, at=now, reason=why)
-        if run_holds(run, claim.draft_key, RunState.RUNNING):
-            run.manual = True  # a person bumped it: drafted again at the new version
-            move_run(session, run, RunState.PENDING, actor=claim.owner, at=now, reason=why)
-        else:
-            note_run(session, run, actor=claim.owner, at=now, reason=f"{claim.draft_key}: {why}")
-        return f"stored as superseded: {why}"
 
     def _redraft(
         self,
@@ -378,142 +357,9 @@ class DraftingService:
 
     def fail(self, claim: Claim, reason: FailReason, detail: str) -> DraftResult:
         """Give the claim back and close the run as failed, with a readable reason."""
-        return self._give_back(claim, RunState.FAILED, reason, detail, DraftOutcome.FAILED)
-
-    def _give_back(
-        self,
-        claim: Claim,
-        closed: RunState,
-        reason: FailReason | SkipReason,
-        detail: str,
-        outcome: DraftOutcome,
-    ) -> DraftResult:
-        """Give the claim back and close its run as `closed` (failed, or skipped before
-        any model call), with a readable reason."""
-        with self.store.transaction() as session:
-            run = _run(session, claim.run_id)  # run, then draft: core/store/rows.py
-            draft = _own_claim(session, claim)
-            if not guarded_delete(session, draft, state=DraftState.CLAIMED, claimed_by=claim.owner):
-                raise LostClaim(f"claim on {claim.draft_key} is no longer held by {claim.owner}")
-            now = self.clock.now()
-            note_released(session, draft, actor=claim.owner, at=now, reason=f"{closed}: {reason}")
-            if run_holds(run, claim.draft_key, RunState.RUNNING):
-                move_run(
-                    session,
-                    run,
-                    closed,
-                    actor=claim.owner,
-                    at=now,
-                    reason=reason,
-                    detail=detail,
-                )
-            else:
-                note_run(session, run, actor=claim.owner, at=now, reason=f"{reason}: {detail}")
-        return DraftResult(outcome, claim.run_id, claim.draft_key, reason, detail)
-
-
-def _make_ready(
-    session: Session,
-    draft: DraftRow,
-    run: RunRow,
-    recipe_row: RecipeRow,
-    claim: Claim,
-    reply: ModelReply,
-    seen: Match | None,
-    now: datetime,
-) -> str | None:
-    """The claimed draft takes the model's text and becomes ready, and its run awaits
-    review; or it is stored cancelled or superseded, with a detail saying why."""
-    draft.text, draft.text_hash, draft.revision = reply.text, text_hash(reply.text), 1
-    draft.model, draft.ready_at = reply.model, now
-    draft.input_tokens, draft.output_tokens = reply.input_tokens, reply.output_tokens
-    hold(draft, DRAFT_CLAIMS, None, None)
-    cancelled = run.state == RunState.CANCELLED  # a person cancelled it meanwhile
-    superseded = not cancelled and draft.version < recipe_row.version
-    if not cancelled and not superseded:
-        note_similarity(session, draft, seen)  # written by the same UPDATE as the state
-    move_draft(
-        session,
-        draft,
-        DraftState.CANCELLED if cancelled else DraftState.READY,
-        actor=claim.owner,
-        at=now,
-        reason=CANCELLED_WHILE_DRAFTED if cancelled else None,
-    )
-    if cancelled:
-        return f"stored as cancelled: {CANCELLED_WHILE_DRAFTED}"
-    if superseded:
-        return DraftingService._store_superseded(session, draft, run, recipe_row, claim, now)
-    if not claim.opened_run:  # a run opened by this claim has no other draft
-        _supersede_older_drafts(session, claim, claim.owner, now)
-    move_run(session, run, RunState.AWAITING_REVIEW, actor=claim.owner, at=now)
-    return None
-
-
-def kept_images(snapshot: Snapshot | None) -> tuple[ImageRef, ...]:
-    """The images a drafted body goes with: those its run's snapshot kept, in the items'
-    order, each once and without alt text (so Approve is refused until someone, or the
-    model, describes it)."""
-    found = (item.image for item in snapshot.items) if snapshot is not None else ()
-    kept = {
-        image.sha256: ImageRef(image.sha256, image.name)
-        for image in found
-        if image and image.sha256
-    }
-    return tuple(kept.values())
-
-
-def _own_claim(session: Session, claim: Claim) -> DraftRow:
-    """The claimed draft row, locked, if it is still ours; else LostClaim."""
-    return _still_ours(lock_draft(session, claim.draft_key), claim)
-
-
-def _still_ours(draft: DraftRow | None, claim: Claim) -> DraftRow:
-    """`draft` (as read, locked) if it is still claimed by `claim`'s owner; else LostClaim."""
-    if draft is None or draft.state != DraftState.CLAIMED or draft.claimed_by != claim.owner:
-        raise _lost(claim)
-    return draft
-
-
-def _lost(claim: Claim) -> LostClaim:
-    return LostClaim(f"claim on {claim.draft_key} is no longer held by {claim.owner}")
-
-
-def _run(session: Session, run_id: str) -> RunRow:
-    return required(lock_run(session, run_id), f"run {run_id}")
-
-
-def _supersede_older_drafts(session: Session, claim: Claim, actor: str, now: datetime) -> None:
-    """The slot's earlier drafts leave the queue. One whose publication was already sent
-    to a target (or may have been: in flight, uncertain) stays as it is, approved or sent
-    back to review, so the send is recorded when its outcome comes and its other targets
-    still get the same text: a send is never disowned."""
-    params = {"run_id": claim.run_id, "draft_key": claim.draft_key}
-    older = session.exec(_older_drafts_statement(), params=params).all()
-    for draft in older:
-        move_draft(
-            session, draft, DraftState.SUPERSEDED, actor=actor, at=now, reason=claim.draft_key
+        return give_back(
+            self.store, self.clock, claim, RunState.FAILED, reason, detail, DraftOutcome.FAILED
         )
-
-
-@functools.cache
-def _older_drafts_statement() -> Any:
-    """Built once, bound per call (every stored draft asks it: bench/draft_overhead.py)."""
-    sent = sa.exists().where(
-        col(EffectRow.draft_key) == col(DraftRow.key),
-        col(EffectRow.step) == EffectStep.PUBLISH,
-        col(EffectRow.state) != EffectState.FAILED,
-    )
-    return (
-        select(DraftRow)
-        .where(
-            col(DraftRow.run_id) == sa.bindparam("run_id"),
-            col(DraftRow.key) != sa.bindparam("draft_key"),
-            col(DraftRow.state).in_([DraftState.READY, DraftState.APPROVED]),
-            ~sent,  # a ready draft may have been sent already: sent back to review
-        )
-        .order_by(col(DraftRow.key))
-    )
 
 
 def _fail_reason(outcome: AttemptOutcome) -> FailReason:

@@ -27,9 +27,9 @@ from sqlmodel import Session, col, select
 
 from core.drafting.claims import Claim
 from core.drafting.gate import tokens_today
+from core.drafting_policies import OnSimilar, SimilarityMethod
 from core.identity import review_effect_key, slack_channel_of_publish_key
 from core.models import AttemptRow, DraftRow, EffectRow, UTCDateTime
-from core.policies import OnSimilar, SimilarityMethod
 from core.ports import DraftRequest, MessageRef, ModelReply, SimilarPost
 from core.post_body import BODY_MARK, PART_SEPARATOR, PostBody
 from core.setup.config import Recipe

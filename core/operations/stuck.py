@@ -26,8 +26,8 @@ from typing import Protocol
 import sqlalchemy as sa
 from sqlmodel import col
 
+from core.drafting_policies import Drafting
 from core.models import RunRow
-from core.policies import Drafting
 from core.setup.config import Config, Recipe
 from core.states import RUN_WORKING_STATES, RunState
 

@@ -25,11 +25,12 @@ from sqlmodel import col, select
 from core.drafting.attempts import finish_attempt_row
 from core.drafting.gate import tokens_today
 from core.drafting.revisions import model_author
+from core.drafting_policies import AttemptCause
 from core.errors import ModelCallFailed
 from core.identity import alt_text_attempt_number, alt_text_key
 from core.images.library import ImageLibrary
 from core.models import AttemptRow, DraftRow
-from core.policies import AttemptCause, Refusal
+from core.policies import Refusal
 from core.ports import Clock, Drafter, DraftRequest, ImageInput, ModelReply
 from core.post_body import BODY_MARK, BodyUnreadable, ImageRef, PostBody
 from core.review.queue import ReviewAnswer, open_for_change, save_revision

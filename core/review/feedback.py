@@ -18,8 +18,8 @@ from zoneinfo import ZoneInfo
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
+from core.drafting_policies import RedraftState
 from core.models import DraftRow, RedraftRow
-from core.policies import RedraftState
 from core.render import Rows
 from core.states import DraftState
 

@@ -18,10 +18,11 @@ from sqlmodel import Session, col, select
 
 from core.drafting.attempts import attempts_of
 from core.drafting.gate import tokens_today
+from core.drafting_policies import AttemptCause, AttemptOutcome, RedraftState
 from core.errors import LostClaim
 from core.identity import redraft_key
 from core.models import AttemptRow, DraftRow, RedraftRow
-from core.policies import AttemptCause, AttemptOutcome, DecisionKind, RedraftState, Refusal
+from core.policies import DecisionKind, Refusal
 from core.ports import Clock, RedraftNote
 from core.setup.config import Recipe
 from core.store import leases

@@ -23,11 +23,12 @@ from core.drafting.post_shape import shape_for, shown_to_model, system_ending, w
 from core.drafting.revisions import keep_revisions, model_author
 from core.drafting.service import worker_name
 from core.drafting.similarity import record_similarity
+from core.drafting_policies import AttemptCause, RedraftState
 from core.errors import LostClaim, ModelCallFailed
 from core.failpoints import Failpoint, failpoint
 from core.identity import text_hash
 from core.models import DraftRow, RedraftRow, RunRow
-from core.policies import AttemptCause, RedraftState, Refusal
+from core.policies import Refusal
 from core.ports import Clock, Drafter, DraftRequest, Fit, ModelReply, PostShape, ReviewItem
 from core.post_body import BodyUnreadable, PostBody
 from core.review.queue import ReviewAnswer, open_for_change, review_item

@@ -15,9 +15,10 @@ from sqlmodel import col, select
 
 from core.drafting.claims import DraftResult, skip_if_pending, skip_slot
 from core.drafting.service import DraftingService
+from core.drafting_policies import DraftOutcome
 from core.identity import post_run_range
 from core.models import RunRow
-from core.policies import DraftOutcome, PendingReason, SkipReason, Trigger
+from core.policies import PendingReason, SkipReason, Trigger
 from core.ports import Clock
 from core.setup.config import Recipe
 from core.slots.publish_time import too_late_to_draft

@@ -22,10 +22,11 @@ from sqlmodel import Session, col
 from core.drafting.basis import Refused, SourceAccess, read_sources
 from core.drafting.claims import DraftResult, lock_recipe_row, open_run, skip_if_pending
 from core.drafting.service import DraftingService
+from core.drafting_policies import DraftOutcome
 from core.failpoints import Failpoint, failpoint
 from core.identity import item_run_range
 from core.models import PolledItemRow, RunRow
-from core.policies import DraftOutcome, ItemFate, PendingReason, SkipReason
+from core.policies import ItemFate, PendingReason, SkipReason
 from core.ports import Clock
 from core.setup.config import Recipe
 from core.slots.schedule import Slot, slot_of_run

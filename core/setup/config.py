@@ -29,18 +29,10 @@ from pydantic import (
     field_validator,
 )
 
+from core.drafting_policies import Drafting, LearnFrom, OnEmpty, OnSimilar, Variants
 from core.egress.addresses import EgressAllow
 from core.errors import ConfigError, MissingSecret
-from core.policies import (
-    Drafting,
-    DstGap,
-    DstRepeat,
-    LearnFrom,
-    OnEmpty,
-    OnSimilar,
-    Overlap,
-    Variants,
-)
+from core.policies import DstGap, DstRepeat, Overlap
 from core.setup.approval_stages import ApprovalStage, approval_problems, defaults_for
 from core.setup.config_errors import (
     DIGEST_AT_PATTERN,

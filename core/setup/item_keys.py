@@ -12,7 +12,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.policies import Drafting, Trigger
+from core.drafting_policies import Drafting
+from core.policies import Trigger
 from core.setup.durations import Duration
 
 SOURCE_KEY = "source"

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from core.policies import Variants
+from core.drafting_policies import Variants
 
 
 class Target(Protocol):

@@ -8,7 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from core.policies import Drafting
+from core.drafting_policies import Drafting
 from core.states import DraftState
 
 

@@ -18,16 +18,12 @@ has passed too, so the taker's look-up sees whatever that call did.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-from sqlmodel import Session
-
 from core.errors import (
-    ConcurrentChange,
     EffectInProgress,
     EffectNotSent,
     EffectOutcomeUnknown,
@@ -36,7 +32,6 @@ from core.errors import (
     LookupUnavailable,
 )
 from core.identity import payload_hash
-from core.models import EffectRow
 from core.policies import EffectDecision, EffectOutcome
 from core.ports import Clock
 from core.states import EffectState, EventSubject
@@ -44,14 +39,12 @@ from core.store import leases
 from core.store.engine import Store
 from core.store.leases import EFFECT_RECEIPTS as RECEIPTS
 from core.store.leases import Heartbeat, lease_now, new_owner
+from core.store.receipt_rows import SENDING, answer_existing, settle_in, wait_after
 from core.store.receipts import EffectSpec, EffectStart, MayAct, Performed, Proof, Receipt
 from core.store.rows import effect_row, lock_effect, required
-from core.store.transitions import as_read, guarded_update, move_effect, record_event
+from core.store.transitions import move_effect, record_event
 
 DEFAULT_HEARTBEAT = timedelta(seconds=2)
-MAX_BACKOFF = timedelta(seconds=300)
-SENDING = "sending: the call left, its outcome not yet recorded"
-NEVER_SENT = "its holder stopped before sending: not sent, so it is sent again"
 
 
 class EffectLedger:
@@ -105,59 +98,7 @@ class EffectLedger:
                     f"effect {spec.key} was recorded with another payload "
                     f"({row.payload_hash[:12]} ≠ {digest[:12]}): nothing was changed"
                 )
-            return self._answer_existing(session, row, spec, owner, now)
-
-    def _answer_existing(
-        self, session: Session, row: EffectRow, spec: EffectSpec, owner: str, now: datetime
-    ) -> EffectStart:
-        live = row.lease_until is not None and row.lease_until > now
-        if row.state == EffectState.SUCCEEDED:
-            return EffectStart(EffectDecision.DONE, Receipt.of(row), spec)
-        if row.state in (EffectState.IN_FLIGHT, EffectState.UNCERTAIN) and live:
-            raise EffectInProgress(f"effect {row.key} is held by {row.claimed_by}")
-        if row.state == EffectState.IN_FLIGHT and spec.marks_send and row.detail != SENDING:
-            # it never marked its call as leaving: nothing can be on the wire, and a late
-            # mark by that holder matches no row once this owner holds it (fencing)
-            leases.hold(row, RECEIPTS, None, None)
-            move_effect(
-                session,
-                row,
-                EffectState.FAILED,
-                actor=owner,
-                at=now,
-                run_id=spec.run_id,
-                reason=NEVER_SENT,
-            )
-        if row.state == EffectState.IN_FLIGHT:
-            assert row.lease_until is not None
-            if leases.on_the_wire(row.lease_until, now, spec.on_wire):  # it may still land
-                raise EffectInProgress(
-                    f"effect {row.key}: the call of {row.claimed_by} may still be on the wire"
-                )
-            why = f"holder {row.claimed_by} stopped mid-call; outcome unknown"
-            leases.hold(row, RECEIPTS, None, None)
-            move_effect(
-                session,
-                row,
-                EffectState.UNCERTAIN,
-                actor=owner,
-                at=now,
-                run_id=spec.run_id,
-                reason=why,
-            )
-        if row.state == EffectState.UNCERTAIN:
-            # one reconciler at a time: the lookup and what follows it belong to `owner`
-            leases.hold(row, RECEIPTS, owner, now + spec.lease)
-            guarded_update(
-                session, row, state=EffectState.UNCERTAIN, claimed_by=as_read(row, "claimed_by")
-            )
-            return EffectStart(EffectDecision.RECONCILE, Receipt.of(row), spec, owner)
-        if live:  # a failed one's not-before (Retry-After)
-            return EffectStart(EffectDecision.WAIT, Receipt.of(row), spec)
-        leases.hold(row, RECEIPTS, owner, now + spec.lease)
-        row.tries += 1
-        move_effect(session, row, EffectState.IN_FLIGHT, actor=owner, at=now, run_id=spec.run_id)
-        return EffectStart(EffectDecision.ACT, Receipt.of(row), spec, owner)
+            return answer_existing(session, row, spec, owner, now)
 
     def succeed(self, start: EffectStart, proof: Proof) -> Receipt:
         """It happened (we saw it, or the destination says so): record the proof."""
@@ -213,7 +154,7 @@ class EffectLedger:
             ):
                 raise LeaseLost(f"effect {start.key} is no longer held by {start.owner}")
             if refusal is not None:
-                self._settle_in(session, start, EffectState.FAILED, now, detail=refusal)
+                settle_in(session, start, EffectState.FAILED, now, detail=refusal)
             return refusal
 
     def _mark_sending(self, start: EffectStart, beat: Heartbeat) -> None:
@@ -383,7 +324,7 @@ class EffectLedger:
         return None
 
     def _not_sent(self, start: EffectStart, exc: EffectNotSent) -> Performed:
-        wait = _wait_after(exc, start.receipt.tries, start.spec.backoff)
+        wait = wait_after(exc, start.receipt.tries, start.spec.backoff)
         return Performed(
             EffectOutcome.NOT_SENT, self.fail(start, str(exc), retry_after=wait), str(exc), exc
         )
@@ -404,49 +345,6 @@ class EffectLedger:
     def _settle(self, start: EffectStart, target: EffectState, **how: Any) -> Receipt:
         """Only the owner that holds the receipt settles it: a holder whose lease was
         taken over (or settled by a person) raises `ConcurrentChange` and changes nothing.
-        `how`: `_settle_in`'s proof, detail and not-before."""
+        `how`: `settle_in`'s proof, detail and not-before."""
         with self.store.transaction() as session:
-            return self._settle_in(session, start, target, lease_now(session, self.clock), **how)
-
-    def _settle_in(
-        self,
-        session: Session,
-        start: EffectStart,
-        target: EffectState,
-        now: datetime,
-        *,
-        proof: Proof | None = None,
-        detail: str | None = None,
-        not_before: timedelta | None = None,
-    ) -> Receipt:
-        row = required(lock_effect(session, start.key), f"effect {start.key}")
-        if row.claimed_by != start.owner or start.owner is None:
-            raise ConcurrentChange(
-                f"effect {start.key} is no longer held by {start.owner} "
-                f"(now {row.state}, {row.claimed_by or 'unheld'}): nothing was changed"
-            )
-        if proof is not None:
-            row.external_id = proof.external_id
-            if proof.result is not None:
-                row.result = json.dumps(proof.result, sort_keys=True)
-        leases.hold(row, RECEIPTS, None, now + not_before if not_before else None)
-        move_effect(
-            session,
-            row,
-            target,
-            actor=start.owner,
-            at=now,
-            run_id=start.spec.run_id,
-            reason=detail,
-        )
-        return Receipt.of(row)
-
-
-def _wait_after(exc: EffectNotSent, tries: int, backoff: bool) -> timedelta | None:
-    """How long a refused effect waits before its next try: the destination's
-    Retry-After, else (with `backoff`) 2, 4, 8 … seconds, capped; nothing when permanent."""
-    if exc.permanent:
-        return None
-    if exc.retry_after is not None:
-        return min(timedelta(seconds=exc.retry_after), MAX_BACKOFF)
-    return min(timedelta(seconds=2.0**tries), MAX_BACKOFF) if backoff else None
+            return settle_in(session, start, target, lease_now(session, self.clock), **how)

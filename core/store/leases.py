@@ -33,8 +33,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
+from core.drafting_policies import RedraftState
 from core.models import BatchRow, DraftRow, EffectRow, RedraftRow
-from core.policies import RedraftState
 from core.states import BatchState, DraftState, EffectState
 from core.store.engine import Store, insert_ignore
 

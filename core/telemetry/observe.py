@@ -18,9 +18,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session, SessionTransaction
 
+from core.drafting_policies import Drafting
 from core.identity import is_run_id, recipe_of_run, run_of_key
 from core.models import RunRow
-from core.policies import Drafting, EffectStep, FailReason, SkipReason, is_takeover_note
+from core.policies import EffectStep, FailReason, SkipReason, is_takeover_note
 from core.ports import DraftRequest, ModelReply
 from core.states import (
     EFFECT_OUTCOME_STATES,

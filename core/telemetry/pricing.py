@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.policies import CacheTtl, Drafting
+from core.drafting_policies import CacheTtl, Drafting
 from core.ports import ModelReply
 
 PER_MILLION = 1_000_000

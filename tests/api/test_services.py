@@ -19,9 +19,9 @@ from bot.slack_surface import SlackChannels
 from bot.wiring import Publishers
 from core.api.galley import Galley
 from core.api.services import Services
+from core.drafting_policies import AttemptOutcome, DraftOutcome
 from core.errors import ModelCallFailed, NotPermitted
 from core.models import RecipeRow
-from core.policies import AttemptOutcome, DraftOutcome
 from core.ports import DraftRequest, ModelReply
 from core.setup.config import Recipe, parse_config
 from core.slots.schedule import Slot

@@ -27,15 +27,8 @@ from bot.alert_blocks import (
     resolved_blocks,
 )
 from bot.block_kit import BLOCK_LIMIT, DRAFT_TEXT_BUDGET, INPUT_LIMIT, MODAL_BLOCK_LIMIT
-from bot.blocks import (
-    decided_message,
-    edit_modal,
-    escape_mrkdwn,
-    help_text,
-    notice_blocks,
-    reject_modal,
-    review_message,
-)
+from bot.blocks import decided_message, escape_mrkdwn, help_text, notice_blocks, review_message
+from bot.review_modals import edit_modal, reject_modal
 from core.identity import draft_key, run_id
 from core.ports import ReviewItem, RunAlert
 from core.setup.config import NAME_MAX_LENGTH, PLATFORM_MAX_LENGTH

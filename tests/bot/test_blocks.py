@@ -19,22 +19,18 @@ from bot.blocks import (
     ACTION_REDRAFT,
     ACTION_REJECT,
     DRAFT_EVENT_TYPE,
-    REJECT_MODAL,
     SECTION_LIMIT,
     decided_message,
     draft_metadata,
-    edit_modal,
-    edited_text,
     escape_mrkdwn,
     help_text,
     notice_blocks,
     parse_button_value,
-    reject_modal,
-    reject_reason,
     review_message,
     split_for_sections,
 )
 from bot.review_facts import fact_lines
+from bot.review_modals import REJECT_MODAL, edit_modal, edited_text, reject_modal, reject_reason
 from core.ports import BasisItem, DraftBasis, ReviewItem, RunAlert, ShownImage
 from core.states import DraftState
 
@@ -525,7 +521,7 @@ def test_help_lists_every_subcommand_once_and_marks_admin_ones() -> None:
 
 
 def test_the_redraft_modal_asks_for_a_note_and_carries_the_revision() -> None:
-    from bot.blocks import REDRAFT_MODAL, redraft_modal, redraft_note
+    from bot.review_modals import REDRAFT_MODAL, redraft_modal, redraft_note
 
     modal = redraft_modal(KEY, 2)
 

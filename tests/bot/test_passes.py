@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from bot.passes import Every
 from bot.pools import Pool
-from bot.run import Every
 from tests.harness.slack_harness import StartBot
 
 

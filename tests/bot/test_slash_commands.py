@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from core.policies import DraftOutcome
+from core.drafting_policies import DraftOutcome
 from core.states import DraftState, RunState
 from tests.fakes.anthropic_api import ok, status
 from tests.fakes.slack_api import RESPONSE_URL

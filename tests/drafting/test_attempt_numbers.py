@@ -10,9 +10,9 @@ from __future__ import annotations
 from sqlmodel import col, select
 
 from core.drafting.attempts import UnderClaim, begin_attempt
+from core.drafting_policies import AttemptCause
 from core.failpoints import Failpoint, hook
 from core.models import AttemptRow
-from core.policies import AttemptCause
 from core.review.queue import edit
 from core.review.redraft_claims import RedraftClaim
 from core.review.redrafting import RedraftService

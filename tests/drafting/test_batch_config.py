@@ -7,8 +7,8 @@ from datetime import timedelta
 
 import pytest
 
+from core.drafting_policies import Drafting
 from core.errors import ConfigError
-from core.policies import Drafting
 from core.setup.config import parse_config
 
 BASE = """

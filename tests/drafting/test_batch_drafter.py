@@ -10,9 +10,9 @@ import pytest
 
 from core.drafting.anthropic_drafter import AnthropicDrafter
 from core.drafting.batch_drafter import BatchDrafter, EntryFailure, Pending
+from core.drafting_policies import AttemptOutcome, BatchEntryResult, BatchProcessing
 from core.errors import ModelCallFailed
 from core.identity import batch_custom_id, draft_key, run_id
-from core.policies import AttemptOutcome, BatchEntryResult, BatchProcessing
 from core.ports import DraftRequest, ModelReply
 from tests.fakes.anthropic_api import FakeAnthropic, closed_port
 from tests.fakes.anthropic_batches import (

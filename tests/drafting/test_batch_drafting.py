@@ -23,11 +23,12 @@ from core.drafting.anthropic_drafter import AnthropicDrafter
 from core.drafting.attempts import Backoff
 from core.drafting.batch_drafter import BatchDrafter
 from core.drafting.batch_pass import BatchPass
+from core.drafting_policies import AttemptOutcome, DraftOutcome
 from core.failpoints import hook
 from core.identity import batch_custom_id
 from core.models import AttemptRow, BatchRow, DraftRow, RunRow
 from core.operations.gauges import DatabaseGauges
-from core.policies import AttemptOutcome, DraftOutcome, FailReason, Overlap
+from core.policies import FailReason, Overlap
 from core.setup.config import parse_config
 from core.slots.schedule import Slot, slot_at_wall
 from core.states import BatchState, DraftState, RunState

@@ -21,9 +21,9 @@ from sqlmodel import select
 
 from core.api.galley import Galley
 from core.drafting.anthropic_drafter import AnthropicDrafter
+from core.drafting_policies import DraftOutcome
 from core.failpoints import FAILPOINT_EXIT_CODE, Failpoint
 from core.models import BatchRow, DraftRow
-from core.policies import DraftOutcome
 from core.setup.config import parse_config
 from core.states import BatchState, DraftState
 from core.store.engine import Store

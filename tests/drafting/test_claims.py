@@ -10,11 +10,12 @@ import pytest
 from sqlmodel import col, select
 
 from core.api.services import Services
-from core.drafting.claims import Claim, DraftResult, claim_slot, renew_lease, sweep_expired_claims
+from core.drafting.claims import Claim, DraftResult, claim_slot, renew_lease
 from core.drafting.service import DraftingService
+from core.drafting.sweeper import sweep_expired_claims
+from core.drafting_policies import AttemptOutcome, DraftOutcome
 from core.failpoints import Failpoint, hook
 from core.models import AttemptRow, DraftRow, EventRow, RunRow
-from core.policies import AttemptOutcome, DraftOutcome
 from core.setup.config import Recipe
 from core.slots.schedule import Slot
 from core.states import DraftState, RunState

@@ -22,9 +22,9 @@ import pytest
 import sqlalchemy as sa
 from sqlmodel import col, select
 
+from core.drafting_policies import AttemptOutcome, DraftOutcome
 from core.failpoints import FAILPOINT_EXIT_CODE
 from core.models import AttemptRow, DraftRow, RunRow
-from core.policies import AttemptOutcome, DraftOutcome
 from core.states import DraftState, RunState
 from core.store.engine import Store
 from tests.conftest import config_text

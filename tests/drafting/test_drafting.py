@@ -18,9 +18,10 @@ from core.api.galley import Galley
 from core.api.services import Services
 from core.drafting.anthropic_drafter import AnthropicDrafter
 from core.drafting.attempts import Backoff
+from core.drafting_policies import AttemptOutcome, DraftOutcome
 from core.identity import publish_effect_key
 from core.models import AttemptRow, DraftRow, EffectRow, RunRow
-from core.policies import AttemptOutcome, DraftOutcome, EffectStep, FailReason, SkipReason
+from core.policies import EffectStep, FailReason, SkipReason
 from core.states import DraftState, EffectState, RunState
 from core.store.engine import Store
 from core.testing import FrozenClock, InstantDrafter
@@ -350,7 +351,7 @@ def test_a_store_that_fails_still_leaves_the_paid_call_on_record(
     def broken(*_args: Any) -> None:
         raise RuntimeError("the store step failed")
 
-    monkeypatch.setattr(core.drafting.service, "_make_ready", broken)
+    monkeypatch.setattr(core.drafting.service, "make_ready", broken)
     with pytest.raises(RuntimeError):
         galley.draft("weekly-update", SLOT)
 

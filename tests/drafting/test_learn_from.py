@@ -13,6 +13,7 @@ from core.api.services import Services
 from core.drafting.claims import ensure_recipe_row
 from core.drafting.post_shape import build_request, lessons_block
 from core.drafting.service import DraftingService
+from core.drafting_policies import AttemptOutcome, DraftOutcome, RedraftState
 from core.errors import ModelCallFailed
 from core.failpoints import Failpoint, hook
 from core.identity import (
@@ -23,7 +24,7 @@ from core.identity import (
     run_of_draft_key,
 )
 from core.models import DraftRow, PostCheckRow, PostReadingRow, RedraftRow, RunRow
-from core.policies import AttemptOutcome, DraftOutcome, PostCheck, RedraftState
+from core.policies import PostCheck
 from core.ports import DraftRequest, ModelReply
 from core.setup.config import Recipe, parse_config
 from core.slots.schedule import Slot

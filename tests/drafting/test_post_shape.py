@@ -19,8 +19,8 @@ from core.drafting.post_shape import (
     shown_to_model,
     tool_params,
 )
+from core.drafting_policies import AttemptOutcome
 from core.errors import ConfigError, ModelCallFailed
-from core.policies import AttemptOutcome
 from core.ports import Fit, ModelReply, PostShape, VersionAsk
 from core.post_body import BODY_MARK, EVERY_TARGET, PostBody
 from core.setup.config import Recipe, parse_config

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.drafting.prompt_cache import min_cacheable_tokens, system_param
-from core.policies import CacheTtl, Drafting
+from core.drafting_policies import CacheTtl, Drafting
 from core.ports import ModelReply
 from core.telemetry.pricing import caching_pays, estimated_cost_usd, reply_cost_usd
 

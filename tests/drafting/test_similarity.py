@@ -27,9 +27,9 @@ from core.drafting.similarity import (
     record_similarity,
     similarity,
 )
+from core.drafting_policies import DraftOutcome, OnSimilar, SimilarityMethod
 from core.errors import ConfigError
 from core.models import AttemptRow, DraftRow, RecipeRow, RunRow
-from core.policies import DraftOutcome, OnSimilar, SimilarityMethod
 from core.review.facts import annotate, recipe_record
 from core.review.queue import load_item
 from core.setup.config import SIMILAR_WARN_DEFAULT, parse_config

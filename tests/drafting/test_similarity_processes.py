@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from sqlmodel import col, select
 
+from core.drafting_policies import AttemptOutcome
 from core.models import AttemptRow, DraftRow
-from core.policies import AttemptOutcome
 from core.ports import SystemClock
 from core.setup.config import parse_config
 from core.states import DraftState

@@ -17,9 +17,10 @@ import pytest
 from sqlmodel import col, select
 
 from bot.blocks import draft_message
+from core.drafting_policies import AttemptOutcome
 from core.identity import text_hash
 from core.models import AttemptRow
-from core.policies import AttemptOutcome, PublishOutcome, Refusal
+from core.policies import PublishOutcome, Refusal
 from core.post_body import PostBody
 from core.publishing.platforms.post_text import graphemes
 from core.review.facts import annotate

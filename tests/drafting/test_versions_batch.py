@@ -17,9 +17,9 @@ from core.api.services import Services
 from core.drafting.anthropic_drafter import AnthropicDrafter
 from core.drafting.attempts import Backoff
 from core.drafting.batch_drafter import BatchDrafter
+from core.drafting_policies import AttemptOutcome, DraftOutcome
 from core.identity import batch_custom_id
 from core.models import AttemptRow, DraftRow
-from core.policies import AttemptOutcome, DraftOutcome
 from core.post_body import PostBody
 from core.setup.config import parse_config
 from core.slots.schedule import slot_at_wall

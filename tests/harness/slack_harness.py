@@ -23,8 +23,8 @@ import sqlalchemy as sa
 from sqlmodel import col, select
 
 from bot.run import Bot
+from core.drafting_policies import DraftOutcome
 from core.models import DraftRow, EffectRow, EventRow, RecipeRow, RunRow
-from core.policies import DraftOutcome
 from core.review.queue import edit
 from core.store.engine import Store
 from tests.conftest import config_text

@@ -22,12 +22,13 @@ from sqlmodel import col, select
 from core.api.galley import Galley
 from core.api.services import Services
 from core.drafting.attempts import Backoff
-from core.drafting.claims import sweep_expired_claims
 from core.drafting.service import DraftingService, worker_name
+from core.drafting.sweeper import sweep_expired_claims
+from core.drafting_policies import AttemptOutcome
 from core.errors import GalleyError, ModelCallFailed
 from core.models import DraftRow, RunRow
 from core.operations.alerts import AlertService
-from core.policies import AttemptOutcome, Finding, Verdict
+from core.policies import Finding, Verdict
 from core.ports import DraftRequest, MessageRef, ModelReply, PostQuery, RunAlert, SystemClock
 from core.publishing.platforms.webhook import WebhookPublisher
 from core.publishing.service import PublishingService

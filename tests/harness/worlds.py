@@ -24,10 +24,11 @@ from bot.wiring import Publishers, PublishingServices, publishing_services
 from core.api.galley import Galley
 from core.api.services import Services
 from core.drafting.anthropic_drafter import AnthropicDrafter
+from core.drafting_policies import DraftOutcome
 from core.models import DraftRow, EffectRow, EventRow, RunRow
 from core.operations.alerts import AlertService
 from core.operations.resolution import Resolver
-from core.policies import DraftOutcome, PublishOutcome, ThreadStyle
+from core.policies import PublishOutcome, ThreadStyle
 from core.ports import Fit, PostQuery, Publication, Publisher, ThreadPublisher
 from core.publishing.service import PublishingService, PublishResult
 from core.review.queue import ReviewAnswer

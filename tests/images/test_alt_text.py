@@ -14,9 +14,10 @@ from sqlmodel import select
 from bot import image_drops
 from bot.slack_files import SlackFiles
 from core.api.draft_images import DraftImages
+from core.drafting_policies import AttemptCause
 from core.images.library import Taken
 from core.models import AttemptRow, DraftRevisionRow
-from core.policies import AttemptCause, ImageSource
+from core.policies import ImageSource
 from core.ports import Drafter, DraftRequest, ModelReply
 from core.post_body import PostBody
 from core.review.alt_text import AltTextProposer

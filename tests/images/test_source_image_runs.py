@@ -17,11 +17,12 @@ import pytest
 from sqlmodel import select
 
 from core.api.services import Services
-from core.drafting.claims import sweep_expired_claims
 from core.drafting.service import DraftingService
+from core.drafting.sweeper import sweep_expired_claims
+from core.drafting_policies import DraftOutcome
 from core.failpoints import Failpoint, hook
 from core.models import ImageRow, SnapshotItemRow
-from core.policies import DraftOutcome, ImageSource
+from core.policies import ImageSource
 from core.post_body import PostBody
 from core.review.redraft_claims import RedraftClaim
 from core.review.redrafting import RedraftService

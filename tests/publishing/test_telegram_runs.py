@@ -33,7 +33,8 @@ from core.review.queue import edit, load_item
 from core.setup.config import parse_config
 from core.setup.publish_targets import TelegramTarget
 from core.states import EffectState, RunState
-from core.store.effects import NEVER_SENT, EffectLedger
+from core.store.effects import EffectLedger
+from core.store.receipt_rows import NEVER_SENT
 from tests.conftest import config_text
 from tests.fakes import social
 from tests.fakes.anthropic_api import FakeAnthropic

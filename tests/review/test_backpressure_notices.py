@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 
-from core.policies import DraftOutcome, SkipReason
+from core.drafting_policies import DraftOutcome
+from core.policies import SkipReason
 from core.review.queue import expire_overdue_drafts
 from core.states import DraftState, RunState
 from tests.harness.bots import operator

@@ -12,10 +12,11 @@ import pytest
 from sqlmodel import col, select
 
 from core.drafting.service import DraftingService
+from core.drafting_policies import AttemptCause, AttemptOutcome, RedraftState
 from core.errors import ModelCallFailed
 from core.failpoints import hook
 from core.models import AttemptRow, DraftRevisionRow, RedraftRow
-from core.policies import AttemptCause, AttemptOutcome, RedraftState, Refusal, Verdict
+from core.policies import Refusal, Verdict
 from core.ports import DraftRequest, ModelReply
 from core.review.queue import ReviewAnswer, decide, edit
 from core.review.redraft_claims import RedraftClaim

@@ -9,9 +9,10 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlmodel import col
 
+from core.drafting_policies import AttemptCause, RedraftState
 from core.identity import redraft_key
 from core.models import AttemptRow, RedraftRow
-from core.policies import AttemptCause, RedraftState, Refusal
+from core.policies import Refusal
 from core.review.queue import edit, open_for_change
 from core.review.redraft_claims import RedraftClaim, claim_redraft
 from core.review.redrafting import RedraftService

@@ -22,8 +22,8 @@ from sqlmodel import col, select
 
 from bot.block_kit import button_value
 from core.drafting.service import DraftingService
+from core.drafting_policies import AttemptCause, AttemptOutcome, RedraftState
 from core.models import AttemptRow, DraftRevisionRow, DraftRow, RedraftRow
-from core.policies import AttemptCause, AttemptOutcome, RedraftState
 from core.setup.config import parse_config
 from core.slots.schedule import slot_at_wall
 from core.states import DraftState

@@ -22,8 +22,8 @@ from bot.block_kit import BLOCK_LIMIT
 from bot.blocks import review_message
 from bot.review_facts import record_line, similar_line
 from bot.run import Bot
+from core.drafting_policies import DraftOutcome
 from core.models import AttemptRow, DraftRow
-from core.policies import DraftOutcome
 from core.ports import MessageRef, RecipeRecord, ReviewItem, SimilarPost
 from core.states import DraftState, RunState
 from core.store.engine import Store

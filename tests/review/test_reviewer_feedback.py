@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 from bot.cli import app
 from bot.digest_text import digest_text
 from core.api.galley import Galley
+from core.drafting_policies import AttemptCause
 from core.models import AttemptRow
 from core.operations.digest import build_digest
-from core.policies import AttemptCause
 from core.review.feedback import most_asked
 from core.setup.config import load_config
 from core.setup.settings import Settings
@@ -136,8 +136,8 @@ def test_feedback_for_every_recipe_at_once_counts_the_window_and_keeps_each_newe
     older entries, failed redrafts and recipes not asked for do not count."""
     from datetime import timedelta
 
+    from core.drafting_policies import RedraftState
     from core.models import DraftRow, RecipeRow, RedraftRow, RunRow
-    from core.policies import RedraftState
     from core.review.feedback import feedback_by_recipe, recipe_feedback
     from core.states import DraftState, RunState
 

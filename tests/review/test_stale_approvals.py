@@ -15,8 +15,9 @@ from sqlmodel import col, select
 
 from bot.block_kit import button_value
 from bot.blocks import ACTION_APPROVE, parse_button_value
+from core.drafting_policies import AttemptCause
 from core.models import AttemptRow
-from core.policies import AttemptCause, Finding, PublishOutcome
+from core.policies import Finding, PublishOutcome
 from core.review.queue import edit
 from core.states import DraftState, RunState
 from tests.harness.bots import operator

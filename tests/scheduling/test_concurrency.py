@@ -23,12 +23,14 @@ from bot.blocks import backpressure_text
 from bot.slack_surface import SlackReviewSurface
 from core.api.galley import Galley
 from core.api.services import Services
-from core.drafting.claims import Claim, claim_slot, sweep_expired_claims
+from core.drafting.claims import Claim, claim_slot
 from core.drafting.service import DraftingService
+from core.drafting.sweeper import sweep_expired_claims
+from core.drafting_policies import DraftOutcome
 from core.errors import LostClaim
 from core.failpoints import hook
 from core.models import AttemptRow, DraftRow, EffectRow, RecipeRow, RunRow
-from core.policies import DraftOutcome, PublishOutcome
+from core.policies import PublishOutcome
 from core.ports import (
     BackpressureNotice,
     Fit,

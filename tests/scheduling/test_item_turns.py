@@ -15,12 +15,13 @@ from sqlmodel import select
 
 from core.api.decisions import read_decisions
 from core.api.services import Services
-from core.drafting.claims import sweep_expired_claims
+from core.drafting.sweeper import sweep_expired_claims
+from core.drafting_policies import AttemptOutcome, DraftOutcome
 from core.errors import ModelCallFailed
 from core.failpoints import Failpoint, hook
 from core.identity import item_run_id, item_token
 from core.models import DraftRow, RecipeRow
-from core.policies import AttemptOutcome, DecisionKind, DraftOutcome, PendingReason, SkipReason
+from core.policies import DecisionKind, PendingReason, SkipReason
 from core.port_values import DraftRequest, ModelReply
 from core.scheduling.dispatch import SlotDispatcher
 from core.setup.config import Recipe

@@ -18,12 +18,13 @@ from sqlmodel import col, select
 from bot.digest_text import digest_text
 from core.drafting.basis import SourceAccess
 from core.drafting.service import DraftingService
+from core.drafting_policies import DraftOutcome
 from core.egress.way_out import Egress
 from core.failpoints import Failpoint, hook
 from core.identity import item_run_id, item_token
 from core.models import DraftRow, PolledItemRow, RunRow, SnapshotItemRow
 from core.operations.digest import build_digest
-from core.policies import DraftOutcome, PendingReason, SkipReason, Verdict
+from core.policies import PendingReason, SkipReason, Verdict
 from core.ports import Fit, PostQuery, Publication
 from core.publishing.service import PublishingService
 from core.review.queue import decide
@@ -330,7 +331,7 @@ def test_an_item_run_given_back_by_a_dead_holder_is_drafted_again_whatever_its_a
         p.poll(recipe)
     [claimed] = of_state(store, RunState.RUNNING)
     p.clock.advance(timedelta(hours=3))  # far past misfire_grace
-    from core.drafting.claims import sweep_expired_claims
+    from core.drafting.sweeper import sweep_expired_claims
 
     sweep_expired_claims(store, p.clock)
     dispatcher = SlotDispatcher(

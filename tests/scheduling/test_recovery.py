@@ -18,11 +18,12 @@ from core.api.galley import Galley
 from core.api.services import Services
 from core.drafting.anthropic_drafter import AnthropicDrafter
 from core.drafting.attempts import Backoff
+from core.drafting_policies import DraftOutcome
 from core.errors import EffectOutcomeUnknown, LookupUnavailable
 from core.identity import CLI_ACTOR
 from core.models import DraftRow, RunRow
 from core.operations.alerts import AlertService
-from core.policies import AlertKind, DraftOutcome, FailReason, SkipReason
+from core.policies import AlertKind, FailReason, SkipReason
 from core.ports import BackpressureNotice, MessageRef, ReviewItem, RunAlert
 from core.review.outbox import ReviewOutbox
 from core.scheduling.dispatch import SlotDispatcher

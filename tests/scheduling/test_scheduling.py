@@ -16,8 +16,9 @@ from sqlmodel import col, select
 from bot.apscheduler_host import RecipeTrigger
 from core.api.services import Services
 from core.drafting.claims import Claim, DraftResult, claim_slot
+from core.drafting_policies import DraftOutcome
 from core.models import EventRow, RunRow
-from core.policies import DraftOutcome, DstGap, DstRepeat, Overlap, SkipReason
+from core.policies import DstGap, DstRepeat, Overlap, SkipReason
 from core.scheduling.catch_up import (
     SharedSchedules,
     latest_recorded_slots,

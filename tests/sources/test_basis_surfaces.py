@@ -21,8 +21,8 @@ from bot.review_facts import basis_line, fact_lines
 from core.api.services import Services
 from core.drafting.basis import SourceAccess
 from core.drafting.service import DraftingService
+from core.drafting_policies import DraftOutcome
 from core.models import DraftRow, RunRow, SourceSnapshotRow
-from core.policies import DraftOutcome
 from core.ports import BasisItem, DraftBasis
 from core.review.facts import annotate
 from core.review.queue import review_item

@@ -19,11 +19,12 @@ from core.drafting.basis import SourceAccess
 from core.drafting.claims import Claim, claim_slot
 from core.drafting.post_shape import build_request
 from core.drafting.service import DraftingService
+from core.drafting_policies import DraftOutcome
 from core.failpoints import Failpoint, hook
 from core.models import RunRow, SeenSourceItemRow, SnapshotItemRow, SourceSnapshotRow
 from core.operations.alerts import AlertService
 from core.operations.digest import build_digest
-from core.policies import DraftOutcome, FailReason, SkipReason
+from core.policies import FailReason, SkipReason
 from core.ports import MessageRef, RunAlert
 from core.review.redraft_claims import RedraftClaim
 from core.review.redrafting import RedraftService

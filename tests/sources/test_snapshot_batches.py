@@ -13,7 +13,7 @@ from core.drafting.anthropic_drafter import AnthropicDrafter
 from core.drafting.attempts import Backoff
 from core.drafting.basis import SourceAccess
 from core.drafting.batch_drafter import BatchDrafter
-from core.policies import DraftOutcome
+from core.drafting_policies import DraftOutcome
 from core.setup.config import parse_config
 from core.slots.schedule import slot_at_wall
 from core.store.engine import Store

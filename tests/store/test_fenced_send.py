@@ -17,11 +17,13 @@ import pytest
 from sqlmodel import col, select
 
 from core.api.services import Services
-from core.drafting.claims import Claim, claim_slot, renew_lease, sweep_expired_claims
+from core.drafting.claims import Claim, claim_slot, renew_lease
 from core.drafting.gate import tokens_today
 from core.drafting.service import DraftingService
+from core.drafting.sweeper import sweep_expired_claims
+from core.drafting_policies import DraftOutcome
 from core.models import AttemptRow, DraftRow
-from core.policies import DraftOutcome, EffectDecision, PublishOutcome, Refusal, Verdict
+from core.policies import EffectDecision, PublishOutcome, Refusal, Verdict
 from core.ports import PostQuery, Publisher, SystemClock
 from core.review.queue import decide
 from core.scheduling.dispatch import SlotDispatcher

@@ -21,9 +21,9 @@ from bench.history_scale import CountingWorld, FixedClock
 from bench.history_seed import NOW, REVIEW_CHANNEL, config_text, load, recipe_name
 from core.api.decisions import read_decisions
 from core.api.report import read_report
-from core.drafting.claims import sweep_expired_claims
 from core.drafting.learning import read_lessons
 from core.drafting.service import DraftingService
+from core.drafting.sweeper import sweep_expired_claims
 from core.identity import publish_effect_key
 from core.models import DraftRow, PostCheckRow
 from core.operations.alerts import AlertService

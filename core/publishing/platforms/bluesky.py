@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import re
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
@@ -28,7 +27,7 @@ from core.errors import (
     MissingExtra,
     ReadRefused,
 )
-from core.http_calls import call_timeout, never_sent, retry_after_seconds
+from core.http_calls import call_timeout
 from core.identity import bluesky_part_record_key, bluesky_record_key
 from core.policies import ThreadStyle
 from core.ports import (
@@ -43,6 +42,15 @@ from core.ports import (
     Publication,
     UploadedMedia,
 )
+from core.publishing.platforms.bluesky_answers import (
+    RETRY_LATER,
+    Expired,
+    create_failed,
+    describe,
+    sign_in_failed,
+    wait_of,
+    xrpc_error,
+)
 from core.publishing.platforms.bluesky_images import external_embed, images_embed, upload_blob
 from core.publishing.platforms.bluesky_records import ThreadWrites, link_facets, thread_writes
 from core.publishing.platforms.post_text import comparable, graphemes
@@ -54,15 +62,9 @@ POST_COLLECTION = "app.bsky.feed.post"
 CREATE = "com.atproto.repo.createRecord"
 APPLY_WRITES = "com.atproto.repo.applyWrites"
 POST_URI = re.compile(r"^at://(?P<repo>[^/]+)/app\.bsky\.feed\.post/(?P<rkey>[^/]+)$")
-RETRY_LATER = frozenset({429, 503})  # refused for now: nothing happened
 GET_POSTS_LIMIT = 25  # URIs one app.bsky.feed.getPosts takes
 
 log = logging.getLogger(__name__)
-
-
-class _Expired(Exception):
-    """The PDS said our access token expired: the request was refused, so after a refresh
-    it may be sent once more."""
 
 
 class BlueskyPublisher:
@@ -138,8 +140,8 @@ class BlueskyPublisher:
             try:
                 return create()
             except Exception as exc:
-                failure = self._create_failed(exc, nsid)
-                if not isinstance(failure, _Expired):
+                failure = create_failed(exc, self.config, sent=self._sent.nsid == nsid)
+                if not isinstance(failure, Expired):
                     raise failure from exc
                 if not first:
                     refused = f"Bluesky refused a fresh session for {self.config.handle}"
@@ -169,7 +171,7 @@ class BlueskyPublisher:
     def upload_image(self, image: ImageBytes) -> UploadedMedia:
         """One uploadBlob (docs/design.md §32); its receipt is kept by the caller."""
         client, _ = self._signed_in()
-        return upload_blob(client, image, _xrpc_error)
+        return upload_blob(client, image, xrpc_error)
 
     def lookup(self, query: PostQuery) -> str | None:
         try:
@@ -184,9 +186,9 @@ class BlueskyPublisher:
         try:
             found = client.app.bsky.feed.post.get(repo, rkey)
         except Exception as exc:
-            if _xrpc_error(exc)[1] == "RecordNotFound":
+            if xrpc_error(exc)[1] == "RecordNotFound":
                 return self._thread_without_its_first(client, repo, query.effect_key, rkey)
-            raise LookupUnavailable(f"Bluesky getRecord failed: {_describe(exc)}") from exc
+            raise LookupUnavailable(f"Bluesky getRecord failed: {describe(exc)}") from exc
         sent = getattr(found.value, "text", None)
         if not isinstance(sent, str) or comparable(sent) != comparable(query.text):
             raise LookupUnavailable(
@@ -207,9 +209,9 @@ class BlueskyPublisher:
         except ValueError:
             return None
         except Exception as exc:
-            if _xrpc_error(exc)[1] == "RecordNotFound":
+            if xrpc_error(exc)[1] == "RecordNotFound":
                 return None  # no thread there either: absent
-            raise LookupUnavailable(f"Bluesky getRecord failed: {_describe(exc)}") from exc
+            raise LookupUnavailable(f"Bluesky getRecord failed: {describe(exc)}") from exc
         root = getattr(getattr(getattr(second.value, "reply", None), "root", None), "uri", None)
         if not isinstance(root, str) or not root.endswith(f"/{POST_COLLECTION}/{rkey}"):
             return None
@@ -230,11 +232,11 @@ class BlueskyPublisher:
         except MissingExtra as exc:
             return PostUnknown(str(exc))
         except Exception as exc:
-            status, name, _ = _xrpc_error(exc)
+            status, name, _ = xrpc_error(exc)
             if name == "RecordNotFound" and status is not None:
                 return PostGone(status, name)
-            wait = _wait_of(exc) if status in RETRY_LATER else None
-            return PostUnknown(f"Bluesky getRecord failed: {_describe(exc)}", wait)
+            wait = wait_of(exc) if status in RETRY_LATER else None
+            return PostUnknown(f"Bluesky getRecord failed: {describe(exc)}", wait)
         return PostFound()
 
     def read_counts(self, external_ids: Sequence[str]) -> dict[str, PostCounts]:
@@ -244,9 +246,9 @@ class BlueskyPublisher:
             client, _ = self._signed_in()
             answer = client.app.bsky.feed.get_posts({"uris": list(external_ids)})
         except Exception as exc:
-            status, _, _ = _xrpc_error(exc)
-            wait = _wait_of(exc) if status in RETRY_LATER else None
-            raise ReadRefused(f"Bluesky getPosts failed: {_describe(exc)}", wait) from exc
+            status, _, _ = xrpc_error(exc)
+            wait = wait_of(exc) if status in RETRY_LATER else None
+            raise ReadRefused(f"Bluesky getPosts failed: {describe(exc)}", wait) from exc
         return {
             str(post.uri): PostCounts(
                 likes=post.like_count or 0,
@@ -325,7 +327,7 @@ class BlueskyPublisher:
         try:
             client.login(login=self.config.handle, password=password, fetch_bsky_profile=False)
         except Exception as exc:
-            raise self._sign_in_failed(exc) from exc
+            raise sign_in_failed(exc, self.config) from exc
 
     def _refresh(self, client: Any) -> None:
         """A new access token from the refresh token; a sign-in only when that one died too."""
@@ -336,51 +338,6 @@ class BlueskyPublisher:
             except Exception:
                 self._did = None
                 self._sign_in(client)
-
-    def _sign_in_failed(self, exc: Exception) -> EffectNotSent:
-        status, name, message = _xrpc_error(exc)
-        said = f"Bluesky sign-in for {self.config.handle} failed: {_describe(exc)}"
-        if status in RETRY_LATER:
-            wait = _wait_of(exc)
-            return EffectNotSent(said + _hint(wait), retry_after=wait)
-        if status in (400, 401, 403):
-            var = self.config.secret_env
-            return EffectNotSent(
-                f"Bluesky refused the app password in {var} for {self.config.handle}: "
-                f"{name or status} {message}".rstrip(),
-                auth=True,
-            )
-        return EffectNotSent(said)  # unreachable or failing: no post was attempted
-
-    # --- classification (docs/design.md §8) ---
-
-    def _create_failed(self, exc: Exception, nsid: str) -> Exception:
-        status, name, message = _xrpc_error(exc)
-        sent = self._sent.nsid == nsid  # else a refresh failed before the create left
-        if name == "ExpiredToken":
-            return _Expired()
-        if status is None:
-            cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
-            if not sent or never_sent(cause):
-                return EffectNotSent(f"Bluesky unreachable: {_describe(cause)}")
-            if isinstance(exc, httpx.HTTPError) or _is_transport(exc):
-                return EffectOutcomeUnknown(f"Bluesky gave no complete answer: {_describe(cause)}")
-            return EffectOutcomeUnknown(f"Bluesky's answer could not be read: {_describe(exc)}")
-        said = f"Bluesky answered {status} {name or ''}: {message}".replace("  ", " ")
-        if status in (401, 403):
-            var = self.config.secret_env
-            return EffectNotSent(f"{said} (check {var} for {self.config.handle})", auth=True)
-        if status in RETRY_LATER:
-            wait = _wait_of(exc)
-            return EffectNotSent(said + _hint(wait), retry_after=wait)
-        if not sent:
-            return EffectNotSent(f"Bluesky refused the session refresh: {said}")
-        if name == "RecordAlreadyExists":
-            return EffectOutcomeUnknown(f"{said}: the record key is taken; look it up")
-        if status in (400, 413):
-            return EffectNotSent(said, permanent=True)
-        # bsky.social answers a duplicate record key with a bare 500: it may be there
-        return EffectOutcomeUnknown(f"{said} (the record may exist already; look it up)")
 
     def _too_long(self, text: str) -> str | None:
         count, size = graphemes(text), len(text.encode("utf-8"))
@@ -400,40 +357,3 @@ def _embed_of(models: Any, publication: Publication) -> Any:
     if card is not None and not card.missing:
         return external_embed(models, card)
     return None
-
-
-def _xrpc_error(exc: Exception) -> tuple[int | None, str | None, str]:
-    """(HTTP status, XRPC error name, message) of an atproto request error."""
-    response = getattr(exc, "response", None)
-    if response is None or not hasattr(response, "status_code"):
-        return None, None, ""
-    content = response.content
-    name = getattr(content, "error", None)
-    message = getattr(content, "message", None) or ""
-    return int(response.status_code), name, str(message)
-
-
-def _wait_of(exc: Exception) -> float | None:
-    """Seconds to wait: `Retry-After`, else `ratelimit-reset` (epoch seconds)."""
-    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
-    wait = retry_after_seconds(headers.get("retry-after"))
-    if wait is not None:
-        return wait
-    try:
-        return max(0.0, float(headers["ratelimit-reset"]) - time.time())
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
-def _hint(wait: float | None) -> str:
-    return f" (retry after {wait:.0f}s)" if wait is not None else ""
-
-
-def _is_transport(exc: Exception) -> bool:
-    from atproto_client.exceptions import NetworkError
-
-    return isinstance(exc, NetworkError) and getattr(exc, "response", None) is None
-
-
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
