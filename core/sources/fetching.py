@@ -8,12 +8,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
 import httpx
 
-from core.egress.client import IMAGE_BYTES, PAGE_BYTES, shown_url
+from core.egress.client import IMAGE_BYTES, PAGE_BYTES, Closing, shown_url
 from core.errors import NotFetched
 from core.sources.items import ReadContext, SourceReadError
 from core.sources.source_secrets import SourceSecret
@@ -50,7 +49,7 @@ class Answer:
         return json.loads(self.body)
 
 
-class SourceClient:
+class SourceClient(Closing):
     """One source read's way out (core/egress): the guarded client, our user agent and
     the source's headers, each GET bounded as a whole by the recipe's `call_timeout`
     (redirects included), which is also each socket wait's limit."""
@@ -67,15 +66,7 @@ class SourceClient:
         self.headers = {"User-Agent": USER_AGENT, **(headers or {})}
         self.deadline = context.timeout
 
-    def __enter__(self) -> SourceClient:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def close(self) -> None:
         self.egress.close()
 
 
