@@ -10,13 +10,14 @@ Redirects are followed here, by hand, at most MAX_REDIRECTS. Never retries.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import cache
 from ssl import SSLContext
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 from urllib.parse import urlsplit
 
 import httpcore
@@ -54,6 +55,17 @@ class Fetched:
     headers: httpx.Headers
     body: bytes
     next_url: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    @property
+    def where(self) -> str:
+        return shown_url(self.url)
+
+    def json(self) -> Any:
+        return json.loads(self.body)
 
 
 class Closing:
