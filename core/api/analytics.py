@@ -27,6 +27,14 @@ from core.telemetry.pricing import estimated_cost_usd
 APPROVED, REJECTED, EXPIRED = "approved", "rejected", "expired"
 OUTCOMES = (APPROVED, REJECTED, EXPIRED)
 
+# the tokens a price reads, each summed over a group of model calls (`summed_cost`)
+TOKEN_SUMS = (
+    sa.func.sum(col(AttemptRow.input_tokens)),
+    sa.func.sum(col(AttemptRow.output_tokens)),
+    sa.func.sum(col(AttemptRow.cache_creation_tokens)),
+    sa.func.sum(col(AttemptRow.cache_read_tokens)),
+)
+
 
 @dataclass(frozen=True)
 class DepthPoint:
@@ -169,10 +177,7 @@ def daily_cost(session: Session) -> list[CostPoint]:
             day,
             col(AttemptRow.mode),
             col(AttemptRow.model),
-            sa.func.sum(col(AttemptRow.input_tokens)),
-            sa.func.sum(col(AttemptRow.output_tokens)),
-            sa.func.sum(col(AttemptRow.cache_creation_tokens)),
-            sa.func.sum(col(AttemptRow.cache_read_tokens)),
+            *TOKEN_SUMS,
         )
         .group_by(col(AttemptRow.recipe), day, col(AttemptRow.mode), col(AttemptRow.model))
         .order_by(col(AttemptRow.recipe), day)
@@ -182,13 +187,18 @@ def daily_cost(session: Session) -> list[CostPoint]:
         total = totals.setdefault((recipe, _date(at), mode), [0, 0, 0.0])
         total[0] += int(tokens_in)
         total[1] += int(tokens_out)
-        total[2] += estimated_cost_usd(
-            model, int(tokens_in), int(tokens_out), created, read, drafting=mode
-        )
+        total[2] += summed_cost(model, mode, tokens_in, tokens_out, created, read)
     return [
         CostPoint(recipe, day, int(t[0]), int(t[1]), t[2], mode)
         for (recipe, day, mode), t in totals.items()
     ]
+
+
+def summed_cost(model: str | None, mode: str, *sums: Any) -> float:
+    """What a group of calls to `model`, made one way (`mode`), cost: `sums` are its
+    TOKEN_SUMS as the database returned them."""
+    tokens_in, tokens_out, created, read = (int(s) for s in sums)
+    return estimated_cost_usd(model, tokens_in, tokens_out, created, read, drafting=mode)
 
 
 def skipped_slots(session: Session) -> list[SkipCount]:

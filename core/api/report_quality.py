@@ -21,12 +21,12 @@ import sqlalchemy as sa
 from rapidfuzz.distance import Indel
 from sqlmodel import Session, col
 
+from core.api.analytics import TOKEN_SUMS, summed_cost
 from core.drafting.revisions import MODEL_AUTHOR
 from core.models import CHANGES as CHANGE_DECISIONS
 from core.models import AttemptRow, DraftRevisionRow, DraftRow, EventRow, UTCDateTime
 from core.policies import DecisionKind
 from core.states import DraftState
-from core.telemetry.pricing import estimated_cost_usd
 
 MIN_SAMPLE = 3  # a rate over fewer drafts (or posts) than this is "too few", not a ratio
 TOP_REASONS = 3
@@ -225,10 +225,7 @@ def _costs(session: Session, since: datetime, until: datetime) -> dict[str, floa
                 col(AttemptRow.recipe),
                 col(AttemptRow.mode),
                 col(AttemptRow.model),
-                sa.func.sum(col(AttemptRow.input_tokens)),
-                sa.func.sum(col(AttemptRow.output_tokens)),
-                sa.func.sum(col(AttemptRow.cache_creation_tokens)),
-                sa.func.sum(col(AttemptRow.cache_read_tokens)),
+                *TOKEN_SUMS,
             )
             .where(started > since, started <= until)
             .group_by(col(AttemptRow.recipe), col(AttemptRow.mode), col(AttemptRow.model))
@@ -236,8 +233,6 @@ def _costs(session: Session, since: datetime, until: datetime) -> dict[str, floa
         .all()
     )
     costs: dict[str, float] = defaultdict(float)
-    for recipe, mode, model, tokens_in, tokens_out, created, read in rows:
-        costs[recipe] += estimated_cost_usd(
-            model, int(tokens_in), int(tokens_out), int(created), int(read), drafting=mode
-        )
+    for recipe, mode, model, *sums in rows:
+        costs[recipe] += summed_cost(model, mode, *sums)
     return costs

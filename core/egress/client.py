@@ -10,12 +10,14 @@ Redirects are followed here, by hand, at most MAX_REDIRECTS. Never retries.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import cache
 from ssl import SSLContext
 from types import TracebackType
+from typing import Any, Self
 from urllib.parse import urlsplit
 
 import httpcore
@@ -54,8 +56,38 @@ class Fetched:
     body: bytes
     next_url: str | None = None
 
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
 
-class EgressClient:
+    @property
+    def where(self) -> str:
+        return shown_url(self.url)
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+class Closing:
+    """A client used in a `with` block, closed on leaving it: a subclass says how it
+    closes."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class EgressClient(Closing):
     """One reader's way out. `timeout` bounds each socket wait (the recipe's
     `call_timeout`); each `get` is bounded as a whole by its `deadline`."""
 
@@ -85,17 +117,6 @@ class EgressClient:
         # two pools, so a connection opened for a trusted URL never carries a found one
         self._configured = client(None)
         self._found = client(allow)
-
-    def __enter__(self) -> EgressClient:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         self._configured.close()

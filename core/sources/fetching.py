@@ -5,15 +5,11 @@ never do. Never retries or sleeps itself: the run's attempt policy decides.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from dataclasses import dataclass
-from types import TracebackType
-from typing import Any
 
 import httpx
 
-from core.egress.client import IMAGE_BYTES, PAGE_BYTES, shown_url
+from core.egress.client import IMAGE_BYTES, PAGE_BYTES, Closing, Fetched, shown_url
 from core.errors import NotFetched
 from core.sources.items import ReadContext, SourceReadError
 from core.sources.source_secrets import SourceSecret
@@ -26,31 +22,12 @@ _ANSWER_EXCERPT = 200
 __all__ = ["Answer", "SourceClient", "fetch", "get", "shown_url", "source_client"]
 
 
-@dataclass(frozen=True)
-class Answer:
-    """An answer, read whole: `url` is where it came from after redirects, `next_url`
-    the `Link: rel="next"` page after it (None on the last page)."""
-
-    url: str
-    status: int
-    reason: str
-    headers: httpx.Headers
-    body: bytes
-    next_url: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return 200 <= self.status < 300
-
-    @property
-    def where(self) -> str:
-        return shown_url(self.url)
-
-    def json(self) -> Any:
-        return json.loads(self.body)
+# a source's answer, read whole: where it came from after redirects, its status,
+# headers and body, and the `Link: rel="next"` page after it (None on the last page)
+Answer = Fetched
 
 
-class SourceClient:
+class SourceClient(Closing):
     """One source read's way out (core/egress): the guarded client, our user agent and
     the source's headers, each GET bounded as a whole by the recipe's `call_timeout`
     (redirects included), which is also each socket wait's limit."""
@@ -67,15 +44,7 @@ class SourceClient:
         self.headers = {"User-Agent": USER_AGENT, **(headers or {})}
         self.deadline = context.timeout
 
-    def __enter__(self) -> SourceClient:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def close(self) -> None:
         self.egress.close()
 
 
@@ -138,9 +107,7 @@ def get(
         ) from exc
     except httpx.HTTPError as exc:
         raise SourceReadError(source, f"cannot reach {where}: {exc}", retryable=True) from exc
-    return Answer(
-        fetched.url, fetched.status, fetched.reason, fetched.headers, fetched.body, fetched.next_url
-    )
+    return fetched
 
 
 def status_error(source: str, answer: Answer, *, retryable: bool | None = None) -> SourceReadError:

@@ -245,13 +245,7 @@ class DiscordPublisher(HttpPublisher[DiscordTarget]):
     def prove_credentials(self) -> str:
         """`GET /users/@me` (the token is a bot's), then the channel (the bot can see it),
         without posting."""
-        try:
-            answer = self._get("/users/@me")
-        except (httpx.HTTPError, NotFetched) as exc:
-            raise EffectNotSent(f"Discord unreachable: {_describe(exc)}") from exc
-        me = answer.json()
-        if answer.status != 200 or not isinstance(me, dict) or not me.get("id"):
-            raise self._refused(answer)
+        me = self._users_me()
         if not me.get("bot"):
             raise EffectNotSent(f"{self.config.secret_env} is not a bot's token", auth=True)
         self._bot_id = str(me["id"])
@@ -275,10 +269,9 @@ class DiscordPublisher(HttpPublisher[DiscordTarget]):
         finally:
             response.close()
 
-    def _me(self) -> str:
-        with self._lock:
-            if self._bot_id is not None:
-                return self._bot_id
+    def _users_me(self) -> dict[str, Any]:
+        """`GET /users/@me`: the token's user, with its id; EffectNotSent when Discord
+        cannot be reached or refuses the token."""
         try:
             answer = self._get("/users/@me")
         except (httpx.HTTPError, NotFetched) as exc:
@@ -286,6 +279,13 @@ class DiscordPublisher(HttpPublisher[DiscordTarget]):
         me = answer.json()
         if answer.status != 200 or not isinstance(me, dict) or not me.get("id"):
             raise self._refused(answer)
+        return me
+
+    def _me(self) -> str:
+        with self._lock:
+            if self._bot_id is not None:
+                return self._bot_id
+        me = self._users_me()
         with self._lock:
             self._bot_id = str(me["id"])
             return self._bot_id
