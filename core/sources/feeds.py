@@ -16,7 +16,8 @@ from typing import Any
 from urllib.parse import urljoin
 from xml.sax import SAXException
 
-from core.sources.fetching import Answer, fetch, source_client
+from core.egress.client import Fetched
+from core.sources.fetching import fetch, source_client
 from core.sources.items import ItemImage, ReadContext, SourceItem, SourceReadError
 from core.sources.plain_text import html_to_text
 from core.sources.source_secrets import source_secret
@@ -32,14 +33,14 @@ def read_feed(spec: FeedSource, context: ReadContext) -> list[SourceItem]:
     return feed_items(spec.label, answer)
 
 
-def feed_items(source: str, answer: Answer) -> list[SourceItem]:
+def feed_items(source: str, answer: Fetched) -> list[SourceItem]:
     """One item per entry of the feed `answer` holds, its links resolved against the
     address the feed came from."""
     parsed = parse_feed(source, answer)
     return [_entry_item(source, entry, answer.url) for entry in parsed.entries]
 
 
-def parse_feed(source: str, answer: Answer) -> Any:
+def parse_feed(source: str, answer: Fetched) -> Any:
     """feedparser's reading of `answer`; SourceReadError if it is no RSS or Atom feed, or
     XML too broken to give a single entry. A feed with small faults (an HTML entity, a
     wrong charset) is read as every feed reader reads it: what it says is kept."""

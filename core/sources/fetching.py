@@ -19,12 +19,7 @@ MAX_IMAGE_BYTES = IMAGE_BYTES
 USER_AGENT = "Galley (source reader)"
 _ANSWER_EXCERPT = 200
 
-__all__ = ["Answer", "SourceClient", "fetch", "get", "shown_url", "source_client"]
-
-
-# a source's answer, read whole: where it came from after redirects, its status,
-# headers and body, and the `Link: rel="next"` page after it (None on the last page)
-Answer = Fetched
+__all__ = ["SourceClient", "fetch", "get", "shown_url", "source_client"]
 
 
 class SourceClient(Closing):
@@ -67,7 +62,7 @@ def fetch(
     params: Mapping[str, str] | None = None,
     limit: int | None = None,
     configured: bool = False,
-) -> Answer:
+) -> Fetched:
     """GET `url`; its answer when 2xx, else SourceReadError naming `source`, the status
     and what the server said."""
     answer = get(client, source, url, params=params, limit=limit, configured=configured)
@@ -84,7 +79,7 @@ def get(
     params: Mapping[str, str] | None = None,
     limit: int | None = None,
     configured: bool = False,
-) -> Answer:
+) -> Fetched:
     """GET `url`: its answer whatever its status (the body at most `limit` bytes,
     MAX_ANSWER_BYTES unless told), or a SourceReadError: retryable when no answer came,
     not when the URL was refused or a bound passed (docs/design.md §33). `configured`:
@@ -110,7 +105,7 @@ def get(
     return fetched
 
 
-def status_error(source: str, answer: Answer, *, retryable: bool | None = None) -> SourceReadError:
+def status_error(source: str, answer: Fetched, *, retryable: bool | None = None) -> SourceReadError:
     """The failure a non-2xx answer is: retryable as its status says, unless told."""
     if retryable is None:
         retryable = retryable_status(answer.status)
@@ -122,7 +117,7 @@ def retryable_status(code: int) -> bool:
     return code in (304, 408, 425, 429) or code >= 500
 
 
-def status_answer(answer: Answer) -> str:
+def status_answer(answer: Fetched) -> str:
     """One line: `HTTP 404 Not Found from host/path: what it said`."""
     said = " ".join(answer.body[:_ANSWER_EXCERPT].decode("utf-8", "replace").split())
     line = f"HTTP {answer.status} {answer.reason} from {shown_url(answer.url)}".rstrip()

@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from core.egress.client import Fetched
 from core.policies import GithubItems
 from core.sources.fetching import (
-    Answer,
     SourceClient,
     get,
     shown_url,
@@ -112,7 +112,7 @@ def _pages(
         next_url, query = _next_page(spec, answer), None  # the next link carries the query
 
 
-def _next_page(spec: GithubSource, answer: Answer) -> str | None:
+def _next_page(spec: GithubSource, answer: Fetched) -> str | None:
     """The next page's URL; never one on another server, which would be sent the token."""
     if answer.next_url is None:
         return None
@@ -125,7 +125,9 @@ def _next_page(spec: GithubSource, answer: Answer) -> str | None:
     return answer.next_url
 
 
-def _get_page(client: SourceClient, source: str, url: str, params: dict[str, str] | None) -> Answer:
+def _get_page(
+    client: SourceClient, source: str, url: str, params: dict[str, str] | None
+) -> Fetched:
     # the configured API's own pages (never another server's, see _next_page) are as
     # trusted as the `api` the operator wrote
     answer = get(client, source, url, params=params, configured=True)
@@ -138,14 +140,14 @@ def _get_page(client: SourceClient, source: str, url: str, params: dict[str, str
     raise status_error(source, answer)
 
 
-def _rate_limited(answer: Answer) -> str:
+def _rate_limited(answer: Fetched) -> str:
     resets = answer.headers.get("x-ratelimit-reset", "")
     when = _epoch(resets)
     at = f"; it resets at {when.isoformat()}" if when else ""
     return f"GitHub rate limit reached (HTTP {answer.status}){at}"
 
 
-def _entries(source: str, answer: Answer) -> list[dict[str, Any]]:
+def _entries(source: str, answer: Fetched) -> list[dict[str, Any]]:
     try:
         entries = answer.json()
     except ValueError as exc:

@@ -9,7 +9,8 @@ never downloaded here.
 
 from __future__ import annotations
 
-from core.sources.fetching import Answer, fetch, source_client
+from core.egress.client import Fetched
+from core.sources.fetching import fetch, source_client
 from core.sources.items import ItemImage, ReadContext, SourceItem, SourceReadError
 from core.sources.open_graph import page_tags
 from core.sources.plain_text import html_to_text
@@ -38,7 +39,7 @@ def read_page(spec: UrlSource, context: ReadContext) -> list[SourceItem]:
     ]
 
 
-def page_image(answer: Answer) -> ItemImage | None:
+def page_image(answer: Fetched) -> ItemImage | None:
     """The page's `og:image`, resolved against where the page came from; None for a page
     without one, or an answer that is no HTML page."""
     media_type = answer.headers.get("content-type", "text/html").split(";")[0].strip().lower()
@@ -49,7 +50,7 @@ def page_image(answer: Answer) -> ItemImage | None:
     return ItemImage(url, tags.image_caption()) if url else None
 
 
-def page_text(source: str, answer: Answer) -> tuple[str, str]:
+def page_text(source: str, answer: Fetched) -> tuple[str, str]:
     """(title, main text) of an HTML or plain-text page; SourceReadError for any other."""
     media_type = answer.headers.get("content-type", "text/html").split(";")[0].strip().lower()
     if media_type == "text/plain":
@@ -68,7 +69,7 @@ def page_text(source: str, answer: Answer) -> tuple[str, str]:
     return title, text
 
 
-def _charset(answer: Answer) -> str | None:
+def _charset(answer: Fetched) -> str | None:
     for part in answer.headers.get("content-type", "").split(";")[1:]:
         key, _, value = part.strip().partition("=")
         if key.lower() == "charset" and value:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import httpx
 
+from core.egress.client import Fetched
 from core.sources.feeds import _entry_item, parse_feed
-from core.sources.fetching import Answer
 from core.sources.items import ItemImage, SourceItem
 from core.sources.pages import page_image
 
@@ -21,7 +21,7 @@ def items_of(*entries: str) -> list[SourceItem]:
         f'<?xml version="1.0"?><rss version="2.0" {MEDIA}><channel><title>Acme</title>'
         f"<link>https://blog.example.com/</link>{''.join(entries)}</channel></rss>"
     )
-    answer = Answer(
+    answer = Fetched(
         FEED_URL,
         200,
         "OK",
@@ -96,9 +96,9 @@ def test_an_entry_without_an_image_has_none_and_its_hash_is_unchanged() -> None:
     assert plain.content_hash == pictured.content_hash  # the image is not in the hash
 
 
-def page(html: str, content_type: str = "text/html; charset=utf-8") -> Answer:
+def page(html: str, content_type: str = "text/html; charset=utf-8") -> Fetched:
     headers = httpx.Headers({"content-type": content_type})
-    return Answer("https://acme.example.com/news/launch", 200, "OK", headers, html.encode())
+    return Fetched("https://acme.example.com/news/launch", 200, "OK", headers, html.encode())
 
 
 def test_a_pages_og_image_is_its_image_captioned_by_its_alt_else_its_title() -> None:

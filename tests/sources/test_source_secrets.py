@@ -14,11 +14,11 @@ import pytest
 from typer.testing import CliRunner
 
 from bot.cli import app
+from core.egress.client import Fetched
 from core.errors import ConfigError
 from core.setup.config import parse_config
 from core.setup.serving import unserved
 from core.sources.feeds import feed_items
-from core.sources.fetching import Answer
 from core.sources.items import ItemImage, SourceItem, SourceReadError
 from core.sources.reading import read_source
 from core.sources.url_credentials import credential_in_url, without_credentials
@@ -92,7 +92,7 @@ def test_an_item_never_keeps_a_credential_its_links_held() -> None:
 
 def test_entry_links_resolved_against_a_feed_url_with_credentials_do_not_carry_them() -> None:
     feed_url = f"https://reader:{PASSWORD}@blog.example.com/feed.xml?token={TOKEN}"
-    answer = Answer(feed_url, 200, "OK", httpx.Headers(), rss2([RELEASE]).encode())
+    answer = Fetched(feed_url, 200, "OK", httpx.Headers(), rss2([RELEASE]).encode())
 
     [item] = feed_items("blog", answer)
 
