@@ -9,7 +9,7 @@ check, and never writes anything itself.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING
 
 from core.api.views import Answer, DraftDetail
 from core.drafting.fit import FitRule
@@ -28,17 +28,6 @@ from core.store.engine import Store
 if TYPE_CHECKING:
     from core.review.redraft_claims import RedraftClaim
     from core.review.redrafting import RedraftService
-
-
-class Bound(TypedDict):
-    """What a person's decision binds to, as `decide`, `edit`, `unapprove` and a redraft
-    ask take it: the draft and revision they read, who they are, whether they approve."""
-
-    draft_key: str
-    revision: int
-    user: str
-    permitted: bool
-
 
 _WHO = "reading only: say who you are with GALLEY_USER or galley.connect(user='U…')"
 
@@ -118,11 +107,15 @@ class Desk:
         user: str | None,
         reason: str | None = None,
     ) -> ReviewAnswer:
+        key, read, person, permitted = self._bound(draft, revision, user)
         return decide(
             self.store,
             self.config,
             self.clock,
-            **self._bound(draft, revision, user),
+            draft_key=key,
+            revision=read,
+            user=person,
+            permitted=permitted,
             verdict=verdict,
             reason=reason,
             fits=self.fits,
@@ -132,8 +125,16 @@ class Desk:
     def edit(
         self, draft: DraftDetail | str, text: str, revision: int | None, *, user: str | None
     ) -> ReviewAnswer:
+        key, read, person, permitted = self._bound(draft, revision, user)
         return edit(
-            self.store, self.config, self.clock, **self._bound(draft, revision, user), text=text
+            self.store,
+            self.config,
+            self.clock,
+            draft_key=key,
+            revision=read,
+            user=person,
+            permitted=permitted,
+            text=text,
         )
 
     def may_edit(self, user: str | None, draft_key: str) -> bool:
@@ -156,19 +157,33 @@ class Desk:
     ) -> RedraftClaim | ReviewAnswer:
         """A person's redraft of the revision they read, claimed (the caller runs it: on
         the bot's drafting pool, or at once in a notebook), or why not."""
-        return service.ask(**self._bound(draft, revision, user), note=note)
+        key, read, person, permitted = self._bound(draft, revision, user)
+        return service.ask(
+            draft_key=key, revision=read, note=note, user=person, permitted=permitted
+        )
 
     def unapprove(
         self, draft: DraftDetail | str, revision: int | None, *, user: str | None
     ) -> ReviewAnswer:
         """Take an approval back while its draft waits for its slot (docs/design.md §23)."""
-        return unapprove(self.store, self.config, self.clock, **self._bound(draft, revision, user))
+        key, read, person, permitted = self._bound(draft, revision, user)
+        return unapprove(
+            self.store,
+            self.config,
+            self.clock,
+            draft_key=key,
+            revision=read,
+            user=person,
+            permitted=permitted,
+        )
 
-    def _bound(self, draft: DraftDetail | str, revision: int | None, user: str | None) -> Bound:
+    def _bound(
+        self, draft: DraftDetail | str, revision: int | None, user: str | None
+    ) -> tuple[str, int, str, bool]:
         """The draft key and revision read, who decides and whether they are an approver."""
         key, read = bound_revision(draft, revision)
         person, permitted = self.people.deciding(user, self._stages(key))
-        return Bound(draft_key=key, revision=read, user=person, permitted=permitted)
+        return key, read, person, permitted
 
     def _stages(self, draft_key: str) -> list[ApprovalStage]:
         """The approval stages of the draft's recipe, read from its key (none for a key
