@@ -27,6 +27,20 @@ SENDING = "sending: the call left, its outcome not yet recorded"
 NEVER_SENT = "its holder stopped before sending: not sent, so it is sent again"
 
 
+def _from_dead_holder(
+    session: Session,
+    row: EffectRow,
+    state: EffectState,
+    why: str,
+    run_id: str | None,
+    owner: str,
+    now: datetime,
+) -> None:
+    """A receipt whose holder died, released and moved to `state` by `owner`, saying why."""
+    leases.hold(row, RECEIPTS, None, None)
+    move_effect(session, row, state, actor=owner, at=now, run_id=run_id, reason=why)
+
+
 def answer_existing(
     session: Session, row: EffectRow, spec: EffectSpec, owner: str, now: datetime
 ) -> EffectStart:
@@ -39,16 +53,7 @@ def answer_existing(
     if row.state == EffectState.IN_FLIGHT and spec.marks_send and row.detail != SENDING:
         # it never marked its call as leaving: nothing can be on the wire, and a late
         # mark by that holder matches no row once this owner holds it (fencing)
-        leases.hold(row, RECEIPTS, None, None)
-        move_effect(
-            session,
-            row,
-            EffectState.FAILED,
-            actor=owner,
-            at=now,
-            run_id=spec.run_id,
-            reason=NEVER_SENT,
-        )
+        _from_dead_holder(session, row, EffectState.FAILED, NEVER_SENT, spec.run_id, owner, now)
     if row.state == EffectState.IN_FLIGHT:
         assert row.lease_until is not None
         if leases.on_the_wire(row.lease_until, now, spec.on_wire):  # it may still land
@@ -56,16 +61,7 @@ def answer_existing(
                 f"effect {row.key}: the call of {row.claimed_by} may still be on the wire"
             )
         why = f"holder {row.claimed_by} stopped mid-call; outcome unknown"
-        leases.hold(row, RECEIPTS, None, None)
-        move_effect(
-            session,
-            row,
-            EffectState.UNCERTAIN,
-            actor=owner,
-            at=now,
-            run_id=spec.run_id,
-            reason=why,
-        )
+        _from_dead_holder(session, row, EffectState.UNCERTAIN, why, spec.run_id, owner, now)
     if row.state == EffectState.UNCERTAIN:
         # one reconciler at a time: the lookup and what follows it belong to `owner`
         leases.hold(row, RECEIPTS, owner, now + spec.lease)
