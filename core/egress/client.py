@@ -11,6 +11,7 @@ Redirects are followed here, by hand, at most MAX_REDIRECTS. Never retries.
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -68,7 +69,7 @@ class Fetched:
         return json.loads(self.body)
 
 
-class Closing:
+class Closing(ABC):
     """A client used in a `with` block, closed on leaving it: a subclass says how it
     closes."""
 
@@ -83,8 +84,9 @@ class Closing:
     ) -> None:
         self.close()
 
+    @abstractmethod
     def close(self) -> None:
-        raise NotImplementedError
+        """Release what the client holds (its connections)."""
 
 
 class EgressClient(Closing):
